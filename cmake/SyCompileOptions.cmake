@@ -1,0 +1,42 @@
+# Compiler flags shared by every Switchyard target, and the helper that declares a layer library.
+
+if(SY_SANITIZE_THREAD AND (SY_SANITIZE_ADDRESS))
+  message(FATAL_ERROR "SY_SANITIZE_THREAD cannot be combined with SY_SANITIZE_ADDRESS")
+endif()
+
+set(SY_CXX_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+set(SY_SANITIZER_FLAGS "")
+if(SY_SANITIZE_ADDRESS)
+  list(APPEND SY_SANITIZER_FLAGS -fsanitize=address -fno-omit-frame-pointer)
+endif()
+if(SY_SANITIZE_UNDEFINED)
+  list(APPEND SY_SANITIZER_FLAGS -fsanitize=undefined -fno-sanitize-recover=undefined)
+endif()
+if(SY_SANITIZE_THREAD)
+  list(APPEND SY_SANITIZER_FLAGS -fsanitize=thread)
+endif()
+if(SY_SANITIZER_FLAGS)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${SY_SANITIZER_FLAGS}>")
+  add_link_options(${SY_SANITIZER_FLAGS})
+endif()
+
+if(SY_NATIVE)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-march=native>")
+endif()
+
+# sy_target_defaults(target): C++20, warnings as errors, include root at the repository top.
+function(sy_target_defaults target)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${SY_CXX_WARNINGS}>")
+endfunction()
+
+# sy_add_layer(name SOURCES ... DEPS ...): one library per top-level folder, aliased sy::name.
+function(sy_add_layer name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(sy_${name} STATIC ${ARG_SOURCES})
+  add_library(sy::${name} ALIAS sy_${name})
+  sy_target_defaults(sy_${name})
+  target_include_directories(sy_${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(sy_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  set_target_properties(sy_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endfunction()

@@ -1,0 +1,50 @@
+// ThreadPool: a fixed set of worker threads for data-parallel loops and background tasks.
+//
+// ParallelFor splits [0, n) into contiguous ranges of at least `grain` items, runs them on the
+// workers and the calling thread, and returns when all are done. Submit queues one task and
+// returns a future.
+//
+// Ownership: the pool owns its threads; the destructor finishes queued tasks and joins.
+// Thread-safety: Submit and ParallelFor may be called from any thread, including from inside a
+// task (a nested ParallelFor runs its ranges inline, so it never deadlocks).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sy {
+
+class ThreadPool {
+ public:
+  // num_threads counts the caller of ParallelFor: a pool of N starts N-1 workers. N >= 1.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+  std::future<void> Submit(std::function<void()> task);
+
+  // The default size: SY_NUM_THREADS if set, else the number of cores.
+  static int DefaultNumThreads();
+
+ private:
+  void WorkerLoop();
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> queue_;  // guarded by mutex_
+  bool stopping_ = false;                         // guarded by mutex_
+};
+
+}  // namespace sy

@@ -1,0 +1,1 @@
+// TEMPORARY: written this session.
