@@ -1,0 +1,55 @@
+// Command: one `switchyard` subcommand. Each command lives in its own launcher/cmd_*.cc file and
+// registers itself with SY_REGISTER_COMMAND; main.cc builds the CLI from the registry.
+//
+//   class TuneIoCommand : public Command { ... };
+//   SY_REGISTER_COMMAND("tune-io", "Sweep block size x queue depth", TuneIoCommand);
+//   SY_REGISTER_COMMAND("bench store", "...", BenchStoreCommand);   // nested: `switchyard bench store`
+//
+// Configure() adds the command's options to its CLI11 subcommand; Run() does the work and returns
+// the process exit code. A command reports user errors (a Status) with PrintError and returns 1;
+// it never calls exit().
+//
+// Ownership: the registry owns one instance per command, created on demand.
+// Thread-safety: registration happens during static initialisation; everything else runs on the
+// main thread.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+
+namespace sy::launcher {
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual void Configure(CLI::App& app) = 0;
+  virtual int Run() = 0;
+};
+
+struct CommandEntry {
+  std::string path;  // space-separated: "bench store"
+  std::string help;
+  std::function<std::unique_ptr<Command>()> make;
+};
+
+std::vector<CommandEntry>& CommandRegistry();
+
+struct CommandRegistrar {
+  CommandRegistrar(std::string path, std::string help,
+                   std::function<std::unique_ptr<Command>()> make);
+};
+
+// Prints "error: <status message>" to stderr.
+void PrintError(const Status& status);
+
+}  // namespace sy::launcher
+
+#define SY_REGISTER_COMMAND(path, help, Type)                                         \
+  static ::sy::launcher::CommandRegistrar SY_STATUS_CONCAT(sy_command_, __LINE__)( \
+      path, help, [] { return std::unique_ptr<::sy::launcher::Command>(new Type()); })
