@@ -1,0 +1,167 @@
+// Microbenchmarks of the CPU backend: GEMM (f32 through our backend next to OpenBLAS called
+// directly, bf16 and f16 weights), grouped GEMM, attention decode over a KV cache, and the dtype
+// conversions. Counters report GFLOP/s (flops) and GB/s (bytes) per second of wall time.
+//
+//   build/benchmarks/runtime/runtime_ops_bench --benchmark_min_time=0.3s
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "runtime/cpu/cpu_backend.h"
+
+namespace sy {
+namespace {
+
+CpuBackend& Cpu() {
+  static auto* backend = new CpuBackend();
+  return *backend;
+}
+
+Tensor Random(DType dtype, Shape shape, uint64_t seed) {
+  Tensor f = Tensor::Host(DType::kF32, shape);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.5f);
+  for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = dist(rng);
+  if (dtype == DType::kF32) return f;
+  Tensor t = Tensor::Host(dtype, shape);
+  SY_CHECK_OK(
+      ConvertBuffer(f.data(), DType::kF32, t.data(), dtype, static_cast<size_t>(f.numel())));
+  return t;
+}
+
+void SetGemmCounters(benchmark::State& state, int64_t m, int64_t n, int64_t k, size_t b_bytes) {
+  double flops = 2.0 * static_cast<double>(m * n * k);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  double bytes = static_cast<double>(b_bytes + 4 * (m * k + m * n));
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// y = x * W^T, W [N,K] as a Linear weight; args: M, N, K.
+void BM_GemmBackend(benchmark::State& state, DType weight_dtype) {
+  int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Tensor x = Random(DType::kF32, {m, k}, 1);
+  Tensor w = Random(weight_dtype, {n, k}, 2);
+  Tensor y = Tensor::Host(DType::kF32, {m, n});
+  for (auto _ : state) {
+    Cpu().Gemm(x, w, y, {.trans_b = true});
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetGemmCounters(state, m, n, k, w.nbytes());
+}
+
+void BM_GemmOpenBlasDirect(benchmark::State& state) {
+  int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Cpu();  // same OpenBLAS thread count as the backend
+  Tensor x = Random(DType::kF32, {m, k}, 1);
+  Tensor w = Random(DType::kF32, {n, k}, 2);
+  Tensor y = Tensor::Host(DType::kF32, {m, n});
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, x.data<float>(), static_cast<int>(k), w.data<float>(),
+                static_cast<int>(k), 0.0f, y.data<float>(), static_cast<int>(n));
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetGemmCounters(state, m, n, k, w.nbytes());
+}
+
+void GemmShapes(benchmark::internal::Benchmark* b) {
+  b->Args({1, 4096, 4096});  // decode GEMV, 64 MiB f32 weight: memory bound
+  b->Args({8, 4096, 4096});
+  b->Args({128, 1024, 1024});
+  b->Args({512, 1024, 1024});  // prefill / training: compute bound
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_GemmBackend, f32, DType::kF32)->Apply(GemmShapes);
+BENCHMARK(BM_GemmOpenBlasDirect)->Apply(GemmShapes);
+BENCHMARK_CAPTURE(BM_GemmBackend, bf16, DType::kBF16)->Apply(GemmShapes);
+BENCHMARK_CAPTURE(BM_GemmBackend, f16, DType::kF16)->Apply(GemmShapes);
+
+// MoE experts: E experts of [F,H] weights, R routed rows spread evenly; args: E, R, H, F.
+void BM_GroupedGemm(benchmark::State& state, DType weight_dtype) {
+  int64_t experts = state.range(0), rows = state.range(1), h = state.range(2), f = state.range(3);
+  Tensor x = Random(DType::kF32, {rows, h}, 3);
+  Tensor w = Random(weight_dtype, {experts, f, h}, 4);
+  Tensor y = Tensor::Host(DType::kF32, {rows, f});
+  std::vector<int64_t> groups(static_cast<size_t>(experts), rows / experts);
+  groups.back() += rows % experts;
+  for (auto _ : state) {
+    Cpu().GroupedGemm(x, w, y, groups, {.trans_b = true});
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetGemmCounters(state, rows, f, h, w.nbytes());
+}
+BENCHMARK_CAPTURE(BM_GroupedGemm, f32, DType::kF32)
+    ->Args({8, 256, 1024, 2048})
+    ->Args({64, 512, 512, 1024})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_GroupedGemm, bf16, DType::kBF16)
+    ->Args({8, 256, 1024, 2048})
+    ->Args({8, 8, 1024, 2048})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// One decode step of attention: B sequences, Hq query heads over Hkv kv heads, D=128, a cache
+// of S positions. args: B, Hq, Hkv, S.
+void BM_AttentionDecode(benchmark::State& state) {
+  int64_t b = state.range(0), hq = state.range(1), hkv = state.range(2), s = state.range(3);
+  const int64_t d = 128;
+  Tensor q = Random(DType::kF32, {b, 1, hq, d}, 5);
+  Tensor k = Random(DType::kF32, {b, s, hkv, d}, 6);
+  Tensor v = Random(DType::kF32, {b, s, hkv, d}, 7);
+  Tensor out = Tensor::Host(DType::kF32, {b, 1, hq, d});
+  AttentionOptions options;
+  options.scale = 0.088f;
+  options.kv_lens.assign(static_cast<size_t>(b), static_cast<int32_t>(s));
+  for (auto _ : state) {
+    Cpu().Attention(q, k, v, out, Tensor(), options);
+    benchmark::DoNotOptimize(out.data());
+  }
+  double kv_bytes = static_cast<double>(k.nbytes() + v.nbytes());
+  state.counters["GB/s"] =
+      benchmark::Counter(kv_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * b * hq * s * d * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionDecode)
+    ->Args({1, 32, 8, 4096})
+    ->Args({8, 32, 8, 1024})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+template <typename Src, typename Dst, void (*Fn)(const Src*, Dst*, size_t)>
+void BM_Convert(benchmark::State& state) {
+  size_t n = static_cast<size_t>(state.range(0));
+  std::vector<Src> src(n);
+  std::vector<Dst> dst(n);
+  std::mt19937 rng(8);
+  for (auto& v : src) {
+    if constexpr (std::is_same_v<Src, float>) {
+      v = std::uniform_real_distribution<float>(-4, 4)(rng);
+    } else {
+      v = Src{static_cast<uint16_t>(rng() & 0x7bff)};
+    }
+  }
+  for (auto _ : state) {
+    Fn(src.data(), dst.data(), n);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(n * (sizeof(Src) + sizeof(Dst))) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Convert<float, BF16, ConvertF32ToBF16>)->Arg(1 << 22)->UseRealTime();
+BENCHMARK(BM_Convert<BF16, float, ConvertBF16ToF32>)->Arg(1 << 22)->UseRealTime();
+BENCHMARK(BM_Convert<float, F16, ConvertF32ToF16>)->Arg(1 << 22)->UseRealTime();
+BENCHMARK(BM_Convert<F16, float, ConvertF16ToF32>)->Arg(1 << 22)->UseRealTime();
+
+}  // namespace
+}  // namespace sy
+
+BENCHMARK_MAIN();

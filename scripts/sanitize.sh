@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the tests with AddressSanitizer + UndefinedBehaviorSanitizer (or ThreadSanitizer with
+# SANITIZER=thread) and runs them. CUDA is off in sanitizer builds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${SANITIZER:-address}
+if [ "$mode" = thread ]; then
+  flags=(-DSY_SANITIZE_THREAD=ON)
+  build_dir=${BUILD_DIR:-build-tsan}
+else
+  flags=(-DSY_SANITIZE_ADDRESS=ON -DSY_SANITIZE_UNDEFINED=ON)
+  build_dir=${BUILD_DIR:-build-asan}
+fi
+BUILD_DIR=$build_dir scripts/build.sh -DSY_ENABLE_CUDA=OFF -DSY_BUILD_BENCHMARKS=OFF "${flags[@]}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --timeout 1800 "$@"
