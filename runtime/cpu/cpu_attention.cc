@@ -1,9 +1,202 @@
-// TEMPORARY: replaced by the real kernels in this session.
+// Causal grouped-query attention of the CPU backend.
+//
+// Forward: one task per (batch, kv head, query position) processes every query head that shares
+// the kv head, so each key and value row is read once per task however many query heads use it
+// (the decode hot path: T = 1 over a long cache). Scores are kept whole per row (two-pass stable
+// softmax: subtract the row max, exponentiate, normalise).
+//
+// Backward: recomputes the probabilities from the saved log-sum-exp. One task per (batch, kv head)
+// owns dk and dv of that kv head and dq of its query heads, so the accumulation over the query
+// heads of a group needs no atomics and is deterministic.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/cpu_op_util.h"
+#include "runtime/cpu/cpu_vec.h"
 
 namespace sy {
+namespace {
 
-void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionOptions& options) { SY_CHECK(false) << "Attention not yet implemented"; }
-void CpuBackend::AttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv, const AttentionOptions& options) { SY_CHECK(false) << "AttentionBackward not yet implemented"; }
+struct AttentionDims {
+  int64_t b = 0, t = 0, s = 0, hq = 0, hkv = 0, d = 0;
+  int64_t group() const { return hq / hkv; }
+};
+
+AttentionDims CheckAttention(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  cpu::CheckDType(q, DType::kF32, op, "q");
+  cpu::CheckDType(k, DType::kF32, op, "k");
+  cpu::CheckDType(v, DType::kF32, op, "v");
+  SY_CHECK(q.rank() == 4 && k.rank() == 4)
+      << op << ": expected q [B,T,Hq,D] and k, v [B,S,Hkv,D]; got q " << q.ToString() << ", k "
+      << k.ToString();
+  cpu::CheckSameShape(k, v, op, "k", "v");
+  AttentionDims dims{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3)};
+  SY_CHECK(k.dim(0) == dims.b && k.dim(3) == dims.d)
+      << op << ": q " << q.ToString() << " and k " << k.ToString()
+      << " differ in batch or head dim";
+  SY_CHECK(dims.hkv > 0 && dims.hq % dims.hkv == 0)
+      << op << ": " << dims.hq << " query heads are not a multiple of " << dims.hkv << " kv heads";
+  return dims;
+}
+
+// Valid kv length per batch entry, checked against the contract T <= kv_lens[b] <= S.
+std::vector<int64_t> KvLens(const AttentionDims& dims, const AttentionOptions& options,
+                            const char* op) {
+  std::vector<int64_t> lens(static_cast<size_t>(dims.b), dims.s);
+  if (options.kv_lens.empty()) {
+    SY_CHECK_LE(dims.t, dims.s) << op << ": T = " << dims.t << " queries over S = " << dims.s
+                                << " keys need kv_lens";
+    return lens;
+  }
+  SY_CHECK_EQ(static_cast<int64_t>(options.kv_lens.size()), dims.b)
+      << op << ": kv_lens has " << options.kv_lens.size() << " entries for batch " << dims.b;
+  for (int64_t b = 0; b < dims.b; ++b) {
+    int64_t len = options.kv_lens[static_cast<size_t>(b)];
+    SY_CHECK(len >= dims.t && len <= dims.s)
+        << op << ": kv_lens[" << b << "] = " << len << " outside [T = " << dims.t
+        << ", S = " << dims.s << "]";
+    lens[static_cast<size_t>(b)] = len;
+  }
+  return lens;
+}
+
+}  // namespace
+
+void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                           const Tensor& lse, const AttentionOptions& options) {
+  for (const Tensor* t : {&q, &k, &v, &out}) CheckOperand(*t, "Attention");
+  const AttentionDims dims = CheckAttention(q, k, v, "Attention");
+  cpu::CheckDType(out, DType::kF32, "Attention", "out");
+  cpu::CheckSameShape(q, out, "Attention", "q", "out");
+  float* plse = nullptr;
+  if (lse.defined()) {
+    CheckOperand(lse, "Attention");
+    cpu::CheckDType(lse, DType::kF32, "Attention", "lse");
+    cpu::CheckShape(lse, {dims.b, dims.hq, dims.t}, "Attention", "lse");
+    plse = lse.data<float>();
+  }
+  const std::vector<int64_t> lens = KvLens(dims, options, "Attention");
+  const float* pq = q.data<float>();
+  const float* pk = k.data<float>();
+  const float* pv = v.data<float>();
+  float* po = out.data<float>();
+  const int64_t group = dims.group(), d = dims.d;
+  const float scale = options.scale;
+  const int64_t items = dims.b * dims.hkv * dims.t;
+  pool().ParallelFor(items, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> scores, acc(static_cast<size_t>(group * d));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t t = item % dims.t;
+      const int64_t hk = (item / dims.t) % dims.hkv;
+      const int64_t b = item / (dims.t * dims.hkv);
+      const int64_t len = lens[static_cast<size_t>(b)] - dims.t + t + 1;  // keys 0..position
+      scores.resize(static_cast<size_t>(group * len));
+      const float* qrow0 = pq + ((b * dims.t + t) * dims.hq + hk * group) * d;
+      for (int64_t j = 0; j < len; ++j) {
+        const float* krow = pk + ((b * dims.s + j) * dims.hkv + hk) * d;
+        for (int64_t r = 0; r < group; ++r) {
+          scores[static_cast<size_t>(r * len + j)] = scale * cpu::Dot(qrow0 + r * d, krow, d);
+        }
+      }
+      std::vector<float> inv_sum(static_cast<size_t>(group));
+      for (int64_t r = 0; r < group; ++r) {
+        float* s = scores.data() + r * len;
+        float max = cpu::MaxRow(s, len);
+        float sum = cpu::ExpShiftRow(s, max, s, len);
+        inv_sum[static_cast<size_t>(r)] = 1.0f / sum;
+        if (plse != nullptr) {
+          plse[(b * dims.hq + hk * group + r) * dims.t + t] = max + std::log(sum);
+        }
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < len; ++j) {
+        const float* vrow = pv + ((b * dims.s + j) * dims.hkv + hk) * d;
+        for (int64_t r = 0; r < group; ++r) {
+          cpu::AxpyRow(scores[static_cast<size_t>(r * len + j)], vrow, acc.data() + r * d, d);
+        }
+      }
+      for (int64_t r = 0; r < group; ++r) {
+        float* orow = po + ((b * dims.t + t) * dims.hq + hk * group + r) * d;
+        const float inv = inv_sum[static_cast<size_t>(r)];
+        for (int64_t e = 0; e < d; ++e) orow[e] = acc[static_cast<size_t>(r * d + e)] * inv;
+      }
+    }
+  });
+}
+
+void CpuBackend::AttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                   const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                   const AttentionOptions& options) {
+  for (const Tensor* t : {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv}) {
+    CheckOperand(*t, "AttentionBackward");
+  }
+  const AttentionDims dims = CheckAttention(q, k, v, "AttentionBackward");
+  for (const Tensor* t : {&out, &lse, &dout, &dq, &dk, &dv}) {
+    cpu::CheckDType(*t, DType::kF32, "AttentionBackward", "operand");
+  }
+  cpu::CheckSameShape(q, out, "AttentionBackward", "q", "out");
+  cpu::CheckSameShape(q, dout, "AttentionBackward", "q", "dout");
+  cpu::CheckSameShape(q, dq, "AttentionBackward", "q", "dq");
+  cpu::CheckSameShape(k, dk, "AttentionBackward", "k", "dk");
+  cpu::CheckSameShape(v, dv, "AttentionBackward", "v", "dv");
+  cpu::CheckShape(lse, {dims.b, dims.hq, dims.t}, "AttentionBackward", "lse");
+  const std::vector<int64_t> lens = KvLens(dims, options, "AttentionBackward");
+  const float* pq = q.data<float>();
+  const float* pk = k.data<float>();
+  const float* pv = v.data<float>();
+  const float* po = out.data<float>();
+  const float* plse = lse.data<float>();
+  const float* pdo = dout.data<float>();
+  float* pdq = dq.data<float>();
+  float* pdk = dk.data<float>();
+  float* pdv = dv.data<float>();
+  const int64_t group = dims.group(), d = dims.d;
+  const float scale = options.scale;
+  pool().ParallelFor(dims.b * dims.hkv, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> p(static_cast<size_t>(dims.s)), ds(static_cast<size_t>(dims.s));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t hk = item % dims.hkv;
+      const int64_t b = item / dims.hkv;
+      for (int64_t j = 0; j < dims.s; ++j) {
+        std::memset(pdk + ((b * dims.s + j) * dims.hkv + hk) * d, 0, sizeof(float) * d);
+        std::memset(pdv + ((b * dims.s + j) * dims.hkv + hk) * d, 0, sizeof(float) * d);
+      }
+      for (int64_t t = 0; t < dims.t; ++t) {
+        const int64_t len = lens[static_cast<size_t>(b)] - dims.t + t + 1;
+        for (int64_t r = 0; r < group; ++r) {
+          const int64_t h = hk * group + r;
+          const int64_t row = (b * dims.t + t) * dims.hq + h;
+          const float* qrow = pq + row * d;
+          const float* orow = po + row * d;
+          const float* dorow = pdo + row * d;
+          float* dqrow = pdq + row * d;
+          const float row_lse = plse[(b * dims.hq + h) * dims.t + t];
+          // P_j = exp(s_j - lse); dS_j = P_j (dout . v_j - dout . out).
+          for (int64_t j = 0; j < len; ++j) {
+            p[static_cast<size_t>(j)] =
+                scale * cpu::Dot(qrow, pk + ((b * dims.s + j) * dims.hkv + hk) * d, d);
+          }
+          cpu::ExpShiftRow(p.data(), row_lse, p.data(), len);
+          const float delta = cpu::Dot(dorow, orow, d);
+          for (int64_t j = 0; j < len; ++j) {
+            const float dp = cpu::Dot(dorow, pv + ((b * dims.s + j) * dims.hkv + hk) * d, d);
+            ds[static_cast<size_t>(j)] = p[static_cast<size_t>(j)] * (dp - delta);
+          }
+          std::memset(dqrow, 0, sizeof(float) * d);
+          for (int64_t j = 0; j < len; ++j) {
+            const int64_t kv = ((b * dims.s + j) * dims.hkv + hk) * d;
+            const float dsj = scale * ds[static_cast<size_t>(j)];
+            cpu::AxpyRow(dsj, pk + kv, dqrow, d);
+            cpu::AxpyRow(dsj, qrow, pdk + kv, d);
+            cpu::AxpyRow(p[static_cast<size_t>(j)], dorow, pdv + kv, d);
+          }
+        }
+      }
+    }
+  });
+}
 
 }  // namespace sy

@@ -1,11 +1,447 @@
-// TEMPORARY: replaced by the real kernels in this session.
+// GEMM operators of the CPU backend.
+//
+// f32 weights go straight to OpenBLAS. bf16/f16 weights are never expanded whole:
+//  - decode shapes (M <= kGemvMaxRows) run a GEMV kernel that widens the weight in registers and
+//    streams it once, split over the thread pool along N. This is the memory-bound hot path of
+//    offloaded inference, so it reads each weight byte exactly once.
+//  - larger M widens one panel of the weight at a time (at most kPanelBytes of f32, contiguous in
+//    both layouts) into a per-thread scratch and hands the panel to cblas_sgemm.
+// OpenBLAS is multithreaded by itself, so it is only ever called from the operator's thread, never
+// from inside a ParallelFor body.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/cpu_op_util.h"
+#include "runtime/cpu/cpu_vec.h"
 
 namespace sy {
+namespace {
 
-void CpuBackend::Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) { SY_CHECK(false) << "Gemm not yet implemented"; }
-void CpuBackend::BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) { SY_CHECK(false) << "BatchedGemm not yet implemented"; }
-void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c, std::span<const int64_t> group_rows, GemmOptions options) { SY_CHECK(false) << "GroupedGemm not yet implemented"; }
-void CpuBackend::GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw, std::span<const int64_t> group_rows, float beta) { SY_CHECK(false) << "GroupedGemmWeightGrad not yet implemented"; }
+using cpu::kLanes;
+using cpu::VecF;
+
+constexpr int64_t kGemvMaxRows = 4;
+constexpr int64_t kPanelBytes = int64_t{4} << 20;
+// AVX-512 has 32 vector registers, AVX2 16: keep MR x NR accumulators plus NR weights in them.
+constexpr int kTransBNr = kLanes >= 16 ? 4 : 2;
+constexpr int kNoTransCv = kLanes >= 16 ? 4 : 2;
+
+struct GemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  bool trans_a = false;
+  const void* b = nullptr;
+  DType b_dtype = DType::kF32;
+  bool trans_b = false;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  float* c = nullptr;  // [m, n], ldc = n
+};
+
+// Scratch that lives as long as the calling thread, so steady-state decoding allocates nothing.
+float* ThreadScratch(std::vector<float>& storage, size_t n) {
+  if (storage.size() < n) storage.resize(n);
+  return storage.data();
+}
+
+// c = beta * c over rows x cols with leading dimension ldc; beta == 0 overwrites (BLAS rule: c is
+// not read, so uninitialised memory is fine).
+void ScaleMatrix(float* c, int64_t rows, int64_t cols, int64_t ldc, float beta) {
+  if (beta == 1.0f) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ldc;
+    if (beta == 0.0f) {
+      std::fill(row, row + cols, 0.0f);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) row[j] *= beta;
+    }
+  }
+}
+
+inline float Finish(float acc, float alpha, float beta, const float* c) {
+  return beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
+}
+
+void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, bool trans_a,
+           const float* b, int64_t ldb, bool trans_b, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    ScaleMatrix(c, m, n, ldc, beta);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), alpha, a, static_cast<blasint>(std::max<int64_t>(1, lda)), b,
+              static_cast<blasint>(std::max<int64_t>(1, ldb)), beta, c,
+              static_cast<blasint>(std::max<int64_t>(1, ldc)));
+}
+
+// ---- GEMV, b [N,K] (trans_b): c[m, n] = alpha * a[m,:] . b[n,:] + beta * c[m, n] ----
+
+template <typename W, int MR, int NR>
+void GemvTransBBlock(const float* a, int64_t k_dim, const W* b, int64_t n, float* c, int64_t ldc,
+                     float alpha, float beta) {
+  VecF acc[MR][NR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) acc[m][j] = cpu::VZero();
+  }
+  const W* brow[NR];
+#pragma GCC unroll 4
+  for (int j = 0; j < NR; ++j) brow[j] = b + (n + j) * k_dim;
+  int64_t k = 0;
+  for (; k + kLanes <= k_dim; k += kLanes) {
+    VecF bv[NR];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) bv[j] = cpu::VLoad(brow[j] + k);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      VecF av = cpu::VLoad(a + m * k_dim + k);
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) acc[m][j] = cpu::VFma(av, bv[j], acc[m][j]);
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    for (int j = 0; j < NR; ++j) {
+      float s = cpu::VReduceAdd(acc[m][j]);
+      for (int64_t kk = k; kk < k_dim; ++kk) s += a[m * k_dim + kk] * cpu::SLoad(brow[j] + kk);
+      float* dst = c + m * ldc + n + j;
+      *dst = Finish(s, alpha, beta, dst);
+    }
+  }
+}
+
+template <typename W, int MR>
+void GemvTransBRange(const float* a, int64_t n_dim, int64_t k_dim, const W* b, float* c,
+                     int64_t ldc, float alpha, float beta, int64_t block_begin, int64_t block_end) {
+  for (int64_t blk = block_begin; blk < block_end; ++blk) {
+    int64_t n = blk * kTransBNr;
+    if (n + kTransBNr <= n_dim) {
+      GemvTransBBlock<W, MR, kTransBNr>(a, k_dim, b, n, c, ldc, alpha, beta);
+    } else {
+      for (; n < n_dim; ++n) GemvTransBBlock<W, MR, 1>(a, k_dim, b, n, c, ldc, alpha, beta);
+    }
+  }
+}
+
+// ---- GEMV, b [K,N]: c[m, n0:n1] accumulated row by row of b ----
+
+template <typename W, int MR, int CV>
+void GemvNoTransBlock(const float* a, int64_t k_dim, const W* b, int64_t ldb, int64_t n, float* c,
+                      int64_t ldc, float alpha, float beta) {
+  VecF acc[MR][CV];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) acc[m][j] = cpu::VZero();
+  }
+  for (int64_t k = 0; k < k_dim; ++k) {
+    const W* brow = b + k * ldb + n;
+    VecF bv[CV];
+#pragma GCC unroll 4
+    for (int j = 0; j < CV; ++j) bv[j] = cpu::VLoad(brow + j * kLanes);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      VecF av = cpu::VSet1(a[m * k_dim + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < CV; ++j) acc[m][j] = cpu::VFma(av, bv[j], acc[m][j]);
+    }
+  }
+  VecF va = cpu::VSet1(alpha), vb = cpu::VSet1(beta);
+  for (int m = 0; m < MR; ++m) {
+    for (int j = 0; j < CV; ++j) {
+      float* dst = c + m * ldc + n + j * kLanes;
+      VecF out = cpu::VMul(va, acc[m][j]);
+      if (beta != 0.0f) out = cpu::VFma(vb, cpu::VLoad(dst), out);
+      cpu::VStore(dst, out);
+    }
+  }
+}
+
+template <typename W, int MR>
+void GemvNoTransColumn(const float* a, int64_t k_dim, const W* b, int64_t ldb, int64_t n, float* c,
+                       int64_t ldc, float alpha, float beta) {
+  float acc[MR] = {};
+  for (int64_t k = 0; k < k_dim; ++k) {
+    float bv = cpu::SLoad(b + k * ldb + n);
+    for (int m = 0; m < MR; ++m) acc[m] += a[m * k_dim + k] * bv;
+  }
+  for (int m = 0; m < MR; ++m) {
+    float* dst = c + m * ldc + n;
+    *dst = Finish(acc[m], alpha, beta, dst);
+  }
+}
+
+// Unit u < full covers columns [u * width, (u + 1) * width); unit `full` covers the remainder.
+template <typename W, int MR>
+void GemvNoTransRange(const float* a, int64_t n_dim, int64_t k_dim, const W* b, float* c,
+                      int64_t ldc, float alpha, float beta, int64_t unit_begin, int64_t unit_end) {
+  constexpr int64_t kWidth = int64_t{kNoTransCv} * kLanes;
+  const int64_t full = n_dim / kWidth;
+  for (int64_t u = unit_begin; u < unit_end; ++u) {
+    if (u < full) {
+      GemvNoTransBlock<W, MR, kNoTransCv>(a, k_dim, b, n_dim, u * kWidth, c, ldc, alpha, beta);
+      continue;
+    }
+    int64_t n = full * kWidth;
+    for (; n + kLanes <= n_dim; n += kLanes) {
+      GemvNoTransBlock<W, MR, 1>(a, k_dim, b, n_dim, n, c, ldc, alpha, beta);
+    }
+    for (; n < n_dim; ++n) GemvNoTransColumn<W, MR>(a, k_dim, b, n_dim, n, c, ldc, alpha, beta);
+  }
+}
+
+// Runs body.template operator()<MR>() for MR = rows in [1, 4].
+template <typename Body>
+void DispatchRows(int64_t rows, Body&& body) {
+  switch (rows) {
+    case 1:
+      body.template operator()<1>();
+      return;
+    case 2:
+      body.template operator()<2>();
+      return;
+    case 3:
+      body.template operator()<3>();
+      return;
+    case 4:
+      body.template operator()<4>();
+      return;
+    default:
+      SY_CHECK(false) << "GEMV row block of " << rows;
+  }
+}
+
+template <typename W>
+void Gemv(ThreadPool& pool, const GemmArgs& g, const float* a_rows, const W* b) {
+  // Each task streams at least ~64 KiB of weights, so the fork/join cost stays small.
+  const int64_t bytes_per_row = g.k * static_cast<int64_t>(sizeof(W));
+  for (int64_t m0 = 0; m0 < g.m; m0 += kGemvMaxRows) {
+    int64_t mr = std::min(kGemvMaxRows, g.m - m0);
+    const float* a = a_rows + m0 * g.k;
+    float* c = g.c + m0 * g.n;
+    if (g.trans_b) {
+      int64_t blocks = (g.n + kTransBNr - 1) / kTransBNr;
+      int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, bytes_per_row * kTransBNr));
+      pool.ParallelFor(blocks, grain, [&](int64_t lo, int64_t hi) {
+        DispatchRows(mr, [&]<int MR>() {
+          GemvTransBRange<W, MR>(a, g.n, g.k, b, c, g.n, g.alpha, g.beta, lo, hi);
+        });
+      });
+    } else {
+      constexpr int64_t kWidth = int64_t{kNoTransCv} * kLanes;
+      int64_t units = g.n / kWidth + 1;
+      int64_t grain = std::max<int64_t>(
+          1, 65536 / std::max<int64_t>(1, g.k * kWidth * static_cast<int64_t>(sizeof(W))));
+      pool.ParallelFor(units, grain, [&](int64_t lo, int64_t hi) {
+        DispatchRows(mr, [&]<int MR>() {
+          GemvNoTransRange<W, MR>(a, g.n, g.k, b, c, g.n, g.alpha, g.beta, lo, hi);
+        });
+      });
+    }
+  }
+}
+
+// Widens one contiguous panel of the weight at a time and multiplies it with OpenBLAS.
+template <typename W>
+void GemmPanels(ThreadPool& pool, const GemmArgs& g, const W* b) {
+  static thread_local std::vector<float> panel_storage;
+  const int64_t lda = g.trans_a ? g.m : g.k;
+  // The panel is p rows of the stored weight: rows of [K,N] (a slice of K) or of [N,K] (of N).
+  const int64_t row_len = g.trans_b ? g.k : g.n;
+  const int64_t total_rows = g.trans_b ? g.n : g.k;
+  const int64_t p_max = std::clamp<int64_t>(kPanelBytes / (4 * std::max<int64_t>(1, row_len)), 16,
+                                            std::max<int64_t>(16, total_rows));
+  float* panel =
+      ThreadScratch(panel_storage, static_cast<size_t>(std::min(p_max, total_rows) * row_len));
+  for (int64_t r0 = 0; r0 < total_rows; r0 += p_max) {
+    int64_t p = std::min(p_max, total_rows - r0);
+    const W* src = b + r0 * row_len;
+    pool.ParallelFor(p * row_len, 32768,
+                     [&](int64_t lo, int64_t hi) { cpu::WidenRow(src + lo, panel + lo, hi - lo); });
+    if (g.trans_b) {
+      Sgemm(g.m, p, g.k, g.alpha, g.a, lda, g.trans_a, panel, g.k, true, g.beta, g.c + r0, g.n);
+    } else {
+      const float* a_cols = g.trans_a ? g.a + r0 * g.m : g.a + r0;
+      Sgemm(g.m, g.n, p, g.alpha, a_cols, lda, g.trans_a, panel, g.n, false,
+            r0 == 0 ? g.beta : 1.0f, g.c, g.n);
+    }
+  }
+}
+
+void GemmImpl(ThreadPool& pool, const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {
+    ScaleMatrix(g.c, g.m, g.n, g.n, g.beta);
+    return;
+  }
+  if (g.m <= kGemvMaxRows) {
+    // The GEMV kernels read a as [M,K] rows; a transposed a is tiny here, so copy it.
+    static thread_local std::vector<float> a_storage;
+    const float* a_rows = g.a;
+    if (g.trans_a) {
+      float* t = ThreadScratch(a_storage, static_cast<size_t>(g.m * g.k));
+      for (int64_t kk = 0; kk < g.k; ++kk) {
+        for (int64_t m = 0; m < g.m; ++m) t[m * g.k + kk] = g.a[kk * g.m + m];
+      }
+      a_rows = t;
+    }
+    cpu::DispatchWeight(g.b_dtype, g.b, [&](auto* b) { Gemv(pool, g, a_rows, b); });
+    return;
+  }
+  if (g.b_dtype == DType::kF32) {
+    Sgemm(g.m, g.n, g.k, g.alpha, g.a, g.trans_a ? g.m : g.k, g.trans_a,
+          static_cast<const float*>(g.b), g.trans_b ? g.k : g.n, g.trans_b, g.beta, g.c, g.n);
+    return;
+  }
+  cpu::DispatchWeight(g.b_dtype, g.b, [&](auto* b) { GemmPanels(pool, g, b); });
+}
+
+// Reads M, K from a and checks b and c against them. b_dims are b's last two dimensions.
+GemmArgs MakeArgs(int64_t a_rows, int64_t a_cols, int64_t b_rows, int64_t b_cols, int64_t c_rows,
+                  int64_t c_cols, const GemmOptions& options, const char* op) {
+  GemmArgs g;
+  g.trans_a = options.trans_a;
+  g.trans_b = options.trans_b;
+  g.alpha = options.alpha;
+  g.beta = options.beta;
+  g.m = options.trans_a ? a_cols : a_rows;
+  g.k = options.trans_a ? a_rows : a_cols;
+  g.n = options.trans_b ? b_rows : b_cols;
+  int64_t b_k = options.trans_b ? b_cols : b_rows;
+  SY_CHECK_EQ(b_k, g.k) << op << ": inner dimensions of op(a) [" << g.m << ", " << g.k
+                        << "] and op(b) [" << b_k << ", " << g.n
+                        << "] differ (trans_a=" << options.trans_a
+                        << ", trans_b=" << options.trans_b << ")";
+  SY_CHECK(c_rows == g.m && c_cols == g.n) << op << ": c is [" << c_rows << ", " << c_cols
+                                           << "], expected [" << g.m << ", " << g.n << "]";
+  return g;
+}
+
+}  // namespace
+
+void CpuBackend::Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) {
+  CheckOperand(a, "Gemm");
+  CheckOperand(b, "Gemm");
+  CheckOperand(c, "Gemm");
+  SY_CHECK(a.rank() == 2 && b.rank() == 2 && c.rank() == 2)
+      << "Gemm: a " << a.ToString() << ", b " << b.ToString() << ", c " << c.ToString()
+      << " must all have rank 2";
+  cpu::CheckDType(a, DType::kF32, "Gemm", "a");
+  cpu::CheckWeightDType(b, "Gemm", "b");
+  cpu::CheckDType(c, DType::kF32, "Gemm", "c");
+  GemmArgs g =
+      MakeArgs(a.dim(0), a.dim(1), b.dim(0), b.dim(1), c.dim(0), c.dim(1), options, "Gemm");
+  g.a = a.data<float>();
+  g.b = b.data();
+  g.b_dtype = b.dtype();
+  g.c = c.data<float>();
+  GemmImpl(pool(), g);
+}
+
+void CpuBackend::BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
+                             GemmOptions options) {
+  CheckOperand(a, "BatchedGemm");
+  CheckOperand(b, "BatchedGemm");
+  CheckOperand(c, "BatchedGemm");
+  SY_CHECK(a.rank() == 3 && b.rank() == 3 && c.rank() == 3)
+      << "BatchedGemm: a " << a.ToString() << ", b " << b.ToString() << ", c " << c.ToString()
+      << " must all have rank 3";
+  SY_CHECK(a.dim(0) == b.dim(0) && a.dim(0) == c.dim(0))
+      << "BatchedGemm: batch sizes of a " << a.ToString() << ", b " << b.ToString() << ", c "
+      << c.ToString() << " differ";
+  cpu::CheckDType(a, DType::kF32, "BatchedGemm", "a");
+  cpu::CheckWeightDType(b, "BatchedGemm", "b");
+  cpu::CheckDType(c, DType::kF32, "BatchedGemm", "c");
+  GemmArgs g =
+      MakeArgs(a.dim(1), a.dim(2), b.dim(1), b.dim(2), c.dim(1), c.dim(2), options, "BatchedGemm");
+  const size_t b_stride = static_cast<size_t>(b.dim(1) * b.dim(2)) * DTypeSize(b.dtype());
+  for (int64_t i = 0; i < a.dim(0); ++i) {
+    GemmArgs gi = g;
+    gi.a = a.data<float>() + i * a.dim(1) * a.dim(2);
+    gi.b = static_cast<const char*>(b.data()) + static_cast<size_t>(i) * b_stride;
+    gi.b_dtype = b.dtype();
+    gi.c = c.data<float>() + i * c.dim(1) * c.dim(2);
+    GemmImpl(pool(), gi);
+  }
+}
+
+void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
+                             std::span<const int64_t> group_rows, GemmOptions options) {
+  CheckOperand(a, "GroupedGemm");
+  CheckOperand(b, "GroupedGemm");
+  CheckOperand(c, "GroupedGemm");
+  SY_CHECK(!options.trans_a) << "GroupedGemm: trans_a must be false";
+  SY_CHECK(a.rank() == 2 && b.rank() == 3 && c.rank() == 2)
+      << "GroupedGemm: expected a [R,K], b [G,K,N] or [G,N,K], c [R,N]; got a " << a.ToString()
+      << ", b " << b.ToString() << ", c " << c.ToString();
+  cpu::CheckDType(a, DType::kF32, "GroupedGemm", "a");
+  cpu::CheckWeightDType(b, "GroupedGemm", "b");
+  cpu::CheckDType(c, DType::kF32, "GroupedGemm", "c");
+  SY_CHECK_EQ(static_cast<int64_t>(group_rows.size()), b.dim(0))
+      << "GroupedGemm: group_rows has " << group_rows.size() << " entries for b " << b.ToString();
+  int64_t total = 0;
+  for (int64_t rows : group_rows) {
+    SY_CHECK_GE(rows, 0) << "GroupedGemm: negative group row count";
+    total += rows;
+  }
+  SY_CHECK_EQ(total, a.dim(0)) << "GroupedGemm: group_rows sum to " << total << " but a is "
+                               << a.ToString();
+  GemmArgs g =
+      MakeArgs(a.dim(0), a.dim(1), b.dim(1), b.dim(2), c.dim(0), c.dim(1), options, "GroupedGemm");
+  const size_t b_stride = static_cast<size_t>(b.dim(1) * b.dim(2)) * DTypeSize(b.dtype());
+  int64_t row = 0;
+  for (size_t gi = 0; gi < group_rows.size(); ++gi) {
+    int64_t rows = group_rows[gi];
+    if (rows == 0) continue;
+    GemmArgs grp = g;
+    grp.m = rows;
+    grp.a = a.data<float>() + row * g.k;
+    grp.b = static_cast<const char*>(b.data()) + gi * b_stride;
+    grp.b_dtype = b.dtype();
+    grp.c = c.data<float>() + row * g.n;
+    GemmImpl(pool(), grp);
+    row += rows;
+  }
+}
+
+void CpuBackend::GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw,
+                                       std::span<const int64_t> group_rows, float beta) {
+  CheckOperand(x, "GroupedGemmWeightGrad");
+  CheckOperand(dy, "GroupedGemmWeightGrad");
+  CheckOperand(dw, "GroupedGemmWeightGrad");
+  SY_CHECK(x.rank() == 2 && dy.rank() == 2 && dw.rank() == 3)
+      << "GroupedGemmWeightGrad: expected x [R,K], dy [R,N], dw [G,N,K]; got x " << x.ToString()
+      << ", dy " << dy.ToString() << ", dw " << dw.ToString();
+  cpu::CheckDType(x, DType::kF32, "GroupedGemmWeightGrad", "x");
+  cpu::CheckDType(dy, DType::kF32, "GroupedGemmWeightGrad", "dy");
+  cpu::CheckDType(dw, DType::kF32, "GroupedGemmWeightGrad", "dw");
+  const int64_t r = x.dim(0), k = x.dim(1), n = dy.dim(1);
+  SY_CHECK_EQ(dy.dim(0), r) << "GroupedGemmWeightGrad: x " << x.ToString() << " and dy "
+                            << dy.ToString() << " differ in rows";
+  cpu::CheckShape(dw, {static_cast<int64_t>(group_rows.size()), n, k}, "GroupedGemmWeightGrad",
+                  "dw");
+  int64_t total = 0;
+  for (int64_t rows : group_rows) {
+    SY_CHECK_GE(rows, 0) << "GroupedGemmWeightGrad: negative group row count";
+    total += rows;
+  }
+  SY_CHECK_EQ(total, r) << "GroupedGemmWeightGrad: group_rows sum to " << total << " but x is "
+                        << x.ToString();
+  int64_t row = 0;
+  for (size_t g = 0; g < group_rows.size(); ++g) {
+    int64_t rows = group_rows[g];
+    float* dwg = dw.data<float>() + static_cast<int64_t>(g) * n * k;
+    // dw_g [N,K] = dy_g^T [N,rows] * x_g [rows,K] + beta * dw_g; rows == 0 scales by beta.
+    Sgemm(n, k, rows, 1.0f, dy.data<float>() + row * n, n, /*trans_a=*/true,
+          x.data<float>() + row * k, k, /*trans_b=*/false, beta, dwg, k);
+    row += rows;
+  }
+}
 
 }  // namespace sy
