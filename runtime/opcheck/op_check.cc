@@ -1,1 +1,1259 @@
-// TEMPORARY: written this session.
+#include "runtime/opcheck/op_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+#include "runtime/core/check.h"
+#include "runtime/reference/reference_ops.h"
+
+namespace sy {
+namespace {
+
+using reference::Values;
+
+// ---- thresholds (normalised MSE) ----
+// Exact: copies, dtype conversions and widenings, where any difference is a bug.
+constexpr double kExact = 0.0;
+// One or two f32 roundings per element (add, scale, scatter-add): observed ~1e-15.
+constexpr double kF32Simple = 1e-12;
+// f32 transcendental or short-reduction ops (silu, gelu, softmax, norms, rope, reductions):
+// observed <= ~1e-14.
+constexpr double kF32Math = 1e-10;
+// f32 dot products over K up to ~2K terms (GEMM, attention): observed <= ~1e-13.
+constexpr double kF32Accumulate = 1e-10;
+
+// ---- seeded host data ----
+
+uint64_t SeedOf(const std::string& op, const std::string& case_name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across platforms and runs
+  for (char ch : op + "/" + case_name) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  double Uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(gen_);
+  }
+  int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen_); }  // [lo, hi]
+  Values Uniforms(int64_t n, double lo, double hi) {
+    Values v(static_cast<size_t>(n));
+    for (double& x : v) x = Uniform(lo, hi);
+    return v;
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+Values RoundAll(DType dtype, Values v) {
+  for (double& x : v) x = reference::RoundTo(dtype, x);
+  return v;
+}
+
+Values NaNs(int64_t n) {
+  return Values(static_cast<size_t>(n), std::numeric_limits<double>::quiet_NaN());
+}
+
+int64_t Sum(const std::vector<int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), int64_t{0});
+}
+
+std::string Dims(std::initializer_list<int64_t> dims) {
+  std::ostringstream os;
+  bool first = true;
+  for (int64_t d : dims) {
+    os << (first ? "" : "x") << d;
+    first = false;
+  }
+  return os.str();
+}
+
+// ---- moving data through the Backend interface only ----
+
+class DeviceIo {
+ public:
+  explicit DeviceIo(Backend& backend) : backend_(backend) {}
+
+  // A device tensor holding `values`, which must be representable in `dtype`.
+  Tensor Up(DType dtype, Shape shape, const Values& values) {
+    SY_CHECK_EQ(shape.numel(), static_cast<int64_t>(values.size())) << "op-check upload size";
+    Tensor host = Tensor::Host(dtype, shape);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const auto f = static_cast<float>(values[i]);
+      switch (dtype) {
+        case DType::kF32:
+          host.data<float>()[i] = f;
+          break;
+        case DType::kBF16:
+          host.data<BF16>()[i] = F32ToBF16(f);
+          break;
+        case DType::kF16:
+          host.data<F16>()[i] = F32ToF16(f);
+          break;
+        case DType::kI32:
+        case DType::kI64:
+        case DType::kU8:
+        case DType::kI8:
+          SY_CHECK(false) << "op-check: upload of " << DTypeName(dtype) << " as floats";
+      }
+    }
+    return Copy(host);
+  }
+
+  Tensor UpI32(Shape shape, const std::vector<int32_t>& values) {
+    SY_CHECK_EQ(shape.numel(), static_cast<int64_t>(values.size())) << "op-check upload size";
+    Tensor host = Tensor::Host(DType::kI32, shape);
+    std::copy(values.begin(), values.end(), host.data<int32_t>());
+    return Copy(host);
+  }
+
+  Values Down(const Tensor& device) {
+    Tensor host = ToHost(device);
+    Values out(static_cast<size_t>(host.numel()));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = LoadAsF32(host.data(), host.dtype(), i);
+    return out;
+  }
+
+  std::vector<int32_t> DownI32(const Tensor& device) {
+    Tensor host = ToHost(device);
+    const int32_t* p = host.data<int32_t>();
+    return std::vector<int32_t>(p, p + host.numel());
+  }
+
+  Backend& backend() { return backend_; }
+
+ private:
+  Tensor Copy(const Tensor& host) {
+    Result<Tensor> device = backend_.Allocate(host.dtype(), host.shape());
+    SY_CHECK(device.ok()) << "op-check: " << device.status().ToString();
+    backend_.CopyAsync(host, *device, backend_.compute_stream());
+    backend_.SynchronizeStream(backend_.compute_stream());
+    return std::move(device).value();
+  }
+
+  Tensor ToHost(const Tensor& device) {
+    Tensor host = Tensor::Host(device.dtype(), device.shape());
+    backend_.CopyAsync(device, host, backend_.compute_stream());
+    backend_.SynchronizeStream(backend_.compute_stream());
+    return host;
+  }
+
+  Backend& backend_;
+};
+
+// ---- comparison ----
+
+double Nmse(const Values& out, const Values& ref) {
+  if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double d = out[i] - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return num / std::max(den, 1e-30);
+}
+
+class Checker {
+ public:
+  Checker(std::string op, std::string case_name, double threshold) {
+    result_.op = std::move(op);
+    result_.case_name = std::move(case_name);
+    result_.threshold = threshold;
+  }
+
+  void Compare(const std::string& what, const Values& out, const Values& ref) {
+    const double nmse = Nmse(out, ref);
+    if (first_ || Key(nmse) > Key(result_.nmse)) {
+      result_.nmse = nmse;
+      worst_ = what;
+    }
+    first_ = false;
+    if (!(nmse <= result_.threshold)) Note(what, out, ref, nmse);
+  }
+
+  void RequireEqual(const std::string& what, const std::vector<int32_t>& out,
+                    const std::vector<int32_t>& ref) {
+    if (out == ref) return;
+    size_t at = 0;
+    while (at < std::min(out.size(), ref.size()) && out[at] == ref[at]) ++at;
+    std::ostringstream os;
+    os << what << " differ at " << at << ": got "
+       << (at < out.size() ? std::to_string(out[at]) : "<end>") << ", expected "
+       << (at < ref.size() ? std::to_string(ref[at]) : "<end>") << "; ";
+    detail_ += os.str();
+    result_.nmse = std::numeric_limits<double>::infinity();
+    worst_ = what;
+    first_ = false;
+  }
+
+  OpCheckResult Finish() {
+    result_.passed = !std::isnan(result_.nmse) && result_.nmse <= result_.threshold;
+    std::ostringstream os;
+    os << "worst output " << worst_ << " nmse " << result_.nmse << " (threshold "
+       << result_.threshold << ")";
+    if (!detail_.empty()) os << "; " << detail_;
+    result_.detail = os.str();
+    return result_;
+  }
+
+ private:
+  // NaN ranks as the worst possible result.
+  static double Key(double v) {
+    return std::isnan(v) ? std::numeric_limits<double>::infinity() : v;
+  }
+
+  void Note(const std::string& what, const Values& out, const Values& ref, double nmse) {
+    std::ostringstream os;
+    os << what << " nmse " << nmse;
+    if (out.size() != ref.size()) {
+      os << " (size " << out.size() << " vs " << ref.size() << ")";
+    } else {
+      size_t worst = 0;
+      double worst_err = -1.0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        double err = std::fabs(out[i] - ref[i]);
+        if (std::isnan(err)) err = std::numeric_limits<double>::infinity();
+        if (err > worst_err) {
+          worst_err = err;
+          worst = i;
+        }
+      }
+      if (!out.empty()) {
+        os << ", worst element " << worst << ": got " << out[worst] << ", expected " << ref[worst];
+      }
+    }
+    detail_ += os.str() + "; ";
+  }
+
+  OpCheckResult result_;
+  std::string worst_;
+  std::string detail_;
+  bool first_ = true;
+};
+
+// A case: name, threshold and a body that fills the checker.
+using CaseBody = std::function<void(DeviceIo&, Rng&, Checker&)>;
+
+OpCheckCase MakeCase(std::string op, std::string case_name, double threshold, CaseBody body) {
+  OpCheckCase c;
+  c.op = op;
+  c.case_name = case_name;
+  c.run = [op, case_name, threshold, body = std::move(body)](Backend& backend) {
+    DeviceIo device(backend);
+    Rng rng(SeedOf(op, case_name));
+    Checker checker(op, case_name, threshold);
+    body(device, rng, checker);
+    return checker.Finish();
+  };
+  return c;
+}
+
+std::string DTypeTag(DType dtype) { return std::string(DTypeName(dtype)); }
+
+// ---- Fill / Convert ----
+
+void AddFillCases(std::vector<OpCheckCase>& cases) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    cases.push_back(
+        MakeCase("Fill", DTypeTag(dtype), kExact, [dtype](DeviceIo& d, Rng&, Checker& c) {
+          const int64_t n = 1037;
+          const float value = -1.3f;  // not representable in bf16/f16: exercises rounding
+          Tensor out = d.Up(dtype, {n}, NaNs(n));
+          d.backend().Fill(out, value);
+          c.Compare("out", d.Down(out), Values(n, reference::RoundTo(dtype, value)));
+        }));
+  }
+}
+
+// Values spread over many binades, within the finite range of `dtype`, plus exact rounding ties
+// of `target` when it is narrower.
+Values ConvertInputs(Rng& rng, int64_t n, DType src, DType target) {
+  const bool f16_range = src == DType::kF16 || target == DType::kF16;
+  const double lo_exp = f16_range ? -26.0 : -40.0, hi_exp = f16_range ? 15.9 : 40.0;
+  Values v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double mag = std::exp2(rng.Uniform(lo_exp, hi_exp));
+    v[i] = (rng.Int(0, 1) ? -1.0 : 1.0) * mag;
+    if (i % 7 == 3 && target != DType::kF32 && mag > 1e-3 && mag < 1e4) {
+      // Exactly halfway between two neighbours of `target`: r + ulp/2 (exact in f32).
+      const double r = reference::RoundTo(target, v[i]);
+      int e = 0;
+      std::frexp(std::fabs(r), &e);
+      const int bits = target == DType::kBF16 ? 8 : 11;
+      v[i] = r + std::copysign(std::ldexp(1.0, e - 1 - bits), r);
+    }
+  }
+  v[0] = 0.0;
+  return RoundAll(src, std::move(v));
+}
+
+void AddConvertCases(std::vector<OpCheckCase>& cases) {
+  const std::pair<DType, DType> pairs[] = {
+      {DType::kF32, DType::kBF16}, {DType::kF32, DType::kF16},  {DType::kBF16, DType::kF32},
+      {DType::kF16, DType::kF32},  {DType::kBF16, DType::kF16}, {DType::kF16, DType::kBF16},
+      {DType::kF32, DType::kF32},
+  };
+  for (auto [src, dst] : pairs) {
+    cases.push_back(MakeCase("Convert", DTypeTag(src) + "_to_" + DTypeTag(dst), kExact,
+                             [src, dst](DeviceIo& d, Rng& rng, Checker& c) {
+                               const int64_t n = 4099;
+                               Values x = ConvertInputs(rng, n, src, dst);
+                               Tensor in = d.Up(src, {n}, x);
+                               Tensor out = d.Up(dst, {n}, NaNs(n));
+                               d.backend().Convert(in, out);
+                               c.Compare("out", d.Down(out), RoundAll(dst, x));
+                             }));
+  }
+}
+
+// ---- GEMM family ----
+
+struct GemmCase {
+  std::string name;
+  DType b_dtype;
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+void AddGemmCases(std::vector<OpCheckCase>& cases) {
+  std::vector<GemmCase> specs = {
+      {"f32_nn", DType::kF32, 7, 13, 29, false, false},
+      {"f32_trans_b", DType::kF32, 7, 13, 29, false, true},
+      {"f32_trans_a", DType::kF32, 7, 13, 29, true, false},
+      {"f32_trans_a_trans_b", DType::kF32, 7, 13, 29, true, true},
+      {"f32_alpha_beta", DType::kF32, 9, 11, 17, false, true, 0.5f, -1.5f},
+      {"f32_k1", DType::kF32, 6, 5, 1, false, false},
+      {"f32_k0_beta", DType::kF32, 3, 4, 0, false, true, 1.0f, 0.25f},
+      {"f32_gemv_m1_trans_b", DType::kF32, 1, 301, 257, false, true},
+      {"f32_gemv_m3_trans_a", DType::kF32, 3, 150, 70, true, false, 2.0f, 1.0f},
+      {"f32_large", DType::kF32, 70, 130, 200, false, true},
+  };
+  for (DType w : {DType::kBF16, DType::kF16}) {
+    const std::string t = DTypeTag(w);
+    std::vector<GemmCase> ws = {
+        {t + "_trans_b", w, 1, 37, 100, false, true},
+        {t, w, 1, 150, 100, false, false},
+        {t + "_m2_trans_b", w, 2, 64, 48, false, true},
+        {t + "_m3", w, 3, 37, 33, false, false},
+        {t + "_m4_trans_b", w, 4, 129, 257, false, true},
+        {t + "_m4", w, 4, 80, 19, false, false},
+        {t + "_m2_alpha_beta_trans_b", w, 2, 33, 40, false, true, -0.75f, 0.5f},
+        {t + "_m3_alpha_beta", w, 3, 70, 40, false, false, 1.25f, 2.0f},
+        {t + "_trans_a_m2_trans_b", w, 2, 21, 35, true, true},
+        {t + "_panel_m5_trans_b", w, 5, 37, 100, false, true},
+        {t + "_panel_m9", w, 9, 70, 45, false, false},
+        {t + "_panel_trans_a_m12", w, 12, 30, 50, true, false},
+        {t + "_panel_alpha_beta_trans_b", w, 16, 40, 64, false, true, 0.5f, -1.0f},
+        {t + "_panels_trans_b", w, 8, 1100, 2048, false, true, 1.0f, 0.5f},
+        {t + "_panels", w, 6, 2048, 1100, false, false, 1.0f, 0.5f},
+    };
+    specs.insert(specs.end(), ws.begin(), ws.end());
+  }
+  for (const GemmCase& s : specs) {
+    cases.push_back(
+        MakeCase("Gemm", s.name, kF32Accumulate, [s](DeviceIo& d, Rng& rng, Checker& c) {
+          Values a = RoundAll(DType::kF32, rng.Uniforms(s.m * s.k, -1, 1));
+          Values b = RoundAll(s.b_dtype, rng.Uniforms(s.k * s.n, -1, 1));
+          Values c0 = s.beta == 0.0f ? NaNs(s.m * s.n)
+                                     : RoundAll(DType::kF32, rng.Uniforms(s.m * s.n, -1, 1));
+          Shape a_shape = s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k};
+          Shape b_shape = s.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n};
+          Tensor ta = d.Up(DType::kF32, a_shape, a);
+          Tensor tb = d.Up(s.b_dtype, b_shape, b);
+          Tensor tc = d.Up(DType::kF32, {s.m, s.n}, c0);
+          GemmOptions o{s.trans_a, s.trans_b, s.alpha, s.beta};
+          d.backend().Gemm(ta, tb, tc, o);
+          c.Compare("c", d.Down(tc), reference::Gemm(s.m, s.n, s.k, a, b, c0, o));
+        }));
+  }
+}
+
+void AddBatchedGemmCases(std::vector<OpCheckCase>& cases) {
+  struct Spec {
+    std::string name;
+    DType w;
+    int64_t batch, m, n, k;
+    bool ta, tb;
+    float alpha, beta;
+  };
+  const Spec specs[] = {
+      {"f32_nn", DType::kF32, 3, 5, 7, 9, false, false, 1.0f, 0.0f},
+      {"f32_trans_a_trans_b", DType::kF32, 2, 6, 4, 11, true, true, 1.0f, 0.0f},
+      {"f32_alpha_beta_trans_b", DType::kF32, 4, 3, 8, 5, false, true, -2.0f, 0.5f},
+      {"bf16_trans_b", DType::kBF16, 2, 1, 33, 40, false, true, 1.0f, 0.0f},
+      {"f16_m6", DType::kF16, 3, 6, 20, 17, false, false, 1.0f, 1.0f},
+      {"bf16_empty_batch", DType::kBF16, 0, 3, 4, 5, false, false, 1.0f, 0.0f},
+  };
+  for (const Spec& s : specs) {
+    cases.push_back(
+        MakeCase("BatchedGemm", s.name, kF32Accumulate, [s](DeviceIo& d, Rng& rng, Checker& c) {
+          Values a = RoundAll(DType::kF32, rng.Uniforms(s.batch * s.m * s.k, -1, 1));
+          Values b = RoundAll(s.w, rng.Uniforms(s.batch * s.k * s.n, -1, 1));
+          Values c0 = s.beta == 0.0f
+                          ? NaNs(s.batch * s.m * s.n)
+                          : RoundAll(DType::kF32, rng.Uniforms(s.batch * s.m * s.n, -1, 1));
+          Tensor ta =
+              d.Up(DType::kF32, s.ta ? Shape{s.batch, s.k, s.m} : Shape{s.batch, s.m, s.k}, a);
+          Tensor tb = d.Up(s.w, s.tb ? Shape{s.batch, s.n, s.k} : Shape{s.batch, s.k, s.n}, b);
+          Tensor tc = d.Up(DType::kF32, {s.batch, s.m, s.n}, c0);
+          GemmOptions o{s.ta, s.tb, s.alpha, s.beta};
+          d.backend().BatchedGemm(ta, tb, tc, o);
+          c.Compare("c", d.Down(tc), reference::BatchedGemm(s.batch, s.m, s.n, s.k, a, b, c0, o));
+        }));
+  }
+}
+
+void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
+  struct Spec {
+    std::string name;
+    DType w;
+    std::vector<int64_t> groups;
+    int64_t n, k;
+    bool tb;
+    float alpha, beta;
+  };
+  const Spec specs[] = {
+      {"f32_trans_b", DType::kF32, {3, 0, 5, 1}, 12, 20, true, 1.0f, 0.0f},
+      {"f32", DType::kF32, {2, 6, 0, 1}, 9, 14, false, 1.0f, 0.0f},
+      {"f32_alpha_beta", DType::kF32, {4, 0, 3}, 8, 10, false, 0.5f, 1.0f},
+      {"bf16_trans_b", DType::kBF16, {1, 0, 2, 1}, 40, 64, true, 1.0f, 0.0f},
+      {"bf16", DType::kBF16, {4, 0, 7}, 37, 30, false, 1.0f, 0.0f},
+      {"bf16_alpha_beta_trans_b", DType::kBF16, {0, 6, 3, 0}, 25, 33, true, -1.5f, 0.5f},
+      {"f16_trans_b", DType::kF16, {3, 1, 0, 5}, 24, 18, true, 1.0f, 0.0f},
+      {"f16", DType::kF16, {2, 0, 9}, 19, 21, false, 1.0f, 1.0f},
+      {"zero_rows_trans_b", DType::kBF16, {0, 0, 0}, 8, 16, true, 1.0f, 0.0f},
+      {"zero_rows_f32", DType::kF32, {0, 0}, 5, 7, false, 1.0f, 0.0f},
+      {"empty_first_last", DType::kF32, {0, 3, 0}, 6, 5, true, 1.0f, 0.0f},
+  };
+  for (const Spec& s : specs) {
+    cases.push_back(
+        MakeCase("GroupedGemm", s.name, kF32Accumulate, [s](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t rows = Sum(s.groups), g = static_cast<int64_t>(s.groups.size());
+          Values a = RoundAll(DType::kF32, rng.Uniforms(rows * s.k, -1, 1));
+          Values b = RoundAll(s.w, rng.Uniforms(g * s.k * s.n, -1, 1));
+          Values c0 = s.beta == 0.0f ? NaNs(rows * s.n)
+                                     : RoundAll(DType::kF32, rng.Uniforms(rows * s.n, -1, 1));
+          Tensor ta = d.Up(DType::kF32, {rows, s.k}, a);
+          Tensor tb = d.Up(s.w, s.tb ? Shape{g, s.n, s.k} : Shape{g, s.k, s.n}, b);
+          Tensor tc = d.Up(DType::kF32, {rows, s.n}, c0);
+          GemmOptions o{false, s.tb, s.alpha, s.beta};
+          d.backend().GroupedGemm(ta, tb, tc, s.groups, o);
+          c.Compare("c", d.Down(tc), reference::GroupedGemm(s.groups, s.n, s.k, a, b, c0, o));
+        }));
+  }
+}
+
+void AddGroupedGemmWeightGradCases(std::vector<OpCheckCase>& cases) {
+  struct Spec {
+    std::string name;
+    std::vector<int64_t> groups;
+    int64_t n, k;
+    float beta;
+  };
+  const Spec specs[] = {
+      {"beta0", {3, 0, 5, 1}, 12, 20, 0.0f},          {"beta1", {2, 0, 4}, 9, 7, 1.0f},
+      {"beta_half_large", {40, 0, 70}, 33, 65, 0.5f}, {"zero_rows_beta_half", {0, 0}, 4, 6, 0.5f},
+      {"zero_rows_beta0", {0, 0, 0}, 3, 5, 0.0f},
+  };
+  for (const Spec& s : specs) {
+    cases.push_back(MakeCase(
+        "GroupedGemmWeightGrad", s.name, kF32Accumulate, [s](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t rows = Sum(s.groups), g = static_cast<int64_t>(s.groups.size());
+          Values x = RoundAll(DType::kF32, rng.Uniforms(rows * s.k, -1, 1));
+          Values dy = RoundAll(DType::kF32, rng.Uniforms(rows * s.n, -1, 1));
+          Values dw0 = s.beta == 0.0f ? NaNs(g * s.n * s.k)
+                                      : RoundAll(DType::kF32, rng.Uniforms(g * s.n * s.k, -1, 1));
+          Tensor tx = d.Up(DType::kF32, {rows, s.k}, x);
+          Tensor tdy = d.Up(DType::kF32, {rows, s.n}, dy);
+          Tensor tdw = d.Up(DType::kF32, {g, s.n, s.k}, dw0);
+          d.backend().GroupedGemmWeightGrad(tx, tdy, tdw, s.groups, s.beta);
+          c.Compare("dw", d.Down(tdw),
+                    reference::GroupedGemmWeightGrad(s.groups, s.n, s.k, x, dy, dw0, s.beta));
+        }));
+  }
+}
+
+// ---- elementwise ----
+
+void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
+  for (int64_t n : {int64_t{7}, int64_t{40000}}) {
+    const std::string sz = "n" + std::to_string(n);
+    cases.push_back(MakeCase("Add", sz, kF32Simple, [n](DeviceIo& d, Rng& rng, Checker& c) {
+      Values a = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+      Values b = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+      Tensor ta = d.Up(DType::kF32, {n}, a), tb = d.Up(DType::kF32, {n}, b);
+      Tensor out = d.Up(DType::kF32, {n}, NaNs(n));
+      d.backend().Add(ta, tb, out);
+      c.Compare("out", d.Down(out), reference::Add(a, b));
+    }));
+    cases.push_back(MakeCase("Mul", sz, kF32Simple, [n](DeviceIo& d, Rng& rng, Checker& c) {
+      Values a = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+      Values b = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+      Tensor ta = d.Up(DType::kF32, {n}, a), tb = d.Up(DType::kF32, {n}, b);
+      Tensor out = d.Up(DType::kF32, {n}, NaNs(n));
+      d.backend().Mul(ta, tb, out);
+      c.Compare("out", d.Down(out), reference::Mul(a, b));
+    }));
+    cases.push_back(MakeCase("Scale", sz, kF32Simple, [n](DeviceIo& d, Rng& rng, Checker& c) {
+      Values x = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+      Tensor tx = d.Up(DType::kF32, {n}, x), out = d.Up(DType::kF32, {n}, NaNs(n));
+      d.backend().Scale(tx, -0.3f, out);
+      c.Compare("out", d.Down(out), reference::Scale(x, -0.3f));
+    }));
+    cases.push_back(MakeCase("Axpy", sz, kF32Simple, [n](DeviceIo& d, Rng& rng, Checker& c) {
+      Values x = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+      Values y = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+      Tensor tx = d.Up(DType::kF32, {n}, x), ty = d.Up(DType::kF32, {n}, y);
+      d.backend().Axpy(1.75f, tx, ty);
+      c.Compare("y", d.Down(ty), reference::Axpy(1.75f, x, y));
+    }));
+    struct Unary {
+      const char* op;
+      void (Backend::*fn)(const Tensor&, const Tensor&);
+      Values (*ref)(reference::ConstValues);
+    };
+    for (Unary u : {Unary{"Silu", &Backend::Silu, &reference::Silu},
+                    Unary{"Gelu", &Backend::Gelu, &reference::Gelu}}) {
+      cases.push_back(MakeCase(u.op, sz, kF32Math, [n, u](DeviceIo& d, Rng& rng, Checker& c) {
+        Values x = RoundAll(DType::kF32, rng.Uniforms(n, -9, 9));
+        Tensor tx = d.Up(DType::kF32, {n}, x), out = d.Up(DType::kF32, {n}, NaNs(n));
+        (d.backend().*u.fn)(tx, out);
+        c.Compare("out", d.Down(out), u.ref(x));
+      }));
+    }
+    struct UnaryBackward {
+      const char* op;
+      void (Backend::*fn)(const Tensor&, const Tensor&, const Tensor&);
+      Values (*ref)(reference::ConstValues, reference::ConstValues);
+    };
+    for (UnaryBackward u :
+         {UnaryBackward{"SiluBackward", &Backend::SiluBackward, &reference::SiluBackward},
+          UnaryBackward{"GeluBackward", &Backend::GeluBackward, &reference::GeluBackward}}) {
+      cases.push_back(MakeCase(u.op, sz, kF32Math, [n, u](DeviceIo& d, Rng& rng, Checker& c) {
+        Values x = RoundAll(DType::kF32, rng.Uniforms(n, -9, 9));
+        Values dout = RoundAll(DType::kF32, rng.Uniforms(n, -1, 1));
+        Tensor tx = d.Up(DType::kF32, {n}, x), td = d.Up(DType::kF32, {n}, dout);
+        Tensor dx = d.Up(DType::kF32, {n}, NaNs(n));
+        (d.backend().*u.fn)(tx, td, dx);
+        c.Compare("dx", d.Down(dx), u.ref(x, dout));
+      }));
+    }
+    cases.push_back(MakeCase("Swiglu", sz, kF32Math, [n](DeviceIo& d, Rng& rng, Checker& c) {
+      Values g = RoundAll(DType::kF32, rng.Uniforms(n, -8, 8));
+      Values u = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+      Tensor tg = d.Up(DType::kF32, {n}, g), tu = d.Up(DType::kF32, {n}, u);
+      Tensor out = d.Up(DType::kF32, {n}, NaNs(n));
+      d.backend().Swiglu(tg, tu, out);
+      c.Compare("out", d.Down(out), reference::Swiglu(g, u));
+    }));
+    cases.push_back(
+        MakeCase("SwigluBackward", sz, kF32Math, [n](DeviceIo& d, Rng& rng, Checker& c) {
+          Values g = RoundAll(DType::kF32, rng.Uniforms(n, -8, 8));
+          Values u = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+          Values dout = RoundAll(DType::kF32, rng.Uniforms(n, -1, 1));
+          Tensor tg = d.Up(DType::kF32, {n}, g), tu = d.Up(DType::kF32, {n}, u);
+          Tensor td = d.Up(DType::kF32, {n}, dout);
+          Tensor dg = d.Up(DType::kF32, {n}, NaNs(n)), du = d.Up(DType::kF32, {n}, NaNs(n));
+          d.backend().SwigluBackward(tg, tu, td, dg, du);
+          reference::SwigluGrads ref = reference::SwigluBackward(g, u, dout);
+          c.Compare("dgate", d.Down(dg), ref.dgate);
+          c.Compare("dup", d.Down(du), ref.dup);
+        }));
+  }
+  // Outputs may alias inputs.
+  cases.push_back(MakeCase("Add", "in_place", kF32Simple, [](DeviceIo& d, Rng& rng, Checker& c) {
+    const int64_t n = 1000;
+    Values a = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+    Values b = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+    Tensor ta = d.Up(DType::kF32, {10, 100}, a), tb = d.Up(DType::kF32, {10, 100}, b);
+    d.backend().Add(ta, tb, ta);
+    c.Compare("a", d.Down(ta), reference::Add(a, b));
+  }));
+  cases.push_back(MakeCase("Silu", "in_place", kF32Math, [](DeviceIo& d, Rng& rng, Checker& c) {
+    const int64_t n = 999;
+    Values x = RoundAll(DType::kF32, rng.Uniforms(n, -6, 6));
+    Tensor tx = d.Up(DType::kF32, {n}, x);
+    d.backend().Silu(tx, tx);
+    c.Compare("x", d.Down(tx), reference::Silu(x));
+  }));
+  for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 5}, {37, 130}}) {
+    cases.push_back(MakeCase("AddBias", "r" + Dims({rows, n}), kF32Simple,
+                             [rows, n](DeviceIo& d, Rng& rng, Checker& c) {
+                               Values x = RoundAll(DType::kF32, rng.Uniforms(rows * n, -2, 2));
+                               Values bias = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+                               Tensor tx = d.Up(DType::kF32, {rows, n}, x);
+                               Tensor tb = d.Up(DType::kF32, {n}, bias);
+                               Tensor out = d.Up(DType::kF32, {rows, n}, NaNs(rows * n));
+                               d.backend().AddBias(tx, tb, out);
+                               c.Compare("out", d.Down(out), reference::AddBias(rows, n, x, bias));
+                             }));
+  }
+}
+
+// ---- reductions, softmax, top-k, cross-entropy ----
+
+void AddReduceCases(std::vector<OpCheckCase>& cases) {
+  struct OpName {
+    ReduceOp op;
+    const char* name;
+  };
+  const OpName ops[] = {{ReduceOp::kSum, "sum"},
+                        {ReduceOp::kMean, "mean"},
+                        {ReduceOp::kMax, "max"},
+                        {ReduceOp::kSumSquares, "sum_squares"}};
+  for (OpName o : ops) {
+    for (ReduceAxis axis : {ReduceAxis::kLast, ReduceAxis::kFirst}) {
+      if (o.op == ReduceOp::kMax && axis == ReduceAxis::kFirst) continue;
+      const std::string an = axis == ReduceAxis::kLast ? "last" : "first";
+      // Rank 2 and rank 3 inputs; the view is [R, N] with N the last dim (kLast) or R the first.
+      for (int rank3 = 0; rank3 < 2; ++rank3) {
+        const std::string name = std::string(o.name) + "_" + an + (rank3 ? "_rank3" : "");
+        cases.push_back(
+            MakeCase("Reduce", name, kF32Math, [o, axis, rank3](DeviceIo& d, Rng& rng, Checker& c) {
+              Shape shape = rank3 ? Shape{6, 7, 45} : Shape{33, 1001};
+              const int64_t rows =
+                  axis == ReduceAxis::kLast ? shape.numel() / shape[shape.rank() - 1] : shape[0];
+              const int64_t n = shape.numel() / rows;
+              Values x = RoundAll(DType::kF32, rng.Uniforms(shape.numel(), -3, 3));
+              Tensor tx = d.Up(DType::kF32, shape, x);
+              const int64_t out_n = axis == ReduceAxis::kLast ? rows : n;
+              Tensor out = d.Up(DType::kF32, {out_n}, NaNs(out_n));
+              d.backend().Reduce(tx, out, o.op, axis);
+              c.Compare("out", d.Down(out), reference::Reduce(rows, n, x, o.op, axis));
+            }));
+      }
+    }
+  }
+}
+
+void AddSoftmaxCases(std::vector<OpCheckCase>& cases) {
+  struct Spec {
+    std::string name;
+    int64_t rows, n;
+    double range;
+  };
+  const Spec specs[] = {
+      {"r3x5", 3, 5, 3}, {"r17x1000", 17, 1000, 10}, {"large_logits", 4, 77, 2000}};
+  for (const Spec& s : specs) {
+    cases.push_back(MakeCase("Softmax", s.name, kF32Math, [s](DeviceIo& d, Rng& rng, Checker& c) {
+      Values x = RoundAll(DType::kF32, rng.Uniforms(s.rows * s.n, -s.range, s.range));
+      Tensor tx = d.Up(DType::kF32, {s.rows, s.n}, x);
+      Tensor out = d.Up(DType::kF32, {s.rows, s.n}, NaNs(s.rows * s.n));
+      d.backend().Softmax(tx, out);
+      c.Compare("out", d.Down(out), reference::Softmax(s.rows, s.n, x));
+    }));
+    cases.push_back(
+        MakeCase("SoftmaxBackward", s.name, kF32Math, [s](DeviceIo& d, Rng& rng, Checker& c) {
+          Values x = rng.Uniforms(s.rows * s.n, -s.range, s.range);
+          Values y = RoundAll(DType::kF32, reference::Softmax(s.rows, s.n, x));
+          Values dy = RoundAll(DType::kF32, rng.Uniforms(s.rows * s.n, -1, 1));
+          Tensor ty = d.Up(DType::kF32, {s.rows, s.n}, y);
+          Tensor tdy = d.Up(DType::kF32, {s.rows, s.n}, dy);
+          Tensor dx = d.Up(DType::kF32, {s.rows, s.n}, NaNs(s.rows * s.n));
+          d.backend().SoftmaxBackward(ty, tdy, dx);
+          c.Compare("dx", d.Down(dx), reference::SoftmaxBackward(s.rows, s.n, y, dy));
+        }));
+  }
+}
+
+void AddTopKCases(std::vector<OpCheckCase>& cases) {
+  struct Spec {
+    std::string name;
+    int64_t rows, n;
+    int k;
+    bool ties;
+  };
+  const Spec specs[] = {
+      {"k1", 9, 8, 1, false},
+      {"k1_ties", 9, 8, 1, true},
+      {"kN", 5, 8, 8, false},
+      {"kN_ties", 5, 8, 8, true},
+      {"k2_of_8_ties", 33, 8, 2, true},
+      {"k8_of_64", 20, 64, 8, false},
+      {"k6_of_160_ties", 7, 160, 6, true},
+      {"k40_of_300_ties", 4, 300, 40, true},
+      {"k300_of_300_ties", 3, 300, 300, true},
+  };
+  for (const Spec& s : specs) {
+    cases.push_back(MakeCase("TopK", s.name, kExact, [s](DeviceIo& d, Rng& rng, Checker& c) {
+      Values x(static_cast<size_t>(s.rows * s.n));
+      for (double& v : x)
+        v = s.ties ? static_cast<double>(rng.Int(-2, 2)) * 0.5 : rng.Uniform(-4, 4);
+      x = RoundAll(DType::kF32, std::move(x));
+      Tensor tx = d.Up(DType::kF32, {s.rows, s.n}, x);
+      Tensor values = d.Up(DType::kF32, {s.rows, s.k}, NaNs(s.rows * s.k));
+      Tensor indices = d.UpI32({s.rows, s.k}, std::vector<int32_t>(s.rows * s.k, -7));
+      d.backend().TopK(tx, s.k, values, indices);
+      reference::TopKResult ref = reference::TopK(s.rows, s.n, x, s.k);
+      c.Compare("values", d.Down(values), ref.values);
+      c.RequireEqual("indices", d.DownI32(indices), ref.indices);
+    }));
+  }
+}
+
+std::vector<int32_t> Targets(Rng& rng, int64_t rows, int64_t v, bool ignore) {
+  std::vector<int32_t> t(static_cast<size_t>(rows));
+  for (size_t i = 0; i < t.size(); ++i) {
+    t[i] = (ignore && i % 3 == 1) ? -1 : rng.Int(0, static_cast<int>(v) - 1);
+  }
+  return t;
+}
+
+void AddCrossEntropyCases(std::vector<OpCheckCase>& cases) {
+  struct Spec {
+    std::string name;
+    int64_t rows, v;
+    double range;
+    bool ignore;
+  };
+  const Spec specs[] = {{"r4x10", 4, 10, 3, false},
+                        {"ignore_index", 12, 50, 5, true},
+                        {"large_logits_vocab3000", 6, 3000, 300, true}};
+  for (const Spec& s : specs) {
+    cases.push_back(
+        MakeCase("CrossEntropy", s.name, kF32Math, [s](DeviceIo& d, Rng& rng, Checker& c) {
+          Values logits = RoundAll(DType::kF32, rng.Uniforms(s.rows * s.v, -s.range, s.range));
+          std::vector<int32_t> targets = Targets(rng, s.rows, s.v, s.ignore);
+          Tensor tl = d.Up(DType::kF32, {s.rows, s.v}, logits);
+          Tensor tt = d.UpI32({s.rows}, targets);
+          Tensor losses = d.Up(DType::kF32, {s.rows}, NaNs(s.rows));
+          Tensor lse = d.Up(DType::kF32, {s.rows}, NaNs(s.rows));
+          d.backend().CrossEntropy(tl, tt, losses, lse);
+          reference::CrossEntropyResult ref = reference::CrossEntropy(s.rows, s.v, logits, targets);
+          c.Compare("losses", d.Down(losses), ref.losses);
+          c.Compare("lse", d.Down(lse), ref.lse);
+        }));
+    cases.push_back(
+        MakeCase("CrossEntropyBackward", s.name, kF32Math, [s](DeviceIo& d, Rng& rng, Checker& c) {
+          Values logits = RoundAll(DType::kF32, rng.Uniforms(s.rows * s.v, -s.range, s.range));
+          std::vector<int32_t> targets = Targets(rng, s.rows, s.v, s.ignore);
+          Values lse =
+              RoundAll(DType::kF32, reference::CrossEntropy(s.rows, s.v, logits, targets).lse);
+          Values dl = RoundAll(DType::kF32, rng.Uniforms(s.rows, 0.1, 2));
+          Tensor tl = d.Up(DType::kF32, {s.rows, s.v}, logits);
+          Tensor tt = d.UpI32({s.rows}, targets);
+          Tensor tlse = d.Up(DType::kF32, {s.rows}, lse);
+          Tensor tdl = d.Up(DType::kF32, {s.rows}, dl);
+          Tensor dlogits = d.Up(DType::kF32, {s.rows, s.v}, NaNs(s.rows * s.v));
+          d.backend().CrossEntropyBackward(tl, tt, tlse, tdl, dlogits);
+          c.Compare("dlogits", d.Down(dlogits),
+                    reference::CrossEntropyBackward(s.rows, s.v, logits, targets, lse, dl));
+        }));
+  }
+}
+
+// ---- normalisation and rotary embedding ----
+
+void AddRmsNormCases(std::vector<OpCheckCase>& cases) {
+  for (DType w : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 7}, {19, 1000}}) {
+      const std::string name = DTypeTag(w) + "_r" + Dims({rows, n});
+      cases.push_back(
+          MakeCase("RmsNorm", name, kF32Math, [w, rows, n](DeviceIo& d, Rng& rng, Checker& c) {
+            Values x = RoundAll(DType::kF32, rng.Uniforms(rows * n, -3, 3));
+            Values weight = RoundAll(w, rng.Uniforms(n, 0.5, 1.5));
+            const float eps = 1e-5f;
+            Tensor tx = d.Up(DType::kF32, {rows, n}, x);
+            Tensor tw = d.Up(w, {n}, weight);
+            Tensor out = d.Up(DType::kF32, {rows, n}, NaNs(rows * n));
+            Tensor rstd = d.Up(DType::kF32, {rows}, NaNs(rows));
+            d.backend().RmsNorm(tx, tw, eps, out, rstd);
+            reference::RmsNormResult ref = reference::RmsNorm(rows, n, x, weight, eps);
+            c.Compare("out", d.Down(out), ref.out);
+            c.Compare("rstd", d.Down(rstd), ref.rstd);
+            // Without rstd (inference).
+            Tensor out2 = d.Up(DType::kF32, {rows, n}, NaNs(rows * n));
+            d.backend().RmsNorm(tx, tw, eps, out2, Tensor());
+            c.Compare("out_without_rstd", d.Down(out2), ref.out);
+          }));
+      cases.push_back(MakeCase(
+          "RmsNormBackward", name, kF32Math, [w, rows, n](DeviceIo& d, Rng& rng, Checker& c) {
+            Values x = RoundAll(DType::kF32, rng.Uniforms(rows * n, -3, 3));
+            Values weight = RoundAll(w, rng.Uniforms(n, 0.5, 1.5));
+            Values rstd = RoundAll(DType::kF32, reference::RmsNorm(rows, n, x, weight, 1e-5).rstd);
+            Values dout = RoundAll(DType::kF32, rng.Uniforms(rows * n, -1, 1));
+            Tensor tx = d.Up(DType::kF32, {rows, n}, x);
+            Tensor tw = d.Up(w, {n}, weight);
+            Tensor tr = d.Up(DType::kF32, {rows}, rstd);
+            Tensor td = d.Up(DType::kF32, {rows, n}, dout);
+            Tensor dx = d.Up(DType::kF32, {rows, n}, NaNs(rows * n));
+            Tensor dw = d.Up(DType::kF32, {n}, NaNs(n));
+            d.backend().RmsNormBackward(tx, tw, tr, td, dx, dw);
+            reference::RmsNormGrads ref =
+                reference::RmsNormBackward(rows, n, x, weight, rstd, dout);
+            c.Compare("dx", d.Down(dx), ref.dx);
+            c.Compare("dweight", d.Down(dw), ref.dweight);
+          }));
+    }
+  }
+}
+
+void AddRopeCases(std::vector<OpCheckCase>& cases) {
+  struct Spec {
+    std::string name;
+    int64_t t, h, d;
+    float theta;
+    int max_pos;
+  };
+  const Spec specs[] = {{"t5_h2_d8", 5, 2, 8, 10000.0f, 16},
+                        {"t33_h4_d64_long_positions", 33, 4, 64, 10000.0f, 32768},
+                        {"t7_h3_d128_theta1e6", 7, 3, 128, 1e6f, 100000}};
+  for (const Spec& s : specs) {
+    auto positions = [s](Rng& rng) {
+      std::vector<int32_t> p(static_cast<size_t>(s.t));
+      for (int32_t& v : p) v = rng.Int(0, s.max_pos);
+      return p;
+    };
+    cases.push_back(
+        MakeCase("Rope", s.name, kF32Math, [s, positions](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t n = s.t * s.h * s.d;
+          Values x = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+          std::vector<int32_t> pos = positions(rng);
+          Tensor tx = d.Up(DType::kF32, {s.t, s.h, s.d}, x);
+          Tensor tp = d.UpI32({s.t}, pos);
+          Tensor out = d.Up(DType::kF32, {s.t, s.h, s.d}, NaNs(n));
+          d.backend().Rope(tx, tp, s.theta, out);
+          c.Compare("out", d.Down(out), reference::Rope(s.t, s.h, s.d, x, pos, s.theta));
+        }));
+    cases.push_back(MakeCase(
+        "RopeBackward", s.name, kF32Math, [s, positions](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t n = s.t * s.h * s.d;
+          Values dout = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
+          std::vector<int32_t> pos = positions(rng);
+          Tensor td = d.Up(DType::kF32, {s.t, s.h, s.d}, dout);
+          Tensor tp = d.UpI32({s.t}, pos);
+          Tensor dx = d.Up(DType::kF32, {s.t, s.h, s.d}, NaNs(n));
+          d.backend().RopeBackward(td, tp, s.theta, dx);
+          c.Compare("dx", d.Down(dx), reference::RopeBackward(s.t, s.h, s.d, dout, pos, s.theta));
+        }));
+  }
+}
+
+// ---- attention ----
+
+struct AttentionSpec {
+  std::string name;
+  reference::AttentionShape shape;
+  std::vector<int32_t> kv_lens;  // empty: all S
+  bool with_lse = true;
+};
+
+std::vector<AttentionSpec> AttentionSpecs() {
+  // {B, T, S, Hq, Hkv, D}
+  return {
+      {"prefill_gqa1", {2, 9, 9, 2, 2, 16}, {}},
+      {"prefill_gqa2", {2, 12, 12, 4, 2, 8}, {}},
+      {"prefill_gqa4", {1, 17, 17, 8, 2, 32}, {}},
+      {"prefill_gqa4_no_lse", {1, 10, 10, 4, 1, 16}, {}, false},
+      {"decode_gqa1_kv_lens", {3, 1, 40, 2, 2, 16}, {1, 23, 40}},
+      {"decode_gqa2_kv_lens", {3, 1, 40, 4, 2, 64}, {40, 7, 19}},
+      {"decode_gqa4_kv_lens", {2, 1, 300, 8, 2, 128}, {300, 131}},
+      {"decode_gqa4_full_cache", {2, 1, 50, 4, 1, 16}, {}},
+      {"chunked_prefill_gqa2", {2, 4, 20, 4, 2, 16}, {9, 20}},
+      {"chunked_prefill_no_kv_lens", {1, 3, 11, 2, 1, 8}, {}},
+  };
+}
+
+void AddAttentionCases(std::vector<OpCheckCase>& cases) {
+  for (const AttentionSpec& spec : AttentionSpecs()) {
+    cases.push_back(
+        MakeCase("Attention", spec.name, kF32Accumulate, [spec](DeviceIo& d, Rng& rng, Checker& c) {
+          const reference::AttentionShape& s = spec.shape;
+          const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
+          const int64_t nkv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
+          const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+          Values q = RoundAll(DType::kF32, rng.Uniforms(nq, -2, 2));
+          Values k = RoundAll(DType::kF32, rng.Uniforms(nkv, -2, 2));
+          Values v = RoundAll(DType::kF32, rng.Uniforms(nkv, -2, 2));
+          Tensor tq = d.Up(DType::kF32, {s.batch, s.q_len, s.q_heads, s.head_dim}, q);
+          Tensor tk = d.Up(DType::kF32, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, k);
+          Tensor tv = d.Up(DType::kF32, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, v);
+          Tensor out = d.Up(DType::kF32, {s.batch, s.q_len, s.q_heads, s.head_dim}, NaNs(nq));
+          const int64_t nl = s.batch * s.q_heads * s.q_len;
+          Tensor lse =
+              spec.with_lse ? d.Up(DType::kF32, {s.batch, s.q_heads, s.q_len}, NaNs(nl)) : Tensor();
+          AttentionOptions o;
+          o.scale = static_cast<float>(scale);
+          o.kv_lens = spec.kv_lens;
+          d.backend().Attention(tq, tk, tv, out, lse, o);
+          reference::AttentionResult ref =
+              reference::Attention(s, q, k, v, static_cast<float>(scale), spec.kv_lens);
+          c.Compare("out", d.Down(out), ref.out);
+          if (spec.with_lse) c.Compare("lse", d.Down(lse), ref.lse);
+        }));
+  }
+  for (const AttentionSpec& spec : AttentionSpecs()) {
+    if (!spec.with_lse) continue;
+    cases.push_back(MakeCase(
+        "AttentionBackward", spec.name, kF32Accumulate, [spec](DeviceIo& d, Rng& rng, Checker& c) {
+          const reference::AttentionShape& s = spec.shape;
+          const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
+          const int64_t nkv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
+          const double scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+          Values q = RoundAll(DType::kF32, rng.Uniforms(nq, -2, 2));
+          Values k = RoundAll(DType::kF32, rng.Uniforms(nkv, -2, 2));
+          Values v = RoundAll(DType::kF32, rng.Uniforms(nkv, -2, 2));
+          reference::AttentionResult fwd = reference::Attention(s, q, k, v, scale, spec.kv_lens);
+          Values out = RoundAll(DType::kF32, fwd.out);
+          Values lse = RoundAll(DType::kF32, fwd.lse);
+          Values dout = RoundAll(DType::kF32, rng.Uniforms(nq, -1, 1));
+          Shape qs{s.batch, s.q_len, s.q_heads, s.head_dim};
+          Shape kvs{s.batch, s.kv_len, s.kv_heads, s.head_dim};
+          Tensor tq = d.Up(DType::kF32, qs, q), tk = d.Up(DType::kF32, kvs, k);
+          Tensor tv = d.Up(DType::kF32, kvs, v), to = d.Up(DType::kF32, qs, out);
+          Tensor tl = d.Up(DType::kF32, {s.batch, s.q_heads, s.q_len}, lse);
+          Tensor td = d.Up(DType::kF32, qs, dout);
+          Tensor dq = d.Up(DType::kF32, qs, NaNs(nq));
+          Tensor dk = d.Up(DType::kF32, kvs, NaNs(nkv)), dv = d.Up(DType::kF32, kvs, NaNs(nkv));
+          AttentionOptions o;
+          o.scale = static_cast<float>(scale);
+          o.kv_lens = spec.kv_lens;
+          d.backend().AttentionBackward(tq, tk, tv, to, tl, td, dq, dk, dv, o);
+          reference::AttentionGrads ref =
+              reference::AttentionBackward(s, q, k, v, out, lse, dout, scale, spec.kv_lens);
+          c.Compare("dq", d.Down(dq), ref.dq);
+          c.Compare("dk", d.Down(dk), ref.dk);
+          c.Compare("dv", d.Down(dv), ref.dv);
+        }));
+  }
+}
+
+// ---- indexing ----
+
+std::vector<int32_t> Ids(Rng& rng, int64_t n, int64_t limit) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& id : ids) id = rng.Int(0, static_cast<int>(limit) - 1);
+  if (n >= 3) ids[2] = ids[0];  // always at least one repeat
+  return ids;
+}
+
+void AddIndexCases(std::vector<OpCheckCase>& cases) {
+  for (DType w : {DType::kF32, DType::kBF16, DType::kF16}) {
+    cases.push_back(
+        MakeCase("EmbeddingGather", DTypeTag(w), kExact, [w](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t vocab = 50, h = 67, n = 23;
+          Values table = RoundAll(w, rng.Uniforms(vocab * h, -1, 1));
+          std::vector<int32_t> ids = Ids(rng, n, vocab);
+          Tensor tt = d.Up(w, {vocab, h}, table);
+          Tensor ti = d.UpI32({n}, ids);
+          Tensor out = d.Up(DType::kF32, {n, h}, NaNs(n * h));
+          d.backend().EmbeddingGather(tt, ti, out);
+          c.Compare("out", d.Down(out), reference::EmbeddingGather(vocab, h, table, ids));
+        }));
+  }
+  for (auto [vocab, h, n] : {std::tuple<int64_t, int64_t, int64_t>{10, 8, 40}, {300, 130, 77}}) {
+    cases.push_back(
+        MakeCase("EmbeddingScatterAdd", "repeated_ids_v" + Dims({vocab, h, n}), kF32Simple,
+                 [vocab, h, n](DeviceIo& d, Rng& rng, Checker& c) {
+                   Values dout = RoundAll(DType::kF32, rng.Uniforms(n * h, -1, 1));
+                   Values dtable = RoundAll(DType::kF32, rng.Uniforms(vocab * h, -1, 1));
+                   std::vector<int32_t> ids = Ids(rng, n, vocab);
+                   Tensor td = d.Up(DType::kF32, {n, h}, dout);
+                   Tensor ti = d.UpI32({n}, ids);
+                   Tensor tt = d.Up(DType::kF32, {vocab, h}, dtable);
+                   d.backend().EmbeddingScatterAdd(td, ti, tt);
+                   c.Compare("dtable", d.Down(tt),
+                             reference::EmbeddingScatterAdd(vocab, h, dout, ids, dtable));
+                 }));
+  }
+  for (auto [rows, h, m] : {std::tuple<int64_t, int64_t, int64_t>{6, 5, 14}, {64, 96, 128}}) {
+    cases.push_back(MakeCase("GatherRows", "repeated_n" + Dims({rows, h, m}), kExact,
+                             [rows, h, m](DeviceIo& d, Rng& rng, Checker& c) {
+                               Values src = RoundAll(DType::kF32, rng.Uniforms(rows * h, -1, 1));
+                               std::vector<int32_t> idx = Ids(rng, m, rows);
+                               Tensor ts = d.Up(DType::kF32, {rows, h}, src);
+                               Tensor ti = d.UpI32({m}, idx);
+                               Tensor out = d.Up(DType::kF32, {m, h}, NaNs(m * h));
+                               d.backend().GatherRows(ts, ti, out);
+                               c.Compare("out", d.Down(out),
+                                         reference::GatherRows(rows, h, src, idx));
+                             }));
+    for (bool weighted : {false, true}) {
+      cases.push_back(MakeCase(
+          "ScatterAddRows",
+          std::string(weighted ? "weighted" : "unweighted") + "_n" + Dims({rows, h, m}), kF32Simple,
+          [rows, h, m, weighted](DeviceIo& d, Rng& rng, Checker& c) {
+            Values src = RoundAll(DType::kF32, rng.Uniforms(m * h, -1, 1));
+            Values out0 = RoundAll(DType::kF32, rng.Uniforms(rows * h, -1, 1));
+            Values w = weighted ? RoundAll(DType::kF32, rng.Uniforms(m, 0, 1)) : Values();
+            std::vector<int32_t> idx = Ids(rng, m, rows);
+            Tensor ts = d.Up(DType::kF32, {m, h}, src);
+            Tensor ti = d.UpI32({m}, idx);
+            Tensor tw = weighted ? d.Up(DType::kF32, {m}, w) : Tensor();
+            Tensor out = d.Up(DType::kF32, {rows, h}, out0);
+            d.backend().ScatterAddRows(ts, ti, tw, out);
+            c.Compare("out", d.Down(out), reference::ScatterAddRows(rows, h, src, idx, w, out0));
+          }));
+    }
+  }
+}
+
+std::vector<OpCheckCase> BuildAllOpChecks() {
+  std::vector<OpCheckCase> cases;
+  AddFillCases(cases);
+  AddConvertCases(cases);
+  AddGemmCases(cases);
+  AddBatchedGemmCases(cases);
+  AddGroupedGemmCases(cases);
+  AddGroupedGemmWeightGradCases(cases);
+  AddElementwiseCases(cases);
+  AddReduceCases(cases);
+  AddSoftmaxCases(cases);
+  AddTopKCases(cases);
+  AddCrossEntropyCases(cases);
+  AddRmsNormCases(cases);
+  AddRopeCases(cases);
+  AddAttentionCases(cases);
+  AddIndexCases(cases);
+  return cases;
+}
+
+// ---- finite-difference checks of the reference backwards ----
+
+constexpr double kGradThreshold = 1e-6;
+constexpr double kFdStep = 1e-5;
+
+using Forward = std::function<Values(const Values&)>;
+// The gradient of L = sum(r * f(x)) with respect to x, from the reference backward.
+using Backward = std::function<Values(const Values& x, const Values& r)>;
+
+GradCheckResult GradCheck(const std::string& op, const std::string& case_name, const Values& x,
+                          const Forward& f, const Backward& grad) {
+  Rng rng(SeedOf(op, case_name + "/projection"));
+  const Values y = f(x);
+  const Values r = rng.Uniforms(static_cast<int64_t>(y.size()), -1, 1);
+  const Values analytic = grad(x, r);
+  auto loss = [&](const Values& at) {
+    const Values fy = f(at);
+    double l = 0.0;
+    for (size_t i = 0; i < fy.size(); ++i) l += r[i] * fy[i];
+    return l;
+  };
+  double max_err = 0.0, scale = 1e-12;
+  Values probe = x;
+  for (size_t i = 0; i < x.size(); ++i) {
+    probe[i] = x[i] + kFdStep;
+    const double lp = loss(probe);
+    probe[i] = x[i] - kFdStep;
+    const double lm = loss(probe);
+    probe[i] = x[i];
+    const double fd = (lp - lm) / (2 * kFdStep);
+    const double an = i < analytic.size() ? analytic[i] : std::numeric_limits<double>::quiet_NaN();
+    max_err = std::max(
+        max_err, std::isnan(an) ? std::numeric_limits<double>::infinity() : std::fabs(fd - an));
+    scale = std::max({scale, std::fabs(fd), std::fabs(an)});
+  }
+  if (analytic.size() != x.size()) max_err = std::numeric_limits<double>::infinity();
+  GradCheckResult result;
+  result.op = op;
+  result.case_name = case_name;
+  result.max_rel_error = max_err / scale;
+  result.threshold = kGradThreshold;
+  result.passed = result.max_rel_error <= kGradThreshold;
+  return result;
+}
+
+Values Zeros(int64_t n) { return Values(static_cast<size_t>(n), 0.0); }
+
+void AddElementwiseGradChecks(std::vector<GradCheckResult>& out, Rng& rng) {
+  const Values x = rng.Uniforms(23, -4, 4);
+  out.push_back(GradCheck(
+      "SiluBackward", "n23", x, [](const Values& v) { return reference::Silu(v); },
+      [](const Values& v, const Values& r) { return reference::SiluBackward(v, r); }));
+  out.push_back(GradCheck(
+      "GeluBackward", "n23", x, [](const Values& v) { return reference::Gelu(v); },
+      [](const Values& v, const Values& r) { return reference::GeluBackward(v, r); }));
+  const Values up = rng.Uniforms(23, -2, 2);
+  out.push_back(GradCheck(
+      "SwigluBackward", "dgate", x, [&](const Values& g) { return reference::Swiglu(g, up); },
+      [&](const Values& g, const Values& r) { return reference::SwigluBackward(g, up, r).dgate; }));
+  out.push_back(GradCheck(
+      "SwigluBackward", "dup", up, [&](const Values& u) { return reference::Swiglu(x, u); },
+      [&](const Values& u, const Values& r) { return reference::SwigluBackward(x, u, r).dup; }));
+  const int64_t rows = 3, n = 7;
+  const Values s = rng.Uniforms(rows * n, -3, 3);
+  out.push_back(GradCheck(
+      "SoftmaxBackward", "r3x7", s, [&](const Values& v) { return reference::Softmax(rows, n, v); },
+      [&](const Values& v, const Values& r) {
+        return reference::SoftmaxBackward(rows, n, reference::Softmax(rows, n, v), r);
+      }));
+}
+
+void AddGemmGradChecks(std::vector<GradCheckResult>& out, Rng& rng) {
+  // Gemm backward as Gemm: c = a * b^T gives da = dc * b, db = dc^T * a.
+  const int64_t m = 3, n = 4, k = 5;
+  const Values a = rng.Uniforms(m * k, -1, 1), b = rng.Uniforms(n * k, -1, 1);
+  const GemmOptions nt{false, true, 1.0f, 0.0f};
+  out.push_back(GradCheck(
+      "Gemm", "da_trans_b", a,
+      [&](const Values& av) { return reference::Gemm(m, n, k, av, b, Zeros(m * n), nt); },
+      [&](const Values&, const Values& r) {
+        return reference::Gemm(m, k, n, r, b, Zeros(m * k), GemmOptions{false, false, 1.0f, 0.0f});
+      }));
+  out.push_back(GradCheck(
+      "Gemm", "db_trans_b", b,
+      [&](const Values& bv) { return reference::Gemm(m, n, k, a, bv, Zeros(m * n), nt); },
+      [&](const Values&, const Values& r) {
+        return reference::Gemm(n, k, m, r, a, Zeros(n * k), GemmOptions{true, false, 1.0f, 0.0f});
+      }));
+  // GroupedGemm with trans_b: dw from GroupedGemmWeightGrad, dx from GroupedGemm without trans_b.
+  const std::vector<int64_t> groups = {2, 0, 3};
+  const int64_t rows = 5, g = 3;
+  const Values x = rng.Uniforms(rows * k, -1, 1), w = rng.Uniforms(g * n * k, -1, 1);
+  out.push_back(GradCheck(
+      "GroupedGemmWeightGrad", "dw", w,
+      [&](const Values& wv) {
+        return reference::GroupedGemm(groups, n, k, x, wv, Zeros(rows * n), nt);
+      },
+      [&](const Values&, const Values& r) {
+        return reference::GroupedGemmWeightGrad(groups, n, k, x, r, Zeros(g * n * k), 0.0);
+      }));
+  out.push_back(GradCheck(
+      "GroupedGemm", "dx_trans_b", x,
+      [&](const Values& xv) {
+        return reference::GroupedGemm(groups, n, k, xv, w, Zeros(rows * n), nt);
+      },
+      [&](const Values&, const Values& r) {
+        // dx_g = dy_g * w_g with w_g [n,k]: GroupedGemm of dy with b = w untransposed.
+        return reference::GroupedGemm(groups, k, n, r, w, Zeros(rows * k),
+                                      GemmOptions{false, false, 1.0f, 0.0f});
+      }));
+}
+
+void AddNormGradChecks(std::vector<GradCheckResult>& out, Rng& rng) {
+  const int64_t rows = 3, n = 8;
+  const double eps = 1e-5;
+  const Values x = rng.Uniforms(rows * n, -2, 2), w = rng.Uniforms(n, 0.5, 1.5);
+  out.push_back(GradCheck(
+      "RmsNormBackward", "dx", x,
+      [&](const Values& xv) { return reference::RmsNorm(rows, n, xv, w, eps).out; },
+      [&](const Values& xv, const Values& r) {
+        Values rstd = reference::RmsNorm(rows, n, xv, w, eps).rstd;
+        return reference::RmsNormBackward(rows, n, xv, w, rstd, r).dx;
+      }));
+  out.push_back(GradCheck(
+      "RmsNormBackward", "dweight", w,
+      [&](const Values& wv) { return reference::RmsNorm(rows, n, x, wv, eps).out; },
+      [&](const Values& wv, const Values& r) {
+        Values rstd = reference::RmsNorm(rows, n, x, wv, eps).rstd;
+        return reference::RmsNormBackward(rows, n, x, wv, rstd, r).dweight;
+      }));
+  const int64_t t = 3, h = 2, d = 6;
+  const std::vector<int32_t> pos = {0, 5, 1234};
+  const Values xr = rng.Uniforms(t * h * d, -2, 2);
+  out.push_back(GradCheck(
+      "RopeBackward", "t3_h2_d6", xr,
+      [&](const Values& v) { return reference::Rope(t, h, d, v, pos, 10000.0); },
+      [&](const Values&, const Values& r) {
+        return reference::RopeBackward(t, h, d, r, pos, 10000.0);
+      }));
+}
+
+void AddAttentionGradChecks(std::vector<GradCheckResult>& out, Rng& rng) {
+  struct Spec {
+    std::string name;
+    reference::AttentionShape shape;
+    std::vector<int32_t> kv_lens;
+  };
+  const Spec specs[] = {
+      {"prefill_gqa1", {1, 4, 4, 2, 2, 3}, {}},
+      {"prefill_gqa2", {2, 3, 3, 2, 1, 4}, {}},
+      {"decode_gqa4_kv_lens", {2, 1, 5, 4, 1, 3}, {5, 2}},
+      {"chunked_gqa2_kv_lens", {2, 2, 5, 4, 2, 2}, {4, 5}},
+  };
+  for (const Spec& s : specs) {
+    const reference::AttentionShape& sh = s.shape;
+    const int64_t nq = sh.batch * sh.q_len * sh.q_heads * sh.head_dim;
+    const int64_t nkv = sh.batch * sh.kv_len * sh.kv_heads * sh.head_dim;
+    const double scale = 0.7;
+    const Values q = rng.Uniforms(nq, -1.5, 1.5), k = rng.Uniforms(nkv, -1.5, 1.5),
+                 v = rng.Uniforms(nkv, -1.5, 1.5);
+    auto grads = [&, sh, kv = s.kv_lens](const Values& qv, const Values& kvv, const Values& vv,
+                                         const Values& r) {
+      reference::AttentionResult f = reference::Attention(sh, qv, kvv, vv, scale, kv);
+      return reference::AttentionBackward(sh, qv, kvv, vv, f.out, f.lse, r, scale, kv);
+    };
+    auto fwd = [sh, scale, kv = s.kv_lens](const Values& qv, const Values& kvv, const Values& vv) {
+      return reference::Attention(sh, qv, kvv, vv, scale, kv).out;
+    };
+    out.push_back(GradCheck(
+        "AttentionBackward", s.name + "_dq", q, [&](const Values& x) { return fwd(x, k, v); },
+        [&](const Values& x, const Values& r) { return grads(x, k, v, r).dq; }));
+    out.push_back(GradCheck(
+        "AttentionBackward", s.name + "_dk", k, [&](const Values& x) { return fwd(q, x, v); },
+        [&](const Values& x, const Values& r) { return grads(q, x, v, r).dk; }));
+    out.push_back(GradCheck(
+        "AttentionBackward", s.name + "_dv", v, [&](const Values& x) { return fwd(q, k, x); },
+        [&](const Values& x, const Values& r) { return grads(q, k, x, r).dv; }));
+  }
+}
+
+void AddLossAndIndexGradChecks(std::vector<GradCheckResult>& out, Rng& rng) {
+  const int64_t rows = 4, v = 6;
+  const std::vector<int32_t> targets = {2, -1, 0, 5};
+  const Values logits = rng.Uniforms(rows * v, -3, 3);
+  out.push_back(GradCheck(
+      "CrossEntropyBackward", "ignore_index", logits,
+      [&](const Values& l) { return reference::CrossEntropy(rows, v, l, targets).losses; },
+      [&](const Values& l, const Values& r) {
+        Values lse = reference::CrossEntropy(rows, v, l, targets).lse;
+        return reference::CrossEntropyBackward(rows, v, l, targets, lse, r);
+      }));
+  const int64_t vocab = 5, h = 3;
+  const std::vector<int32_t> ids = {1, 4, 1, 0, 1};
+  const Values table = rng.Uniforms(vocab * h, -1, 1);
+  out.push_back(GradCheck(
+      "EmbeddingScatterAdd", "repeated_ids", table,
+      [&](const Values& t) { return reference::EmbeddingGather(vocab, h, t, ids); },
+      [&](const Values&, const Values& r) {
+        return reference::EmbeddingScatterAdd(vocab, h, r, ids, Zeros(vocab * h));
+      }));
+  out.push_back(GradCheck(
+      "ScatterAddRows", "as_gather_rows_backward", table,
+      [&](const Values& t) { return reference::GatherRows(vocab, h, t, ids); },
+      [&](const Values&, const Values& r) {
+        return reference::ScatterAddRows(vocab, h, r, ids, Values(), Zeros(vocab * h));
+      }));
+  const Values src = rng.Uniforms(static_cast<int64_t>(ids.size()) * h, -1, 1);
+  out.push_back(GradCheck(
+      "GatherRows", "as_scatter_add_rows_backward", src,
+      [&](const Values& s) {
+        return reference::ScatterAddRows(vocab, h, s, ids, Values(), Zeros(vocab * h));
+      },
+      [&](const Values&, const Values& r) { return reference::GatherRows(vocab, h, r, ids); }));
+}
+
+}  // namespace
+
+const std::vector<OpCheckCase>& AllOpChecks() {
+  static const std::vector<OpCheckCase> cases = BuildAllOpChecks();
+  return cases;
+}
+
+std::vector<GradCheckResult> RunReferenceGradientChecks() {
+  std::vector<GradCheckResult> out;
+  Rng rng(SeedOf("gradcheck", "inputs"));
+  AddElementwiseGradChecks(out, rng);
+  AddGemmGradChecks(out, rng);
+  AddNormGradChecks(out, rng);
+  AddAttentionGradChecks(out, rng);
+  AddLossAndIndexGradChecks(out, rng);
+  return out;
+}
+
+}  // namespace sy
