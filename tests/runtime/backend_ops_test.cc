@@ -1,0 +1,194 @@
+// Every operator of every available backend against the double-precision reference
+// (runtime/opcheck/op_check.h), plus finite-difference checks of the reference backwards.
+// Test names read <device>/BackendOps.Matches/<Op>_<case>, e.g.
+// cpu/BackendOps.Matches/Gemm_bf16_trans_b.
+#include <gtest/gtest.h>
+
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/opcheck/op_check.h"
+
+namespace sy {
+namespace {
+
+struct OpParam {
+  Device device;
+  size_t case_index = 0;
+};
+
+// One backend per device for the whole binary: creating one starts a thread pool.
+Backend& BackendFor(Device device) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<Backend>> backends;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Backend>& slot = backends[device.ToString()];
+  if (!slot) {
+    Result<std::unique_ptr<Backend>> created = CreateBackend(device);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    slot = std::move(created).value();
+  }
+  return *slot;
+}
+
+std::vector<OpParam> ParamsFor(DeviceType type) {
+  std::vector<OpParam> params;
+  for (const Device& device : AvailableDevices()) {
+    if (device.type != type) continue;
+    for (size_t i = 0; i < AllOpChecks().size(); ++i) params.push_back({device, i});
+  }
+  return params;
+}
+
+std::string ParamName(const testing::TestParamInfo<OpParam>& info) {
+  const OpCheckCase& c = AllOpChecks()[info.param.case_index];
+  std::string prefix = info.param.device.type == DeviceType::kCuda && info.param.device.index > 0
+                           ? "gpu" + std::to_string(info.param.device.index) + "_"
+                           : "";
+  return prefix + c.op + "_" + c.case_name;
+}
+
+void PrintTo(const OpParam& p, std::ostream* os) {
+  const OpCheckCase& c = AllOpChecks()[p.case_index];
+  *os << p.device.ToString() << " " << c.op << "/" << c.case_name;
+}
+
+class BackendOps : public testing::TestWithParam<OpParam> {};
+
+TEST_P(BackendOps, Matches) {
+  const OpCheckCase& c = AllOpChecks()[GetParam().case_index];
+  Backend& backend = BackendFor(GetParam().device);
+  OpCheckResult result = c.run(backend);
+  EXPECT_EQ(result.op, c.op);
+  EXPECT_TRUE(result.passed) << backend.name() << " " << c.op << "/" << c.case_name << ": "
+                             << result.detail;
+  std::ostringstream nmse;
+  nmse << std::scientific << std::setprecision(3) << result.nmse;
+  RecordProperty("nmse", nmse.str());
+}
+
+INSTANTIATE_TEST_SUITE_P(cpu, BackendOps, testing::ValuesIn(ParamsFor(DeviceType::kCpu)),
+                         ParamName);
+INSTANTIATE_TEST_SUITE_P(sim, BackendOps, testing::ValuesIn(ParamsFor(DeviceType::kSim)),
+                         ParamName);
+INSTANTIATE_TEST_SUITE_P(cuda, BackendOps, testing::ValuesIn(ParamsFor(DeviceType::kCuda)),
+                         ParamName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendOps);
+
+TEST(BackendOpsCuda, RunsWhereAGpuIsPresent) {
+  if (!CudaBackendCompiled()) GTEST_SKIP() << "CUDA backend not compiled: CUDA op checks skipped";
+  bool present = false;
+  for (const Device& device : AvailableDevices()) present |= device.type == DeviceType::kCuda;
+  if (!present) GTEST_SKIP() << "no CUDA device present: CUDA op checks skipped";
+  EXPECT_FALSE(ParamsFor(DeviceType::kCuda).empty());
+}
+
+TEST(OpChecks, CoverEveryOperator) {
+  std::map<std::string, int> per_op;
+  for (const OpCheckCase& c : AllOpChecks()) ++per_op[c.op];
+  const char* kOps[] = {"Fill",
+                        "Convert",
+                        "Gemm",
+                        "BatchedGemm",
+                        "GroupedGemm",
+                        "GroupedGemmWeightGrad",
+                        "Add",
+                        "Mul",
+                        "Scale",
+                        "Axpy",
+                        "AddBias",
+                        "Silu",
+                        "SiluBackward",
+                        "Gelu",
+                        "GeluBackward",
+                        "Swiglu",
+                        "SwigluBackward",
+                        "Reduce",
+                        "Softmax",
+                        "SoftmaxBackward",
+                        "TopK",
+                        "RmsNorm",
+                        "RmsNormBackward",
+                        "Rope",
+                        "RopeBackward",
+                        "Attention",
+                        "AttentionBackward",
+                        "EmbeddingGather",
+                        "EmbeddingScatterAdd",
+                        "CrossEntropy",
+                        "CrossEntropyBackward",
+                        "GatherRows",
+                        "ScatterAddRows"};
+  for (const char* op : kOps) EXPECT_GE(per_op[op], 2) << op << " needs several cases";
+  std::map<std::string, int> names;
+  for (const OpCheckCase& c : AllOpChecks()) {
+    EXPECT_EQ(++names[c.op + "_" + c.case_name], 1)
+        << "duplicate case " << c.op << "_" << c.case_name;
+  }
+}
+
+// A CPU backend with three planted bugs, to prove the harness can fail.
+class BuggyCpuBackend : public CpuBackend {
+ public:
+  // Off by 1e-4 relative (nmse 1e-8): far above the f32 thresholds, far below what a glance sees.
+  void Silu(const Tensor& x, const Tensor& out) override {
+    CpuBackend::Silu(x, out);
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] *= 1.0001f;
+  }
+  // Breaks the tie order: equal values keep the higher index first.
+  void TopK(const Tensor& x, int k, const Tensor& values, const Tensor& indices) override {
+    CpuBackend::TopK(x, k, values, indices);
+    int32_t* idx = indices.data<int32_t>();
+    const float* val = values.data<float>();
+    for (int64_t i = 0; i + 1 < indices.numel(); ++i) {
+      if ((i + 1) % k != 0 && val[i] == val[i + 1]) std::swap(idx[i], idx[i + 1]);
+    }
+  }
+  // Forgets beta.
+  void Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) override {
+    options.beta = 0.0f;
+    CpuBackend::Gemm(a, b, c, options);
+  }
+};
+
+OpCheckResult RunCase(Backend& backend, const std::string& op, const std::string& case_name) {
+  for (const OpCheckCase& c : AllOpChecks()) {
+    if (c.op == op && c.case_name == case_name) return c.run(backend);
+  }
+  ADD_FAILURE() << "no case " << op << "_" << case_name;
+  return {};
+}
+
+TEST(OpChecks, CatchPlantedBugs) {
+  BuggyCpuBackend buggy;
+  CpuBackend good;
+  for (auto [op, case_name] : {std::pair<std::string, std::string>{"Silu", "n7"},
+                               {"TopK", "k2_of_8_ties"},
+                               {"Gemm", "f32_alpha_beta"},
+                               {"Gemm", "bf16_m3_alpha_beta"}}) {
+    EXPECT_TRUE(RunCase(good, op, case_name).passed) << op << "_" << case_name;
+    OpCheckResult bad = RunCase(buggy, op, case_name);
+    EXPECT_FALSE(bad.passed) << op << "_" << case_name << " missed a planted bug";
+    EXPECT_FALSE(bad.detail.empty());
+  }
+}
+
+TEST(ReferenceGradients, MatchFiniteDifferences) {
+  std::vector<GradCheckResult> results = RunReferenceGradientChecks();
+  EXPECT_GE(results.size(), 20u);
+  for (const GradCheckResult& r : results) {
+    EXPECT_TRUE(r.passed) << r.op << "/" << r.case_name << ": max relative error "
+                          << r.max_rel_error << " (threshold " << r.threshold << ")";
+  }
+}
+
+}  // namespace
+}  // namespace sy

@@ -1,0 +1,119 @@
+// ThreadPool: ParallelFor coverage, nesting without deadlock, Submit.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "runtime/core/thread_pool.h"
+
+namespace sy {
+namespace {
+
+TEST(ThreadPool, ParallelForCoversEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.num_threads(), threads);
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}}) {
+      for (int64_t grain : {int64_t{1}, int64_t{16}, int64_t{5000}}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int64_t> calls{0};
+        pool.ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
+          ASSERT_LE(0, begin);
+          ASSERT_LT(begin, end);
+          ASSERT_LE(end, n);
+          ++calls;
+          for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)]++;
+        });
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1)
+              << "threads " << threads << " n " << n << " grain " << grain << " index " << i;
+        }
+        if (n > 0) {
+          EXPECT_LE(calls.load(), (n + grain - 1) / grain);
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ParallelForUsesSeveralThreads) {
+  ThreadPool pool(4);
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  std::atomic<int> inside{0};
+  pool.ParallelFor(4, 1, [&](int64_t, int64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ids.insert(std::this_thread::get_id());
+    }
+    // Hold each range until all four have started, so they must be on different threads.
+    ++inside;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (inside.load() < 4 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  });
+  EXPECT_GE(ids.size(), 2u);
+}
+
+TEST(ThreadPool, NestedParallelForDoesNotDeadlock) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  auto done = std::async(std::launch::async, [&] {
+    pool.ParallelFor(8, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        pool.ParallelFor(100, 1, [&](int64_t ib, int64_t ie) { total += ie - ib; });
+      }
+    });
+  });
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "nested ParallelFor deadlocked";
+  EXPECT_EQ(total.load(), 800);
+}
+
+TEST(ThreadPool, SubmitRunsTasksAndReturnsFutures) {
+  ThreadPool pool(3);
+  std::atomic<int> count{0};
+  std::vector<std::future<void>> futures;
+  for (int i = 0; i < 50; ++i) futures.push_back(pool.Submit([&] { ++count; }));
+  for (auto& f : futures) f.get();
+  EXPECT_EQ(count.load(), 50);
+  // A ParallelFor inside a submitted task runs inline rather than waiting on busy workers.
+  std::atomic<int64_t> inner{0};
+  pool.Submit([&] { pool.ParallelFor(64, 1, [&](int64_t b, int64_t e) { inner += e - b; }); })
+      .get();
+  EXPECT_EQ(inner.load(), 64);
+}
+
+TEST(ThreadPool, SingleThreadPoolRunsSubmitInline) {
+  ThreadPool pool(1);
+  bool ran = false;
+  auto f = pool.Submit([&] { ran = true; });
+  EXPECT_TRUE(ran);
+  f.get();
+}
+
+TEST(ThreadPool, DestructorFinishesQueuedTasks) {
+  std::atomic<int> count{0};
+  {
+    ThreadPool pool(2);
+    for (int i = 0; i < 20; ++i) {
+      (void)pool.Submit([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ++count;
+      });
+    }
+  }
+  EXPECT_EQ(count.load(), 20);
+}
+
+TEST(ThreadPool, DefaultNumThreadsIsPositive) { EXPECT_GE(ThreadPool::DefaultNumThreads(), 1); }
+
+}  // namespace
+}  // namespace sy
