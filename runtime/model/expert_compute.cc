@@ -1,0 +1,86 @@
+#include "runtime/model/expert_compute.h"
+
+#include <numeric>
+#include <string>
+
+#include "runtime/core/check.h"
+
+namespace sy {
+
+Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
+    Backend& backend, ParameterStore& store, int layer, int num_experts, int64_t hidden,
+    int64_t intermediate, DType weight_dtype, bool with_grad) {
+  std::unique_ptr<LocalExpertCompute> ec(new LocalExpertCompute());
+  const int64_t e = num_experts;
+  SY_ASSIGN_OR_RETURN(ec->w_gate_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
+  SY_ASSIGN_OR_RETURN(ec->w_up_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
+  SY_ASSIGN_OR_RETURN(ec->w_down_, backend.Allocate(weight_dtype, Shape{e, hidden, intermediate}));
+  if (with_grad) {
+    SY_ASSIGN_OR_RETURN(ec->dw_gate_,
+                        backend.Allocate(DType::kF32, Shape{e, intermediate, hidden}));
+    SY_ASSIGN_OR_RETURN(ec->dw_up_, backend.Allocate(DType::kF32, Shape{e, intermediate, hidden}));
+    SY_ASSIGN_OR_RETURN(ec->dw_down_,
+                        backend.Allocate(DType::kF32, Shape{e, hidden, intermediate}));
+  }
+  const std::string prefix = "experts/layer" + std::to_string(layer) + "/expert";
+  for (int i = 0; i < num_experts; ++i) {
+    const std::string base = prefix + std::to_string(i) + "/";
+    const std::pair<const char*, std::pair<Tensor*, Tensor*>> weights[] = {
+        {"w_gate", {&ec->w_gate_, &ec->dw_gate_}},
+        {"w_up", {&ec->w_up_, &ec->dw_up_}},
+        {"w_down", {&ec->w_down_, &ec->dw_down_}},
+    };
+    for (const auto& [name, tensors] : weights) {
+      Parameter p;
+      p.name = base + name;
+      p.value = tensors.first->Select(i);
+      if (with_grad) p.grad = tensors.second->Select(i);
+      p.is_expert = true;
+      p.layer = layer;
+      p.expert = i;
+      p.init = ParamInit::kNormal;
+      store.Add(std::move(p));
+    }
+  }
+  return ec;
+}
+
+Status LocalExpertCompute::Forward(Backend& backend, const Tensor& xs,
+                                   std::span<const int64_t> group_rows, const Tensor& ys) {
+  SY_CHECK_EQ(static_cast<int64_t>(group_rows.size()), w_gate_.dim(0)) << "group count";
+  SY_CHECK_EQ(std::accumulate(group_rows.begin(), group_rows.end(), int64_t{0}), xs.dim(0))
+      << "group rows do not add up to the rows of " << xs.ToString();
+  const int64_t r = xs.dim(0);
+  const int64_t inter = w_gate_.dim(1);
+  group_rows_.assign(group_rows.begin(), group_rows.end());
+  SY_ASSIGN_OR_RETURN(g_, backend.Allocate(DType::kF32, Shape{r, inter}));
+  SY_ASSIGN_OR_RETURN(u_, backend.Allocate(DType::kF32, Shape{r, inter}));
+  SY_ASSIGN_OR_RETURN(act_, backend.Allocate(DType::kF32, Shape{r, inter}));
+  backend.GroupedGemm(xs, w_gate_, g_, group_rows_, GemmOptions{.trans_b = true});
+  backend.GroupedGemm(xs, w_up_, u_, group_rows_, GemmOptions{.trans_b = true});
+  backend.Swiglu(g_, u_, act_);
+  backend.GroupedGemm(act_, w_down_, ys, group_rows_, GemmOptions{.trans_b = true});
+  xs_ = xs;
+  return Status::Ok();
+}
+
+Status LocalExpertCompute::Backward(Backend& backend, const Tensor& d_ys, const Tensor& d_xs) {
+  SY_CHECK(xs_.defined()) << "LocalExpertCompute::Backward without a Forward";
+  SY_CHECK(dw_gate_.defined()) << "LocalExpertCompute::Backward on forward-only experts";
+  // w_down [E, H, I] read as [G, K=H, N=I]: d_act = d_ys W_down.
+  SY_ASSIGN_OR_RETURN(Tensor dact, backend.Allocate(DType::kF32, act_.shape()));
+  backend.GroupedGemm(d_ys, w_down_, dact, group_rows_, GemmOptions{});
+  backend.GroupedGemmWeightGrad(act_, d_ys, dw_down_, group_rows_, 1.0f);
+  SY_ASSIGN_OR_RETURN(Tensor dg, backend.Allocate(DType::kF32, g_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor du, backend.Allocate(DType::kF32, u_.shape()));
+  backend.SwigluBackward(g_, u_, dact, dg, du);
+  backend.GroupedGemmWeightGrad(xs_, dg, dw_gate_, group_rows_, 1.0f);
+  backend.GroupedGemmWeightGrad(xs_, du, dw_up_, group_rows_, 1.0f);
+  backend.GroupedGemm(dg, w_gate_, d_xs, group_rows_, GemmOptions{});
+  backend.GroupedGemm(du, w_up_, d_xs, group_rows_, GemmOptions{.beta = 1.0f});
+  return Status::Ok();
+}
+
+void LocalExpertCompute::Release() { xs_ = g_ = u_ = act_ = Tensor(); }
+
+}  // namespace sy

@@ -1,0 +1,72 @@
+// ExpertCompute: the SwiGLU experts of one MoE layer, applied to token rows already grouped by
+// expert, and its backward.
+//
+// Note [expert parallelism]. The MoE layer calls ExpertCompute between Permute and Unpermute
+// (runtime/model/moe_layer.h): it passes rows grouped by global expert id with per-expert counts
+// and gets back one output row per input row, in the same order. LocalExpertCompute runs every
+// expert here with grouped GEMMs. An expert-parallel implementation (parallel/) implements the
+// same interface as dispatch all-to-all -> local grouped GEMM -> combine all-to-all. The router,
+// the capacity rule and the permutation stay unchanged.
+//
+// LocalExpertCompute. The weights of expert e are
+//   experts/layer{L}/expert{e}/w_gate [I, H], w_up [I, H], w_down [H, I]
+// (views into stacked [E, I, H] / [E, H, I] tensors, which the grouped GEMM reads directly).
+//   y_r = (silu(x_r Wg_e^T) * (x_r Wu_e^T)) Wd_e^T   for each row r of expert e.
+// Parameter gradients accumulate; an expert that receives no rows gets exactly zero added.
+//
+// Ownership: holds parameter views and, between Forward and Release, views of its activations.
+// Thread-safety: as the Backend's operators.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/core/status.h"
+#include "runtime/core/tensor.h"
+#include "runtime/model/parameter_store.h"
+
+namespace sy {
+
+class ExpertCompute {
+ public:
+  virtual ~ExpertCompute() = default;
+  // xs [R, H]: rows grouped by expert, group_rows[e] rows for expert e (sum = R). ys [R, H] is
+  // overwritten.
+  virtual Status Forward(Backend& backend, const Tensor& xs, std::span<const int64_t> group_rows,
+                         const Tensor& ys) = 0;
+  // d_ys [R, H] -> d_xs [R, H] (overwritten); accumulates the expert weight gradients.
+  virtual Status Backward(Backend& backend, const Tensor& d_ys, const Tensor& d_xs) = 0;
+  virtual void Release() = 0;
+};
+
+class LocalExpertCompute final : public ExpertCompute {
+ public:
+  // Registers the experts of decoder layer `layer` in `store`, expert by expert.
+  static Result<std::unique_ptr<LocalExpertCompute>> Create(Backend& backend, ParameterStore& store,
+                                                            int layer, int num_experts,
+                                                            int64_t hidden, int64_t intermediate,
+                                                            DType weight_dtype, bool with_grad);
+
+  Status Forward(Backend& backend, const Tensor& xs, std::span<const int64_t> group_rows,
+                 const Tensor& ys) override;
+  Status Backward(Backend& backend, const Tensor& d_ys, const Tensor& d_xs) override;
+  void Release() override;
+
+  // Stacked weights: w_gate, w_up [E, I, H]; w_down [E, H, I].
+  const Tensor& w_gate() const { return w_gate_; }
+  const Tensor& w_up() const { return w_up_; }
+  const Tensor& w_down() const { return w_down_; }
+
+ private:
+  LocalExpertCompute() = default;
+
+  Tensor w_gate_, w_up_, w_down_;
+  Tensor dw_gate_, dw_up_, dw_down_;
+  std::vector<int64_t> group_rows_;
+  Tensor xs_, g_, u_, act_;
+};
+
+}  // namespace sy

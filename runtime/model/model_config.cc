@@ -1,0 +1,117 @@
+#include "runtime/model/model_config.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace sy {
+namespace {
+
+Status Bad(const std::string& field, const std::string& problem) {
+  return InvalidArgumentError("model config: " + field + " " + problem);
+}
+
+}  // namespace
+
+Status ModelConfig::Validate() const {
+  if (vocab_size <= 0) return Bad("vocab_size", "must be > 0 (the tokenizer's vocabulary size)");
+  if (hidden_size <= 0) return Bad("hidden_size", "must be > 0");
+  if (num_layers <= 0) return Bad("num_layers", "must be > 0");
+  if (num_heads <= 0) return Bad("num_heads", "must be > 0");
+  if (num_kv_heads < 0) return Bad("num_kv_heads", "must be >= 0 (0 means num_heads)");
+  if (num_heads % kv_heads() != 0) {
+    return Bad("num_kv_heads", "(" + std::to_string(kv_heads()) + ") must divide num_heads (" +
+                                   std::to_string(num_heads) + ")");
+  }
+  if (head_dim < 0) return Bad("head_dim", "must be >= 0 (0 means hidden_size / num_heads)");
+  if (head_dim == 0 && hidden_size % num_heads != 0) {
+    return Bad("head_dim", "is 0 but hidden_size (" + std::to_string(hidden_size) +
+                               ") is not a multiple of num_heads (" + std::to_string(num_heads) +
+                               "); set head_dim explicitly");
+  }
+  if (dim_per_head() % 2 != 0) {
+    return Bad("head_dim", "(" + std::to_string(dim_per_head()) + ") must be even for RoPE");
+  }
+  if (num_experts < 0) return Bad("num_experts", "must be >= 0 (0 means a dense model)");
+  if (first_k_dense < 0 || first_k_dense > num_layers) {
+    return Bad("first_k_dense", "must be in [0, num_layers]");
+  }
+  if (moe_every < 1) return Bad("moe_every", "must be >= 1");
+  if (num_experts > 0) {
+    if (top_k < 1 || top_k > num_experts) {
+      return Bad("top_k", "(" + std::to_string(top_k) + ") must be in [1, num_experts = " +
+                              std::to_string(num_experts) + "]");
+    }
+    if (moe_intermediate_size <= 0) {
+      return Bad("moe_intermediate_size", "must be > 0 when num_experts > 0");
+    }
+  }
+  if (NumMoeLayers() < num_layers && intermediate_size <= 0) {
+    return Bad("intermediate_size", "must be > 0: some layers have a dense FFN (first_k_dense = " +
+                                        std::to_string(first_k_dense) +
+                                        ", moe_every = " + std::to_string(moe_every) +
+                                        ", num_experts = " + std::to_string(num_experts) + ")");
+  }
+  if (num_shared_experts < 0) return Bad("num_shared_experts", "must be >= 0");
+  if (num_shared_experts > 0 && num_experts == 0) {
+    return Bad("num_shared_experts", "needs num_experts > 0 (shared experts live in MoE layers)");
+  }
+  if (shared_expert_intermediate_size < 0) {
+    return Bad("shared_expert_intermediate_size", "must be >= 0 (0 means moe_intermediate_size)");
+  }
+  if (shared_expert_gate && num_shared_experts == 0) {
+    return Bad("shared_expert_gate", "needs num_shared_experts > 0");
+  }
+  if (!(capacity_factor >= 0.0) || !std::isfinite(capacity_factor)) {
+    return Bad("capacity_factor", "must be >= 0 (0 means dropless)");
+  }
+  if (!(router_aux_loss_coef >= 0.0) || !std::isfinite(router_aux_loss_coef)) {
+    return Bad("router_aux_loss_coef", "must be a finite value >= 0");
+  }
+  if (!(router_z_loss_coef >= 0.0) || !std::isfinite(router_z_loss_coef)) {
+    return Bad("router_z_loss_coef", "must be a finite value >= 0");
+  }
+  if (pregate && NumMoeLayers() == 0) {
+    return Bad("pregate", "needs at least one MoE layer (num_experts > 0)");
+  }
+  if (!(rope_theta > 0.0) || !std::isfinite(rope_theta)) {
+    return Bad("rope_theta", "must be > 0");
+  }
+  if (!(rms_norm_eps > 0.0) || !std::isfinite(rms_norm_eps)) {
+    return Bad("rms_norm_eps", "must be > 0");
+  }
+  return Status::Ok();
+}
+
+bool ModelConfig::IsMoeLayer(int layer) const {
+  return num_experts > 0 && layer >= first_k_dense && layer < num_layers && moe_every > 0 &&
+         (layer - first_k_dense) % moe_every == 0;
+}
+
+int ModelConfig::MoeIndex(int layer) const {
+  if (!IsMoeLayer(layer)) return -1;
+  return (layer - first_k_dense) / moe_every;
+}
+
+int ModelConfig::NumMoeLayers() const {
+  int n = 0;
+  for (int l = 0; l < num_layers; ++l) n += IsMoeLayer(l) ? 1 : 0;
+  return n;
+}
+
+std::string ModelConfig::ToString() const {
+  std::ostringstream s;
+  s << "vocab=" << vocab_size << " hidden=" << hidden_size << " layers=" << num_layers
+    << " heads=" << num_heads << "/" << num_kv_heads << "x" << head_dim
+    << " ffn=" << intermediate_size << " experts=" << num_experts << " top" << top_k
+    << " moe_ffn=" << moe_intermediate_size << " renorm=" << norm_topk_prob
+    << " shared=" << num_shared_experts << "x" << shared_expert_intermediate_size
+    << (shared_expert_gate ? "+gate" : "") << " first_k_dense=" << first_k_dense
+    << " moe_every=" << moe_every << " capacity=" << capacity_factor
+    << " aux=" << router_aux_loss_coef << " z=" << router_z_loss_coef << " pregate=" << pregate
+    << " rope_theta=" << rope_theta << " eps=" << rms_norm_eps << " qk_norm=" << qk_norm
+    << (qk_norm_per_head ? "/head" : "/full") << " bias=" << attention_bias
+    << " tied=" << tie_word_embeddings << " recompute=" << recompute;
+  return s.str();
+}
+
+}  // namespace sy

@@ -1,0 +1,124 @@
+#include "runtime/model/moe_layer.h"
+
+#include <string>
+
+#include "runtime/core/check.h"
+#include "runtime/model/host_transfer.h"
+
+namespace sy {
+
+Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(Backend& backend, ParameterStore& store,
+                                                   const ModelConfig& config, int layer,
+                                                   DType weight_dtype, bool with_grad) {
+  const int m = config.MoeIndex(layer);
+  SY_CHECK_GE(m, 0) << "layer " << layer << " is not an MoE layer";
+  std::unique_ptr<MoeLayer> moe(new MoeLayer());
+  moe->num_experts_ = config.num_experts;
+  moe->top_k_ = config.top_k;
+  moe->capacity_factor_ = config.capacity_factor;
+  moe->has_gate_ = config.MoeLayerHasGate(m);
+  moe->has_pregate_ = config.MoeLayerHasPregate(m);
+  moe->has_shared_ = config.num_shared_experts > 0;
+  const std::string p = "layers/" + std::to_string(layer) + "/moe/";
+  const int64_t h = config.hidden_size;
+  if (moe->has_gate_) {
+    SY_ASSIGN_OR_RETURN(moe->gate_,
+                        Linear::Create(backend, store, p + "gate", "", h, config.num_experts,
+                                       weight_dtype, with_grad, layer));
+  }
+  if (moe->has_pregate_) {
+    SY_ASSIGN_OR_RETURN(moe->pregate_,
+                        Linear::Create(backend, store, p + "pregate", "", h, config.num_experts,
+                                       weight_dtype, with_grad, layer));
+  }
+  if (moe->has_shared_) {
+    SY_ASSIGN_OR_RETURN(moe->shared_, SharedExperts::Create(backend, store, config, layer,
+                                                            weight_dtype, with_grad));
+  }
+  SY_ASSIGN_OR_RETURN(moe->experts_, LocalExpertCompute::Create(
+                                         backend, store, layer, config.num_experts, h,
+                                         config.moe_intermediate_size, weight_dtype, with_grad));
+  moe->router_ = Router(RouterOptions{
+      .num_experts = config.num_experts,
+      .top_k = config.top_k,
+      .norm_topk_prob = config.norm_topk_prob,
+      .aux_loss_coef = static_cast<float>(config.router_aux_loss_coef),
+      .z_loss_coef = static_cast<float>(config.router_z_loss_coef),
+  });
+  return moe;
+}
+
+Status MoeLayer::Forward(Backend& backend, const Tensor& h, const Tensor& routed_logits,
+                         const Tensor& stats, const Tensor& out) {
+  const int64_t n = h.dim(0);
+  const int64_t hidden = h.dim(1);
+  h_ = h;
+  if (has_gate_) {
+    SY_ASSIGN_OR_RETURN(logits_, backend.Allocate(DType::kF32, Shape{n, num_experts_}));
+    SY_RETURN_IF_ERROR(gate_.Forward(backend, h, logits_));
+  } else {
+    SY_CHECK(routed_logits.defined() && routed_logits.shape() == (Shape{n, num_experts_}))
+        << "a pre-gated MoE layer needs the previous layer's pre-gate logits [N, E]";
+    logits_ = routed_logits;
+  }
+  SY_RETURN_IF_ERROR(router_.Forward(backend, logits_, stats));
+  plan_ = BuildDispatchPlan(router_.slot_experts(), n, top_k_, num_experts_, capacity_factor_);
+
+  // N >= 1 and capacity >= 1, so at least one row survives.
+  const int64_t r = plan_.num_rows();
+  SY_RETURN_IF_ERROR(permutation_.Setup(backend, plan_));
+  SY_ASSIGN_OR_RETURN(xs_, backend.Allocate(DType::kF32, Shape{r, hidden}));
+  permutation_.Permute(backend, h, xs_);
+  SY_ASSIGN_OR_RETURN(ys_, backend.Allocate(DType::kF32, Shape{r, hidden}));
+  SY_RETURN_IF_ERROR(experts_->Forward(backend, xs_, plan_.group_rows, ys_));
+  SY_RETURN_IF_ERROR(permutation_.Unpermute(backend, ys_, router_.weights(), out));
+
+  if (has_shared_) SY_RETURN_IF_ERROR(shared_.Forward(backend, h, out));
+  if (has_pregate_) {
+    SY_ASSIGN_OR_RETURN(pregate_logits_, backend.Allocate(DType::kF32, Shape{n, num_experts_}));
+    SY_RETURN_IF_ERROR(pregate_.Forward(backend, h, pregate_logits_));
+  }
+  return Status::Ok();
+}
+
+Status MoeLayer::Backward(Backend& backend, const Tensor& dout, const Tensor& d_pregate_logits,
+                          const Tensor& dh) {
+  SY_CHECK(h_.defined()) << "MoeLayer::Backward without a Forward";
+  SY_CHECK(has_pregate_ == d_pregate_logits.defined())
+      << "MoeLayer::Backward: d_pregate_logits must be given exactly when the layer has a "
+         "pre-gate";
+  const int64_t n = h_.dim(0);
+  const int64_t r = plan_.num_rows();
+
+  SY_ASSIGN_OR_RETURN(Tensor d_ys, backend.Allocate(DType::kF32, ys_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor d_weights, backend.Allocate(DType::kF32, Shape{n, top_k_}));
+  SY_RETURN_IF_ERROR(permutation_.UnpermuteBackward(backend, dout, d_ys, d_weights));
+  SY_ASSIGN_OR_RETURN(Tensor d_xs, backend.Allocate(DType::kF32, Shape{r, h_.dim(1)}));
+  SY_RETURN_IF_ERROR(experts_->Backward(backend, d_ys, d_xs));
+  backend.Fill(dh, 0.0f);
+  permutation_.PermuteBackward(backend, d_xs, dh);
+
+  SY_ASSIGN_OR_RETURN(Tensor d_logits, backend.Allocate(DType::kF32, Shape{n, num_experts_}));
+  SY_RETURN_IF_ERROR(router_.Backward(backend, d_weights, d_logits));
+  if (has_gate_) {
+    SY_RETURN_IF_ERROR(gate_.Backward(backend, h_, d_logits, dh, 1.0f));
+    d_routed_logits_ = Tensor();
+  } else {
+    d_routed_logits_ = d_logits;
+  }
+  if (has_shared_) SY_RETURN_IF_ERROR(shared_.Backward(backend, dout, dh));
+  if (has_pregate_) {
+    SY_RETURN_IF_ERROR(pregate_.Backward(backend, h_, d_pregate_logits, dh, 1.0f));
+  }
+  return Status::Ok();
+}
+
+void MoeLayer::Release() {
+  router_.Release();
+  permutation_.Release();
+  experts_->Release();
+  if (has_shared_) shared_.Release();
+  h_ = logits_ = xs_ = ys_ = pregate_logits_ = d_routed_logits_ = Tensor();
+}
+
+}  // namespace sy

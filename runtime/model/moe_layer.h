@@ -1,0 +1,94 @@
+// MoeLayer: the MoE FFN of one decoder layer, and its backward.
+//
+//   logits  = h Wgate^T                           (own gate), or the logits the previous MoE
+//                                                 layer's pre-gate computed (pre-gated layers)
+//   Route   -> combine weights [N, k], aux, z     (runtime/model/router.h)
+//   Permute -> rows grouped by expert, capacity   (dispatch_plan.h, token_permutation.h)
+//   ExpertCompute over the grouped rows           (expert_compute.h: the expert-parallel seam)
+//   Unpermute: out[n] = sum_j w[n, j] * expert_{e(n, j)}(h[n])   (dropped slots contribute 0)
+//   out += SharedExperts(h)                       (optional)
+//   pregate_logits = h Wpregate^T [N, E]          (pre-gate for the next MoE layer, optional)
+//
+// Parameters: layers/{L}/moe/gate [E, H] when the layer has its own gate; layers/{L}/moe/pregate
+// [E, H] when it holds a pre-gate; the experts and shared experts (see their headers).
+//
+// Pre-gate gradients. The next MoE layer's Backward yields routed_logits_grad(): the gradient of
+// the loss wrt the logits it was routed by. The model passes it to this layer's Backward as
+// d_pregate_logits, which flows into Wpregate and into h.
+//
+// Ownership: owns its router, permutation, experts and shared experts; activations until Release.
+// Thread-safety: as the Backend's operators.
+#pragma once
+
+#include <memory>
+
+#include "runtime/backend/backend.h"
+#include "runtime/core/status.h"
+#include "runtime/core/tensor.h"
+#include "runtime/model/dispatch_plan.h"
+#include "runtime/model/expert_compute.h"
+#include "runtime/model/linear.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/parameter_store.h"
+#include "runtime/model/router.h"
+#include "runtime/model/shared_experts.h"
+#include "runtime/model/token_permutation.h"
+
+namespace sy {
+
+class MoeLayer {
+ public:
+  // Registers the layer's router, pre-gate, experts and shared experts for decoder layer `layer`.
+  static Result<std::unique_ptr<MoeLayer>> Create(Backend& backend, ParameterStore& store,
+                                                  const ModelConfig& config, int layer,
+                                                  DType weight_dtype, bool with_grad);
+
+  // h [N, H] -> out [N, H]. routed_logits [N, E]: the previous layer's pre-gate logits when this
+  // layer has no gate of its own (has_gate() false); undefined otherwise. stats f32 [2] on the
+  // backend receives {aux, z} for this layer's routing.
+  Status Forward(Backend& backend, const Tensor& h, const Tensor& routed_logits,
+                 const Tensor& stats, const Tensor& out);
+  // The pre-gate's logits for the next MoE layer [N, E] (defined after Forward when
+  // has_pregate()).
+  const Tensor& pregate_logits() const { return pregate_logits_; }
+
+  // dout [N, H] -> dh [N, H] (overwritten). d_pregate_logits: the next MoE layer's
+  // routed_logits_grad() when has_pregate(), else undefined.
+  Status Backward(Backend& backend, const Tensor& dout, const Tensor& d_pregate_logits,
+                  const Tensor& dh);
+  // The gradient wrt the routed_logits given to Forward (after Backward, when !has_gate()).
+  const Tensor& routed_logits_grad() const { return d_routed_logits_; }
+
+  // Drops every activation, including pregate_logits() and routed_logits_grad(): take views of
+  // those first if they are still needed.
+  void Release();
+
+  bool has_gate() const { return has_gate_; }
+  bool has_pregate() const { return has_pregate_; }
+  // The routing of the last Forward (kept after Release).
+  const DispatchPlan& plan() const { return plan_; }
+  // Replaces the expert computation (expert parallelism). The layer's expert parameters stay
+  // registered as created; the replacement decides which ones it uses.
+  void set_expert_compute(std::unique_ptr<ExpertCompute> experts) { experts_ = std::move(experts); }
+  ExpertCompute& expert_compute() { return *experts_; }
+
+ private:
+  MoeLayer() = default;
+
+  int num_experts_ = 0;
+  int top_k_ = 0;
+  double capacity_factor_ = 0.0;
+  bool has_gate_ = true;
+  bool has_pregate_ = false;
+  bool has_shared_ = false;
+  Linear gate_, pregate_;
+  Router router_;
+  TokenPermutation permutation_;
+  std::unique_ptr<ExpertCompute> experts_;
+  SharedExperts shared_;
+  DispatchPlan plan_;
+
+  Tensor h_, logits_, xs_, ys_, pregate_logits_, d_routed_logits_;
+};
+
+}  // namespace sy

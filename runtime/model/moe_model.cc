@@ -1,0 +1,228 @@
+#include "runtime/model/moe_model.h"
+
+#include <string>
+#include <string_view>
+
+#include "runtime/core/check.h"
+#include "runtime/model/host_transfer.h"
+
+namespace sy {
+namespace {
+
+// The int32 contents of a [B, T] token tensor in host or backend memory.
+Result<std::vector<int32_t>> ReadIds(Backend& backend, const Tensor& t, const char* what) {
+  if (t.dtype() != DType::kI32 || t.rank() != 2) {
+    return InvalidArgumentError(std::string(what) + " must be i32 [batch, seq_len], got " +
+                                t.ToString());
+  }
+  if (t.device().is_host()) {
+    const int32_t* p = t.data<int32_t>();
+    return std::vector<int32_t>(p, p + t.numel());
+  }
+  return DownloadI32(backend, t);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const ModelConfig& config,
+                                                   const ModelOptions& options) {
+  SY_RETURN_IF_ERROR(config.Validate());
+  if (options.with_grad && options.weight_dtype != DType::kF32) {
+    return InvalidArgumentError(
+        "model options: weight_dtype " + std::string(DTypeName(options.weight_dtype)) +
+        " is forward-only; set with_grad = false, or train with f32 master weights");
+  }
+  if (!IsFloatingPoint(options.weight_dtype) || options.weight_dtype == DType::kI32) {
+    return InvalidArgumentError("model options: weight_dtype must be f32, bf16 or f16");
+  }
+  std::unique_ptr<MoeModel> model(new MoeModel(backend, config, options));
+  SY_RETURN_IF_ERROR(model->Build());
+  return model;
+}
+
+Status MoeModel::Build() {
+  const DType wd = options_.weight_dtype;
+  const bool grad = options_.with_grad;
+  SY_ASSIGN_OR_RETURN(embedding_, Embedding::Create(backend_, params_, config_.vocab_size,
+                                                    config_.hidden_size, wd, grad));
+  for (int l = 0; l < config_.num_layers; ++l) {
+    SY_ASSIGN_OR_RETURN(auto layer, DecoderLayer::Create(backend_, params_, config_, l, wd, grad));
+    layers_.push_back(std::move(layer));
+    if (config_.IsMoeLayer(l)) moe_layer_ids_.push_back(l);
+  }
+  SY_ASSIGN_OR_RETURN(final_norm_,
+                      RmsNormLayer::Create(backend_, params_, "final_norm", config_.hidden_size, wd,
+                                           grad, -1, static_cast<float>(config_.rms_norm_eps)));
+  if (config_.tie_word_embeddings) {
+    lm_head_ = Linear(embedding_.table(), embedding_.table_grad(), Tensor(), Tensor());
+  } else {
+    SY_ASSIGN_OR_RETURN(lm_head_,
+                        Linear::Create(backend_, params_, "lm_head", "", config_.hidden_size,
+                                       config_.vocab_size, wd, grad, -1));
+  }
+  return Status::Ok();
+}
+
+MoeLayer& MoeModel::moe_layer(int m) {
+  SY_CHECK(m >= 0 && m < static_cast<int>(moe_layer_ids_.size())) << "MoE index " << m;
+  return *layers_[static_cast<size_t>(moe_layer_ids_[static_cast<size_t>(m)])]->moe();
+}
+
+Status MoeModel::InitializeParameters(uint64_t seed, float stddev) {
+  return params_.Initialize(backend_, seed, stddev);
+}
+
+Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets) {
+  ReleaseActivations();
+  SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(backend_, tokens, "tokens"));
+  const int64_t b = tokens.dim(0), t = tokens.dim(1), n = b * t;
+  if (n == 0) return InvalidArgumentError("tokens: empty batch " + tokens.ToString());
+  for (int32_t id : ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return InvalidArgumentError(
+          "tokens: id " + std::to_string(id) +
+          " outside [0, vocab_size = " + std::to_string(config_.vocab_size) + ")");
+    }
+  }
+  std::vector<int32_t> target_ids;
+  if (targets.defined()) {
+    SY_ASSIGN_OR_RETURN(target_ids, ReadIds(backend_, targets, "targets"));
+    if (targets.shape() != tokens.shape()) {
+      return InvalidArgumentError("targets " + targets.ToString() + " must match tokens " +
+                                  tokens.ToString());
+    }
+    num_targets_ = 0;
+    for (int32_t id : target_ids) {
+      if (id < -1 || id >= config_.vocab_size) {
+        return InvalidArgumentError(
+            "targets: id " + std::to_string(id) +
+            " outside [-1, vocab_size = " + std::to_string(config_.vocab_size) + ")");
+      }
+      num_targets_ += id >= 0 ? 1 : 0;
+    }
+  }
+
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
+  batch_.batch = b;
+  batch_.seq_len = t;
+  SY_ASSIGN_OR_RETURN(batch_.positions, UploadI32(backend_, positions, Shape{n}));
+  SY_ASSIGN_OR_RETURN(Tensor ids_dev, UploadI32(backend_, ids, Shape{n}));
+
+  const int num_moe = static_cast<int>(moe_layer_ids_.size());
+  SY_ASSIGN_OR_RETURN(stats_, Zeros(backend_, Shape{1 + 2 * num_moe}));
+  routed_logits_.assign(static_cast<size_t>(num_moe), Tensor());
+  const int64_t h = config_.hidden_size;
+  residual_.assign(static_cast<size_t>(config_.num_layers) + 1, Tensor());
+  SY_ASSIGN_OR_RETURN(residual_[0], backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_RETURN_IF_ERROR(embedding_.Forward(backend_, ids_dev, residual_[0]));
+
+  for (int l = 0; l < config_.num_layers; ++l) {
+    DecoderLayer& layer = *layers_[static_cast<size_t>(l)];
+    const int m = config_.MoeIndex(l);
+    Tensor routed, stats;
+    if (m >= 0) {
+      routed = routed_logits_[static_cast<size_t>(m)];
+      stats = stats_.Slice(1 + 2 * m, 3 + 2 * m);
+    }
+    SY_ASSIGN_OR_RETURN(residual_[l + 1], backend_.Allocate(DType::kF32, Shape{n, h}));
+    SY_RETURN_IF_ERROR(layer.Forward(backend_, batch_, residual_[static_cast<size_t>(l)], routed,
+                                     stats, residual_[static_cast<size_t>(l) + 1]));
+    if (m >= 0 && layer.moe()->has_pregate()) {
+      routed_logits_[static_cast<size_t>(m) + 1] = layer.moe()->pregate_logits();
+    }
+    if (!options_.with_grad) {
+      layer.Release();
+      residual_[static_cast<size_t>(l)] = Tensor();
+      if (m >= 0) routed_logits_[static_cast<size_t>(m)] = Tensor();
+    }
+  }
+
+  SY_ASSIGN_OR_RETURN(final_hidden_, backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_RETURN_IF_ERROR(final_norm_.Forward(
+      backend_, residual_[static_cast<size_t>(config_.num_layers)], final_hidden_));
+  SY_ASSIGN_OR_RETURN(logits_, backend_.Allocate(DType::kF32, Shape{n, config_.vocab_size}));
+  SY_RETURN_IF_ERROR(lm_head_.Forward(backend_, final_hidden_, logits_));
+
+  if (targets.defined()) {
+    SY_ASSIGN_OR_RETURN(targets_, UploadI32(backend_, target_ids, Shape{n}));
+    SY_ASSIGN_OR_RETURN(Tensor losses, backend_.Allocate(DType::kF32, Shape{n}));
+    SY_ASSIGN_OR_RETURN(ce_lse_, backend_.Allocate(DType::kF32, Shape{n}));
+    backend_.CrossEntropy(logits_, targets_, losses, ce_lse_);
+    backend_.Reduce(losses.Reshape({1, n}), stats_.Slice(0, 1), ReduceOp::kSum, ReduceAxis::kLast);
+  }
+  if (!options_.with_grad) {
+    final_norm_.Release();
+    residual_.clear();
+  }
+
+  SY_ASSIGN_OR_RETURN(std::vector<float> stats, DownloadF32(backend_, stats_));
+  LossReport report;
+  report.num_targets = targets.defined() ? num_targets_ : 0;
+  report.ce_loss =
+      report.num_targets > 0 ? stats[0] / static_cast<float>(report.num_targets) : 0.0f;
+  for (int m = 0; m < num_moe; ++m) {
+    const float aux = stats[static_cast<size_t>(1 + 2 * m)];
+    const float z = stats[static_cast<size_t>(2 + 2 * m)];
+    report.aux_per_moe_layer.push_back(aux);
+    report.z_per_moe_layer.push_back(z);
+    report.aux_loss += aux;
+    report.z_loss += z;
+  }
+  report.loss = report.ce_loss +
+                static_cast<float>(config_.router_aux_loss_coef) * report.aux_loss +
+                static_cast<float>(config_.router_z_loss_coef) * report.z_loss;
+  return report;
+}
+
+Status MoeModel::Backward() {
+  if (!options_.with_grad) {
+    return FailedPreconditionError(
+        "MoeModel::Backward on a forward-only model (with_grad = false)");
+  }
+  if (!targets_.defined() || residual_.empty()) {
+    return FailedPreconditionError("MoeModel::Backward needs a Forward with targets first");
+  }
+  const int64_t n = batch_.num_tokens();
+  const int64_t h = config_.hidden_size;
+  SY_ASSIGN_OR_RETURN(Tensor dlosses, backend_.Allocate(DType::kF32, Shape{n}));
+  backend_.Fill(dlosses, num_targets_ > 0 ? 1.0f / static_cast<float>(num_targets_) : 0.0f);
+  SY_ASSIGN_OR_RETURN(Tensor dlogits, backend_.Allocate(DType::kF32, logits_.shape()));
+  backend_.CrossEntropyBackward(logits_, targets_, ce_lse_, dlosses, dlogits);
+  SY_ASSIGN_OR_RETURN(Tensor dfinal, backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_RETURN_IF_ERROR(lm_head_.Backward(backend_, final_hidden_, dlogits, dfinal, 0.0f));
+  SY_ASSIGN_OR_RETURN(Tensor dx, backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_RETURN_IF_ERROR(final_norm_.Backward(backend_, dfinal, dx));
+
+  const int num_moe = static_cast<int>(moe_layer_ids_.size());
+  std::vector<Tensor> d_routed(static_cast<size_t>(num_moe));
+  for (int l = config_.num_layers - 1; l >= 0; --l) {
+    DecoderLayer& layer = *layers_[static_cast<size_t>(l)];
+    const int m = config_.MoeIndex(l);
+    Tensor d_pregate;
+    if (m >= 0 && layer.moe()->has_pregate()) d_pregate = d_routed[static_cast<size_t>(m) + 1];
+    SY_ASSIGN_OR_RETURN(Tensor dprev, backend_.Allocate(DType::kF32, Shape{n, h}));
+    SY_RETURN_IF_ERROR(layer.Backward(backend_, batch_, dx, d_pregate, dprev));
+    if (m >= 0 && !layer.moe()->has_gate()) {
+      d_routed[static_cast<size_t>(m)] = layer.moe()->routed_logits_grad();
+    }
+    if (m >= 0 && m + 1 < num_moe) d_routed[static_cast<size_t>(m) + 1] = Tensor();
+    layer.Release();
+    dx = dprev;
+  }
+  SY_RETURN_IF_ERROR(embedding_.Backward(backend_, dx));
+  // One backward per forward: the activations are gone now.
+  ReleaseActivations();
+  return Status::Ok();
+}
+
+void MoeModel::ReleaseActivations() {
+  embedding_.Release();
+  for (auto& layer : layers_) layer->Release();
+  final_norm_.Release();
+  residual_.clear();
+  routed_logits_.clear();
+  final_hidden_ = targets_ = ce_lse_ = Tensor();
+}
+
+}  // namespace sy

@@ -1,0 +1,132 @@
+// MoeModel: the decoder-only MoE transformer. It takes tokens to logits and loss, and has an
+// explicit backward into every parameter's gradient (llm.c style).
+//
+//   x_0 = embed_tokens[tokens]
+//   x_{l+1} = DecoderLayer_l(x_l)                    (runtime/model/decoder_layer.h)
+//   logits = RmsNorm_final(x_L) W_head^T             (W_head = embed_tokens when tied)
+//   loss = mean CE over targets != -1
+//        + router_aux_loss_coef * sum over MoE layers of aux
+//        + router_z_loss_coef   * sum over MoE layers of z
+// The aux and z definitions are in runtime/model/router.h. Pre-gated wiring (config.pregate):
+// MoE layer m >= 1 is routed by the logits MoE layer m-1's pre-gate computed from MoE layer
+// m-1's input. Its aux and z losses are taken on those logits, and their gradient flows into that
+// pre-gate.
+//
+// Usage (training):
+//   SY_ASSIGN_OR_RETURN(auto model, MoeModel::Create(backend, config));
+//   SY_RETURN_IF_ERROR(model->InitializeParameters(seed));     // or load into parameters()
+//   model->ZeroGrads();
+//   SY_ASSIGN_OR_RETURN(LossReport r, model->Forward(tokens, targets));
+//   SY_RETURN_IF_ERROR(model->Backward());                      // grads accumulate
+//   for (Parameter& p : model->parameters()) optimizer.Step(p.name, p.value, p.grad);
+//
+// Forward-only use (inference, evaluation): ModelOptions{.with_grad = false} allocates no
+// gradients and releases each layer's activations as soon as the next layer has its input; the
+// weights may then be bf16 or f16 (ModelOptions::weight_dtype). Attention runs over the batch's
+// own keys and values; a KV-cache decode path can reuse AttentionBlock's layout ([B, S, Hkv, D]).
+//
+// Ownership: the model owns its layers and ParameterStore; everything lives on `backend`, which
+// must outlive the model. Tensors returned by accessors are views valid until the next Forward or
+// ReleaseActivations. Thread-safety: one thread at a time (the thread that drives the backend's
+// compute stream).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/core/status.h"
+#include "runtime/core/tensor.h"
+#include "runtime/model/attention_block.h"
+#include "runtime/model/decoder_layer.h"
+#include "runtime/model/embedding.h"
+#include "runtime/model/linear.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/parameter_store.h"
+#include "runtime/model/rms_norm_layer.h"
+
+namespace sy {
+
+struct ModelOptions {
+  // Storage dtype of weight matrices, embeddings and norm weights (biases are always f32).
+  // Default: f32. bf16/f16 need with_grad = false.
+  DType weight_dtype = DType::kF32;
+  // Allocate gradients and keep activations for Backward. Default: true.
+  bool with_grad = true;
+};
+
+struct LossReport {
+  float loss = 0.0f;        // ce_loss + aux_coef * aux_loss + z_coef * z_loss
+  float ce_loss = 0.0f;     // mean cross-entropy over targets != -1 (0 when there are none)
+  float aux_loss = 0.0f;    // sum over MoE layers of aux, without its coefficient
+  float z_loss = 0.0f;      // sum over MoE layers of z, without its coefficient
+  int64_t num_targets = 0;  // targets != -1
+  std::vector<float> aux_per_moe_layer;
+  std::vector<float> z_per_moe_layer;
+};
+
+class MoeModel {
+ public:
+  // Validates the config (InvalidArgument naming the field) and allocates every parameter;
+  // ResourceExhausted when the backend runs out of memory.
+  static Result<std::unique_ptr<MoeModel>> Create(Backend& backend, const ModelConfig& config,
+                                                  const ModelOptions& options = {});
+
+  // Fills every parameter: weight matrices and embeddings ~ N(0, stddev^2), norm weights 1,
+  // biases 0. A parameter's values depend only on (seed, its name), not on what else exists.
+  Status InitializeParameters(uint64_t seed, float stddev = 0.02f);
+
+  // tokens i32 [B, T] in [0, vocab); targets i32 [B, T] in [-1, vocab), -1 = ignored, or an
+  // undefined Tensor for logits only (the report then has loss terms from the router only).
+  // Both may be in host memory or on the backend. InvalidArgument for out-of-range ids.
+  Result<LossReport> Forward(const Tensor& tokens, const Tensor& targets);
+  // f32 [B*T, vocab] on the backend, from the last Forward.
+  const Tensor& logits() const { return logits_; }
+
+  // Gradient of the last Forward's loss; adds into every parameter's grad. Needs targets and
+  // with_grad. FailedPrecondition otherwise.
+  Status Backward();
+  void ZeroGrads() { params_.ZeroGrads(backend_); }
+  // Drops every saved activation (Backward is then unavailable until the next Forward).
+  void ReleaseActivations();
+
+  // Recompute layer `layer`'s activations in the backward instead of keeping them. The default
+  // is config().recompute for every layer.
+  void SetRecompute(int layer, bool recompute) { layers_.at(layer)->set_recompute(recompute); }
+
+  ParameterStore& parameters() { return params_; }
+  const ParameterStore& parameters() const { return params_; }
+  const ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
+  Backend& backend() { return backend_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  DecoderLayer& layer(int l) { return *layers_.at(l); }
+  // The MoE layer with MoE index m (see ModelConfig::MoeIndex).
+  MoeLayer& moe_layer(int m);
+
+ private:
+  MoeModel(Backend& backend, const ModelConfig& config, const ModelOptions& options)
+      : backend_(backend), config_(config), options_(options) {}
+  Status Build();
+
+  Backend& backend_;
+  ModelConfig config_;
+  ModelOptions options_;
+  ParameterStore params_;
+  Embedding embedding_;
+  std::vector<std::unique_ptr<DecoderLayer>> layers_;
+  std::vector<int> moe_layer_ids_;  // decoder layer of each MoE index
+  RmsNormLayer final_norm_;
+  Linear lm_head_;
+
+  // Activations of the last Forward.
+  TokenBatch batch_;
+  std::vector<Tensor> residual_;       // x_0 .. x_L
+  std::vector<Tensor> routed_logits_;  // per MoE index: the pre-gate logits routing it
+  Tensor stats_;                       // [1 + 2M]: CE sum, then {aux, z} per MoE layer
+  Tensor final_hidden_, logits_, targets_, ce_lse_;
+  int64_t num_targets_ = 0;
+};
+
+}  // namespace sy

@@ -1,0 +1,101 @@
+#include "runtime/model/parameter_store.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "runtime/core/check.h"
+#include "runtime/model/host_transfer.h"
+
+namespace sy {
+
+Parameter& ParameterStore::Add(Parameter parameter) {
+  SY_CHECK(!parameter.name.empty()) << "parameter without a name";
+  SY_CHECK(index_.find(parameter.name) == index_.end())
+      << "parameter " << parameter.name << " registered twice";
+  SY_CHECK(!parameter.grad.defined() || parameter.grad.shape() == parameter.value.shape())
+      << "parameter " << parameter.name << ": grad " << parameter.grad.ToString()
+      << " does not match value " << parameter.value.ToString();
+  index_.emplace(parameter.name, params_.size());
+  params_.push_back(std::move(parameter));
+  return params_.back();
+}
+
+Result<Parameter*> ParameterStore::Create(Backend& backend, std::string name, Shape shape,
+                                          DType dtype, bool with_grad, int layer, ParamInit init) {
+  Parameter p;
+  p.name = std::move(name);
+  SY_ASSIGN_OR_RETURN(p.value, backend.Allocate(dtype, shape));
+  if (with_grad) {
+    SY_ASSIGN_OR_RETURN(p.grad, backend.Allocate(DType::kF32, shape));
+  }
+  p.layer = layer;
+  p.init = init;
+  return &Add(std::move(p));
+}
+
+Parameter* ParameterStore::Find(std::string_view name) {
+  auto it = index_.find(std::string(name));
+  return it == index_.end() ? nullptr : &params_[it->second];
+}
+
+const Parameter* ParameterStore::Find(std::string_view name) const {
+  auto it = index_.find(std::string(name));
+  return it == index_.end() ? nullptr : &params_[it->second];
+}
+
+int64_t ParameterStore::num_elements() const {
+  int64_t n = 0;
+  for (const Parameter& p : params_) n += p.value.numel();
+  return n;
+}
+
+int64_t ParameterStore::num_expert_elements() const {
+  int64_t n = 0;
+  for (const Parameter& p : params_) n += p.is_expert ? p.value.numel() : 0;
+  return n;
+}
+
+void ParameterStore::ZeroGrads(Backend& backend) {
+  for (const Parameter& p : params_) {
+    if (p.grad.defined() && p.grad.numel() > 0) backend.Fill(p.grad, 0.0f);
+  }
+}
+
+namespace {
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : s) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+Status ParameterStore::Initialize(Backend& backend, uint64_t seed, float stddev) {
+  for (const Parameter& p : params_) {
+    std::vector<float> values(static_cast<size_t>(p.value.numel()));
+    switch (p.init) {
+      case ParamInit::kNormal: {
+        std::mt19937_64 rng(seed ^ Fnv1a(p.name));
+        std::normal_distribution<float> normal(0.0f, stddev);
+        for (float& v : values) v = normal(rng);
+        break;
+      }
+      case ParamInit::kOnes:
+        std::fill(values.begin(), values.end(), 1.0f);
+        break;
+      case ParamInit::kZeros:
+        std::fill(values.begin(), values.end(), 0.0f);
+        break;
+    }
+    SY_RETURN_IF_ERROR(CopyFromHost(backend, values, p.value).WithContext(p.name));
+  }
+  return Status::Ok();
+}
+
+}  // namespace sy

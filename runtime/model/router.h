@@ -1,0 +1,66 @@
+// Router: from router logits to routing decisions, combine weights and the router losses, and the
+// backward of all three.
+//
+//   probs   = softmax(logits)                         [N, E]
+//   experts = top-k of logits per token, descending; equal logits keep the lower expert first
+//   weights = probs at the chosen experts             [N, k]
+//             or, with norm_topk_prob, those renormalised to sum to 1, computed exactly as
+//             softmax over the k chosen logits (the same value, and its backward is one op)
+//   aux     = E * sum_e f_e * P_e   (Switch / GShard load balancing)
+//             f_e = (token-slots routed to e, before any capacity drop) / (N * k),
+//             P_e = mean over tokens of probs[:, e]. f is a constant for the gradient.
+//             Perfect balance gives 1.
+//   z       = mean over tokens of logsumexp(logits)^2  (ST-MoE router z-loss)
+// aux and z are written raw (no coefficient) into a device slot; Backward adds
+// aux_coef * d(aux) + z_coef * d(z) to the gradient of the logits.
+//
+// The chosen experts are copied to the host (one synchronisation per call): the grouped GEMM needs
+// per-expert row counts on the host anyway.
+// Ownership: keeps views of its activations until Release. Thread-safety: as the Backend's
+// operators.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/core/status.h"
+#include "runtime/core/tensor.h"
+
+namespace sy {
+
+struct RouterOptions {
+  int num_experts = 0;         // Default: 0, must be set
+  int top_k = 1;               // Default: 1
+  bool norm_topk_prob = true;  // Default: true
+  float aux_loss_coef = 0.0f;  // Default: 0
+  float z_loss_coef = 0.0f;    // Default: 0
+};
+
+class Router {
+ public:
+  explicit Router(RouterOptions options = {}) : options_(options) {}
+
+  // logits f32 [N, E] on the backend. stats f32 [2] on the backend receives {aux, z}.
+  Status Forward(Backend& backend, const Tensor& logits, const Tensor& stats);
+
+  // The expert of each token-slot, slot n*k + j = token n's j-th choice (host, [N*k]).
+  const std::vector<int32_t>& slot_experts() const { return slot_experts_; }
+  // Combine weights [N, k] on the backend, in the order of slot_experts.
+  const Tensor& weights() const { return weights_; }
+  const Tensor& probs() const { return probs_; }
+
+  // d_weights f32 [N, k] (zero for dropped slots) -> d_logits f32 [N, E] (overwritten), including
+  // the aux and z terms scaled by their coefficients.
+  Status Backward(Backend& backend, const Tensor& d_weights, const Tensor& d_logits);
+  void Release();
+
+  const RouterOptions& options() const { return options_; }
+
+ private:
+  RouterOptions options_;
+  std::vector<int32_t> slot_experts_;
+  Tensor logits_, probs_, top_logits_, weights_, flat_index_, lse_, aux_grad_;
+};
+
+}  // namespace sy
