@@ -1,15 +1,18 @@
 // Causal grouped-query attention of the CPU backend.
 //
-// Forward: one task per (batch, kv head, query position) processes every query head that shares
-// the kv head, so each key and value row is read once per task however many query heads use it
-// (the decode hot path: T = 1 over a long cache). Scores are kept whole per row (two-pass stable
-// softmax: subtract the row max, exponentiate, normalise).
+// Forward: one task per (batch, query position, chunk of keys) handles every head, so it streams
+// its block of k and v rows front to back ([S, Hkv, D] is contiguous per batch entry) and reads
+// each row once however many query heads share it. In a decode step (T = 1 over a long cache)
+// the chunks spread one row over the pool; their partial softmax statistics (max, sum) and
+// unnormalised outputs are merged afterwards, as flash-decoding does. Within a chunk the softmax
+// is two-pass and stable (subtract the max, exponentiate, sum).
 //
 // Backward: recomputes the probabilities from the saved log-sum-exp. One task per (batch, kv head)
 // owns dk and dv of that kv head and dq of its query heads, so the accumulation over the query
 // heads of a group needs no atomics and is deterministic.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"
@@ -18,6 +21,9 @@
 
 namespace sy {
 namespace {
+
+// Keys per task at least, so the merge of partial results stays cheap.
+constexpr int64_t kMinKeysPerChunk = 256;
 
 struct AttentionDims {
   int64_t b = 0, t = 0, s = 0, hq = 0, hkv = 0, d = 0;
@@ -78,52 +84,105 @@ void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, co
     plse = lse.data<float>();
   }
   const std::vector<int64_t> lens = KvLens(dims, options, "Attention");
+  if (dims.b * dims.t * dims.hq == 0) return;
   const float* pq = q.data<float>();
   const float* pk = k.data<float>();
   const float* pv = v.data<float>();
   float* po = out.data<float>();
-  const int64_t group = dims.group(), d = dims.d;
+  const int64_t group = dims.group(), d = dims.d, hq = dims.hq, hkv = dims.hkv;
   const float scale = options.scale;
-  const int64_t items = dims.b * dims.hkv * dims.t;
-  pool().ParallelFor(items, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> scores, acc(static_cast<size_t>(group * d));
+
+  // Keys are split into chunks so a decode step (B*T small) still spreads over the pool; a chunk
+  // reads its rows of k and v for all heads, which are contiguous ([S, Hkv, D] per batch entry).
+  int64_t max_len = 0;
+  for (int64_t len : lens) max_len = std::max(max_len, len);
+  const int64_t rows = dims.b * dims.t;
+  const int64_t want_chunks = (2 * pool().num_threads() + rows - 1) / rows;
+  const int64_t chunk =
+      std::max<int64_t>(kMinKeysPerChunk, (max_len + want_chunks - 1) / want_chunks);
+  const int64_t chunks = std::max<int64_t>(1, (max_len + chunk - 1) / chunk);
+  // Per (row, chunk, head): the chunk's max score, sum of exp(score - max), and unnormalised
+  // output, merged below (the flash-decoding combine).
+  const int64_t stride = d + 2;
+  std::vector<float> partial(static_cast<size_t>(rows * chunks * hq * stride));
+  pool().ParallelFor(rows * chunks, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> scores;
     for (int64_t item = lo; item < hi; ++item) {
-      const int64_t t = item % dims.t;
-      const int64_t hk = (item / dims.t) % dims.hkv;
-      const int64_t b = item / (dims.t * dims.hkv);
+      const int64_t c = item % chunks, row = item / chunks;
+      const int64_t t = row % dims.t, b = row / dims.t;
       const int64_t len = lens[static_cast<size_t>(b)] - dims.t + t + 1;  // keys 0..position
-      scores.resize(static_cast<size_t>(group * len));
-      const float* qrow0 = pq + ((b * dims.t + t) * dims.hq + hk * group) * d;
-      for (int64_t j = 0; j < len; ++j) {
-        const float* krow = pk + ((b * dims.s + j) * dims.hkv + hk) * d;
-        for (int64_t r = 0; r < group; ++r) {
-          scores[static_cast<size_t>(r * len + j)] = scale * cpu::Dot(qrow0 + r * d, krow, d);
+      const int64_t j0 = std::min(len, c * chunk), j1 = std::min(len, j0 + chunk);
+      const int64_t n = j1 - j0;
+      float* part = partial.data() + item * hq * stride;
+      const float* qrow = pq + row * hq * d;
+      scores.resize(static_cast<size_t>(hq * std::max<int64_t>(n, 1)));
+      int64_t j = 0;
+      for (; j + 4 <= n; j += 4) {
+        const float* kblock = pk + ((b * dims.s + j0 + j) * hkv) * d;
+        for (int64_t hk = 0; hk < hkv; ++hk) {
+          const float* const krows[4] = {kblock + hk * d, kblock + (hkv + hk) * d,
+                                         kblock + (2 * hkv + hk) * d, kblock + (3 * hkv + hk) * d};
+          for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+            float dots[4];
+            cpu::Dot4(qrow + h * d, krows, d, dots);
+            for (int r = 0; r < 4; ++r)
+              scores[static_cast<size_t>(h * n + j + r)] = scale * dots[r];
+          }
         }
       }
-      std::vector<float> inv_sum(static_cast<size_t>(group));
-      for (int64_t r = 0; r < group; ++r) {
-        float* s = scores.data() + r * len;
-        float max = cpu::MaxRow(s, len);
-        float sum = cpu::ExpShiftRow(s, max, s, len);
-        inv_sum[static_cast<size_t>(r)] = 1.0f / sum;
-        if (plse != nullptr) {
-          plse[(b * dims.hq + hk * group + r) * dims.t + t] = max + std::log(sum);
+      for (; j < n; ++j) {
+        const float* krow = pk + ((b * dims.s + j0 + j) * hkv) * d;
+        for (int64_t h = 0; h < hq; ++h) {
+          scores[static_cast<size_t>(h * n + j)] =
+              scale * cpu::Dot(qrow + h * d, krow + (h / group) * d, d);
         }
       }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j < len; ++j) {
-        const float* vrow = pv + ((b * dims.s + j) * dims.hkv + hk) * d;
-        for (int64_t r = 0; r < group; ++r) {
-          cpu::AxpyRow(scores[static_cast<size_t>(r * len + j)], vrow, acc.data() + r * d, d);
+      for (int64_t h = 0; h < hq; ++h) {
+        float* ph = part + h * stride;
+        std::fill(ph, ph + d, 0.0f);
+        if (n == 0) {
+          ph[d] = -std::numeric_limits<float>::infinity();
+          ph[d + 1] = 0.0f;
+          continue;
         }
+        float* s = scores.data() + h * n;
+        ph[d] = cpu::MaxRow(s, n);
+        ph[d + 1] = cpu::ExpShiftRow(s, ph[d], s, n);
       }
-      for (int64_t r = 0; r < group; ++r) {
-        float* orow = po + ((b * dims.t + t) * dims.hq + hk * group + r) * d;
-        const float inv = inv_sum[static_cast<size_t>(r)];
-        for (int64_t e = 0; e < d; ++e) orow[e] = acc[static_cast<size_t>(r * d + e)] * inv;
+      for (int64_t j = 0; j < n; ++j) {
+        const float* vrow = pv + ((b * dims.s + j0 + j) * hkv) * d;
+        for (int64_t h = 0; h < hq; ++h) {
+          cpu::AxpyRow(scores[static_cast<size_t>(h * n + j)], vrow + (h / group) * d,
+                       part + h * stride, d);
+        }
       }
     }
   });
+  pool().ParallelFor(
+      rows * hq, std::max<int64_t>(1, 4096 / (chunks * d)), [&](int64_t lo, int64_t hi) {
+        for (int64_t rh = lo; rh < hi; ++rh) {
+          const int64_t h = rh % hq, row = rh / hq;
+          const int64_t t = row % dims.t, b = row / dims.t;
+          float max = -std::numeric_limits<float>::infinity();
+          for (int64_t c = 0; c < chunks; ++c) {
+            max = std::max(
+                max, partial[static_cast<size_t>(((row * chunks + c) * hq + h) * stride + d)]);
+          }
+          float* orow = po + rh * d;
+          std::fill(orow, orow + d, 0.0f);
+          float sum = 0.0f;
+          for (int64_t c = 0; c < chunks; ++c) {
+            const float* ph = partial.data() + ((row * chunks + c) * hq + h) * stride;
+            if (ph[d + 1] == 0.0f) continue;
+            const float w = std::exp(ph[d] - max);
+            sum += w * ph[d + 1];
+            cpu::AxpyRow(w, ph, orow, d);
+          }
+          const float inv = 1.0f / sum;
+          for (int64_t e = 0; e < d; ++e) orow[e] *= inv;
+          if (plse != nullptr) plse[(b * hq + h) * dims.t + t] = max + std::log(sum);
+        }
+      });
 }
 
 void CpuBackend::AttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v,

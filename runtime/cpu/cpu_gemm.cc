@@ -28,7 +28,6 @@ constexpr int64_t kGemvMaxRows = 4;
 constexpr int64_t kPanelBytes = int64_t{4} << 20;
 // AVX-512 has 32 vector registers, AVX2 16: keep MR x NR accumulators plus NR weights in them.
 constexpr int kTransBNr = kLanes >= 16 ? 4 : 2;
-constexpr int kNoTransCv = kLanes >= 16 ? 4 : 2;
 
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;
@@ -129,70 +128,56 @@ void GemvTransBRange(const float* a, int64_t n_dim, int64_t k_dim, const W* b, f
   }
 }
 
-// ---- GEMV, b [K,N]: c[m, n0:n1] accumulated row by row of b ----
+// ---- GEMV, b [K,N]: split over K so every task streams whole contiguous rows of b ----
+//
+// Task t owns rows [k0, k1) and accumulates partial[t] [MR, N] = a[:, k0:k1] * b[k0:k1, :] in a
+// buffer that stays in L2; the partials are summed at the end. Splitting over N instead would
+// read short strided pieces of every row (a new page per row), which defeats the prefetchers.
 
-template <typename W, int MR, int CV>
-void GemvNoTransBlock(const float* a, int64_t k_dim, const W* b, int64_t ldb, int64_t n, float* c,
-                      int64_t ldc, float alpha, float beta) {
-  VecF acc[MR][CV];
+template <typename W, int MR>
+void GemvNoTransRows(const float* a, int64_t k_dim, const W* b, int64_t n_dim, int64_t k0,
+                     int64_t k1, float* acc) {
+  std::fill(acc, acc + MR * n_dim, 0.0f);
+  constexpr int kRows = 4;  // rows of b per pass: one accumulator round trip per 4 rows
+  int64_t k = k0;
+  for (; k + kRows <= k1; k += kRows) {
+    const W* br[kRows];
+    VecF av[MR][kRows];
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) {
-#pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) acc[m][j] = cpu::VZero();
-  }
-  for (int64_t k = 0; k < k_dim; ++k) {
-    const W* brow = b + k * ldb + n;
-    VecF bv[CV];
-#pragma GCC unroll 4
-    for (int j = 0; j < CV; ++j) bv[j] = cpu::VLoad(brow + j * kLanes);
+    for (int r = 0; r < kRows; ++r) br[r] = b + (k + r) * n_dim;
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
-      VecF av = cpu::VSet1(a[m * k_dim + k]);
 #pragma GCC unroll 4
-      for (int j = 0; j < CV; ++j) acc[m][j] = cpu::VFma(av, bv[j], acc[m][j]);
+      for (int r = 0; r < kRows; ++r) av[m][r] = cpu::VSet1(a[m * k_dim + k + r]);
     }
-  }
-  VecF va = cpu::VSet1(alpha), vb = cpu::VSet1(beta);
-  for (int m = 0; m < MR; ++m) {
-    for (int j = 0; j < CV; ++j) {
-      float* dst = c + m * ldc + n + j * kLanes;
-      VecF out = cpu::VMul(va, acc[m][j]);
-      if (beta != 0.0f) out = cpu::VFma(vb, cpu::VLoad(dst), out);
-      cpu::VStore(dst, out);
-    }
-  }
-}
-
-template <typename W, int MR>
-void GemvNoTransColumn(const float* a, int64_t k_dim, const W* b, int64_t ldb, int64_t n, float* c,
-                       int64_t ldc, float alpha, float beta) {
-  float acc[MR] = {};
-  for (int64_t k = 0; k < k_dim; ++k) {
-    float bv = cpu::SLoad(b + k * ldb + n);
-    for (int m = 0; m < MR; ++m) acc[m] += a[m * k_dim + k] * bv;
-  }
-  for (int m = 0; m < MR; ++m) {
-    float* dst = c + m * ldc + n;
-    *dst = Finish(acc[m], alpha, beta, dst);
-  }
-}
-
-// Unit u < full covers columns [u * width, (u + 1) * width); unit `full` covers the remainder.
-template <typename W, int MR>
-void GemvNoTransRange(const float* a, int64_t n_dim, int64_t k_dim, const W* b, float* c,
-                      int64_t ldc, float alpha, float beta, int64_t unit_begin, int64_t unit_end) {
-  constexpr int64_t kWidth = int64_t{kNoTransCv} * kLanes;
-  const int64_t full = n_dim / kWidth;
-  for (int64_t u = unit_begin; u < unit_end; ++u) {
-    if (u < full) {
-      GemvNoTransBlock<W, MR, kNoTransCv>(a, k_dim, b, n_dim, u * kWidth, c, ldc, alpha, beta);
-      continue;
-    }
-    int64_t n = full * kWidth;
+    int64_t n = 0;
     for (; n + kLanes <= n_dim; n += kLanes) {
-      GemvNoTransBlock<W, MR, 1>(a, k_dim, b, n_dim, n, c, ldc, alpha, beta);
+      VecF bv[kRows];
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) bv[r] = cpu::VLoad(br[r] + n);
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) {
+        VecF s = cpu::VLoad(acc + m * n_dim + n);
+#pragma GCC unroll 4
+        for (int r = 0; r < kRows; ++r) s = cpu::VFma(av[m][r], bv[r], s);
+        cpu::VStore(acc + m * n_dim + n, s);
+      }
     }
-    for (; n < n_dim; ++n) GemvNoTransColumn<W, MR>(a, k_dim, b, n_dim, n, c, ldc, alpha, beta);
+    for (; n < n_dim; ++n) {
+      for (int m = 0; m < MR; ++m) {
+        float s = acc[m * n_dim + n];
+        for (int r = 0; r < kRows; ++r) s += a[m * k_dim + k + r] * cpu::SLoad(br[r] + n);
+        acc[m * n_dim + n] = s;
+      }
+    }
+  }
+  for (; k < k1; ++k) {
+    const W* brow = b + k * n_dim;
+    for (int m = 0; m < MR; ++m) {
+      const float av = a[m * k_dim + k];
+      float* row = acc + m * n_dim;
+      for (int64_t n = 0; n < n_dim; ++n) row[n] += av * cpu::SLoad(brow + n);
+    }
   }
 }
 
@@ -234,14 +219,24 @@ void Gemv(ThreadPool& pool, const GemmArgs& g, const float* a_rows, const W* b) 
         });
       });
     } else {
-      constexpr int64_t kWidth = int64_t{kNoTransCv} * kLanes;
-      int64_t units = g.n / kWidth + 1;
-      int64_t grain = std::max<int64_t>(
-          1, 65536 / std::max<int64_t>(1, g.k * kWidth * static_cast<int64_t>(sizeof(W))));
-      pool.ParallelFor(units, grain, [&](int64_t lo, int64_t hi) {
-        DispatchRows(mr, [&]<int MR>() {
-          GemvNoTransRange<W, MR>(a, g.n, g.k, b, c, g.n, g.alpha, g.beta, lo, hi);
-        });
+      static thread_local std::vector<float> partial_storage;
+      const int64_t tasks = std::clamp<int64_t>(g.k / 64, 1, pool.num_threads());
+      float* partial = ThreadScratch(partial_storage, static_cast<size_t>(tasks * mr * g.n));
+      pool.ParallelFor(tasks, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          DispatchRows(mr, [&]<int MR>() {
+            GemvNoTransRows<W, MR>(a, g.k, b, g.n, g.k * t / tasks, g.k * (t + 1) / tasks,
+                                   partial + t * mr * g.n);
+          });
+        }
+      });
+      const int64_t count = mr * g.n;
+      pool.ParallelFor(count, 16384, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+          float s = 0.0f;
+          for (int64_t t = 0; t < tasks; ++t) s += partial[t * count + i];
+          c[i] = Finish(s, g.alpha, g.beta, c + i);
+        }
       });
     }
   }

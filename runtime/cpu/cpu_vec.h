@@ -71,6 +71,13 @@ inline float VReduceMax(VecF v) {
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+// The four sums of a, b, c, d in out[0..3].
+inline void VReduceAdd4(VecF a, VecF b, VecF c, VecF d, float* out) {
+  __m256 a8 = _mm256_add_ps(LowHalf(a), HighHalf(a)), b8 = _mm256_add_ps(LowHalf(b), HighHalf(b));
+  __m256 c8 = _mm256_add_ps(LowHalf(c), HighHalf(c)), d8 = _mm256_add_ps(LowHalf(d), HighHalf(d));
+  __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a8, b8), _mm256_hadd_ps(c8, d8));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
 inline VecF VRound(VecF v) {
   return _mm512_mask_roundscale_ps(v, 0xffff, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
@@ -112,6 +119,10 @@ inline float VReduceMax(VecF v) {
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+inline void VReduceAdd4(VecF a, VecF b, VecF c, VecF d, float* out) {
+  __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
 inline VecF VRound(VecF v) {
   return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
@@ -141,6 +152,12 @@ inline VecF VMin(VecF a, VecF b) { return std::min(a, b); }
 inline VecF VFma(VecF a, VecF b, VecF c) { return std::fma(a, b, c); }
 inline float VReduceAdd(VecF v) { return v; }
 inline float VReduceMax(VecF v) { return v; }
+inline void VReduceAdd4(VecF a, VecF b, VecF c, VecF d, float* out) {
+  out[0] = a;
+  out[1] = b;
+  out[2] = c;
+  out[3] = d;
+}
 inline VecF VRound(VecF v) { return std::nearbyint(v); }
 inline VecF VLdexp(VecF v, VecF n) { return std::ldexp(v, static_cast<int>(n)); }
 
@@ -193,6 +210,23 @@ inline float Dot(const float* a, const T* b, int64_t n) {
   float sum = VReduceAdd(VAdd(acc0, acc1));
   for (; i < n; ++i) sum += a[i] * SLoad(b + i);
   return sum;
+}
+
+// out[i] = a . rows[i] for four rows of length n.
+inline void Dot4(const float* a, const float* const rows[4], int64_t n, float* out) {
+  VecF acc0 = VZero(), acc1 = VZero(), acc2 = VZero(), acc3 = VZero();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    VecF av = VLoad(a + i);
+    acc0 = VFma(av, VLoad(rows[0] + i), acc0);
+    acc1 = VFma(av, VLoad(rows[1] + i), acc1);
+    acc2 = VFma(av, VLoad(rows[2] + i), acc2);
+    acc3 = VFma(av, VLoad(rows[3] + i), acc3);
+  }
+  VReduceAdd4(acc0, acc1, acc2, acc3, out);
+  for (; i < n; ++i) {
+    for (int r = 0; r < 4; ++r) out[r] += a[i] * rows[r][i];
+  }
 }
 
 // y[i] += alpha * x[i].
