@@ -170,7 +170,7 @@ inline float SLoad(const F16* p) { return F16ToF32(*p); }
 
 // e^x. Cephes expf: x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r, then 2^n.
 // Inputs are clamped to [-87.3, 88.3]; below -87.3 the result is flushed to 0 (softmax and
-// sigmoid only ever need it to vanish there).
+// sigmoid only ever need it to vanish there). NaN stays NaN, so a bad logit is not hidden.
 inline VecF VExp(VecF x) {
   const VecF lo = VSet1(-87.3f);
   VecF xc = VMin(VMax(x, lo), VSet1(88.3f));
@@ -187,10 +187,13 @@ inline VecF VExp(VecF x) {
   VecF y = VAdd(VFma(p, r2, r), VSet1(1.0f));
   y = VLdexp(y, n);
 #if defined(__AVX512F__)
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, VZero());
+  y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, VZero());
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-  return _mm256_blendv_ps(y, VZero(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  y = _mm256_blendv_ps(y, VZero(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 #else
+  if (std::isnan(x)) return x;
   return x < lo ? 0.0f : y;
 #endif
 }
