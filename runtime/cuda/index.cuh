@@ -1,0 +1,36 @@
+// Index kernels of the CUDA backend: embedding gather and scatter-add, and the row gather /
+// weighted scatter-add that dispatch and combine MoE tokens.
+//
+// Indices are not validated on the host (that would need a device sync). A gather with an
+// out-of-range index writes a row of NaN, so the error shows in the result; a scatter with one
+// skips that row. Scatter-adds use atomicAdd, so repeated indices accumulate (in an unspecified
+// order: results may differ in the last bits run to run).
+// Launchers enqueue on `stream`, never synchronize and allocate nothing.
+//
+// Thread-safety: launchers may be called from any thread; ordering is that of `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "runtime/cuda/kernel_types.h"
+
+namespace sy::cuda {
+
+// out[n, :] = table[ids[n], :] as f32; table [vocab, cols] f32/bf16/f16.
+void LaunchEmbeddingGather(const void* table, FloatType table_type, int64_t vocab,
+                           const int32_t* ids, int64_t n, int64_t cols, float* out,
+                           cudaStream_t stream);
+// dtable[ids[n], :] += dout[n, :].
+void LaunchEmbeddingScatterAdd(const float* dout, const int32_t* ids, int64_t n, int64_t cols,
+                               float* dtable, int64_t vocab, cudaStream_t stream);
+
+// out[m, :] = src[indices[m], :], src [n, cols].
+void LaunchGatherRows(const float* src, int64_t n, const int32_t* indices, int64_t m, int64_t cols,
+                      float* out, cudaStream_t stream);
+// out[indices[m], :] += weights[m] * src[m, :] (weights null: 1), out [n, cols].
+void LaunchScatterAddRows(const float* src, const int32_t* indices, const float* weights, int64_t m,
+                          int64_t cols, float* out, int64_t n, cudaStream_t stream);
+
+}  // namespace sy::cuda

@@ -1,0 +1,42 @@
+// Row and column reductions, softmax and cross-entropy kernels of the CUDA backend. Row kernels
+// run one block per row of a contiguous [rows, cols] f32 matrix; column reductions use the
+// deterministic two-stage scheme of column_reduce.cuh and need a caller-provided workspace.
+// Launchers enqueue on `stream`, never synchronize and allocate nothing.
+//
+// Thread-safety: launchers may be called from any thread; ordering is that of `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace sy::cuda {
+
+enum class ReduceKind : uint8_t { kSum, kMean, kMax, kSumSquares };
+
+// out[r] = reduce(x[r, :]).
+void LaunchReduceRows(const float* x, int64_t rows, int64_t cols, ReduceKind kind, float* out,
+                      cudaStream_t stream);
+
+// Floats of workspace LaunchReduceColumns needs.
+int64_t ReduceColumnsWorkspaceFloats(int64_t rows, int64_t cols);
+// out[c] = reduce(x[:, c]).
+void LaunchReduceColumns(const float* x, int64_t rows, int64_t cols, ReduceKind kind,
+                         float* workspace, float* out, cudaStream_t stream);
+
+// out[r, :] = softmax(x[r, :]).
+void LaunchSoftmax(const float* x, int64_t rows, int64_t cols, float* out, cudaStream_t stream);
+// dx = y * (dy - sum(dy * y)) per row.
+void LaunchSoftmaxBackward(const float* y, const float* dy, int64_t rows, int64_t cols, float* dx,
+                           cudaStream_t stream);
+
+// losses[r] = lse(logits[r]) - logits[r, targets[r]], 0 where targets[r] == -1 (NaN for any other
+// target outside [0, cols)). lse may be null.
+void LaunchCrossEntropy(const float* logits, const int32_t* targets, int64_t rows, int64_t cols,
+                        float* losses, float* lse, cudaStream_t stream);
+// dlogits[r] = dlosses[r] * (softmax(logits[r]) - onehot(targets[r])), zero rows for target -1.
+void LaunchCrossEntropyBackward(const float* logits, const int32_t* targets, const float* lse,
+                                const float* dlosses, int64_t rows, int64_t cols, float* dlogits,
+                                cudaStream_t stream);
+
+}  // namespace sy::cuda
