@@ -1,0 +1,636 @@
+// The CUDA backend's operators other than GEMM: operand checks on the host, then one or two kernel
+// launches on the compute stream (runtime/cuda/*.cu). Nothing here synchronizes.
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <vector>
+
+#include "runtime/core/check.h"
+#include "runtime/cuda/attention.cuh"
+#include "runtime/cuda/cuda_backend_impl.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/elementwise.cuh"
+#include "runtime/cuda/index.cuh"
+#include "runtime/cuda/norm_rope.cuh"
+#include "runtime/cuda/reduce.cuh"
+#include "runtime/cuda/topk.cuh"
+
+namespace sy {
+namespace {
+
+bool Present(const Tensor& t) { return t.data() != nullptr; }
+
+cuda::FloatType ToFloatType(DType dtype, const char* what) {
+  switch (dtype) {
+    case DType::kF32:
+      return cuda::FloatType::kF32;
+    case DType::kBF16:
+      return cuda::FloatType::kBF16;
+    case DType::kF16:
+      return cuda::FloatType::kF16;
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kU8:
+    case DType::kI8:
+      break;
+  }
+  SY_CHECK(false) << what << ": dtype " << DTypeName(dtype) << " (expected f32, bf16 or f16)";
+  return cuda::FloatType::kF32;
+}
+
+void CheckDType(const Tensor& t, DType dtype, const char* what) {
+  SY_CHECK(t.dtype() == dtype) << what << ": " << t.ToString() << " must be " << DTypeName(dtype);
+}
+
+void CheckNumel(const Tensor& t, int64_t numel, const char* what) {
+  SY_CHECK_EQ(t.numel(), numel) << what << ": " << t.ToString() << " has the wrong size";
+}
+
+// x viewed as [rows, last dim].
+struct RowView {
+  int64_t rows;
+  int64_t cols;
+};
+RowView LastDimView(const Tensor& x, const char* what) {
+  SY_CHECK_GE(x.rank(), 1) << what << ": a scalar has no last dimension";
+  const int64_t cols = x.dim(x.rank() - 1);
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < x.rank(); ++i) rows *= x.dim(i);
+  return {rows, cols};
+}
+
+void CheckRowsFitGrid(int64_t rows, const char* what) {
+  SY_CHECK_LE(rows, int64_t{INT_MAX}) << what << ": too many rows for one launch";
+}
+
+}  // namespace
+
+// ---- elementwise ----
+
+void CudaBackend::Fill(const Tensor& out, float value) {
+  CheckOperand(out, "Fill out");
+  uint64_t bits = 0;
+  switch (out.dtype()) {
+    case DType::kF32:
+      bits = std::bit_cast<uint32_t>(value);
+      break;
+    case DType::kBF16:
+      bits = F32ToBF16(value).bits;
+      break;
+    case DType::kF16:
+      bits = F32ToF16(value).bits;
+      break;
+    case DType::kI32:
+      bits = static_cast<uint32_t>(static_cast<int32_t>(value));
+      break;
+    case DType::kI64:
+      bits = static_cast<uint64_t>(static_cast<int64_t>(value));
+      break;
+    case DType::kU8:
+      bits = static_cast<uint8_t>(value);
+      break;
+    case DType::kI8:
+      bits = static_cast<uint8_t>(static_cast<int8_t>(value));
+      break;
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchFill(out.data(), static_cast<int>(DTypeSize(out.dtype())), bits, out.numel(),
+                   stream());
+}
+
+void CudaBackend::Convert(const Tensor& src, const Tensor& out) {
+  CheckOperand(src, "Convert src");
+  CheckOperand(out, "Convert out");
+  CheckNumel(out, src.numel(), "Convert out");
+  const cuda::FloatType from = ToFloatType(src.dtype(), "Convert src");
+  const cuda::FloatType to = ToFloatType(out.dtype(), "Convert out");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchConvert(src.data(), from, out.data(), to, src.numel(), stream());
+}
+
+void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  for (const Tensor* t : {&a, &b, &out}) {
+    CheckOperand(*t, "Add");
+    CheckDType(*t, DType::kF32, "Add");
+    CheckNumel(*t, a.numel(), "Add");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchBinary(cuda::BinaryOp::kAdd, a.data<float>(), b.data<float>(), out.data<float>(),
+                     a.numel(), stream());
+}
+
+void CudaBackend::Mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  for (const Tensor* t : {&a, &b, &out}) {
+    CheckOperand(*t, "Mul");
+    CheckDType(*t, DType::kF32, "Mul");
+    CheckNumel(*t, a.numel(), "Mul");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchBinary(cuda::BinaryOp::kMul, a.data<float>(), b.data<float>(), out.data<float>(),
+                     a.numel(), stream());
+}
+
+void CudaBackend::Scale(const Tensor& x, float alpha, const Tensor& out) {
+  for (const Tensor* t : {&x, &out}) {
+    CheckOperand(*t, "Scale");
+    CheckDType(*t, DType::kF32, "Scale");
+    CheckNumel(*t, x.numel(), "Scale");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchScale(x.data<float>(), alpha, out.data<float>(), x.numel(), stream());
+}
+
+void CudaBackend::Axpy(float alpha, const Tensor& x, const Tensor& y) {
+  for (const Tensor* t : {&x, &y}) {
+    CheckOperand(*t, "Axpy");
+    CheckDType(*t, DType::kF32, "Axpy");
+    CheckNumel(*t, x.numel(), "Axpy");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchAxpy(alpha, x.data<float>(), y.data<float>(), x.numel(), stream());
+}
+
+void CudaBackend::AddBias(const Tensor& x, const Tensor& bias, const Tensor& out) {
+  for (const Tensor* t : {&x, &bias, &out}) {
+    CheckOperand(*t, "AddBias");
+    CheckDType(*t, DType::kF32, "AddBias");
+  }
+  const RowView view = LastDimView(x, "AddBias x");
+  CheckNumel(bias, view.cols, "AddBias bias");
+  CheckNumel(out, x.numel(), "AddBias out");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchAddBias(x.data<float>(), bias.data<float>(), out.data<float>(), view.rows, view.cols,
+                      stream());
+}
+
+void CudaBackend::Silu(const Tensor& x, const Tensor& out) {
+  for (const Tensor* t : {&x, &out}) {
+    CheckOperand(*t, "Silu");
+    CheckDType(*t, DType::kF32, "Silu");
+    CheckNumel(*t, x.numel(), "Silu");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchActivation(cuda::Activation::kSilu, x.data<float>(), out.data<float>(), x.numel(),
+                         stream());
+}
+
+void CudaBackend::SiluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  for (const Tensor* t : {&x, &dout, &dx}) {
+    CheckOperand(*t, "SiluBackward");
+    CheckDType(*t, DType::kF32, "SiluBackward");
+    CheckNumel(*t, x.numel(), "SiluBackward");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchActivationBackward(cuda::Activation::kSilu, x.data<float>(), dout.data<float>(),
+                                 dx.data<float>(), x.numel(), stream());
+}
+
+void CudaBackend::Gelu(const Tensor& x, const Tensor& out) {
+  for (const Tensor* t : {&x, &out}) {
+    CheckOperand(*t, "Gelu");
+    CheckDType(*t, DType::kF32, "Gelu");
+    CheckNumel(*t, x.numel(), "Gelu");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchActivation(cuda::Activation::kGelu, x.data<float>(), out.data<float>(), x.numel(),
+                         stream());
+}
+
+void CudaBackend::GeluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  for (const Tensor* t : {&x, &dout, &dx}) {
+    CheckOperand(*t, "GeluBackward");
+    CheckDType(*t, DType::kF32, "GeluBackward");
+    CheckNumel(*t, x.numel(), "GeluBackward");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchActivationBackward(cuda::Activation::kGelu, x.data<float>(), dout.data<float>(),
+                                 dx.data<float>(), x.numel(), stream());
+}
+
+void CudaBackend::Swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  for (const Tensor* t : {&gate, &up, &out}) {
+    CheckOperand(*t, "Swiglu");
+    CheckDType(*t, DType::kF32, "Swiglu");
+    CheckNumel(*t, gate.numel(), "Swiglu");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchSwiglu(gate.data<float>(), up.data<float>(), out.data<float>(), gate.numel(),
+                     stream());
+}
+
+void CudaBackend::SwigluBackward(const Tensor& gate, const Tensor& up, const Tensor& dout,
+                                 const Tensor& dgate, const Tensor& dup) {
+  for (const Tensor* t : {&gate, &up, &dout, &dgate, &dup}) {
+    CheckOperand(*t, "SwigluBackward");
+    CheckDType(*t, DType::kF32, "SwigluBackward");
+    CheckNumel(*t, gate.numel(), "SwigluBackward");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchSwigluBackward(gate.data<float>(), up.data<float>(), dout.data<float>(),
+                             dgate.data<float>(), dup.data<float>(), gate.numel(), stream());
+}
+
+// ---- reductions, softmax, top-k, cross-entropy ----
+
+void CudaBackend::Reduce(const Tensor& x, const Tensor& out, ReduceOp op, ReduceAxis axis) {
+  CheckOperand(x, "Reduce x");
+  CheckOperand(out, "Reduce out");
+  CheckDType(x, DType::kF32, "Reduce x");
+  CheckDType(out, DType::kF32, "Reduce out");
+  cuda::ReduceKind kind = cuda::ReduceKind::kSum;
+  switch (op) {
+    case ReduceOp::kSum:
+      kind = cuda::ReduceKind::kSum;
+      break;
+    case ReduceOp::kMean:
+      kind = cuda::ReduceKind::kMean;
+      break;
+    case ReduceOp::kMax:
+      kind = cuda::ReduceKind::kMax;
+      break;
+    case ReduceOp::kSumSquares:
+      kind = cuda::ReduceKind::kSumSquares;
+      break;
+  }
+  ScopedCudaDevice guard(info_.index);
+  switch (axis) {
+    case ReduceAxis::kLast: {
+      const RowView view = LastDimView(x, "Reduce x");
+      CheckNumel(out, view.rows, "Reduce(kLast) out");
+      CheckRowsFitGrid(view.rows, "Reduce");
+      cuda::LaunchReduceRows(x.data<float>(), view.rows, view.cols, kind, out.data<float>(),
+                             stream());
+      return;
+    }
+    case ReduceAxis::kFirst: {
+      SY_CHECK_GE(x.rank(), 1) << "Reduce(kFirst) of a scalar";
+      const int64_t rows = x.dim(0);
+      int64_t cols = 1;
+      for (int i = 1; i < x.rank(); ++i) cols *= x.dim(i);
+      CheckNumel(out, cols, "Reduce(kFirst) out");
+      Scratch scratch(*this);
+      float* workspace = scratch.Get<float>(cuda::ReduceColumnsWorkspaceFloats(rows, cols));
+      cuda::LaunchReduceColumns(x.data<float>(), rows, cols, kind, workspace, out.data<float>(),
+                                stream());
+      return;
+    }
+  }
+}
+
+void CudaBackend::Softmax(const Tensor& x, const Tensor& out) {
+  for (const Tensor* t : {&x, &out}) {
+    CheckOperand(*t, "Softmax");
+    CheckDType(*t, DType::kF32, "Softmax");
+    CheckNumel(*t, x.numel(), "Softmax");
+  }
+  const RowView view = LastDimView(x, "Softmax x");
+  CheckRowsFitGrid(view.rows, "Softmax");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchSoftmax(x.data<float>(), view.rows, view.cols, out.data<float>(), stream());
+}
+
+void CudaBackend::SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  for (const Tensor* t : {&y, &dy, &dx}) {
+    CheckOperand(*t, "SoftmaxBackward");
+    CheckDType(*t, DType::kF32, "SoftmaxBackward");
+    CheckNumel(*t, y.numel(), "SoftmaxBackward");
+  }
+  const RowView view = LastDimView(y, "SoftmaxBackward y");
+  CheckRowsFitGrid(view.rows, "SoftmaxBackward");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchSoftmaxBackward(y.data<float>(), dy.data<float>(), view.rows, view.cols,
+                              dx.data<float>(), stream());
+}
+
+void CudaBackend::TopK(const Tensor& x, int k, const Tensor& values, const Tensor& indices) {
+  CheckOperand(x, "TopK x");
+  CheckOperand(values, "TopK values");
+  CheckOperand(indices, "TopK indices");
+  CheckDType(x, DType::kF32, "TopK x");
+  CheckDType(values, DType::kF32, "TopK values");
+  CheckDType(indices, DType::kI32, "TopK indices");
+  const RowView view = LastDimView(x, "TopK x");
+  SY_CHECK(k >= 0 && k <= view.cols) << "TopK: k = " << k << " for rows of " << view.cols;
+  SY_CHECK_LE(view.cols, int64_t{INT_MAX}) << "TopK: rows too long for i32 indices";
+  CheckNumel(values, view.rows * k, "TopK values");
+  CheckNumel(indices, view.rows * k, "TopK indices");
+  CheckRowsFitGrid(view.rows, "TopK");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchTopK(x.data<float>(), view.rows, view.cols, k, values.data<float>(),
+                   indices.data<int32_t>(), stream());
+}
+
+void CudaBackend::CrossEntropy(const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                               const Tensor& lse) {
+  CheckOperand(logits, "CrossEntropy logits");
+  CheckOperand(targets, "CrossEntropy targets");
+  CheckOperand(losses, "CrossEntropy losses");
+  CheckDType(logits, DType::kF32, "CrossEntropy logits");
+  CheckDType(targets, DType::kI32, "CrossEntropy targets");
+  CheckDType(losses, DType::kF32, "CrossEntropy losses");
+  const RowView view = LastDimView(logits, "CrossEntropy logits");
+  CheckNumel(targets, view.rows, "CrossEntropy targets");
+  CheckNumel(losses, view.rows, "CrossEntropy losses");
+  if (Present(lse)) {
+    CheckOperand(lse, "CrossEntropy lse");
+    CheckDType(lse, DType::kF32, "CrossEntropy lse");
+    CheckNumel(lse, view.rows, "CrossEntropy lse");
+  }
+  CheckRowsFitGrid(view.rows, "CrossEntropy");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchCrossEntropy(logits.data<float>(), targets.data<int32_t>(), view.rows, view.cols,
+                           losses.data<float>(), Present(lse) ? lse.data<float>() : nullptr,
+                           stream());
+}
+
+void CudaBackend::CrossEntropyBackward(const Tensor& logits, const Tensor& targets,
+                                       const Tensor& lse, const Tensor& dlosses,
+                                       const Tensor& dlogits) {
+  CheckOperand(logits, "CrossEntropyBackward logits");
+  CheckOperand(targets, "CrossEntropyBackward targets");
+  CheckOperand(lse, "CrossEntropyBackward lse");
+  CheckOperand(dlosses, "CrossEntropyBackward dlosses");
+  CheckOperand(dlogits, "CrossEntropyBackward dlogits");
+  CheckDType(logits, DType::kF32, "CrossEntropyBackward logits");
+  CheckDType(targets, DType::kI32, "CrossEntropyBackward targets");
+  CheckDType(lse, DType::kF32, "CrossEntropyBackward lse");
+  CheckDType(dlosses, DType::kF32, "CrossEntropyBackward dlosses");
+  CheckDType(dlogits, DType::kF32, "CrossEntropyBackward dlogits");
+  const RowView view = LastDimView(logits, "CrossEntropyBackward logits");
+  CheckNumel(targets, view.rows, "CrossEntropyBackward targets");
+  CheckNumel(lse, view.rows, "CrossEntropyBackward lse");
+  CheckNumel(dlosses, view.rows, "CrossEntropyBackward dlosses");
+  CheckNumel(dlogits, logits.numel(), "CrossEntropyBackward dlogits");
+  CheckRowsFitGrid(view.rows, "CrossEntropyBackward");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchCrossEntropyBackward(logits.data<float>(), targets.data<int32_t>(), lse.data<float>(),
+                                   dlosses.data<float>(), view.rows, view.cols,
+                                   dlogits.data<float>(), stream());
+}
+
+// ---- normalisation and rotary embedding ----
+
+void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out,
+                          const Tensor& rstd) {
+  CheckOperand(x, "RmsNorm x");
+  CheckOperand(weight, "RmsNorm weight");
+  CheckOperand(out, "RmsNorm out");
+  CheckDType(x, DType::kF32, "RmsNorm x");
+  CheckDType(out, DType::kF32, "RmsNorm out");
+  const RowView view = LastDimView(x, "RmsNorm x");
+  CheckNumel(weight, view.cols, "RmsNorm weight");
+  CheckNumel(out, x.numel(), "RmsNorm out");
+  if (Present(rstd)) {
+    CheckOperand(rstd, "RmsNorm rstd");
+    CheckDType(rstd, DType::kF32, "RmsNorm rstd");
+    CheckNumel(rstd, view.rows, "RmsNorm rstd");
+  }
+  const cuda::FloatType weight_type = ToFloatType(weight.dtype(), "RmsNorm weight");
+  CheckRowsFitGrid(view.rows, "RmsNorm");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchRmsNorm(x.data<float>(), weight.data(), weight_type, view.rows, view.cols, eps,
+                      out.data<float>(), Present(rstd) ? rstd.data<float>() : nullptr, stream());
+}
+
+void CudaBackend::RmsNormBackward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                  const Tensor& dout, const Tensor& dx, const Tensor& dweight) {
+  CheckOperand(x, "RmsNormBackward x");
+  CheckOperand(weight, "RmsNormBackward weight");
+  SY_CHECK(Present(rstd)) << "RmsNormBackward needs the rstd saved by RmsNorm";
+  CheckOperand(rstd, "RmsNormBackward rstd");
+  CheckOperand(dout, "RmsNormBackward dout");
+  CheckOperand(dx, "RmsNormBackward dx");
+  CheckOperand(dweight, "RmsNormBackward dweight");
+  for (const Tensor* t : {&x, &rstd, &dout, &dx, &dweight}) {
+    CheckDType(*t, DType::kF32, "RmsNormBackward");
+  }
+  const RowView view = LastDimView(x, "RmsNormBackward x");
+  CheckNumel(weight, view.cols, "RmsNormBackward weight");
+  CheckNumel(rstd, view.rows, "RmsNormBackward rstd");
+  CheckNumel(dout, x.numel(), "RmsNormBackward dout");
+  CheckNumel(dx, x.numel(), "RmsNormBackward dx");
+  CheckNumel(dweight, view.cols, "RmsNormBackward dweight");
+  const cuda::FloatType weight_type = ToFloatType(weight.dtype(), "RmsNormBackward weight");
+  CheckRowsFitGrid(view.rows, "RmsNormBackward");
+  ScopedCudaDevice guard(info_.index);
+  Scratch scratch(*this);
+  float* workspace = scratch.Get<float>(cuda::RmsNormBackwardWorkspaceFloats(view.rows, view.cols));
+  cuda::LaunchRmsNormBackward(x.data<float>(), weight.data(), weight_type, rstd.data<float>(),
+                              dout.data<float>(), view.rows, view.cols, dx.data<float>(),
+                              dweight.data<float>(), workspace, stream());
+}
+
+namespace {
+
+void CheckRope(const Tensor& x, const Tensor& positions, const Tensor& out, const char* what) {
+  SY_CHECK_EQ(x.rank(), 3) << what << ": x must be [T,H,D], got " << x.ToString();
+  SY_CHECK_EQ(x.dim(2) % 2, 0) << what << ": head dim must be even, got " << x.ToString();
+  CheckDType(x, DType::kF32, what);
+  CheckDType(out, DType::kF32, what);
+  CheckDType(positions, DType::kI32, what);
+  CheckNumel(positions, x.dim(0), what);
+  CheckNumel(out, x.numel(), what);
+  CheckRowsFitGrid(x.dim(0), what);
+}
+
+}  // namespace
+
+void CudaBackend::Rope(const Tensor& x, const Tensor& positions, float theta, const Tensor& out) {
+  CheckOperand(x, "Rope x");
+  CheckOperand(positions, "Rope positions");
+  CheckOperand(out, "Rope out");
+  CheckRope(x, positions, out, "Rope");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchRope(x.data<float>(), positions.data<int32_t>(), x.dim(0), x.dim(1), x.dim(2), theta,
+                   /*backward=*/false, out.data<float>(), stream());
+}
+
+void CudaBackend::RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
+                               const Tensor& dx) {
+  CheckOperand(dout, "RopeBackward dout");
+  CheckOperand(positions, "RopeBackward positions");
+  CheckOperand(dx, "RopeBackward dx");
+  CheckRope(dout, positions, dx, "RopeBackward");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchRope(dout.data<float>(), positions.data<int32_t>(), dout.dim(0), dout.dim(1),
+                   dout.dim(2), theta, /*backward=*/true, dx.data<float>(), stream());
+}
+
+// ---- attention ----
+
+namespace {
+
+// Checks the attention operands and fills `shape` and `kv_lens` (one entry per batch entry).
+void CheckAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                    const Tensor& lse, const AttentionOptions& options, size_t shared_needed,
+                    size_t shared_optin, const char* what, cuda::AttentionShape* shape,
+                    std::vector<int32_t>* kv_lens) {
+  SY_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4)
+      << what << ": q [B,T,Hq,D], k and v [B,S,Hkv,D]; got q " << q.ToString() << ", k "
+      << k.ToString() << ", v " << v.ToString();
+  for (const Tensor* t : {&q, &k, &v, &out}) CheckDType(*t, DType::kF32, what);
+  SY_CHECK(k.shape() == v.shape()) << what << ": k " << k.ToString() << " vs v " << v.ToString();
+  SY_CHECK(out.shape() == q.shape())
+      << what << ": out " << out.ToString() << " vs q " << q.ToString();
+  shape->batch = q.dim(0);
+  shape->q_len = q.dim(1);
+  shape->q_heads = q.dim(2);
+  shape->head_dim = q.dim(3);
+  shape->kv_len = k.dim(1);
+  shape->kv_heads = k.dim(2);
+  shape->scale = options.scale;
+  SY_CHECK(k.dim(0) == shape->batch && k.dim(3) == shape->head_dim)
+      << what << ": q " << q.ToString() << " and k " << k.ToString() << " disagree on B or D";
+  SY_CHECK(shape->kv_heads > 0 && shape->q_heads % shape->kv_heads == 0)
+      << what << ": Hq = " << shape->q_heads << " must be a multiple of Hkv = " << shape->kv_heads;
+  SY_CHECK_LE(shape->kv_heads, int64_t{65535}) << what << ": too many kv heads";
+  if (Present(lse)) {
+    CheckDType(lse, DType::kF32, what);
+    CheckNumel(lse, shape->batch * shape->q_heads * shape->q_len, what);
+  }
+  kv_lens->assign(static_cast<size_t>(shape->batch), static_cast<int32_t>(shape->kv_len));
+  SY_CHECK_LE(shape->kv_len, int64_t{INT32_MAX}) << what << ": S too large";
+  if (!options.kv_lens.empty()) {
+    SY_CHECK_EQ(static_cast<int64_t>(options.kv_lens.size()), shape->batch)
+        << what << ": one kv_lens entry per batch entry";
+    *kv_lens = options.kv_lens;
+  }
+  for (int32_t len : *kv_lens) {
+    SY_CHECK(len >= shape->q_len && len <= shape->kv_len)
+        << what << ": kv_len " << len << " must lie in [T, S] = [" << shape->q_len << ", "
+        << shape->kv_len << "]";
+  }
+  SY_CHECK_LE(shared_needed, shared_optin)
+      << what << ": head dim " << shape->head_dim << " needs " << shared_needed
+      << " bytes of shared memory per block; this device allows " << shared_optin;
+}
+
+}  // namespace
+
+void CudaBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                            const Tensor& lse, const AttentionOptions& options) {
+  CheckOperand(q, "Attention q");
+  CheckOperand(k, "Attention k");
+  CheckOperand(v, "Attention v");
+  CheckOperand(out, "Attention out");
+  if (Present(lse)) CheckOperand(lse, "Attention lse");
+  cuda::AttentionShape shape;
+  std::vector<int32_t> kv_lens;
+  SY_CHECK_EQ(q.rank(), 4) << "Attention: q must be [B,T,Hq,D], got " << q.ToString();
+  CheckAttention(q, k, v, out, lse, options, cuda::AttentionForwardSharedBytes(q.dim(3)),
+                 info_.shared_memory_optin, "Attention", &shape, &kv_lens);
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchAttention(q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
+                        Present(lse) ? lse.data<float>() : nullptr, shape, kv_lens.data(),
+                        stream());
+}
+
+void CudaBackend::AttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                    const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const AttentionOptions& options) {
+  for (const Tensor* t : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) {
+    CheckOperand(*t, "AttentionBackward");
+  }
+  if (Present(lse)) CheckOperand(lse, "AttentionBackward lse");
+  cuda::AttentionShape shape;
+  std::vector<int32_t> kv_lens;
+  SY_CHECK_EQ(q.rank(), 4) << "AttentionBackward: q must be [B,T,Hq,D], got " << q.ToString();
+  const size_t shared = std::max(cuda::AttentionBackwardSharedBytes(q.dim(3)),
+                                 cuda::AttentionForwardSharedBytes(q.dim(3)));
+  CheckAttention(q, k, v, out, lse, options, shared, info_.shared_memory_optin, "AttentionBackward",
+                 &shape, &kv_lens);
+  for (const Tensor* t : {&dout, &dq, &dk, &dv}) CheckDType(*t, DType::kF32, "AttentionBackward");
+  SY_CHECK(dout.shape() == q.shape() && dq.shape() == q.shape())
+      << "AttentionBackward: dout " << dout.ToString() << " and dq " << dq.ToString()
+      << " must match q " << q.ToString();
+  SY_CHECK(dk.shape() == k.shape() && dv.shape() == k.shape())
+      << "AttentionBackward: dk " << dk.ToString() << " and dv " << dv.ToString()
+      << " must match k " << k.ToString();
+  ScopedCudaDevice guard(info_.index);
+  Scratch scratch(*this);
+  const float* lse_data = Present(lse) ? lse.data<float>() : nullptr;
+  if (lse_data == nullptr) {
+    // No saved lse: recompute it with a forward pass into scratch (the output goes to scratch too,
+    // the caller's `out` is an input here).
+    const int64_t rows = shape.batch * shape.q_heads * shape.q_len;
+    float* lse_scratch = scratch.Get<float>(rows);
+    float* out_scratch = scratch.Get<float>(q.numel());
+    cuda::LaunchAttention(q.data<float>(), k.data<float>(), v.data<float>(), out_scratch,
+                          lse_scratch, shape, kv_lens.data(), stream());
+    lse_data = lse_scratch;
+  }
+  float* workspace = scratch.Get<float>(cuda::AttentionBackwardWorkspaceFloats(shape));
+  cuda::LaunchAttentionBackward(q.data<float>(), k.data<float>(), v.data<float>(),
+                                out.data<float>(), lse_data, dout.data<float>(), dq.data<float>(),
+                                dk.data<float>(), dv.data<float>(), shape, kv_lens.data(),
+                                workspace, stream());
+}
+
+// ---- embeddings and row permutations ----
+
+void CudaBackend::EmbeddingGather(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  CheckOperand(table, "EmbeddingGather table");
+  CheckOperand(ids, "EmbeddingGather ids");
+  CheckOperand(out, "EmbeddingGather out");
+  SY_CHECK_EQ(table.rank(), 2) << "EmbeddingGather: table must be [V,H], got " << table.ToString();
+  CheckDType(ids, DType::kI32, "EmbeddingGather ids");
+  CheckDType(out, DType::kF32, "EmbeddingGather out");
+  CheckNumel(out, ids.numel() * table.dim(1), "EmbeddingGather out");
+  const cuda::FloatType table_type = ToFloatType(table.dtype(), "EmbeddingGather table");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchEmbeddingGather(table.data(), table_type, table.dim(0), ids.data<int32_t>(),
+                              ids.numel(), table.dim(1), out.data<float>(), stream());
+}
+
+void CudaBackend::EmbeddingScatterAdd(const Tensor& dout, const Tensor& ids, const Tensor& dtable) {
+  CheckOperand(dout, "EmbeddingScatterAdd dout");
+  CheckOperand(ids, "EmbeddingScatterAdd ids");
+  CheckOperand(dtable, "EmbeddingScatterAdd dtable");
+  SY_CHECK_EQ(dtable.rank(), 2) << "EmbeddingScatterAdd: dtable must be [V,H], got "
+                                << dtable.ToString();
+  CheckDType(dout, DType::kF32, "EmbeddingScatterAdd dout");
+  CheckDType(ids, DType::kI32, "EmbeddingScatterAdd ids");
+  CheckDType(dtable, DType::kF32, "EmbeddingScatterAdd dtable");
+  CheckNumel(dout, ids.numel() * dtable.dim(1), "EmbeddingScatterAdd dout");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchEmbeddingScatterAdd(dout.data<float>(), ids.data<int32_t>(), ids.numel(),
+                                  dtable.dim(1), dtable.data<float>(), dtable.dim(0), stream());
+}
+
+void CudaBackend::GatherRows(const Tensor& src, const Tensor& indices, const Tensor& out) {
+  CheckOperand(src, "GatherRows src");
+  CheckOperand(indices, "GatherRows indices");
+  CheckOperand(out, "GatherRows out");
+  SY_CHECK_EQ(src.rank(), 2) << "GatherRows: src must be [N,H], got " << src.ToString();
+  CheckDType(src, DType::kF32, "GatherRows src");
+  CheckDType(indices, DType::kI32, "GatherRows indices");
+  CheckDType(out, DType::kF32, "GatherRows out");
+  CheckNumel(out, indices.numel() * src.dim(1), "GatherRows out");
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchGatherRows(src.data<float>(), src.dim(0), indices.data<int32_t>(), indices.numel(),
+                         src.dim(1), out.data<float>(), stream());
+}
+
+void CudaBackend::ScatterAddRows(const Tensor& src, const Tensor& indices, const Tensor& weights,
+                                 const Tensor& out) {
+  CheckOperand(src, "ScatterAddRows src");
+  CheckOperand(indices, "ScatterAddRows indices");
+  CheckOperand(out, "ScatterAddRows out");
+  SY_CHECK_EQ(out.rank(), 2) << "ScatterAddRows: out must be [N,H], got " << out.ToString();
+  CheckDType(src, DType::kF32, "ScatterAddRows src");
+  CheckDType(indices, DType::kI32, "ScatterAddRows indices");
+  CheckDType(out, DType::kF32, "ScatterAddRows out");
+  CheckNumel(src, indices.numel() * out.dim(1), "ScatterAddRows src");
+  if (Present(weights)) {
+    CheckOperand(weights, "ScatterAddRows weights");
+    CheckDType(weights, DType::kF32, "ScatterAddRows weights");
+    CheckNumel(weights, indices.numel(), "ScatterAddRows weights");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchScatterAddRows(src.data<float>(), indices.data<int32_t>(),
+                             Present(weights) ? weights.data<float>() : nullptr, indices.numel(),
+                             out.dim(1), out.data<float>(), out.dim(0), stream());
+}
+
+}  // namespace sy
