@@ -96,6 +96,7 @@ void ExpectClose(const char* what, const std::vector<float>& got, const std::vec
 }
 
 struct OracleCase {
+  const char* name;  // also the oracle's output folder
   OptimizerOptions optimizer;
   double lr = 1e-3;
   double min_lr = 1e-4;
@@ -104,61 +105,166 @@ struct OracleCase {
   // bit (torch sums the norm in float32, we in double), so states are compared with tolerances.
   // Without clipping the arithmetic is the same operation for operation: every bit must agree.
   bool clip = true;
+
+  float EffectiveMaxNorm() const { return clip ? max_norm : 1e30f; }
 };
 
-void RunAgainstTorch(const OracleCase& c) {
+std::vector<OracleCase> Cases() {
+  std::vector<OracleCase> cases;
+  auto add = [&](const char* name, OptimizerKind kind) -> OracleCase& {
+    OracleCase& c = cases.emplace_back();
+    c.name = name;
+    c.optimizer.kind = kind;
+    return c;
+  };
+  add("adamw", OptimizerKind::kAdamW).optimizer.weight_decay = 0.1;
+  OracleCase& adamw_exact = add("adamw_noclip", OptimizerKind::kAdamW);
+  adamw_exact.optimizer.weight_decay = 0.1;
+  adamw_exact.clip = false;
+  OracleCase& adam = add("adam", OptimizerKind::kAdam);
+  adam.optimizer.beta1 = 0.8;
+  adam.optimizer.beta2 = 0.95;
+  adam.optimizer.eps = 1e-6;
+  adam.optimizer.weight_decay = 0.05;
+  OracleCase& adam_exact = add("adam_noclip", OptimizerKind::kAdam);
+  adam_exact.optimizer.weight_decay = 0.05;
+  adam_exact.clip = false;
+  for (const char* name : {"sgd_momentum", "sgd_momentum_noclip"}) {
+    OracleCase& c = add(name, OptimizerKind::kSgd);
+    c.optimizer.momentum = 0.9;
+    c.optimizer.dampening = 0.1;
+    c.optimizer.weight_decay = 0.01;
+    c.lr = 0.5;
+    c.min_lr = 0.05;
+    c.clip = std::string(name) == "sgd_momentum";
+  }
+  OracleCase& nesterov = add("sgd_nesterov", OptimizerKind::kSgd);
+  nesterov.optimizer.momentum = 0.9;
+  nesterov.optimizer.nesterov = true;
+  nesterov.optimizer.weight_decay = 0.01;
+  nesterov.lr = 0.5;
+  nesterov.min_lr = 0.0;
+  OracleCase& plain = add("sgd_plain", OptimizerKind::kSgd);
+  plain.lr = 0.5;
+  plain.min_lr = 0.05;
+  return cases;
+}
+
+// Odd sizes exercise the scalar tails; the large group spans many chunks of 4096 elements.
+const std::vector<size_t> kSizes = {1001, 37, 70003};
+constexpr int kSteps = 10;
+constexpr int64_t kWarmup = 3;
+constexpr int64_t kTotalSteps = 10;
+
+size_t TotalElements() {
+  size_t total = 0;
+  for (size_t n : kSizes) total += n;
+  return total;
+}
+
+// Every case starts from the same params and sees the same gradients, written once. Python (and
+// its slow `import torch`) runs once for all cases, in SetUpTestSuite.
+class OptimizerTorchTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!TorchAvailable()) return;
+    const size_t total_n = TotalElements();
+    std::mt19937_64 rng(1234);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    params0_ = new std::vector<float>(total_n);
+    grads_ = new std::vector<float>(kSteps * total_n);
+    for (float& x : *params0_) x = normal(rng);
+    // The global norm of N(0, 1) grads over 71041 elements is about 267: alternating gradient
+    // scales of 1e-2 and 1e-3 give norms near 2.7 and 0.27, so with max_norm 1 half of the steps
+    // clip and half do not.
+    for (int s = 0; s < kSteps; ++s) {
+      float scale = s % 2 == 0 ? 1e-2f : 1e-3f;
+      for (size_t i = 0; i < total_n; ++i) (*grads_)[s * total_n + i] = scale * normal(rng);
+    }
+    dir_ = new std::string(MakeTempDir());
+    WriteFile(*dir_ + "/params.f32", *params0_);
+    WriteFile(*dir_ + "/grads.f32", *grads_);
+
+    std::ofstream batch(*dir_ + "/cases.txt");
+    batch.precision(17);
+    for (const OracleCase& c : Cases()) {
+      const OptimizerOptions& o = c.optimizer;
+      batch << "--dir " << *dir_ << " --out " << *dir_ << "/" << c.name << " --optimizer "
+            << OptimizerKindName(o.kind) << " --sizes " << kSizes[0] << "," << kSizes[1] << ","
+            << kSizes[2] << " --steps " << kSteps << " --lr " << c.lr << " --min-lr " << c.min_lr
+            << " --warmup " << kWarmup << " --total " << kTotalSteps << " --beta1 " << o.beta1
+            << " --beta2 " << o.beta2 << " --eps " << o.eps << " --weight-decay " << o.weight_decay
+            << " --momentum " << o.momentum << " --dampening " << o.dampening << " --nesterov "
+            << (o.nesterov ? 1 : 0) << " --max-norm " << c.EffectiveMaxNorm() << "\n";
+    }
+    batch.close();
+    oracle_cmd_ = new std::string(std::string(kPython) + " " + SY_TORCH_OPTIM_ORACLE + " --batch " +
+                                  *dir_ + "/cases.txt > " + *dir_ + "/oracle.log 2>&1");
+    oracle_rc_ = std::system(oracle_cmd_->c_str());
+  }
+
+  static void TearDownTestSuite() {
+    if (dir_ != nullptr) {
+      std::string cleanup = "rm -rf '" + *dir_ + "'";
+      EXPECT_EQ(std::system(cleanup.c_str()), 0);
+    }
+    delete params0_;
+    delete grads_;
+    delete dir_;
+    delete oracle_cmd_;
+  }
+
+  void RunAgainstTorch(const char* name);
+
+  static std::vector<float>* params0_;
+  static std::vector<float>* grads_;
+  static std::string* dir_;
+  static std::string* oracle_cmd_;
+  static int oracle_rc_;
+};
+
+std::vector<float>* OptimizerTorchTest::params0_ = nullptr;
+std::vector<float>* OptimizerTorchTest::grads_ = nullptr;
+std::string* OptimizerTorchTest::dir_ = nullptr;
+std::string* OptimizerTorchTest::oracle_cmd_ = nullptr;
+int OptimizerTorchTest::oracle_rc_ = -1;
+
+void OptimizerTorchTest::RunAgainstTorch(const char* name) {
   if (!TorchAvailable()) {
     GTEST_SKIP() << kPython << " cannot import torch (install python3-torch); the PyTorch oracle "
                  << "comparison did not run";
   }
-  // Odd sizes exercise the scalar tails; the large group spans many chunks of 4096 elements.
-  const std::vector<size_t> sizes = {1001, 37, 70003};
-  const int steps = 10;
-  const int64_t warmup = 3, total = 10;
-  size_t total_n = 0;
-  for (size_t n : sizes) total_n += n;
-
-  std::mt19937_64 rng(1234);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> params0(total_n), grads(steps * total_n);
-  for (float& x : params0) x = normal(rng);
-  // The global norm of N(0, 1) grads over 71041 elements is about 267: alternating gradient
-  // scales of 1e-3 and 1e-2 give norms near 0.27 and 2.7, so with max_norm 1 half of the steps
-  // clip and half do not.
-  for (int s = 0; s < steps; ++s) {
-    float scale = s % 2 == 0 ? 1e-2f : 1e-3f;
-    for (size_t i = 0; i < total_n; ++i) grads[s * total_n + i] = scale * normal(rng);
-  }
-
-  std::string dir = MakeTempDir();
-  WriteFile(dir + "/params.f32", params0);
-  WriteFile(dir + "/grads.f32", grads);
-  const OptimizerOptions& o = c.optimizer;
-  const float max_norm = c.clip ? c.max_norm : 1e30f;
-  std::ostringstream cmd;
-  cmd.precision(17);
-  cmd << kPython << " " << SY_TORCH_OPTIM_ORACLE << " --dir " << dir << " --optimizer "
-      << OptimizerKindName(o.kind) << " --sizes " << sizes[0] << "," << sizes[1] << "," << sizes[2]
-      << " --steps " << steps << " --lr " << c.lr << " --min-lr " << c.min_lr << " --warmup "
-      << warmup << " --total " << total << " --beta1 " << o.beta1 << " --beta2 " << o.beta2
-      << " --eps " << o.eps << " --weight-decay " << o.weight_decay << " --momentum " << o.momentum
-      << " --dampening " << o.dampening << " --nesterov " << (o.nesterov ? 1 : 0) << " --max-norm "
-      << max_norm << " > " << dir << "/oracle.log 2>&1";
-  int rc = std::system(cmd.str().c_str());
-  if (rc != 0) {
-    std::ifstream log(dir + "/oracle.log");
+  if (oracle_rc_ != 0) {
+    std::ifstream log(*dir_ + "/oracle.log");
     std::stringstream text;
     text << log.rdbuf();
-    FAIL() << "oracle failed (" << rc << "): " << cmd.str() << "\n" << text.str();
+    FAIL() << "oracle failed (" << oracle_rc_ << "): " << *oracle_cmd_ << "\n" << text.str();
   }
+  OracleCase c;
+  bool found = false;
+  for (const OracleCase& candidate : Cases()) {
+    if (std::string(candidate.name) == name) {
+      c = candidate;
+      found = true;
+    }
+  }
+  ASSERT_TRUE(found) << name;
+  const std::string dir = *dir_ + "/" + name;
+  const std::vector<size_t>& sizes = kSizes;
+  const int steps = kSteps;
+  const size_t total_n = TotalElements();
+  const std::vector<float>& params0 = *params0_;
+  const std::vector<float>& grads = *grads_;
+  const OptimizerOptions& o = c.optimizer;
+  const float max_norm = c.EffectiveMaxNorm();
 
   // Our side: the same loop a trainer runs.
   LrScheduleOptions lr_opts;
   lr_opts.kind = LrScheduleKind::kWarmupCosine;
   lr_opts.lr = c.lr;
   lr_opts.min_lr = c.min_lr;
-  lr_opts.warmup_steps = warmup;
-  lr_opts.total_steps = total;
+  lr_opts.warmup_steps = kWarmup;
+  lr_opts.total_steps = kTotalSteps;
   auto schedule = LrSchedule::Create(lr_opts);
   ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
   OptimizerOptions opts = o;
@@ -245,84 +351,22 @@ void RunAgainstTorch(const OracleCase& c) {
     offset += sizes[gi];
   }
   std::cout << "  compute copy: " << same << "/" << total_n << " equal to torch's rounding\n";
-  std::string cleanup = "rm -rf '" + dir + "'";
-  EXPECT_EQ(std::system(cleanup.c_str()), 0);
 }
 
-TEST(OptimizerTorchTest, AdamWMatchesTorch) {
-  OracleCase c;
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.weight_decay = 0.1;
-  RunAgainstTorch(c);
+TEST_F(OptimizerTorchTest, AdamWMatchesTorch) { RunAgainstTorch("adamw"); }
+TEST_F(OptimizerTorchTest, AdamWWithoutClippingMatchesTorchBitForBit) {
+  RunAgainstTorch("adamw_noclip");
 }
-
-TEST(OptimizerTorchTest, AdamWWithoutClippingMatchesTorchBitForBit) {
-  OracleCase c;
-  c.optimizer.kind = OptimizerKind::kAdamW;
-  c.optimizer.weight_decay = 0.1;
-  c.clip = false;
-  RunAgainstTorch(c);
+TEST_F(OptimizerTorchTest, AdamWithL2MatchesTorch) { RunAgainstTorch("adam"); }
+TEST_F(OptimizerTorchTest, AdamWithoutClippingMatchesTorchBitForBit) {
+  RunAgainstTorch("adam_noclip");
 }
-
-TEST(OptimizerTorchTest, AdamWithL2MatchesTorch) {
-  OracleCase c;
-  c.optimizer.kind = OptimizerKind::kAdam;
-  c.optimizer.beta1 = 0.8;
-  c.optimizer.beta2 = 0.95;
-  c.optimizer.eps = 1e-6;
-  c.optimizer.weight_decay = 0.05;
-  RunAgainstTorch(c);
+TEST_F(OptimizerTorchTest, SgdMomentumDampeningMatchesTorch) { RunAgainstTorch("sgd_momentum"); }
+TEST_F(OptimizerTorchTest, SgdWithoutClippingMatchesTorchBitForBit) {
+  RunAgainstTorch("sgd_momentum_noclip");
 }
-
-TEST(OptimizerTorchTest, SgdMomentumDampeningMatchesTorch) {
-  OracleCase c;
-  c.optimizer.kind = OptimizerKind::kSgd;
-  c.optimizer.momentum = 0.9;
-  c.optimizer.dampening = 0.1;
-  c.optimizer.weight_decay = 0.01;
-  c.lr = 0.5;
-  c.min_lr = 0.05;
-  RunAgainstTorch(c);
-}
-
-TEST(OptimizerTorchTest, AdamWithoutClippingMatchesTorchBitForBit) {
-  OracleCase c;
-  c.optimizer.kind = OptimizerKind::kAdam;
-  c.optimizer.weight_decay = 0.05;
-  c.clip = false;
-  RunAgainstTorch(c);
-}
-
-TEST(OptimizerTorchTest, SgdWithoutClippingMatchesTorchBitForBit) {
-  OracleCase c;
-  c.optimizer.kind = OptimizerKind::kSgd;
-  c.optimizer.momentum = 0.9;
-  c.optimizer.dampening = 0.1;
-  c.optimizer.weight_decay = 0.01;
-  c.lr = 0.5;
-  c.min_lr = 0.05;
-  c.clip = false;
-  RunAgainstTorch(c);
-}
-
-TEST(OptimizerTorchTest, SgdNesterovMatchesTorch) {
-  OracleCase c;
-  c.optimizer.kind = OptimizerKind::kSgd;
-  c.optimizer.momentum = 0.9;
-  c.optimizer.nesterov = true;
-  c.optimizer.weight_decay = 0.01;
-  c.lr = 0.5;
-  c.min_lr = 0.0;
-  RunAgainstTorch(c);
-}
-
-TEST(OptimizerTorchTest, PlainSgdMatchesTorch) {
-  OracleCase c;
-  c.optimizer.kind = OptimizerKind::kSgd;
-  c.lr = 0.5;
-  c.min_lr = 0.05;
-  RunAgainstTorch(c);
-}
+TEST_F(OptimizerTorchTest, SgdNesterovMatchesTorch) { RunAgainstTorch("sgd_nesterov"); }
+TEST_F(OptimizerTorchTest, PlainSgdMatchesTorch) { RunAgainstTorch("sgd_plain"); }
 
 }  // namespace
 }  // namespace sy

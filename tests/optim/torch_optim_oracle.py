@@ -5,15 +5,19 @@ Reads initial params and a sequence of gradients written by the C++ test, runs t
 loop with torch.optim.{AdamW,Adam,SGD}, torch.nn.utils.clip_grad_norm_ and a LambdaLR that
 implements Hugging Face's warmup + cosine (with min lr) schedule, and writes the final state.
 
-Files in --dir (raw little-endian, groups concatenated in order):
-  in:  params.f32 (sum(sizes)), grads.f32 (steps * sum(sizes))
-  out: params_out.f32, m_out.f32 (exp_avg or momentum_buffer), v_out.f32 (exp_avg_sq; Adam only),
+Files (raw little-endian, groups concatenated in order):
+  in --dir:  params.f32 (sum(sizes)), grads.f32 (steps * sum(sizes))
+  out --out: params_out.f32, m_out.f32 (exp_avg or momentum_buffer), v_out.f32 (exp_avg_sq; Adam only),
        norms.f32 (clip_grad_norm_ result per step), lrs.f64 (lr used by each step),
        params_bf16.u16 / params_f16.u16 (final params rounded by torch's .to())
+
+With --batch FILE, each line of FILE holds the arguments of one run, so that one Python process
+(and one slow `import torch`) serves every case.
 """
 import argparse
 import math
 import os
+import shlex
 import sys
 
 import numpy as np
@@ -33,9 +37,10 @@ def hf_cosine_with_min_lr(warmup, total, min_lr_rate):
     return lr_lambda
 
 
-def main():
+def run(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
+    ap.add_argument("--out", required=True)
     ap.add_argument("--optimizer", choices=["adamw", "adam", "sgd"], required=True)
     ap.add_argument("--sizes", required=True, help="comma-separated group sizes")
     ap.add_argument("--steps", type=int, required=True)
@@ -51,7 +56,8 @@ def main():
     ap.add_argument("--dampening", type=float, default=0.0)
     ap.add_argument("--nesterov", type=int, default=0)
     ap.add_argument("--max-norm", type=float, required=True)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
 
     sizes = [int(s) for s in a.sizes.split(",")]
     total_n = sum(sizes)
@@ -88,22 +94,32 @@ def main():
     def cat(tensors):
         return np.concatenate([t.detach().numpy().astype(np.float32) for t in tensors])
 
-    cat(params).tofile(os.path.join(a.dir, "params_out.f32"))
+    cat(params).tofile(os.path.join(a.out, "params_out.f32"))
     if a.optimizer == "sgd":
         if a.momentum != 0:
             cat([opt.state[p]["momentum_buffer"] for p in params]).tofile(
-                os.path.join(a.dir, "m_out.f32"))
+                os.path.join(a.out, "m_out.f32"))
     else:
-        cat([opt.state[p]["exp_avg"] for p in params]).tofile(os.path.join(a.dir, "m_out.f32"))
+        cat([opt.state[p]["exp_avg"] for p in params]).tofile(os.path.join(a.out, "m_out.f32"))
         cat([opt.state[p]["exp_avg_sq"] for p in params]).tofile(
-            os.path.join(a.dir, "v_out.f32"))
-    np.asarray(norms, dtype=np.float32).tofile(os.path.join(a.dir, "norms.f32"))
-    np.asarray(lrs, dtype=np.float64).tofile(os.path.join(a.dir, "lrs.f64"))
+            os.path.join(a.out, "v_out.f32"))
+    np.asarray(norms, dtype=np.float32).tofile(os.path.join(a.out, "norms.f32"))
+    np.asarray(lrs, dtype=np.float64).tofile(os.path.join(a.out, "lrs.f64"))
     allp = torch.cat([p.detach() for p in params])
     allp.to(torch.bfloat16).view(torch.int16).numpy().astype(np.uint16).tofile(
-        os.path.join(a.dir, "params_bf16.u16"))
+        os.path.join(a.out, "params_bf16.u16"))
     allp.to(torch.float16).view(torch.int16).numpy().astype(np.uint16).tofile(
-        os.path.join(a.dir, "params_f16.u16"))
+        os.path.join(a.out, "params_f16.u16"))
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--batch":
+        with open(sys.argv[2]) as f:
+            for line in f:
+                if line.strip():
+                    run(shlex.split(line))
+    else:
+        run(sys.argv[1:])
     return 0
 
 
