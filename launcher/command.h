@@ -3,7 +3,8 @@
 //
 //   class TuneIoCommand : public Command { ... };
 //   SY_REGISTER_COMMAND("tune-io", "Sweep block size x queue depth", TuneIoCommand);
-//   SY_REGISTER_COMMAND("bench store", "...", BenchStoreCommand);   // nested: `switchyard bench store`
+//   SY_REGISTER_COMMAND("bench store", "...", BenchStoreCommand);   // nested: `switchyard bench
+//   store`
 //
 // Configure() adds the command's options to its CLI11 subcommand; Run() does the work and returns
 // the process exit code. A command reports user errors (a Status) with PrintError and returns 1;
@@ -50,6 +51,6 @@ void PrintError(const Status& status);
 
 }  // namespace sy::launcher
 
-#define SY_REGISTER_COMMAND(path, help, Type)                                         \
+#define SY_REGISTER_COMMAND(path, help, Type)                                      \
   static ::sy::launcher::CommandRegistrar SY_STATUS_CONCAT(sy_command_, __LINE__)( \
       path, help, [] { return std::unique_ptr<::sy::launcher::Command>(new Type()); })

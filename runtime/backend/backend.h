@@ -14,6 +14,7 @@
 //
 // Tensors. Arguments are views (runtime/core/tensor.h). Outputs are preallocated by the caller
 // with the documented shape and are overwritten, except where an operator says it accumulates.
+// With beta == 0 a GEMM output is not read (the BLAS rule), so it may hold garbage or NaN.
 // All tensors must be contiguous and on this backend's device (checked). Activations are f32;
 // weights may be f32, bf16 or f16 where noted, and are converted inside the kernel, so a model
 // runs on bf16 weights without expanding them to f32. Index tensors are i32.
@@ -123,6 +124,7 @@ class Backend {
   virtual void CopyAsync(const Tensor& src, const Tensor& dst, Stream& stream) = 0;
 
   // ---- operators (compute stream) ----
+  // out (f32, bf16, f16 or i32) = value, rounded to out's dtype.
   virtual void Fill(const Tensor& out, float value) = 0;
   // Floating-point dtype conversion, round to nearest even (runtime/core/dtype.h).
   virtual void Convert(const Tensor& src, const Tensor& out) = 0;
@@ -177,12 +179,12 @@ class Backend {
   // undefined Tensor.
   virtual void RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out,
                        const Tensor& rstd) = 0;
-  // dweight f32 [N] is overwritten with the sum over rows.
+  // dweight f32 [N] is overwritten with the sum over rows, or may be undefined (not computed).
   virtual void RmsNormBackward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                const Tensor& dout, const Tensor& dx, const Tensor& dweight) = 0;
 
-  // Rotary embedding, rotate-half convention (Hugging Face Llama/Mixtral/Qwen): x [T,H,D], D even,
-  // positions i32 [T]; pair (i, i+D/2) rotates by positions[t] * theta^(-2i/D).
+  // Rotary embedding, rotate-half convention (Hugging Face Llama/Mixtral/Qwen): x [T,H,D] (rank 3),
+  // D even, positions i32 [T]; pair (i, i+D/2) rotates by positions[t] * theta^(-2i/D).
   virtual void Rope(const Tensor& x, const Tensor& positions, float theta, const Tensor& out) = 0;
   virtual void RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
                             const Tensor& dx) = 0;
@@ -204,17 +206,18 @@ class Backend {
   virtual void EmbeddingScatterAdd(const Tensor& dout, const Tensor& ids, const Tensor& dtable) = 0;
 
   // Per-row cross-entropy: losses[n] = lse(logits[n]) - logits[n, targets[n]]; a target of -1 is
-  // ignored (loss 0, gradient 0). logits [N,V], targets i32 [N], losses f32 [N], lse f32 [N].
+  // ignored (loss 0, gradient 0). logits [N,V], targets i32 [N], losses f32 [N], lse f32 [N] or
+  // undefined.
   virtual void CrossEntropy(const Tensor& logits, const Tensor& targets, const Tensor& losses,
                             const Tensor& lse) = 0;
   // dlogits[n] = dlosses[n] * (softmax(logits[n]) - onehot(targets[n])).
   virtual void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                                     const Tensor& dlosses, const Tensor& dlogits) = 0;
 
-  // Token permutation for MoE dispatch: out[m] = src[indices[m]], src [N,H], out [M,H].
+  // Token permutation for MoE dispatch: out[m] = src[indices[m]], src [N,H], out [M,H], any dtype.
   virtual void GatherRows(const Tensor& src, const Tensor& indices, const Tensor& out) = 0;
   // Un-permutation and combine: out[indices[m]] += weights[m] * src[m] (accumulates), src [M,H],
-  // out [N,H], weights f32 [M] or undefined (all 1).
+  // out [N,H], all f32; weights f32 [M] or undefined (all 1).
   virtual void ScatterAddRows(const Tensor& src, const Tensor& indices, const Tensor& weights,
                               const Tensor& out) = 0;
 };

@@ -18,6 +18,9 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Touches every page so first-touch page faults are not timed as link time.
+void Touch(const Tensor& t) { std::memset(t.data(), 1, t.nbytes()); }
+
 std::unique_ptr<SimBackend> MakeSim(double gbps, double latency_us, size_t memory_bytes) {
   BackendOptions options;
   options.num_threads = 1;
@@ -28,12 +31,15 @@ std::unique_ptr<SimBackend> MakeSim(double gbps, double latency_us, size_t memor
 }
 
 TEST(SimBackendTest, CopyOfNBytesTakesAboutNOverB) {
-  auto sim = MakeSim(/*gbps=*/2.0, /*latency_us=*/10.0, size_t{1} << 30);
-  const int64_t n = 16 << 20;  // 64 MiB of f32
+  // A slow link, so the modelled time dwarfs the real memcpy even on a loaded machine.
+  auto sim = MakeSim(/*gbps=*/0.25, /*latency_us=*/10.0, size_t{1} << 30);
+  const int64_t n = 4 << 20;  // 16 MiB of f32
   Tensor host = sim->AllocateHost(DType::kF32, {n}).value();
   Tensor dev = sim->Allocate(DType::kF32, {n}).value();
+  Touch(host);
+  Touch(dev);
   auto stream = sim->CreateStream();
-  double expected = 10e-6 + static_cast<double>(host.nbytes()) / 2e9;  // ~33.6 ms
+  double expected = 10e-6 + static_cast<double>(host.nbytes()) / 0.25e9;  // ~67 ms
 
   auto start = Clock::now();
   sim->CopyAsync(host, dev, *stream);
@@ -63,7 +69,7 @@ TEST(SimBackendTest, CopiedDataArrivesAndReturns) {
 }
 
 TEST(SimBackendTest, CopyOnCopyStreamOverlapsWithCompute) {
-  auto sim = MakeSim(/*gbps=*/1.0, 10.0, size_t{1} << 30);
+  auto sim = MakeSim(/*gbps=*/0.1, 10.0, size_t{1} << 30);
   // Compute: enough GEMMs to take a measurable time on one thread.
   const int64_t m = 256;
   Tensor a = sim->Allocate(DType::kF32, {m, m}).value();
@@ -81,9 +87,11 @@ TEST(SimBackendTest, CopyOnCopyStreamOverlapsWithCompute) {
   double compute_alone = SecondsSince(t0);
 
   // A copy modelled to take as long as the compute.
-  auto bytes = static_cast<int64_t>(compute_alone * 1e9);
+  auto bytes = static_cast<int64_t>(compute_alone * 0.1e9);
   Tensor host = sim->AllocateHost(DType::kU8, {bytes}).value();
   Tensor dev = sim->Allocate(DType::kU8, {bytes}).value();
+  Touch(host);
+  Touch(dev);
   auto copy_stream = sim->CreateStream();
   double copy_alone = sim->host_to_device_stats().busy_seconds;  // 0 so far
   EXPECT_EQ(copy_alone, 0.0);
@@ -102,15 +110,16 @@ TEST(SimBackendTest, CopyOnCopyStreamOverlapsWithCompute) {
 }
 
 TEST(SimBackendTest, CopiesInOneDirectionSerialiseAndDirectionsDoNot) {
-  auto sim = MakeSim(/*gbps=*/2.0, 0.0, size_t{1} << 30);
-  const int64_t bytes = 40 << 20;  // 20 ms each at 2 GB/s
+  auto sim = MakeSim(/*gbps=*/0.25, 0.0, size_t{1} << 30);
+  const int64_t bytes = 10 << 20;  // 42 ms each at 0.25 GB/s
   Tensor h1 = sim->AllocateHost(DType::kU8, {bytes}).value();
   Tensor h2 = sim->AllocateHost(DType::kU8, {bytes}).value();
   Tensor d1 = sim->Allocate(DType::kU8, {bytes}).value();
   Tensor d2 = sim->Allocate(DType::kU8, {bytes}).value();
+  for (const Tensor* t : {&h1, &h2, &d1, &d2}) Touch(*t);
   auto s1 = sim->CreateStream();
   auto s2 = sim->CreateStream();
-  double one = static_cast<double>(bytes) / 2e9;
+  double one = static_cast<double>(bytes) / 0.25e9;
 
   auto t0 = Clock::now();
   sim->CopyAsync(h1, d1, *s1);

@@ -1,0 +1,72 @@
+// switchyard: the command-line entry point. Every subcommand is a launcher/cmd_*.cc file that
+// registers itself (launcher/command.h); this file only builds the CLI from the registry.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "launcher/command.h"
+#include "launcher/version.h"
+
+namespace {
+
+std::vector<std::string> SplitPath(const std::string& path) {
+  std::vector<std::string> parts;
+  std::istringstream in(path);
+  for (std::string part; in >> part;) parts.push_back(part);
+  return parts;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Switchyard: Mixture-of-Experts training and offloaded inference", "switchyard"};
+  app.require_subcommand(0, 1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Print the version and the features built in");
+
+  struct Built {
+    CLI::App* app;
+    std::unique_ptr<sy::launcher::Command> command;
+  };
+  std::vector<Built> built;
+  std::map<std::string, CLI::App*> groups;  // "bench" -> its CLI node
+  for (const auto& entry : sy::launcher::CommandRegistry()) {
+    std::vector<std::string> parts = SplitPath(entry.path);
+    CLI::App* parent = &app;
+    std::string prefix;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      prefix += parts[i] + " ";
+      auto it = groups.find(prefix);
+      if (it == groups.end()) {
+        CLI::App* group = parent->add_subcommand(parts[i], "'" + parts[i] + "' commands");
+        group->require_subcommand(1);
+        it = groups.emplace(prefix, group).first;
+      }
+      parent = it->second;
+    }
+    CLI::App* sub = parent->add_subcommand(parts.back(), entry.help);
+    auto command = entry.make();
+    command->Configure(*sub);
+    built.push_back({sub, std::move(command)});
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (show_version) {
+    std::printf("%s", sy::launcher::VersionText().c_str());
+    return 0;
+  }
+  for (auto& b : built) {
+    if (b.app->parsed()) return b.command->Run();
+  }
+  std::printf("%s", app.help().c_str());
+  return 0;
+}
