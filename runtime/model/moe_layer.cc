@@ -118,7 +118,7 @@ void MoeLayer::Release() {
   permutation_.Release();
   experts_->Release();
   if (has_shared_) shared_.Release();
-  h_ = logits_ = xs_ = ys_ = pregate_logits_ = d_routed_logits_ = Tensor();
+  h_ = logits_ = xs_ = ys_ = Tensor();
 }
 
 }  // namespace sy

@@ -59,8 +59,9 @@ class MoeLayer {
   // The gradient wrt the routed_logits given to Forward (after Backward, when !has_gate()).
   const Tensor& routed_logits_grad() const { return d_routed_logits_; }
 
-  // Drops every activation, including pregate_logits() and routed_logits_grad(): take views of
-  // those first if they are still needed.
+  // Drops the activations kept for Backward. The outputs pregate_logits() and
+  // routed_logits_grad() stay valid until the next Forward / Backward replaces them (the
+  // neighbouring MoE layers and recomputation need them; they are [N, E], small).
   void Release();
 
   bool has_gate() const { return has_gate_; }
