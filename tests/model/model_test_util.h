@@ -2,15 +2,19 @@
 // finite-difference gradient check.
 //
 // Why directional central differences in f32, and why these tolerances. The backend computes in
-// f32. A check along a unit direction v compares <g, v> against (L(p + h v) - L(p - h v)) / 2h.
-//   - Truncation error: h^2/6 * L''' along v, about 1e-5 for h = 1e-2 at these sizes.
-//   - Round-off: about eps_f32 * |L| * (a few) / h, which is 1e-5 .. 1e-4 for |L| ~ 1.
-// So CheckDirectionalGradient passes when |numeric - analytic| <= rtol * |analytic| + atol, with
-// rtol = 2e-2 and atol = 2e-4 * max(1, |L|) + 1e-3 * |g| (|g| is the largest possible directional
-// derivative). One of the directions is g/|g| itself, where a wrong sign gives a 200% error, a
-// missing factor of 2 gives 50%, and a 10% error in any block holding 20% of |g|^2 gives 2%.
-// The random directions catch errors orthogonal to g. FdCanaryTest proves that the check rejects
-// gradients that are off by 10% or have one sign flipped.
+// f32 (the double-precision reference operators check the operators themselves; here we check the
+// model's composition of them). A check along a unit direction v compares <g, v> against
+// (L(p + h v) - L(p - h v)) / 2h with h = 1e-2.
+//   - Truncation error: h^2/6 * L''' along v, about 1e-5 at these sizes.
+//   - Round-off: about eps_f32 * |L| * (a few) / h, which is 1e-5 for |L| ~ 1.
+// CheckDirectionalGradient passes when |numeric - analytic| <= rtol * |analytic| + atol, with
+// rtol = 5e-3 and atol = 2e-5 * max(1, |L|) + 1e-4 * |g| (|g| is the largest possible directional
+// derivative). Measured errors on every layer and model test stay below 0.11 (layers) and 0.54
+// (whole model) of that tolerance. One of the directions is g/|g| itself: there a wrong sign
+// gives a 200% error, a missing factor of 2 gives 50%, and a 10% error in any block holding 5%
+// of |g|^2 gives 0.5%. The random directions catch errors orthogonal to g. The test
+// FdCanaryRejectsWrongGradients proves that the check rejects gradients that are 10% too large or
+// have a quarter of their signs flipped.
 //
 // Routing is discrete: if a perturbation changes the routing, the loss is not differentiable
 // along v there. Such directions are skipped and counted, and the caller asserts that most

@@ -1,0 +1,355 @@
+// MoeModel behaviour: recomputation, cpu/sim agreement, gradient accumulation, the pre-gate
+// initialisation from a conventional model, the forward-only bf16 path, input validation, and the
+// parameter registry.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/core/dtype.h"
+#include "runtime/model/moe_model.h"
+#include "runtime/model/pregate_init.h"
+#include "tests/model/model_test_util.h"
+
+namespace sy {
+namespace {
+
+using testing::HostI32;
+using testing::ToHost;
+
+struct Trained {
+  LossReport report;
+  std::vector<float> logits;
+  std::map<std::string, std::vector<float>> grads;
+};
+
+std::unique_ptr<MoeModel> MakeModel(Backend& backend, const ModelConfig& config,
+                                    ModelOptions options = {}, uint64_t seed = 3) {
+  auto m = MoeModel::Create(backend, config, options);
+  SY_CHECK(m.ok()) << m.status().ToString();
+  SY_CHECK_OK((*m)->InitializeParameters(seed, 0.3f));
+  return std::move(m).value();
+}
+
+Trained Step(MoeModel& model, int64_t b = 2, int64_t t = 6, bool zero = true) {
+  const ModelConfig& c = model.config();
+  Tensor tok = HostI32(testing::RandomTokens(b * t, c.vocab_size, 8), Shape{b, t});
+  Tensor tgt = HostI32(testing::RandomTokens(b * t, c.vocab_size, 9), Shape{b, t});
+  if (zero) model.ZeroGrads();
+  auto r = model.Forward(tok, tgt);
+  SY_CHECK(r.ok()) << r.status().ToString();
+  Trained out;
+  out.report = *r;
+  out.logits = ToHost(model.backend(), model.logits());
+  SY_CHECK_OK(model.Backward());
+  for (const Parameter& p : model.parameters()) out.grads[p.name] = ToHost(model.backend(), p.grad);
+  return out;
+}
+
+ModelConfig Featureful() {
+  ModelConfig c = testing::TinyConfig();
+  c.num_layers = 3;
+  c.first_k_dense = 1;
+  c.num_kv_heads = 2;
+  c.qk_norm = true;
+  c.num_shared_experts = 1;
+  c.shared_expert_gate = true;
+  c.router_aux_loss_coef = 0.01;
+  c.router_z_loss_coef = 0.001;
+  c.capacity_factor = 1.5;
+  return c;
+}
+
+TEST(MoeModelTest, RecomputeGivesIdenticalResults) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  ModelConfig c = Featureful();
+  c.pregate = true;
+  c.num_layers = 4;
+  auto plain = MakeModel(*backend, c);
+  c.recompute = true;
+  auto recomputed = MakeModel(*backend, c);
+  Trained a = Step(*plain);
+  Trained b = Step(*recomputed);
+  EXPECT_EQ(a.report.loss, b.report.loss);
+  EXPECT_EQ(a.logits, b.logits);
+  for (const auto& [name, g] : a.grads) EXPECT_EQ(g, b.grads.at(name)) << name;
+}
+
+TEST(MoeModelTest, PerLayerRecomputeGivesIdenticalResults) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  ModelConfig c = Featureful();
+  auto plain = MakeModel(*backend, c);
+  auto mixed = MakeModel(*backend, c);
+  mixed->SetRecompute(1, true);
+  Trained a = Step(*plain);
+  Trained b = Step(*mixed);
+  for (const auto& [name, g] : a.grads) EXPECT_EQ(g, b.grads.at(name)) << name;
+}
+
+TEST(MoeModelTest, CpuAndSimAgree) {
+  auto cpu = testing::MakeBackend(Device::Cpu());
+  auto sim = testing::MakeBackend(Device::Sim());
+  ModelConfig c = Featureful();
+  c.pregate = true;
+  auto on_cpu = MakeModel(*cpu, c);
+  auto on_sim = MakeModel(*sim, c);
+  Trained a = Step(*on_cpu);
+  Trained b = Step(*on_sim);
+  EXPECT_EQ(a.report.loss, b.report.loss);
+  EXPECT_EQ(a.logits, b.logits);
+  for (const auto& [name, g] : a.grads) EXPECT_EQ(g, b.grads.at(name)) << name;
+}
+
+TEST(MoeModelTest, GradientsAccumulateUntilZeroed) {
+  auto backend = testing::MakeBackend(Device::Sim());
+  auto model = MakeModel(*backend, Featureful());
+  Trained once = Step(*model);
+  Trained twice = Step(*model, 2, 6, /*zero=*/false);
+  for (const auto& [name, g] : once.grads) {
+    const std::vector<float>& g2 = twice.grads.at(name);
+    double max_err = 0, max_g = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      max_err = std::max(max_err, std::abs(g2[i] - 2.0 * g[i]));
+      max_g = std::max(max_g, std::abs(2.0 * g[i]));
+    }
+    EXPECT_LE(max_err, 1e-5 * max_g + 1e-12) << name;
+  }
+  Trained again = Step(*model);
+  for (const auto& [name, g] : once.grads) EXPECT_EQ(g, again.grads.at(name)) << name;
+}
+
+// A conventional model whose residual stream does not change between MoE blocks (attention and
+// the experts of every block but the last output zero) routes block m+1 from the same input as
+// block m. Converting it with InitPregatesFromGates must then give the same logits and loss. The
+// gradient of pre-gate m must equal the gradient of conventional gate m+1.
+TEST(MoeModelTest, PregatesInitialisedFromGatesReproduceTheConventionalModel) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  ModelConfig c = testing::TinyConfig();
+  c.num_layers = 3;
+  c.router_aux_loss_coef = 0.05;
+  c.router_z_loss_coef = 0.01;
+  auto conventional = MakeModel(*backend, c);
+  for (Parameter& p : conventional->parameters()) {
+    const bool attn_out = p.name.find("/attn/wo") != std::string::npos;
+    const bool silent_expert = p.is_expert && p.layer < 2 && p.name.ends_with("w_down");
+    if (attn_out || silent_expert) backend->Fill(p.value, 0.0f);
+  }
+  ModelConfig pc = c;
+  pc.pregate = true;
+  auto pregated = MakeModel(*backend, pc, {}, /*seed=*/99);
+  ParameterStore& ps = pregated->parameters();
+  EXPECT_NE(ps.Find("layers/0/moe/gate"), nullptr);
+  EXPECT_NE(ps.Find("layers/0/moe/pregate"), nullptr);
+  EXPECT_NE(ps.Find("layers/1/moe/pregate"), nullptr);
+  EXPECT_EQ(ps.Find("layers/1/moe/gate"), nullptr);
+  EXPECT_EQ(ps.Find("layers/2/moe/gate"), nullptr);
+  EXPECT_EQ(ps.Find("layers/2/moe/pregate"), nullptr);
+
+  Trained before = Step(*pregated);
+  ASSERT_TRUE(InitPregatesFromGates(*backend, conventional->parameters(), pc, ps).ok());
+  Trained a = Step(*conventional);
+  Trained b = Step(*pregated);
+  EXPECT_NEAR(a.report.loss, b.report.loss, 1e-6);
+  EXPECT_NEAR(a.report.aux_loss, b.report.aux_loss, 1e-6);
+  EXPECT_NE(before.report.loss, b.report.loss) << "initialisation changed nothing";
+  double max_err = 0;
+  for (size_t i = 0; i < a.logits.size(); ++i) {
+    max_err = std::max(max_err, static_cast<double>(std::abs(a.logits[i] - b.logits[i])));
+  }
+  EXPECT_LE(max_err, 1e-5);
+  auto expect_same_grad = [&](const std::string& ours, const std::string& theirs) {
+    const std::vector<float>& g = b.grads.at(ours);
+    const std::vector<float>& h = a.grads.at(theirs);
+    double norm = 0, err = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      norm = std::max(norm, static_cast<double>(std::abs(h[i])));
+      err = std::max(err, static_cast<double>(std::abs(g[i] - h[i])));
+    }
+    EXPECT_GT(norm, 0.0) << theirs;
+    EXPECT_LE(err, 1e-4 * norm) << ours << " vs " << theirs;
+  };
+  expect_same_grad("layers/0/moe/gate", "layers/0/moe/gate");
+  expect_same_grad("layers/0/moe/pregate", "layers/1/moe/gate");
+  expect_same_grad("layers/1/moe/pregate", "layers/2/moe/gate");
+
+  // Unrelated shapes are refused, naming the parameter.
+  ModelConfig other = c;
+  other.num_experts = 4;
+  auto small = MakeModel(*backend, other);
+  Status s = InitPregatesFromGates(*backend, small->parameters(), pc, ps);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("layers/0/moe/gate"), std::string::npos) << s.ToString();
+}
+
+// With generic weights the pre-gated model routes differently from the conventional one: the
+// wiring really uses the previous block's input.
+TEST(MoeModelTest, PregatedRoutingDiffersFromConventionalOnGenericWeights) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  ModelConfig c = testing::TinyConfig();
+  c.num_layers = 3;
+  auto conventional = MakeModel(*backend, c);
+  ModelConfig pc = c;
+  pc.pregate = true;
+  auto pregated = MakeModel(*backend, pc);
+  ASSERT_TRUE(
+      InitPregatesFromGates(*backend, conventional->parameters(), pc, pregated->parameters()).ok());
+  Trained a = Step(*conventional);
+  Trained b = Step(*pregated);
+  EXPECT_GT(std::abs(a.report.loss - b.report.loss), 1e-5);
+}
+
+// Forward-only bf16 weights give the f32 model's logits for the bf16-rounded weights (the compute
+// is f32 in both; only storage differs).
+TEST(MoeModelTest, ForwardOnlyBf16MatchesF32OnRoundedWeights) {
+  for (Device device : {Device::Cpu(), Device::Sim()}) {
+    SCOPED_TRACE(device.ToString());
+    auto backend = testing::MakeBackend(device);
+    ModelConfig c = Featureful();
+    c.attention_bias = true;
+    auto f32 = MakeModel(*backend, c);
+    auto bf16 =
+        MakeModel(*backend, c, ModelOptions{.weight_dtype = DType::kBF16, .with_grad = false});
+    for (Parameter& p : f32->parameters()) {
+      std::vector<float> v = ToHost(*backend, p.value);
+      if (p.init != ParamInit::kZeros) {
+        for (float& x : v) x = BF16ToF32(F32ToBF16(x));
+      }
+      testing::FromHost(*backend, v, p.value);
+      Parameter* q = bf16->parameters().Find(p.name);
+      ASSERT_NE(q, nullptr) << p.name;
+      EXPECT_EQ(q->value.dtype(), p.init == ParamInit::kZeros ? DType::kF32 : DType::kBF16)
+          << p.name;
+      EXPECT_FALSE(q->grad.defined());
+      testing::FromHost(*backend, v, q->value);
+    }
+    Tensor tok = HostI32(testing::RandomTokens(12, c.vocab_size, 4), Shape{2, 6});
+    Tensor tgt = HostI32(testing::RandomTokens(12, c.vocab_size, 5), Shape{2, 6});
+    auto ra = f32->Forward(tok, tgt);
+    auto rb = bf16->Forward(tok, tgt);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    EXPECT_NEAR(ra->loss, rb->loss, 1e-5);
+    std::vector<float> la = ToHost(*backend, f32->logits());
+    std::vector<float> lb = ToHost(*backend, bf16->logits());
+    double err = 0;
+    for (size_t i = 0; i < la.size(); ++i) err = std::max(err, double(std::abs(la[i] - lb[i])));
+    EXPECT_LE(err, 1e-5);
+    Status s = bf16->Backward();
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+    // Logits only, no targets.
+    auto rc = bf16->Forward(tok, Tensor());
+    ASSERT_TRUE(rc.ok());
+    EXPECT_EQ(rc->num_targets, 0);
+    EXPECT_EQ(ToHost(*backend, bf16->logits()), lb);
+  }
+}
+
+TEST(MoeModelTest, RejectsBadInputsAndStates) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  ModelConfig c = testing::TinyConfig();
+  auto model = MakeModel(*backend, c);
+  EXPECT_EQ(model->Backward().code(), StatusCode::kFailedPrecondition);
+  auto bad_token = model->Forward(HostI32({1, 2, 32}, Shape{1, 3}), Tensor());
+  ASSERT_FALSE(bad_token.ok());
+  EXPECT_NE(bad_token.status().message().find("tokens"), std::string::npos);
+  auto bad_target =
+      model->Forward(HostI32({1, 2, 3}, Shape{1, 3}), HostI32({1, -2, 3}, Shape{1, 3}));
+  ASSERT_FALSE(bad_target.ok());
+  EXPECT_NE(bad_target.status().message().find("targets"), std::string::npos);
+  auto bad_shape = model->Forward(HostI32({1, 2, 3}, Shape{1, 3}), HostI32({1, 2, 3}, Shape{3, 1}));
+  EXPECT_FALSE(bad_shape.ok());
+  ASSERT_TRUE(model->Forward(HostI32({1, 2, 3}, Shape{1, 3}), Tensor()).ok());
+  EXPECT_EQ(model->Backward().code(), StatusCode::kFailedPrecondition) << "no targets";
+  auto bad_dtype = MoeModel::Create(*backend, c, ModelOptions{.weight_dtype = DType::kF16});
+  EXPECT_EQ(bad_dtype.status().code(), StatusCode::kInvalidArgument);
+  ModelConfig broken = c;
+  broken.top_k = 0;
+  auto invalid = MoeModel::Create(*backend, broken);
+  ASSERT_FALSE(invalid.ok());
+  EXPECT_NE(invalid.status().message().find("top_k"), std::string::npos);
+}
+
+TEST(MoeModelTest, AllTargetsIgnored) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  ModelConfig c = Featureful();
+  auto model = MakeModel(*backend, c);
+  model->ZeroGrads();
+  auto r =
+      model->Forward(HostI32({1, 2, 3, 4}, Shape{1, 4}), HostI32({-1, -1, -1, -1}, Shape{1, 4}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->num_targets, 0);
+  EXPECT_EQ(r->ce_loss, 0.0f);
+  EXPECT_NEAR(r->loss, c.router_aux_loss_coef * r->aux_loss + c.router_z_loss_coef * r->z_loss,
+              1e-7);
+  ASSERT_TRUE(model->Backward().ok());
+  for (const Parameter& p : model->parameters()) {
+    for (float g : ToHost(*backend, p.grad)) ASSERT_TRUE(std::isfinite(g)) << p.name;
+  }
+  // Only the routers learn (through aux and z): the LM head gets nothing.
+  for (float g : ToHost(*backend, model->parameters().Find("lm_head")->grad)) EXPECT_EQ(g, 0.0f);
+}
+
+TEST(MoeModelTest, ParameterRegistry) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  ModelConfig c = Featureful();
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  auto model = MakeModel(*backend, c);
+  const ParameterStore& ps = model->parameters();
+  const int64_t h = c.hidden_size, v = c.vocab_size, d = c.dim_per_head();
+  const int64_t q = c.num_heads * d, kv = c.kv_heads() * d;
+  // An independent count from the config.
+  int64_t expected = v * h + h;  // embeddings (tied head), final norm
+  int64_t expected_expert = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    expected += 2 * h;                                    // norms
+    expected += h * q + 2 * h * kv + q * h + q + 2 * kv;  // projections + biases
+    expected += 2 * d;                                    // q/k norm per head
+    if (c.IsMoeLayer(l)) {
+      expected_expert += c.num_experts * 3 * h * c.moe_intermediate_size;
+      expected += c.num_experts * h;                    // gate
+      expected += 3 * h * c.shared_intermediate() + h;  // shared + its gate
+    } else {
+      expected += 3 * h * c.intermediate_size;
+    }
+  }
+  EXPECT_EQ(ps.num_expert_elements(), expected_expert);
+  EXPECT_EQ(ps.num_elements(), expected + expected_expert);
+  EXPECT_EQ(ps.Find("lm_head"), nullptr);
+
+  const Parameter* e = ps.Find("experts/layer2/expert5/w_down");
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(e->is_expert);
+  EXPECT_EQ(e->layer, 2);
+  EXPECT_EQ(e->expert, 5);
+  EXPECT_EQ(e->value.shape(), (Shape{h, c.moe_intermediate_size}));
+  EXPECT_EQ(ps.Find("experts/layer2/expert5/w_gate")->value.shape(),
+            (Shape{c.moe_intermediate_size, h}));
+  EXPECT_EQ(ps.Find("experts/layer0/expert0/w_gate"), nullptr) << "layer 0 is dense";
+  EXPECT_EQ(ps.Find("layers/0/mlp/w_up")->value.shape(), (Shape{c.intermediate_size, h}));
+  EXPECT_EQ(ps.Find("layers/1/attn/wk")->value.shape(), (Shape{kv, h}));
+  EXPECT_EQ(ps.Find("layers/1/attn/bq")->init, ParamInit::kZeros);
+  EXPECT_EQ(ps.Find("layers/1/attn/q_norm")->value.shape(), (Shape{d}));
+  EXPECT_EQ(ps.Find("layers/1/moe/shared_expert_gate")->value.shape(), (Shape{1, h}));
+  EXPECT_FALSE(ps.Find("layers/1/moe/gate")->is_expert);
+  // Expert views of one layer are consecutive slices of one stacked tensor.
+  const Parameter* e0 = ps.Find("experts/layer1/expert0/w_up");
+  const Parameter* e1 = ps.Find("experts/layer1/expert1/w_up");
+  EXPECT_EQ(e0->value.buffer(), e1->value.buffer());
+  EXPECT_EQ(static_cast<const char*>(e1->value.data()) - static_cast<const char*>(e0->value.data()),
+            static_cast<ptrdiff_t>(e0->value.nbytes()));
+
+  // Initial values depend on (seed, name) only.
+  ModelConfig other = c;
+  other.num_experts = 4;
+  other.num_layers = 2;
+  auto model2 = MakeModel(*backend, other);
+  EXPECT_EQ(ToHost(*backend, ps.Find("layers/1/attn/wq")->value),
+            ToHost(*backend, model2->parameters().Find("layers/1/attn/wq")->value));
+  EXPECT_EQ(ToHost(*backend, ps.Find("experts/layer1/expert3/w_up")->value),
+            ToHost(*backend, model2->parameters().Find("experts/layer1/expert3/w_up")->value));
+}
+
+}  // namespace
+}  // namespace sy
