@@ -1,7 +1,7 @@
 // Dynamic loss scaling for fp16/bf16 mixed-precision training, as torch.cuda.amp.GradScaler.
 //
 // Each step: multiply the loss by scale() before backward; call UnscaleGradsAndCheckNonFinite
-// with inv_scale() on every gradient buffer (or the Unscale... member); skip the optimizer step
+// with inv_scale() on every gradient buffer (or the member of that name); skip the optimizer step
 // when it found inf/NaN; then Update(found_non_finite) once.
 //
 // Update follows torch's _amp_update_scale_ exactly: on inf/NaN the scale is multiplied by
