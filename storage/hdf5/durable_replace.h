@@ -1,0 +1,27 @@
+// DurablyReplace: the commit step of an atomic file write.
+//
+//   write everything to <path>.tmp.<pid>  ->  DurablyReplace(tmp, path)
+//
+// fsyncs the temporary file, renames it over the target (atomic on POSIX file systems) and fsyncs
+// the target's directory so the rename itself survives a power cut. Until the rename, readers of
+// `path` see the previous file, complete; after it, the new one, complete. A crash at any point
+// leaves one or the other, plus possibly a stale temporary file.
+//
+// Thread-safety: plain system calls; safe from any thread.
+#pragma once
+
+#include <string>
+
+#include "runtime/core/status.h"
+
+namespace sy {
+
+// IOError naming the file and the failing call.
+Status FsyncFile(const std::string& path);
+Status FsyncParentDirectory(const std::string& path);
+Status DurablyReplace(const std::string& temp_path, const std::string& final_path);
+
+// "<path>.tmp.<pid>": where a writer in this process stages `path`.
+std::string TemporaryPathFor(const std::string& path);
+
+}  // namespace sy

@@ -1,0 +1,33 @@
+# HDF5 checkpoints, compiled into sy::storage. storage/CMakeLists.txt includes this file after
+# sy_add_layer(storage ...):
+#   include(${CMAKE_CURRENT_SOURCE_DIR}/hdf5/hdf5.cmake)
+# With HDF5 found (SY_HAVE_HDF5) the real writer and reader are built and linked against the
+# library; without it, checkpoint_unavailable.cc makes every call return an Unavailable Status
+# that says how to get HDF5, so the rest of Switchyard still builds and links.
+set(sy_hdf5_dir ${CMAKE_CURRENT_LIST_DIR})
+set_property(GLOBAL PROPERTY SY_STORAGE_HAS_HDF5_SOURCES ON)
+
+target_sources(sy_storage PRIVATE
+  ${sy_hdf5_dir}/checkpoint_layout.cc
+  ${sy_hdf5_dir}/durable_replace.cc
+)
+if(SY_HAVE_HDF5)
+  target_sources(sy_storage PRIVATE
+    ${sy_hdf5_dir}/checkpoint_reader.cc
+    ${sy_hdf5_dir}/checkpoint_writer.cc
+    ${sy_hdf5_dir}/hdf5_attributes.cc
+    ${sy_hdf5_dir}/hdf5_dtype.cc
+    ${sy_hdf5_dir}/hdf5_library.cc
+  )
+  # FindHDF5 (CMake >= 3.19) defines HDF5::HDF5; HDF5's own CMake package defines hdf5::hdf5.
+  if(TARGET HDF5::HDF5)
+    target_link_libraries(sy_storage PRIVATE HDF5::HDF5)
+  elseif(TARGET hdf5::hdf5)
+    target_link_libraries(sy_storage PRIVATE hdf5::hdf5)
+  else()
+    target_include_directories(sy_storage PRIVATE ${HDF5_C_INCLUDE_DIRS})
+    target_link_libraries(sy_storage PRIVATE ${HDF5_C_LIBRARIES})
+  endif()
+else()
+  target_sources(sy_storage PRIVATE ${sy_hdf5_dir}/checkpoint_unavailable.cc)
+endif()

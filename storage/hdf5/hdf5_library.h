@@ -1,0 +1,35 @@
+// Process-wide HDF5 library state for the checkpoint code: the lock that serialises HDF5 calls and
+// the conversion of HDF5's error stack into Status messages.
+//
+// HDF5 prints its error stack to stderr by default. Hdf5Lock turns that off (H5Eset_auto) on
+// entry, so failures reach the user once, as a Status that names the file, instead of as a stack
+// dump; Hdf5ErrorText then reads the innermost message of the stack for that Status.
+//
+// Internal to storage/hdf5 (includes <hdf5.h> through hdf5_id.h's users).
+// Thread-safety: the serial HDF5 build is not thread-safe, so every HDF5 call in Switchyard runs
+// under Hdf5Mutex(); code elsewhere in the process that calls HDF5 directly must take it too.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+namespace sy {
+
+std::mutex& Hdf5Mutex();
+
+// Holds Hdf5Mutex() and keeps HDF5's automatic error printing off.
+class Hdf5Lock {
+ public:
+  Hdf5Lock();
+  Hdf5Lock(const Hdf5Lock&) = delete;
+  Hdf5Lock& operator=(const Hdf5Lock&) = delete;
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+};
+
+// The most specific message on HDF5's current error stack ("truncated file: eof = 800, ..."), or
+// "no HDF5 error detail" when the stack is empty; clears the stack. Call with the lock held.
+std::string Hdf5ErrorText();
+
+}  // namespace sy

@@ -1,0 +1,135 @@
+// A process SIGKILLed in the middle of a large save never destroys the previous checkpoint.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "storage/hdf5/checkpoint_reader.h"
+#include "storage/hdf5/checkpoint_writer.h"
+#include "tests/hdf5/checkpoint_test_util.h"
+
+namespace sy {
+namespace {
+
+using testing::Pattern;
+using testing::ScratchDir;
+
+constexpr size_t kTensorFloats = 1 << 18;  // 1 MiB per tensor
+constexpr int kMaxTensors = 256;           // the child's whole save: 256 MiB
+constexpr int kTensorsBeforeKill = 8;
+
+void WriteCheckpoint(const std::string& path, int64_t step, float seed) {
+  auto writer = CheckpointWriter::Create(path);
+  SY_CHECK(writer.ok()) << writer.status().ToString();
+  (*writer)->SetStep(step);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> data = Pattern(kTensorFloats, seed + static_cast<float>(i));
+    SY_CHECK_OK((*writer)->AddTensor("params/w" + std::to_string(i), DType::kF32, Shape{512, 512},
+                                     data.data()));
+  }
+  SY_CHECK_OK((*writer)->SetText("config", "{\"step\": " + std::to_string(step) + "}"));
+  SY_CHECK_OK((*writer)->Commit());
+}
+
+void ExpectCheckpoint(const std::string& path, int64_t step, float seed) {
+  auto reader = CheckpointReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ((*reader)->step(), step);
+  EXPECT_EQ((*reader)->TensorNames(),
+            (std::vector<std::string>{"params/w0", "params/w1", "params/w2"}));
+  std::vector<float> back(kTensorFloats);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(
+        (*reader)
+            ->ReadTensor("params/w" + std::to_string(i), DType::kF32, Shape{512, 512}, back.data())
+            .ok());
+    EXPECT_EQ(back, Pattern(kTensorFloats, seed + static_cast<float>(i))) << "tensor " << i;
+  }
+  EXPECT_EQ(*(*reader)->ReadText("config"), "{\"step\": " + std::to_string(step) + "}");
+}
+
+// In the child: starts a save over `path` and reports each tensor written through `report_fd`.
+// It never commits; after kMaxTensors it waits to be killed.
+[[noreturn]] void SaveUntilKilled(const std::string& path, int report_fd) {
+  auto writer = CheckpointWriter::Create(path);
+  if (!writer.ok()) _exit(2);
+  std::vector<float> data = Pattern(kTensorFloats, 1000.0f);
+  for (int i = 0; i < kMaxTensors; ++i) {
+    if (!(*writer)
+             ->AddTensor("params/big" + std::to_string(i), DType::kF32, Shape{512, 512},
+                         data.data())
+             .ok()) {
+      _exit(3);
+    }
+    const char byte = 't';
+    if (::write(report_fd, &byte, 1) != 1) _exit(4);
+  }
+  while (true) ::pause();
+}
+
+TEST(CheckpointCrashTest, SigkillMidSaveKeepsThePreviousCheckpoint) {
+  ScratchDir dir;
+  const std::string path = dir.File("ckpt.h5");
+  WriteCheckpoint(path, 100, 1.0f);
+  ExpectCheckpoint(path, 100, 1.0f);
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    SaveUntilKilled(path, fds[1]);
+  }
+  ::close(fds[1]);
+  // Wait until the child is well into writing tensors, then kill it without warning.
+  int written = 0;
+  char byte;
+  while (written < kTensorsBeforeKill && ::read(fds[0], &byte, 1) == 1) ++written;
+  ASSERT_EQ(written, kTensorsBeforeKill) << "the child died before writing its tensors";
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  while (::read(fds[0], &byte, 1) == 1) ++written;
+  ::close(fds[0]);
+  EXPECT_LT(written, kMaxTensors) << "the kill should land mid-save";
+
+  // The interrupted save left its temporary file, partly written; the checkpoint is the old one.
+  const std::string temp = path + ".tmp." + std::to_string(child);
+  ASSERT_TRUE(std::filesystem::exists(temp));
+  EXPECT_GT(std::filesystem::file_size(temp), kTensorsBeforeKill * kTensorFloats * sizeof(float));
+  ExpectCheckpoint(path, 100, 1.0f);
+
+  // The next save goes through normally.
+  std::filesystem::remove(temp);
+  WriteCheckpoint(path, 200, 5.0f);
+  ExpectCheckpoint(path, 200, 5.0f);
+}
+
+TEST(CheckpointCrashTest, SigkillBeforeAnyCheckpointLeavesNone) {
+  ScratchDir dir;
+  const std::string path = dir.File("first.h5");
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    SaveUntilKilled(path, fds[1]);
+  }
+  ::close(fds[1]);
+  char byte;
+  ASSERT_EQ(::read(fds[0], &byte, 1), 1);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(fds[0]);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a half-written save is never visible at path";
+  auto reader = CheckpointReader::Open(path);
+  EXPECT_EQ(reader.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace sy
