@@ -2,8 +2,11 @@
 // available device against the plain reference implementations (the op-check harness), checks the
 // reference backwards by finite differences, and measures the sim link against its setting.
 // Exits non-zero if anything fails.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -109,28 +112,48 @@ class SelftestCommand : public Command {
     return failed;
   }
 
+  // The sim link performs a real memcpy and then waits out the modelled time, so it can never be
+  // faster than this host's memcpy: the check compares against the slower of the two, measured
+  // side by side in this run.
   int CheckSimLink() {
     BackendOptions options;
     options.sim.link_gbps = link_gbps_;
     SimBackend sim(options);
-    const int64_t bytes = int64_t{64} << 20;
-    Result<Tensor> host = sim.AllocateHost(DType::kU8, {bytes});
-    Result<Tensor> dev = sim.Allocate(DType::kU8, {bytes});
+    const int64_t n = int64_t{16} << 20;  // 64 MiB of f32
+    Result<Tensor> host = sim.AllocateHost(DType::kF32, {n});
+    Result<Tensor> dev = sim.Allocate(DType::kF32, {n});
     if (!host.ok() || !dev.ok()) {
       PrintError(host.ok() ? dev.status() : host.status());
       return 1;
     }
+    std::memset(host->data(), 0, host->nbytes());  // first-touch page faults are not link time
+    sim.Fill(*dev, 0.0f);
+    const double bytes = static_cast<double>(host->nbytes());
+    auto best_seconds = [](const std::function<void()>& run) {
+      double best = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        auto start = std::chrono::steady_clock::now();
+        run();
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      return best;
+    };
+    double memcpy_gbps =
+        bytes / best_seconds([&] { std::memcpy(dev->data(), host->data(), host->nbytes()); }) / 1e9;
     auto stream = sim.CreateStream();
-    auto start = std::chrono::steady_clock::now();
-    sim.CopyAsync(*host, *dev, *stream);
-    sim.SynchronizeStream(*stream);
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double achieved = static_cast<double>(bytes) / seconds / 1e9;
-    bool ok = achieved <= link_gbps_ * 1.01 && achieved >= link_gbps_ * 0.5;
+    double link_achieved = bytes / best_seconds([&] {
+                             sim.CopyAsync(*host, *dev, *stream);
+                             sim.SynchronizeStream(*stream);
+                           }) /
+                           1e9;
+    double expected = std::min(link_gbps_, memcpy_gbps);
+    bool ok = link_achieved <= link_gbps_ * 1.01 && link_achieved >= 0.5 * expected;
     std::printf(
-        "== sim link: 64 MiB host->device at %.1f GB/s set: %.2f GB/s achieved (%.0f%%) %s\n",
-        link_gbps_, achieved, 100.0 * achieved / link_gbps_, ok ? "PASS" : "FAIL");
+        "== sim link: 64 MiB host->device, link set to %.1f GB/s, host memcpy %.1f GB/s: "
+        "%.2f GB/s achieved (%.0f%% of the slower) %s\n",
+        link_gbps_, memcpy_gbps, link_achieved, 100.0 * link_achieved / expected,
+        ok ? "PASS" : "FAIL");
     return ok ? 0 : 1;
   }
 

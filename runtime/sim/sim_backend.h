@@ -9,7 +9,8 @@
 // - Copies: host->device and device->host cross two independent SimLinks throttled to
 //   SimOptions::link_gbps and link_latency_us; a copy on a stream created by CreateStream runs on
 //   that stream's worker thread, so it overlaps with compute for real. Device->device copies are
-//   plain memcpy.
+//   plain memcpy. A copy is a real memcpy followed by a wait for the modelled end, so the link can
+//   never be faster than this host's memcpy bandwidth: calibrate link_gbps below it.
 //
 // Ownership: owns its links, compute stream and allocator; tensors and streams it returns must
 // not outlive it. Thread-safety: as Backend.
