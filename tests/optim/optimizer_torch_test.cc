@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <bit>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -32,13 +34,10 @@ namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-bool TorchAvailable() {
-  static const bool available = [] {
-    std::string cmd = std::string(kPython) + " -c 'import torch, numpy' > /dev/null 2>&1";
-    return std::system(cmd.c_str()) == 0;
-  }();
-  return available;
-}
+// Exit status of the oracle (and its Python interpreter) when it cannot run: 77 when torch or
+// numpy cannot be imported, 127 when the shell finds no /usr/bin/python3.
+constexpr int kExitNoTorch = 77;
+constexpr int kExitNoPython = 127;
 
 std::string MakeTempDir() {
   std::string pattern = ::testing::TempDir() + "sy_optim_torch_XXXXXX";
@@ -97,6 +96,7 @@ void ExpectClose(const char* what, const std::vector<float>& got, const std::vec
 
 struct OracleCase {
   const char* name;  // also the oracle's output folder
+  const char* test;  // the TEST_F that checks it
   OptimizerOptions optimizer;
   double lr = 1e-3;
   double min_lr = 1e-4;
@@ -111,40 +111,46 @@ struct OracleCase {
 
 std::vector<OracleCase> Cases() {
   std::vector<OracleCase> cases;
-  auto add = [&](const char* name, OptimizerKind kind) -> OracleCase& {
+  auto add = [&](const char* name, const char* test, OptimizerKind kind) -> OracleCase& {
     OracleCase& c = cases.emplace_back();
     c.name = name;
+    c.test = test;
     c.optimizer.kind = kind;
     return c;
   };
-  add("adamw", OptimizerKind::kAdamW).optimizer.weight_decay = 0.1;
-  OracleCase& adamw_exact = add("adamw_noclip", OptimizerKind::kAdamW);
+  add("adamw", "AdamWMatchesTorch", OptimizerKind::kAdamW).optimizer.weight_decay = 0.1;
+  OracleCase& adamw_exact =
+      add("adamw_noclip", "AdamWWithoutClippingMatchesTorchBitForBit", OptimizerKind::kAdamW);
   adamw_exact.optimizer.weight_decay = 0.1;
   adamw_exact.clip = false;
-  OracleCase& adam = add("adam", OptimizerKind::kAdam);
+  OracleCase& adam = add("adam", "AdamWithL2MatchesTorch", OptimizerKind::kAdam);
   adam.optimizer.beta1 = 0.8;
   adam.optimizer.beta2 = 0.95;
   adam.optimizer.eps = 1e-6;
   adam.optimizer.weight_decay = 0.05;
-  OracleCase& adam_exact = add("adam_noclip", OptimizerKind::kAdam);
+  OracleCase& adam_exact =
+      add("adam_noclip", "AdamWithoutClippingMatchesTorchBitForBit", OptimizerKind::kAdam);
   adam_exact.optimizer.weight_decay = 0.05;
   adam_exact.clip = false;
-  for (const char* name : {"sgd_momentum", "sgd_momentum_noclip"}) {
-    OracleCase& c = add(name, OptimizerKind::kSgd);
+  for (bool clip : {true, false}) {
+    OracleCase& c =
+        clip ? add("sgd_momentum", "SgdMomentumDampeningMatchesTorch", OptimizerKind::kSgd)
+             : add("sgd_momentum_noclip", "SgdWithoutClippingMatchesTorchBitForBit",
+                   OptimizerKind::kSgd);
     c.optimizer.momentum = 0.9;
     c.optimizer.dampening = 0.1;
     c.optimizer.weight_decay = 0.01;
     c.lr = 0.5;
     c.min_lr = 0.05;
-    c.clip = std::string(name) == "sgd_momentum";
+    c.clip = clip;
   }
-  OracleCase& nesterov = add("sgd_nesterov", OptimizerKind::kSgd);
+  OracleCase& nesterov = add("sgd_nesterov", "SgdNesterovMatchesTorch", OptimizerKind::kSgd);
   nesterov.optimizer.momentum = 0.9;
   nesterov.optimizer.nesterov = true;
   nesterov.optimizer.weight_decay = 0.01;
   nesterov.lr = 0.5;
   nesterov.min_lr = 0.0;
-  OracleCase& plain = add("sgd_plain", OptimizerKind::kSgd);
+  OracleCase& plain = add("sgd_plain", "PlainSgdMatchesTorch", OptimizerKind::kSgd);
   plain.lr = 0.5;
   plain.min_lr = 0.05;
   return cases;
@@ -163,11 +169,11 @@ size_t TotalElements() {
 }
 
 // Every case starts from the same params and sees the same gradients, written once. Python (and
-// its slow `import torch`) runs once for all cases, in SetUpTestSuite.
+// its slow `import torch`) runs once, in SetUpTestSuite, for the cases whose tests are selected
+// (ctest runs each test in its own process).
 class OptimizerTorchTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!TorchAvailable()) return;
     const size_t total_n = TotalElements();
     std::mt19937_64 rng(1234);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -185,9 +191,15 @@ class OptimizerTorchTest : public ::testing::Test {
     WriteFile(*dir_ + "/params.f32", *params0_);
     WriteFile(*dir_ + "/grads.f32", *grads_);
 
+    std::set<std::string> selected;
+    const ::testing::TestSuite* suite = ::testing::UnitTest::GetInstance()->current_test_suite();
+    for (int i = 0; i < suite->total_test_count(); ++i) {
+      if (suite->GetTestInfo(i)->should_run()) selected.insert(suite->GetTestInfo(i)->name());
+    }
     std::ofstream batch(*dir_ + "/cases.txt");
     batch.precision(17);
     for (const OracleCase& c : Cases()) {
+      if (!selected.count(c.test)) continue;
       const OptimizerOptions& o = c.optimizer;
       batch << "--dir " << *dir_ << " --out " << *dir_ << "/" << c.name << " --optimizer "
             << OptimizerKindName(o.kind) << " --sizes " << kSizes[0] << "," << kSizes[1] << ","
@@ -200,7 +212,8 @@ class OptimizerTorchTest : public ::testing::Test {
     batch.close();
     oracle_cmd_ = new std::string(std::string(kPython) + " " + SY_TORCH_OPTIM_ORACLE + " --batch " +
                                   *dir_ + "/cases.txt > " + *dir_ + "/oracle.log 2>&1");
-    oracle_rc_ = std::system(oracle_cmd_->c_str());
+    int status = std::system(oracle_cmd_->c_str());
+    oracle_rc_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
   static void TearDownTestSuite() {
@@ -230,9 +243,9 @@ std::string* OptimizerTorchTest::oracle_cmd_ = nullptr;
 int OptimizerTorchTest::oracle_rc_ = -1;
 
 void OptimizerTorchTest::RunAgainstTorch(const char* name) {
-  if (!TorchAvailable()) {
-    GTEST_SKIP() << kPython << " cannot import torch (install python3-torch); the PyTorch oracle "
-                 << "comparison did not run";
+  if (oracle_rc_ == kExitNoTorch || oracle_rc_ == kExitNoPython) {
+    GTEST_SKIP() << kPython << " is missing or cannot import torch and numpy (install "
+                 << "python3-torch); the PyTorch oracle comparison did not run";
   }
   if (oracle_rc_ != 0) {
     std::ifstream log(*dir_ + "/oracle.log");
