@@ -1,0 +1,290 @@
+#include "storage/store_bench.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <iomanip>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/buffer.h"
+#include "storage/expert_store.h"
+#include "storage/io_tune.h"
+#include "storage/unique_fd.h"
+
+namespace sy::storage {
+namespace {
+
+// Quotes an argument for /bin/sh.
+std::string ShellQuote(const std::string& arg) {
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+Result<std::string> RunCapture(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return ErrnoError("popen", command, errno);
+  std::string output;
+  char chunk[4096];
+  size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0) output.append(chunk, n);
+  int rc = ::pclose(pipe);
+  if (rc != 0) {
+    return IOError("'" + command + "' failed (status " + std::to_string(rc) +
+                   "): " + output.substr(0, 500));
+  }
+  return output;
+}
+
+// Drops the file's clean pages from the page cache, so every run reads from the device.
+void DropPageCache(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return;
+  ::fdatasync(fd.get());
+  ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// Moves every expert of `order` through the store with `in_flight` requests outstanding; returns
+// 1e9 bytes/s.
+Result<double> TimeStore(ExpertStore& store, IoKind kind, const std::vector<uint32_t>& order,
+                         std::byte* buffers, uint64_t stride, int in_flight) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<int> free_slots(static_cast<size_t>(in_flight));
+  std::iota(free_slots.begin(), free_slots.end(), 0);
+  int outstanding = 0;
+  Status first_error;
+  auto start = std::chrono::steady_clock::now();
+  for (uint32_t expert : order) {
+    int slot = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait(lock, [&] { return !free_slots.empty(); });
+      slot = free_slots.back();
+      free_slots.pop_back();
+      ++outstanding;
+    }
+    std::span<std::byte> buffer(buffers + static_cast<uint64_t>(slot) * stride, stride);
+    auto finish = [&, slot](Status status) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!status.ok() && first_error.ok()) first_error = status;
+      free_slots.push_back(slot);
+      --outstanding;
+      cv.notify_all();
+    };
+    if (kind == IoKind::kRead) {
+      store.ReadAsync(ExpertKey{0, expert}, ExtentKind::kWeights, buffer, finish);
+    } else {
+      store.WriteAsync(
+          ExpertKey{0, expert}, ExtentKind::kWeights, buffer,
+          [finish](Result<uint64_t> r) { finish(r.ok() ? Status::Ok() : r.status()); });
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return outstanding == 0; });
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  SY_RETURN_IF_ERROR(first_error);
+  return static_cast<double>(order.size() * stride) / seconds / 1e9;
+}
+
+}  // namespace
+
+Result<double> RunFio(const std::string& fio, const std::vector<std::string>& args,
+                      const std::string& op) {
+  std::string command = ShellQuote(fio) + " --output-format=json";
+  for (const std::string& arg : args) command += " " + ShellQuote(arg);
+  command += " 2>&1";
+  SY_ASSIGN_OR_RETURN(std::string output, RunCapture(command));
+  size_t brace = output.find('{');
+  if (brace == std::string::npos) return IOError("fio printed no JSON: " + output.substr(0, 500));
+  nlohmann::json json = nlohmann::json::parse(output.substr(brace), nullptr, false);
+  if (json.is_discarded() || !json.contains("jobs") || json["jobs"].empty()) {
+    return IOError("fio printed unreadable JSON: " + output.substr(0, 500));
+  }
+  const nlohmann::json& job = json["jobs"][0];
+  if (job.value("error", 0) != 0) {
+    return IOError("fio job failed with error " + std::to_string(job.value("error", 0)) + ": " +
+                   output.substr(0, 500));
+  }
+  double bytes = job[op].value("io_bytes", 0.0);
+  double runtime_ms = job.value("job_runtime", 0.0);
+  if (bytes <= 0 || runtime_ms <= 0) return IOError("fio moved no data: " + output.substr(0, 500));
+  return bytes / (runtime_ms / 1000.0) / 1e9;
+}
+
+Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
+                                       const std::function<void(const StoreBenchRow&)>& progress) {
+  if (options.dir.empty()) return InvalidArgumentError("bench store: --path is required");
+  if (options.extents_in_flight < 1) {
+    return InvalidArgumentError("bench store: extents in flight must be >= 1");
+  }
+  StoreBenchReport report;
+  if (!options.fio.empty()) {
+    Result<std::string> version = RunCapture(ShellQuote(options.fio) + " --version 2>&1");
+    if (!version.ok()) {
+      return version.status().WithContext(
+          "bench store: fio is not runnable (pass --fio '' to "
+          "skip it)");
+    }
+    report.fio_version = *version;
+    while (!report.fio_version.empty() &&
+           std::isspace(static_cast<unsigned char>(report.fio_version.back()))) {
+      report.fio_version.pop_back();
+    }
+  }
+  IoOptions setup_io = options.io;
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<FileSystem> setup_fs, MakeFileSystem("posix", setup_io));
+
+  for (uint64_t extent : options.extent_bytes) {
+    if (extent == 0 || extent % 4096 != 0) {
+      return InvalidArgumentError("bench store: extent size " + std::to_string(extent) +
+                                  " must be a positive multiple of 4 KiB");
+    }
+    auto experts = static_cast<uint32_t>(std::max<uint64_t>(1, options.bytes_per_size / extent));
+    std::string path =
+        options.dir + "/switchyard-bench-" + std::to_string(extent >> 10) + "k.store";
+    SY_ASSIGN_OR_RETURN(bool exists, setup_fs->Exists(path));
+    if (exists) SY_RETURN_IF_ERROR(setup_fs->Remove(path));
+
+    StoreLayout layout;
+    layout.num_layers = 1;
+    layout.num_experts = experts;
+    layout.checksum = options.checksum;
+    layout.kinds.push_back(KindSpec{ExtentKind::kWeights, {extent}, experts});
+    uint64_t pool_offset = 0;
+    SY_ASSIGN_OR_RETURN(
+        std::shared_ptr<Buffer> buffers,
+        AllocateHostBuffer(extent * static_cast<uint64_t>(options.extents_in_flight)));
+    auto* data = static_cast<std::byte*>(buffers->data());
+    std::mt19937_64 fill(options.seed);
+    for (uint64_t i = 0; i + 8 <= extent * static_cast<uint64_t>(options.extents_in_flight);
+         i += 8) {
+      uint64_t word = fill();
+      std::memcpy(data + i, &word, 8);
+    }
+    std::vector<uint32_t> sequential(experts);
+    std::iota(sequential.begin(), sequential.end(), 0u);
+    std::vector<uint32_t> shuffled = sequential;
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(options.seed));
+    {
+      StoreOptions store_options;
+      store_options.verify_on_open = false;
+      SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertStore> store,
+                          ExpertStore::Create(setup_fs.get(), path, layout, store_options));
+      pool_offset = store->kinds()[0].pool_offset;
+      SY_RETURN_IF_ERROR(
+          TimeStore(*store, IoKind::kWrite, sequential, data, extent, options.extents_in_flight)
+              .status()
+              .WithContext("bench store: fill " + path));
+    }
+
+    Status status;
+    for (IoKind kind : {IoKind::kRead, IoKind::kWrite}) {
+      for (bool random : {false, true}) {
+        for (const std::string& fs_name : options.file_systems) {
+          StoreBenchRow row;
+          row.requested = fs_name;
+          row.extent_bytes = extent;
+          row.op = kind == IoKind::kRead ? "read" : "write";
+          row.pattern = random ? "rand" : "seq";
+          std::vector<double> ours;
+          std::vector<double> theirs;
+          for (int repeat = 0; repeat < std::max(1, options.repeats); ++repeat) {
+            SY_ASSIGN_OR_RETURN(std::unique_ptr<FileSystem> fs,
+                                MakeFileSystem(fs_name, options.io));
+            row.file_system = fs->name();
+            DropPageCache(path);
+            {
+              StoreOptions store_options;
+              store_options.verify_on_open = false;  // fio's writes overwrite extents
+              SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertStore> store,
+                                  ExpertStore::Open(fs.get(), path, store_options));
+              Result<double> gbps = TimeStore(*store, kind, random ? shuffled : sequential, data,
+                                              extent, options.extents_in_flight);
+              if (!gbps.ok()) {
+                return gbps.status().WithContext("bench store: " + row.op + " " + row.pattern +
+                                                 " via " + fs_name + " on " + path);
+              }
+              ours.push_back(*gbps);
+            }
+            if (!options.fio.empty()) {
+              DropPageCache(path);
+              uint64_t region = kind == IoKind::kRead ? experts * extent : 2 * experts * extent;
+              std::vector<std::string> args = {
+                  "--name=switchyard-bench",
+                  "--filename=" + path,
+                  "--ioengine=io_uring",
+                  "--direct=1",
+                  "--bs=" + std::to_string(extent),
+                  "--iodepth=" + std::to_string(options.extents_in_flight),
+                  "--offset=" + std::to_string(pool_offset),
+                  "--size=" + std::to_string(region),
+                  "--io_size=" + std::to_string(uint64_t{experts} * extent),
+                  "--rw=" + std::string(random ? "rand" : "") +
+                      (kind == IoKind::kRead ? "read" : "write"),
+                  "--randrepeat=0",
+              };
+              if (kind == IoKind::kWrite) args.push_back("--end_fsync=1");
+              Result<double> fio_gbps = RunFio(options.fio, args, row.op);
+              if (!fio_gbps.ok()) return fio_gbps.status().WithContext("bench store: fio");
+              theirs.push_back(*fio_gbps);
+            }
+          }
+          row.gbps = Median(ours);
+          row.fio_gbps = theirs.empty() ? 0 : Median(theirs);
+          report.rows.push_back(row);
+          if (progress) progress(row);
+        }
+      }
+    }
+    SY_RETURN_IF_ERROR(setup_fs->Remove(path));
+    SY_RETURN_IF_ERROR(status);
+  }
+  return report;
+}
+
+std::string FormatStoreBench(const StoreBenchReport& report) {
+  std::ostringstream out;
+  out << "| extent | op | pattern | file system | GB/s | fio GB/s | ratio |\n";
+  out << "| --- | --- | --- | --- | ---: | ---: | ---: |\n";
+  out << std::fixed;
+  for (const StoreBenchRow& row : report.rows) {
+    std::string fs = row.file_system;
+    if (row.file_system != row.requested) fs += " (asked " + row.requested + ")";
+    out << "| " << FormatBytes(row.extent_bytes) << " | " << row.op << " | " << row.pattern << " | "
+        << fs << " | " << std::setprecision(3) << row.gbps << " | ";
+    if (row.fio_gbps > 0) {
+      out << row.fio_gbps << " | " << std::setprecision(2) << row.ratio() << " |\n";
+    } else {
+      out << "- | - |\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace sy::storage

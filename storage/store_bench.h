@@ -1,0 +1,79 @@
+// Expert store benchmark (`switchyard bench store`): reads and writes expert-sized extents through
+// the ExpertStore on each file system (posix, io_uring, pmem), sequential and random, and runs
+// fio (ioengine=io_uring, direct=1) on the same file with the same sizes and parallelism right
+// after each measurement, so every row carries its own side-by-side fio figure and ratio.
+//
+// Per extent size X: a store of N = bytes_per_size / X experts (and N spare extents) is created
+// in `dir` and filled (untimed). Then, for read and write, sequential and random order, and each
+// file system: the N experts are read (checksums verified) or written (each write durable and
+// published, as in training) with `extents_in_flight` requests outstanding; fio then moves the
+// same bytes in X-sized blocks at iodepth = extents_in_flight over the same region of the file
+// (reads: the N current extents; writes: the 2N-extent pool, N extents' worth, end_fsync=1).
+// Reads run before writes because fio's writes overwrite the store's extents. The page cache is
+// dropped (POSIX_FADV_DONTNEED) before every run. The file is removed at the end.
+//
+// Thread-safety: RunStoreBench may run concurrently with itself on different directories.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+#include "storage/checksum.h"
+#include "storage/file_system.h"
+
+namespace sy::storage {
+
+struct StoreBenchOptions {
+  std::string dir;  // Required: a directory on the device to measure.
+  // Default: 4, 16 and 64 MiB.
+  std::vector<uint64_t> extent_bytes = {uint64_t{4} << 20, uint64_t{16} << 20, uint64_t{64} << 20};
+  // Data per extent size (the file is twice this, for the spare extents). Default: 512 MiB.
+  uint64_t bytes_per_size = uint64_t{512} << 20;
+  // Default: posix, io_uring, pmem.
+  std::vector<std::string> file_systems = {"posix", "io_uring", "pmem"};
+  // Store requests outstanding, and fio's iodepth. Default: 4.
+  int extents_in_flight = 4;
+  // File system settings (block size and queue depth for io_uring). Default: IoOptions{}.
+  IoOptions io;
+  // The fio binary; empty skips fio. Default: "fio".
+  std::string fio = "fio";
+  // Runs per row; the median is reported. Default: 1.
+  int repeats = 1;
+  // Extent checksum. Default: xxh3 when available, else crc32c.
+  ChecksumKind checksum =
+      ChecksumAvailable(ChecksumKind::kXxh3) ? ChecksumKind::kXxh3 : ChecksumKind::kCrc32c;
+  uint64_t seed = 1;  // order of the random pattern. Default: 1.
+};
+
+struct StoreBenchRow {
+  std::string file_system;  // what ran ("io_uring", or "posix" after a fallback)
+  std::string requested;    // what was asked for
+  uint64_t extent_bytes = 0;
+  std::string op;       // "read" or "write"
+  std::string pattern;  // "seq" or "rand"
+  double gbps = 0;      // 1e9 bytes per second, median over repeats
+  double fio_gbps = 0;  // 0 when fio was skipped
+  double ratio() const { return fio_gbps > 0 ? gbps / fio_gbps : 0; }
+};
+
+struct StoreBenchReport {
+  std::vector<StoreBenchRow> rows;
+  std::string fio_version;  // "" when fio was skipped
+};
+
+Result<StoreBenchReport> RunStoreBench(
+    const StoreBenchOptions& options,
+    const std::function<void(const StoreBenchRow&)>& progress = {});
+
+// A Markdown table of the report.
+std::string FormatStoreBench(const StoreBenchReport& report);
+
+// Runs fio with `args` (JSON output) and returns the job's throughput in 1e9 bytes/s for `op`
+// ("read" or "write"): io_bytes / job runtime.
+Result<double> RunFio(const std::string& fio, const std::vector<std::string>& args,
+                      const std::string& op);
+
+}  // namespace sy::storage
