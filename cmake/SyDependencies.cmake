@@ -51,11 +51,13 @@ pkg_check_modules(SENTENCEPIECE IMPORTED_TARGET sentencepiece)
 
 set(SY_HAVE_NCCL OFF)
 if(SY_ENABLE_CUDA)
+  # Ampere and Hopper unless the user chose (-DCMAKE_CUDA_ARCHITECTURES=...). Set before
+  # enable_language, which otherwise caches nvcc's own default (sm_75 for CUDA 13).
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90 CACHE STRING "CUDA architectures to build for")
+  endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-    set(CMAKE_CUDA_ARCHITECTURES 80 90)
-  endif()
   # CMake before 3.26 knows no nvcc flag for C++20 and refuses CUDA_STANDARD 20; nvcc >= 12 takes
   # -std=c++20. Set here, at the top scope, so it covers every CUDA target.
   if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND

@@ -82,9 +82,10 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
-  Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    if (status_.ok()) status_ = InternalError("Result constructed from an OK Status");
-  }
+  // An OK Status carries no value, so it becomes an Internal error.
+  Result(Status status)  // NOLINT(google-explicit-constructor)
+      : status_(status.ok() ? InternalError("Result constructed from an OK Status")
+                            : std::move(status)) {}
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
