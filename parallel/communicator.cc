@@ -61,6 +61,18 @@ void Communicator::CheckPerRank(const char* op, const char* what,
       << op << " on " << name() << ": " << what << " needs one entry per rank";
 }
 
+void Communicator::CheckBlocks(const char* op, const char* what, size_t elements,
+                               std::span<const size_t> counts,
+                               std::span<const size_t> displs) const {
+  CheckPerRank(op, what, counts);
+  CheckPerRank(op, what, displs);
+  for (size_t p = 0; p < counts.size(); ++p) {
+    SY_CHECK(displs[p] <= elements && counts[p] <= elements - displs[p])
+        << op << " on " << name() << ": the " << what << " block of rank " << p << " [" << displs[p]
+        << ", " << displs[p] + counts[p] << ") lies outside its " << elements << "-element buffer";
+  }
+}
+
 namespace {
 
 void CheckNumeric(const char* op, ElementType type) {

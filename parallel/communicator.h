@@ -209,6 +209,23 @@ class Communicator {
         << "AllGather: recv must hold size() * send.size() elements";
     return AllGather(send.data(), send.size(), recv.data(), ElementTypeOf<T>::value);
   }
+  // As the untyped forms, with every block checked against the span it lies in.
+  template <typename T>
+  Status AllGatherV(std::span<const T> send, std::span<T> recv, std::span<const size_t> recv_counts,
+                    std::span<const size_t> recv_displs) {
+    CheckBlocks("AllGatherV", "recv", recv.size(), recv_counts, recv_displs);
+    return AllGatherV(send.data(), send.size(), recv.data(), recv_counts, recv_displs,
+                      ElementTypeOf<T>::value);
+  }
+  template <typename T>
+  Status AllToAllV(std::span<const T> send, std::span<const size_t> send_counts,
+                   std::span<const size_t> send_displs, std::span<T> recv,
+                   std::span<const size_t> recv_counts, std::span<const size_t> recv_displs) {
+    CheckBlocks("AllToAllV", "send", send.size(), send_counts, send_displs);
+    CheckBlocks("AllToAllV", "recv", recv.size(), recv_counts, recv_displs);
+    return AllToAllV(send.data(), send_counts, send_displs, recv.data(), recv_counts, recv_displs,
+                     ElementTypeOf<T>::value);
+  }
 
  protected:
   Communicator() = default;
@@ -246,6 +263,9 @@ class Communicator {
   void CheckRoot(const char* op, int root) const;
   void CheckPeer(const char* op, int peer) const;
   void CheckPerRank(const char* op, const char* what, std::span<const size_t> values) const;
+  // One (count, displacement) pair per rank, each block inside a buffer of `elements`.
+  void CheckBlocks(const char* op, const char* what, size_t elements,
+                   std::span<const size_t> counts, std::span<const size_t> displs) const;
 };
 
 }  // namespace sy

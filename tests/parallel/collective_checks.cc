@@ -101,8 +101,7 @@ void CheckCollectives(Communicator& comm) {
       std::vector<int64_t> recv(total, kSentinel);
       Status status = async ? comm.AllGatherVAsync(send.data(), send.size(), recv.data(), counts,
                                                    displs, ElementType::kI64, stream)
-                            : comm.AllGatherV(send.data(), send.size(), recv.data(), counts, displs,
-                                              ElementType::kI64);
+                            : comm.AllGatherV<int64_t>(send, recv, counts, displs);
       ASSERT_TRUE(status.ok()) << status.ToString();
       for (int p = 0; p < P; ++p) {
         for (size_t i = 0; i < counts[p]; ++i) EXPECT_EQ(recv[displs[p] + i], p * 100 + int64_t(i));
@@ -165,10 +164,9 @@ void CheckCollectives(Communicator& comm) {
         for (size_t i = 0; i < sc[p]; ++i) send[sd[p] + i] = uint8_t(r * 16 + p * 4 + i);
       }
       std::vector<uint8_t> recv(recv_total, 0xEE);
-      Status status =
-          async ? comm.AllToAllVAsync(send.data(), sc, sd, recv.data(), rc, rd, ElementType::kByte,
-                                      stream)
-                : comm.AllToAllV(send.data(), sc, sd, recv.data(), rc, rd, ElementType::kByte);
+      Status status = async ? comm.AllToAllVAsync(send.data(), sc, sd, recv.data(), rc, rd,
+                                                  ElementType::kByte, stream)
+                            : comm.AllToAllV<uint8_t>(send, sc, sd, recv, rc, rd);
       ASSERT_TRUE(status.ok()) << status.ToString();
       for (int p = 0; p < P; ++p) {
         for (size_t i = 0; i < rc[p]; ++i) {

@@ -91,6 +91,10 @@ TEST(LocalCommunicatorDeathTest, MisuseFailsACheck) {
   EXPECT_DEATH((void)comm.AllToAllV(&x, two, one, &x, one, one, ElementType::kByte),
                "send_counts needs one entry per rank");
   EXPECT_DEATH((void)comm.Split(-5, 0), "must be >= 0 or Communicator::kNoGroup");
+  std::vector<int32_t> buffer(4);
+  std::vector<size_t> count = {3}, displ = {2};
+  EXPECT_DEATH((void)comm.AllToAllV<int32_t>(buffer, count, displ, buffer, count, displ),
+               "send block of rank 0 \\[2, 5\\) lies outside its 4-element buffer");
 }
 
 }  // namespace
