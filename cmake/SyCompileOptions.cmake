@@ -5,6 +5,8 @@ if(SY_SANITIZE_THREAD AND (SY_SANITIZE_ADDRESS))
 endif()
 
 set(SY_CXX_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+# The same host-side set for .cu files, passed through nvcc.
+set(SY_CUDA_WARNINGS "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter>")
 set(SY_SANITIZER_FLAGS "")
 if(SY_SANITIZE_ADDRESS)
   list(APPEND SY_SANITIZER_FLAGS -fsanitize=address -fno-omit-frame-pointer)
