@@ -64,6 +64,7 @@ const ConfigSchema<DataOptions>& DataOptionsSchema() {
               "Token width of a tokens file (little-endian)")
         .Field("vocab_size", &D::vocab_size, "Vocabulary of a tokens file; 0 = largest token + 1")
         .Min(0)
+        .Max(2147483647)
         .Field("shuffle", &D::shuffle, "Shuffle file windows every epoch")
         .Nested("synthetic", &D::synthetic, SyntheticSchema(), "Synthetic task settings")
         .Nested("tasks", &D::tasks, TasksSchema(), "Synthetic task mixture")

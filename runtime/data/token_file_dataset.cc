@@ -29,8 +29,10 @@ Result<std::unique_ptr<TokenFileDataset>> TokenFileDataset::Open(const std::stri
                                 std::string(TokenDTypeName(dtype)) +
                                 " tokens; check data.token_dtype (u16 or u32)");
   }
-  if (vocab_size < 0) {
-    return InvalidArgumentError("data file " + path + ": 'data.vocab_size' must be >= 0, got " +
+  if (vocab_size < 0 || vocab_size > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgumentError("data file " + path +
+                                ": 'data.vocab_size' must be in [0, 2147483647] (tokens are "
+                                "int32), got " +
                                 std::to_string(vocab_size));
   }
   std::unique_ptr<TokenFileDataset> dataset(new TokenFileDataset(std::move(file), dtype));

@@ -78,7 +78,7 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::stri
   {
     Hdf5Lock lock;
     Hdf5Id access = Hdf5PropertyList(H5Pcreate(H5P_FILE_ACCESS));
-    if (!access.valid() || H5Pset_fclose_degree(access.get(), H5F_CLOSE_STRONG) < 0) {
+    if (!access.valid() || !ConfigureCheckpointFileAccess(access.get())) {
       return InternalError(where + "HDF5 file access properties: " + Hdf5ErrorText());
     }
     file->file = Hdf5File(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));

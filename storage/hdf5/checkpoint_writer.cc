@@ -50,9 +50,8 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(
   Hdf5Lock lock;
   auto file = std::make_unique<File>();
   Hdf5Id access = Hdf5PropertyList(H5Pcreate(H5P_FILE_ACCESS));
-  // STRONG: closing the file closes every object in it, so Commit's close really flushes all.
   // V18 format: readable by HDF5 1.8 and later (h5py, h5dump everywhere).
-  if (!access.valid() || H5Pset_fclose_degree(access.get(), H5F_CLOSE_STRONG) < 0 ||
+  if (!access.valid() || !ConfigureCheckpointFileAccess(access.get()) ||
       H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18) < 0) {
     ::unlink(temp_path.c_str());
     return InternalError("checkpoint " + path +

@@ -1,7 +1,5 @@
 #include "storage/hdf5/hdf5_library.h"
 
-#include <hdf5.h>
-
 namespace sy {
 
 std::mutex& Hdf5Mutex() {
@@ -10,6 +8,17 @@ std::mutex& Hdf5Mutex() {
 }
 
 Hdf5Lock::Hdf5Lock() : lock_(Hdf5Mutex()) { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+bool ConfigureCheckpointFileAccess(hid_t file_access) {
+  if (H5Pset_fclose_degree(file_access, H5F_CLOSE_STRONG) < 0) return false;
+#if H5_VERSION_GE(1, 10, 7) && !(H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 12 && H5_VERS_RELEASE == 0)
+  if (H5Pset_file_locking(file_access, /*use_file_locking=*/false,
+                          /*ignore_when_disabled=*/true) < 0) {
+    return false;
+  }
+#endif
+  return true;
+}
 
 std::string Hdf5ErrorText() {
   struct Collected {

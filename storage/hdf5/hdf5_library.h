@@ -5,10 +5,12 @@
 // entry, so failures reach the user once, as a Status that names the file, instead of as a stack
 // dump; Hdf5ErrorText then reads the innermost message of the stack for that Status.
 //
-// Internal to storage/hdf5 (includes <hdf5.h> through hdf5_id.h's users).
+// Internal to storage/hdf5 (includes <hdf5.h>).
 // Thread-safety: the serial HDF5 build is not thread-safe, so every HDF5 call in Switchyard runs
 // under Hdf5Mutex(); code elsewhere in the process that calls HDF5 directly must take it too.
 #pragma once
+
+#include <hdf5.h>
 
 #include <mutex>
 #include <string>
@@ -27,6 +29,13 @@ class Hdf5Lock {
  private:
   std::lock_guard<std::mutex> lock_;
 };
+
+// Applies the file-access settings every checkpoint file uses: H5F_CLOSE_STRONG (closing the file
+// closes every object in it, so a close really flushes everything) and, where this HDF5 has it,
+// no file locking. HDF5 >= 1.10.7 flock()s files by default, which fails on file systems without
+// locks (many NFS and Lustre mounts); checkpoints need no lock, since a writer only ever writes its
+// private temporary file and readers only see renamed, complete files. Returns false on failure.
+bool ConfigureCheckpointFileAccess(hid_t file_access);
 
 // The most specific message on HDF5's current error stack ("truncated file: eof = 800, ..."), or
 // "no HDF5 error detail" when the stack is empty; clears the stack. Call with the lock held.

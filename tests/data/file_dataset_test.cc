@@ -134,6 +134,9 @@ TEST(TokenFileDatasetTest, MalformedFilesAreRejected) {
                 ": token 17 is 600, outside the vocabulary [0, 512); raise data.vocab_size or "
                 "check data.token_dtype");
 
+  EXPECT_FALSE(TokenFileDataset::Open(big.path(), TokenDType::kU16, 4, int64_t{1} << 40, 0.1).ok())
+      << "tokens are int32";
+
   TempPath huge(".bin");
   huge.WriteTokens({1, 2, 0x80000000u, 3, 4, 5}, 4);
   EXPECT_FALSE(TokenFileDataset::Open(huge.path(), TokenDType::kU32, 2, 0, 0.0).ok());
