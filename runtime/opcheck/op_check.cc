@@ -312,7 +312,7 @@ void AddConvertCases(std::vector<OpCheckCase>& cases) {
   };
   for (auto [src, dst] : pairs) {
     cases.push_back(MakeCase("Convert", DTypeTag(src) + "_to_" + DTypeTag(dst), kExact,
-                             [src, dst](DeviceIo& d, Rng& rng, Checker& c) {
+                             [src = src, dst = dst](DeviceIo& d, Rng& rng, Checker& c) {
                                const int64_t n = 4099;
                                Values x = ConvertInputs(rng, n, src, dst);
                                Tensor in = d.Up(src, {n}, x);
@@ -496,7 +496,7 @@ void AddGroupedGemmWeightGradCases(std::vector<OpCheckCase>& cases) {
 void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
   for (int64_t n : {int64_t{7}, int64_t{40000}}) {
     const std::string sz = "n" + std::to_string(n);
-    cases.push_back(MakeCase("Add", sz, kF32Simple, [n](DeviceIo& d, Rng& rng, Checker& c) {
+    cases.push_back(MakeCase("Add", sz, kF32Simple, [n = n](DeviceIo& d, Rng& rng, Checker& c) {
       Values a = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
       Values b = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
       Tensor ta = d.Up(DType::kF32, {n}, a), tb = d.Up(DType::kF32, {n}, b);
@@ -504,7 +504,7 @@ void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
       d.backend().Add(ta, tb, out);
       c.Compare("out", d.Down(out), reference::Add(a, b));
     }));
-    cases.push_back(MakeCase("Mul", sz, kF32Simple, [n](DeviceIo& d, Rng& rng, Checker& c) {
+    cases.push_back(MakeCase("Mul", sz, kF32Simple, [n = n](DeviceIo& d, Rng& rng, Checker& c) {
       Values a = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
       Values b = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
       Tensor ta = d.Up(DType::kF32, {n}, a), tb = d.Up(DType::kF32, {n}, b);
@@ -512,13 +512,13 @@ void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
       d.backend().Mul(ta, tb, out);
       c.Compare("out", d.Down(out), reference::Mul(a, b));
     }));
-    cases.push_back(MakeCase("Scale", sz, kF32Simple, [n](DeviceIo& d, Rng& rng, Checker& c) {
+    cases.push_back(MakeCase("Scale", sz, kF32Simple, [n = n](DeviceIo& d, Rng& rng, Checker& c) {
       Values x = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
       Tensor tx = d.Up(DType::kF32, {n}, x), out = d.Up(DType::kF32, {n}, NaNs(n));
       d.backend().Scale(tx, -0.3f, out);
       c.Compare("out", d.Down(out), reference::Scale(x, -0.3f));
     }));
-    cases.push_back(MakeCase("Axpy", sz, kF32Simple, [n](DeviceIo& d, Rng& rng, Checker& c) {
+    cases.push_back(MakeCase("Axpy", sz, kF32Simple, [n = n](DeviceIo& d, Rng& rng, Checker& c) {
       Values x = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
       Values y = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
       Tensor tx = d.Up(DType::kF32, {n}, x), ty = d.Up(DType::kF32, {n}, y);
@@ -532,12 +532,13 @@ void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
     };
     for (Unary u : {Unary{"Silu", &Backend::Silu, &reference::Silu},
                     Unary{"Gelu", &Backend::Gelu, &reference::Gelu}}) {
-      cases.push_back(MakeCase(u.op, sz, kF32Math, [n, u](DeviceIo& d, Rng& rng, Checker& c) {
-        Values x = RoundAll(DType::kF32, rng.Uniforms(n, -9, 9));
-        Tensor tx = d.Up(DType::kF32, {n}, x), out = d.Up(DType::kF32, {n}, NaNs(n));
-        (d.backend().*u.fn)(tx, out);
-        c.Compare("out", d.Down(out), u.ref(x));
-      }));
+      cases.push_back(
+          MakeCase(u.op, sz, kF32Math, [n = n, u = u](DeviceIo& d, Rng& rng, Checker& c) {
+            Values x = RoundAll(DType::kF32, rng.Uniforms(n, -9, 9));
+            Tensor tx = d.Up(DType::kF32, {n}, x), out = d.Up(DType::kF32, {n}, NaNs(n));
+            (d.backend().*u.fn)(tx, out);
+            c.Compare("out", d.Down(out), u.ref(x));
+          }));
     }
     struct UnaryBackward {
       const char* op;
@@ -547,16 +548,17 @@ void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
     for (UnaryBackward u :
          {UnaryBackward{"SiluBackward", &Backend::SiluBackward, &reference::SiluBackward},
           UnaryBackward{"GeluBackward", &Backend::GeluBackward, &reference::GeluBackward}}) {
-      cases.push_back(MakeCase(u.op, sz, kF32Math, [n, u](DeviceIo& d, Rng& rng, Checker& c) {
-        Values x = RoundAll(DType::kF32, rng.Uniforms(n, -9, 9));
-        Values dout = RoundAll(DType::kF32, rng.Uniforms(n, -1, 1));
-        Tensor tx = d.Up(DType::kF32, {n}, x), td = d.Up(DType::kF32, {n}, dout);
-        Tensor dx = d.Up(DType::kF32, {n}, NaNs(n));
-        (d.backend().*u.fn)(tx, td, dx);
-        c.Compare("dx", d.Down(dx), u.ref(x, dout));
-      }));
+      cases.push_back(
+          MakeCase(u.op, sz, kF32Math, [n = n, u = u](DeviceIo& d, Rng& rng, Checker& c) {
+            Values x = RoundAll(DType::kF32, rng.Uniforms(n, -9, 9));
+            Values dout = RoundAll(DType::kF32, rng.Uniforms(n, -1, 1));
+            Tensor tx = d.Up(DType::kF32, {n}, x), td = d.Up(DType::kF32, {n}, dout);
+            Tensor dx = d.Up(DType::kF32, {n}, NaNs(n));
+            (d.backend().*u.fn)(tx, td, dx);
+            c.Compare("dx", d.Down(dx), u.ref(x, dout));
+          }));
     }
-    cases.push_back(MakeCase("Swiglu", sz, kF32Math, [n](DeviceIo& d, Rng& rng, Checker& c) {
+    cases.push_back(MakeCase("Swiglu", sz, kF32Math, [n = n](DeviceIo& d, Rng& rng, Checker& c) {
       Values g = RoundAll(DType::kF32, rng.Uniforms(n, -8, 8));
       Values u = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
       Tensor tg = d.Up(DType::kF32, {n}, g), tu = d.Up(DType::kF32, {n}, u);
@@ -565,7 +567,7 @@ void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
       c.Compare("out", d.Down(out), reference::Swiglu(g, u));
     }));
     cases.push_back(
-        MakeCase("SwigluBackward", sz, kF32Math, [n](DeviceIo& d, Rng& rng, Checker& c) {
+        MakeCase("SwigluBackward", sz, kF32Math, [n = n](DeviceIo& d, Rng& rng, Checker& c) {
           Values g = RoundAll(DType::kF32, rng.Uniforms(n, -8, 8));
           Values u = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
           Values dout = RoundAll(DType::kF32, rng.Uniforms(n, -1, 1));
@@ -596,7 +598,7 @@ void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
   }));
   for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 5}, {37, 130}}) {
     cases.push_back(MakeCase("AddBias", "r" + Dims({rows, n}), kF32Simple,
-                             [rows, n](DeviceIo& d, Rng& rng, Checker& c) {
+                             [rows = rows, n = n](DeviceIo& d, Rng& rng, Checker& c) {
                                Values x = RoundAll(DType::kF32, rng.Uniforms(rows * n, -2, 2));
                                Values bias = RoundAll(DType::kF32, rng.Uniforms(n, -2, 2));
                                Tensor tx = d.Up(DType::kF32, {rows, n}, x);
@@ -766,26 +768,28 @@ void AddRmsNormCases(std::vector<OpCheckCase>& cases) {
   for (DType w : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 7}, {19, 1000}}) {
       const std::string name = DTypeTag(w) + "_r" + Dims({rows, n});
-      cases.push_back(
-          MakeCase("RmsNorm", name, kF32Math, [w, rows, n](DeviceIo& d, Rng& rng, Checker& c) {
-            Values x = RoundAll(DType::kF32, rng.Uniforms(rows * n, -3, 3));
-            Values weight = RoundAll(w, rng.Uniforms(n, 0.5, 1.5));
-            const float eps = 1e-5f;
-            Tensor tx = d.Up(DType::kF32, {rows, n}, x);
-            Tensor tw = d.Up(w, {n}, weight);
-            Tensor out = d.Up(DType::kF32, {rows, n}, NaNs(rows * n));
-            Tensor rstd = d.Up(DType::kF32, {rows}, NaNs(rows));
-            d.backend().RmsNorm(tx, tw, eps, out, rstd);
-            reference::RmsNormResult ref = reference::RmsNorm(rows, n, x, weight, eps);
-            c.Compare("out", d.Down(out), ref.out);
-            c.Compare("rstd", d.Down(rstd), ref.rstd);
-            // Without rstd (inference).
-            Tensor out2 = d.Up(DType::kF32, {rows, n}, NaNs(rows * n));
-            d.backend().RmsNorm(tx, tw, eps, out2, Tensor());
-            c.Compare("out_without_rstd", d.Down(out2), ref.out);
-          }));
+      cases.push_back(MakeCase("RmsNorm", name, kF32Math,
+                               [w = w, rows = rows, n = n](DeviceIo& d, Rng& rng, Checker& c) {
+                                 Values x = RoundAll(DType::kF32, rng.Uniforms(rows * n, -3, 3));
+                                 Values weight = RoundAll(w, rng.Uniforms(n, 0.5, 1.5));
+                                 const float eps = 1e-5f;
+                                 Tensor tx = d.Up(DType::kF32, {rows, n}, x);
+                                 Tensor tw = d.Up(w, {n}, weight);
+                                 Tensor out = d.Up(DType::kF32, {rows, n}, NaNs(rows * n));
+                                 Tensor rstd = d.Up(DType::kF32, {rows}, NaNs(rows));
+                                 d.backend().RmsNorm(tx, tw, eps, out, rstd);
+                                 reference::RmsNormResult ref =
+                                     reference::RmsNorm(rows, n, x, weight, eps);
+                                 c.Compare("out", d.Down(out), ref.out);
+                                 c.Compare("rstd", d.Down(rstd), ref.rstd);
+                                 // Without rstd (inference).
+                                 Tensor out2 = d.Up(DType::kF32, {rows, n}, NaNs(rows * n));
+                                 d.backend().RmsNorm(tx, tw, eps, out2, Tensor());
+                                 c.Compare("out_without_rstd", d.Down(out2), ref.out);
+                               }));
       cases.push_back(MakeCase(
-          "RmsNormBackward", name, kF32Math, [w, rows, n](DeviceIo& d, Rng& rng, Checker& c) {
+          "RmsNormBackward", name, kF32Math,
+          [w = w, rows = rows, n = n](DeviceIo& d, Rng& rng, Checker& c) {
             Values x = RoundAll(DType::kF32, rng.Uniforms(rows * n, -3, 3));
             Values weight = RoundAll(w, rng.Uniforms(n, 0.5, 1.5));
             Values rstd = RoundAll(DType::kF32, reference::RmsNorm(rows, n, x, weight, 1e-5).rstd);
@@ -962,7 +966,7 @@ void AddIndexCases(std::vector<OpCheckCase>& cases) {
   for (auto [vocab, h, n] : {std::tuple<int64_t, int64_t, int64_t>{10, 8, 40}, {300, 130, 77}}) {
     cases.push_back(
         MakeCase("EmbeddingScatterAdd", "repeated_ids_v" + Dims({vocab, h, n}), kF32Simple,
-                 [vocab, h, n](DeviceIo& d, Rng& rng, Checker& c) {
+                 [vocab = vocab, h = h, n = n](DeviceIo& d, Rng& rng, Checker& c) {
                    Values dout = RoundAll(DType::kF32, rng.Uniforms(n * h, -1, 1));
                    Values dtable = RoundAll(DType::kF32, rng.Uniforms(vocab * h, -1, 1));
                    std::vector<int32_t> ids = Ids(rng, n, vocab);
@@ -976,7 +980,7 @@ void AddIndexCases(std::vector<OpCheckCase>& cases) {
   }
   for (auto [rows, h, m] : {std::tuple<int64_t, int64_t, int64_t>{6, 5, 14}, {64, 96, 128}}) {
     cases.push_back(MakeCase("GatherRows", "repeated_n" + Dims({rows, h, m}), kExact,
-                             [rows, h, m](DeviceIo& d, Rng& rng, Checker& c) {
+                             [rows = rows, h = h, m = m](DeviceIo& d, Rng& rng, Checker& c) {
                                Values src = RoundAll(DType::kF32, rng.Uniforms(rows * h, -1, 1));
                                std::vector<int32_t> idx = Ids(rng, m, rows);
                                Tensor ts = d.Up(DType::kF32, {rows, h}, src);
@@ -990,7 +994,7 @@ void AddIndexCases(std::vector<OpCheckCase>& cases) {
       cases.push_back(MakeCase(
           "ScatterAddRows",
           std::string(weighted ? "weighted" : "unweighted") + "_n" + Dims({rows, h, m}), kF32Simple,
-          [rows, h, m, weighted](DeviceIo& d, Rng& rng, Checker& c) {
+          [rows = rows, h = h, m = m, weighted = weighted](DeviceIo& d, Rng& rng, Checker& c) {
             Values src = RoundAll(DType::kF32, rng.Uniforms(m * h, -1, 1));
             Values out0 = RoundAll(DType::kF32, rng.Uniforms(rows * h, -1, 1));
             Values w = weighted ? RoundAll(DType::kF32, rng.Uniforms(m, 0, 1)) : Values();
