@@ -34,7 +34,8 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::Create(FileSystem* fs, const s
     open_options.create = true;
     open_options.truncate = true;
     SY_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs->Open(tmp, open_options));
-    SY_RETURN_IF_ERROR(file->Truncate(sb.file_bytes));
+    // Reserve every block now: a full disk shows up here, not in the middle of training.
+    SY_RETURN_IF_ERROR(file->Preallocate(sb.file_bytes));
     std::vector<IndexEntry> entries(sb.num_entries());
     for (uint32_t l = 0; l < sb.num_layers; ++l) {
       for (uint32_t e = 0; e < sb.num_experts; ++e) {
@@ -128,6 +129,24 @@ Status ExpertStore::Load() {
     spdlog::info("expert store {}: using sequence {} from slot {}; other slot: {}", path_,
                  metadata.superblock.sequence, metadata.slot, metadata.other_slot_note);
   }
+  if (metadata.has_previous) {
+    // One fdatasync makes a publish durable, so a crash during it can leave the newest superblock
+    // on disk without all of its new extents. Every extent it added must verify; otherwise the
+    // publish never completed (it was never acknowledged) and the previous one is current.
+    Status interrupted = VerifyNewExtents(metadata);
+    if (interrupted.code() == StatusCode::kDataLoss) {
+      open_note_ = "publish " + std::to_string(metadata.superblock.sequence) +
+                   " was interrupted, opened at publish " +
+                   std::to_string(metadata.previous_superblock.sequence) + ": " +
+                   interrupted.message();
+      spdlog::warn("expert store {}: {}", path_, open_note_);
+      metadata.superblock = metadata.previous_superblock;
+      metadata.slot = metadata.previous_slot;
+      metadata.entries = std::move(metadata.previous_entries);
+    } else {
+      SY_RETURN_IF_ERROR(interrupted);
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   layout_ = metadata.superblock;
   sequence_ = layout_.sequence;
@@ -157,17 +176,42 @@ Status ExpertStore::Load() {
 }
 
 Status ExpertStore::VerifyExtent(const IndexEntry& entry, const std::byte* data) const {
-  const KindInfo& kind = layout_.kinds[entry.kind_index];
+  return VerifyExtentWith(layout_, entry, data);
+}
+
+Status ExpertStore::VerifyExtentWith(const Superblock& layout, const IndexEntry& entry,
+                                     const std::byte* data) const {
+  const KindInfo& kind = layout.kinds[entry.kind_index];
   uint64_t seed = ExtentSeed(entry.layer, entry.expert, entry.kind_index, entry.generation);
-  uint64_t sum = ComputeChecksum(layout_.checksum, seed, data, kind.payload_bytes);
+  uint64_t sum = ComputeChecksum(layout.checksum, seed, data, kind.payload_bytes);
   if (sum == entry.checksum) return Status::Ok();
   return DataLossError(
       "expert store " + path_ + ": layer " + std::to_string(entry.layer) + " expert " +
       std::to_string(entry.expert) + " (" + ExtentKindName(kind.kind) + ", generation " +
       std::to_string(entry.generation) + ") extent at offset " + std::to_string(entry.offset) +
-      " failed its " + std::string(ChecksumKindName(layout_.checksum)) +
+      " failed its " + std::string(ChecksumKindName(layout.checksum)) +
       " checksum: the extent is torn or corrupt and was not used; rewrite the "
       "expert or restore it from a checkpoint");
+}
+
+Status ExpertStore::VerifyNewExtents(const StoreMetadata& metadata) {
+  const Superblock& sb = metadata.superblock;
+  for (size_t i = 0; i < metadata.entries.size(); ++i) {
+    const IndexEntry& entry = metadata.entries[i];
+    if (entry.generation == 0) continue;
+    if (i < metadata.previous_entries.size()) {
+      const IndexEntry& before = metadata.previous_entries[i];
+      if (before.offset == entry.offset && before.generation == entry.generation &&
+          before.checksum == entry.checksum) {
+        continue;
+      }
+    }
+    const KindInfo& kind = sb.kinds[entry.kind_index];
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, AlignedBuffer(kind.stride));
+    SY_RETURN_IF_ERROR(file_->Read(entry.offset, buffer->data(), kind.stride));
+    SY_RETURN_IF_ERROR(VerifyExtentWith(sb, entry, static_cast<const std::byte*>(buffer->data())));
+  }
+  return Status::Ok();
 }
 
 Status ExpertStore::VerifyAll() {
@@ -482,38 +526,35 @@ std::vector<ExpertStore::StartedWrite> ExpertStore::StartQueuedLocked() {
 }
 
 void ExpertStore::SubmitWrites(std::vector<StartedWrite> writes) {
-  if (writes.empty()) return;
-  auto pending = std::make_shared<std::vector<PendingWrite>>();
-  std::vector<IoOp> ops;
+  // Each write goes to the file as soon as its checksum is known, so the device starts on the
+  // first extent of a large batch while the rest are still being summed.
   for (StartedWrite& write : writes) {
     uint32_t entry = write.write.entry;
     auto kind_index = static_cast<uint32_t>(entry % layout_.kinds.size());
     const KindInfo& kind = layout_.kinds[kind_index];
     auto layer = static_cast<uint32_t>(entry / layout_.kinds.size() / layout_.num_experts);
     auto expert = static_cast<uint32_t>(entry / layout_.kinds.size() % layout_.num_experts);
-    PendingWrite p;
-    p.entry = entry;
-    p.offset = write.offset;
-    p.generation = write.generation;
-    p.bytes = kind.payload_bytes;
-    p.checksum =
+    auto pending = std::make_shared<PendingWrite>();
+    pending->entry = entry;
+    pending->offset = write.offset;
+    pending->generation = write.generation;
+    pending->bytes = kind.payload_bytes;
+    pending->checksum =
         ComputeChecksum(layout_.checksum, ExtentSeed(layer, expert, kind_index, write.generation),
                         write.write.data.data(), kind.payload_bytes);
-    p.done = std::move(write.write.done);
-    pending->push_back(std::move(p));
+    pending->done = std::move(write.write.done);
     size_t length = write.write.data.size() >= kind.stride ? kind.stride : kind.payload_bytes;
-    ops.push_back(IoOp{IoKind::kWrite, write.offset,
-                       const_cast<std::byte*>(write.write.data.data()), length});
+    IoOp op{IoKind::kWrite, write.offset, const_cast<std::byte*>(write.write.data.data()), length};
+    file_->SubmitBatch(std::span<const IoOp>(&op, 1), [this, pending](size_t, Status status) {
+      PendingWrite p = std::move(*pending);
+      if (!status.ok()) {
+        p.status = status.WithContext("write " + EntryName(p.entry) + " to expert store " + path_);
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      completed_.push_back(std::move(p));
+      cv_.notify_all();
+    });
   }
-  file_->SubmitBatch(ops, [this, pending](size_t j, Status status) {
-    PendingWrite p = std::move((*pending)[j]);
-    if (!status.ok()) {
-      p.status = status.WithContext("write " + EntryName(p.entry) + " to expert store " + path_);
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    completed_.push_back(std::move(p));
-    cv_.notify_all();
-  });
 }
 
 void ExpertStore::Flush() {
@@ -570,16 +611,17 @@ void ExpertStore::Publish(std::vector<PendingWrite> batch) {
     std::vector<uint8_t> index = EncodeIndex(sb, next);
     sb.index_checksum = Crc32c(index.data(), sb.index_bytes);
     std::memcpy(index_buffer_->data(), index.data(), index.size());
-    // Data and index become durable together, before the superblock that points at them.
+    // Index and superblock go to the slot the newest durable publish does not use, then one
+    // fdatasync makes extents, index and superblock durable together. Open verifies the extents
+    // a publish added before trusting it (VerifyNewExtents), so no ordering among them is needed.
     status = file_->Write(sb.index_area_offset[sequence % 2], index_buffer_->data(), index.size());
-    if (status.ok()) status = file_->Sync();
     if (status.ok()) {
       std::array<uint8_t, kStoreBlock> super = EncodeSuperblock(sb);
       std::memcpy(superblock_buffer_->data(), super.data(), super.size());
       superblock_written = true;
       status = file_->Write((sequence % 2) * kStoreBlock, superblock_buffer_->data(), kStoreBlock);
-      if (status.ok()) status = file_->Sync();
     }
+    if (status.ok()) status = file_->Sync();
     if (!status.ok()) {
       status = status.WithContext("publish " + std::to_string(good.size()) + " extents (sequence " +
                                   std::to_string(sequence) + ") in expert store " + path_ +

@@ -4,18 +4,20 @@
 // Reads and writes are asynchronous and batched; they complete through callbacks or futures.
 //
 // Crash-consistent update (shadow paging with group commit):
-//   1. WriteAsync takes a free extent (never one any valid superblock points to), writes the new
-//      version there and computes its checksum, seeded by (layer, expert, kind, generation).
+//   1. WriteAsync takes a free extent (one the newest durable superblock does not reference),
+//      writes the new version there and computes its checksum, seeded by (layer, expert, kind,
+//      generation).
 //   2. The committer thread collects every completed write, writes the new index to the index
-//      area the previous publish did not use, and fdatasyncs: data and index are durable.
-//   3. It writes the superblock into the slot the previous publish did not use, and fdatasyncs.
-//      This is the atomic step: the newest valid superblock decides which extents are current.
-//   4. Only then are the writes acknowledged (callbacks and futures see their generation), and the
+//      area the newest durable publish does not use and the new superblock to the slot it does
+//      not use, then fdatasyncs once: extents, index and superblock are durable together.
+//   3. Only then are the writes acknowledged (callbacks and futures see their generation), and the
 //      extents they replaced become free.
-// On open, both superblock slots are parsed; the newest whose index validates wins; every written
-// extent is read back and its checksum checked (StoreOptions::verify_on_open). A torn or corrupt
-// extent is listed in corrupt_extents() with its (layer, expert) and every read of it fails with
-// DataLoss: it is never silently used.
+// On open, both superblock slots are parsed and the newest whose index validates is taken, unless
+// an extent it added since the previous publish fails its checksum: then that publish was cut
+// short by a crash (never acknowledged) and the previous one, untouched by it, is current.
+// Every written extent is then read back and checked (StoreOptions::verify_on_open). A torn or
+// corrupt extent is listed in corrupt_extents() with its (layer, expert) and every read of it
+// fails with DataLoss: it is never silently used.
 //
 // A failed write or publish (EIO, ENOSPC) fails the affected writes with a Status naming the file
 // and offset; the store keeps serving the previous generation of every expert, on disk and in
@@ -90,8 +92,9 @@ struct StoreStats {
 
 class ExpertStore {
  public:
-  // Creates a new store file at `path` (AlreadyExists if it is there): written to `path`.tmp,
-  // synced, renamed into place and the directory synced. Every extent starts unwritten.
+  // Creates a new store file at `path` (AlreadyExists if it is there): preallocated in full
+  // (fallocate, so ENOSPC comes now rather than mid-training), written to `path`.tmp, synced,
+  // renamed into place and the directory synced. Every extent starts unwritten.
   static Result<std::unique_ptr<ExpertStore>> Create(FileSystem* fs, const std::string& path,
                                                      const StoreLayout& layout,
                                                      const StoreOptions& options = {});
@@ -202,6 +205,10 @@ class ExpertStore {
   void SubmitWrites(std::vector<StartedWrite> writes);
   void FinishRead(const ReadContext& read, Status status, const ReadDone& done);
   Status VerifyExtent(const IndexEntry& entry, const std::byte* data) const;
+  Status VerifyExtentWith(const Superblock& layout, const IndexEntry& entry,
+                          const std::byte* data) const;
+  // DataLoss when an extent the newest publish added (against the previous one) fails to verify.
+  Status VerifyNewExtents(const StoreMetadata& metadata);
   uint32_t KindOfOffset(uint64_t offset) const;
   void ReleaseReadRefLocked(uint64_t offset);  // mutex_ held
   void FreeExtentLocked(uint64_t offset);      // mutex_ held

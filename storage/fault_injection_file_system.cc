@@ -64,6 +64,16 @@ class FaultFile : public File {
   }
 
   Result<uint64_t> Size() override { return base_->Size(); }
+  Status Preallocate(uint64_t size) override {
+    if (fs_->crashed()) return CrashedError("preallocate " + path());
+    SY_ASSIGN_OR_RETURN(uint64_t old_size, base_->Size());
+    if (size > old_size) {
+      FaultInjectionFileSystem::Undo undo;
+      undo.old_size = old_size;
+      fs_->RecordUndo(path(), std::move(undo));
+    }
+    return base_->Preallocate(size);
+  }
   size_t alignment() const override { return base_->alignment(); }
   Status LockExclusive(int64_t timeout_ms) override { return base_->LockExclusive(timeout_ms); }
 

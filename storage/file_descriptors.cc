@@ -155,6 +155,17 @@ Status FdTruncate(int fd, const std::string& path, uint64_t size) {
   }
 }
 
+Status FdPreallocate(int fd, const std::string& path, uint64_t size) {
+  if (size == 0) return Status::Ok();
+  int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+  if (rc == 0) return Status::Ok();
+  if (rc == EOPNOTSUPP || rc == EINVAL) {
+    SY_ASSIGN_OR_RETURN(uint64_t current, FdSize(fd, path));
+    return current < size ? FdTruncate(fd, path, size) : Status::Ok();
+  }
+  return ErrnoError("fallocate " + std::to_string(size) + " bytes", path, rc);
+}
+
 Result<uint64_t> FdSize(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return ErrnoError("fstat", path, errno);

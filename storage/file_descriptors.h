@@ -49,6 +49,8 @@ Status FdSync(int fd, const std::string& path);
 // flock(LOCK_EX) with retries until `timeout_ms`; FailedPrecondition naming the path when taken.
 Status FdLockExclusive(int fd, const std::string& path, int64_t timeout_ms);
 Status FdTruncate(int fd, const std::string& path, uint64_t size);
+// posix_fallocate(0, size); falls back to ftruncate where the file system cannot (EOPNOTSUPP).
+Status FdPreallocate(int fd, const std::string& path, uint64_t size);
 Result<uint64_t> FdSize(int fd, const std::string& path);
 
 }  // namespace sy::storage

@@ -48,6 +48,11 @@ Status File::Write(uint64_t offset, const void* data, size_t length) {
   return SubmitOne(*this, IoKind::kWrite, offset, const_cast<void*>(data), length).get();
 }
 
+Status File::Preallocate(uint64_t size) {
+  SY_ASSIGN_OR_RETURN(uint64_t current, Size());
+  return current < size ? Truncate(size) : Status::Ok();
+}
+
 std::future<Status> File::ReadAsync(uint64_t offset, void* data, size_t length) {
   return SubmitOne(*this, IoKind::kRead, offset, data, length);
 }

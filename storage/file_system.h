@@ -73,6 +73,9 @@ class File {
   virtual Status Sync() = 0;
   virtual Status Truncate(uint64_t size) = 0;
   virtual Result<uint64_t> Size() = 0;
+  // Reserves disk blocks for [0, size) (fallocate), growing the file to `size` if smaller, so
+  // later writes cannot fail for space. Default: grows the file with Truncate when smaller.
+  virtual Status Preallocate(uint64_t size);
 
   // Alignment for no-copy direct I/O (1: any). Default: 1.
   virtual size_t alignment() const { return 1; }

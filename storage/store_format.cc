@@ -468,6 +468,20 @@ Result<StoreMetadata> SelectMetadata(std::span<const uint8_t> slot0, std::span<c
     if (parsed[other].ok() && why[other].ok() && parsed[other]->sequence > sb.sequence) {
       metadata.other_slot_note = "newer slot rejected";
     }
+    if (parsed[other].ok() && parsed[other]->sequence + 1 == sb.sequence &&
+        parsed[other]->sequence % 2 == static_cast<uint64_t>(other)) {
+      Result<std::vector<uint8_t>> previous_bytes = read_index(*parsed[other]);
+      if (previous_bytes.ok()) {
+        Result<std::vector<IndexEntry>> previous =
+            ParseIndex(*parsed[other], *previous_bytes, file_size);
+        if (previous.ok()) {
+          metadata.has_previous = true;
+          metadata.previous_superblock = *parsed[other];
+          metadata.previous_slot = other;
+          metadata.previous_entries = std::move(*previous);
+        }
+      }
+    }
     return metadata;
   }
   // Neither slot is usable. Report the most specific reason: a version this build cannot read,

@@ -116,6 +116,14 @@ struct StoreMetadata {
   std::vector<IndexEntry> entries;
   // Why the other slot was not chosen ("" when it was valid but older).
   std::string other_slot_note;
+  // The publish before it (sequence - 1), when its superblock and index are still valid. The
+  // store falls back to it when the newest publish was interrupted: a publish makes its extents,
+  // index and superblock durable with one fdatasync, so after a crash the newest superblock may
+  // be on disk while one of its new extents is not (docs/storage.md).
+  bool has_previous = false;
+  Superblock previous_superblock;
+  int previous_slot = 0;
+  std::vector<IndexEntry> previous_entries;
 };
 
 // Lays out a new store: offsets of the index areas and pools, and the file size. Sequence 0.

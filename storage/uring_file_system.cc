@@ -423,6 +423,9 @@ class UringFile : public File {
   Status Sync() override { return FdSync(fds_.buffered.get(), path_); }
   Status Truncate(uint64_t size) override { return FdTruncate(fds_.buffered.get(), path_, size); }
   Result<uint64_t> Size() override { return FdSize(fds_.buffered.get(), path_); }
+  Status Preallocate(uint64_t size) override {
+    return FdPreallocate(fds_.buffered.get(), path_, size);
+  }
   size_t alignment() const override { return fds_.direct.valid() ? kDirectAlignment : 1; }
   Status LockExclusive(int64_t timeout_ms) override {
     // The descriptor that carries the store's aligned I/O holds the lock, so requests still in
