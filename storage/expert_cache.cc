@@ -419,16 +419,28 @@ Status ExpertCache::Flush() {
     }
   }
   if (chosen.empty()) return Status::Ok();
-  std::vector<Status> results(chosen.size());
-  std::promise<void> all_done;
-  std::mutex results_mutex;
-  size_t remaining = chosen.size();
-  store_->WriteBatch(requests, [&](size_t i, Result<uint64_t> result) {
-    std::lock_guard<std::mutex> results_lock(results_mutex);
-    results[i] = result.ok() ? Status::Ok() : result.status();
-    if (--remaining == 0) all_done.set_value();
+  // The callbacks run on the store's committer thread and may outlive this frame's locals by a
+  // few instructions, so everything they touch is shared.
+  struct Batch {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<Status> results;
+    size_t remaining = 0;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->results.resize(chosen.size());
+  batch->remaining = chosen.size();
+  store_->WriteBatch(requests, [batch](size_t i, Result<uint64_t> result) {
+    std::lock_guard<std::mutex> batch_lock(batch->mutex);
+    batch->results[i] = result.ok() ? Status::Ok() : result.status();
+    if (--batch->remaining == 0) batch->cv.notify_all();
   });
-  all_done.get_future().wait();
+  std::vector<Status> results;
+  {
+    std::unique_lock<std::mutex> batch_lock(batch->mutex);
+    batch->cv.wait(batch_lock, [&] { return batch->remaining == 0; });
+    results = batch->results;
+  }
 
   Status first;
   std::lock_guard<std::mutex> lock(mutex_);

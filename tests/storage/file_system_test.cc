@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -110,15 +111,18 @@ TEST_P(FileSystemContractTest, BatchesCompleteEveryOpOnce) {
   }
   std::vector<int> calls(kOps, 0);
   std::mutex mutex;
-  std::promise<void> done;
+  std::condition_variable cv;
   size_t remaining = kOps;
   file->SubmitBatch(reads, [&](size_t index, Status status) {
     EXPECT_TRUE(status.ok()) << status.ToString();
     std::lock_guard<std::mutex> lock(mutex);
     ++calls[index];
-    if (--remaining == 0) done.set_value();
+    if (--remaining == 0) cv.notify_all();
   });
-  done.get_future().wait();
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return remaining == 0; });
+  }
   for (size_t i = 0; i < kOps; ++i) {
     EXPECT_EQ(calls[i], 1);
     EXPECT_EQ(in[i], out[kOps - 1 - i]) << "op " << i;
