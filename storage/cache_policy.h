@@ -51,15 +51,19 @@ std::string_view PolicyKindName(PolicyKind kind);
 Result<PolicyKind> ParsePolicyKind(std::string_view name);  // "lfu", "lru", "wtinylfu"
 
 // MoESys Algorithm 2 parameters.
+// The defaults are the best of a sweep on the Zipf traces (benchmarks/storage-results.md): with a
+// positive threshold, entries whose counts decay below it are never candidates, so stale experts
+// linger and the cache shrinks when popularity drifts.
 struct LfuOptions {
   // Only entries whose hit count is >= threshold are eviction candidates; among them the minimum
   // count goes (ties: least recently used). When no evictable entry reaches the threshold the
-  // minimum over all evictable entries goes, so a miss can always be served. Default: 1.
-  double threshold = 1.0;
+  // minimum over all evictable entries goes, so a miss can always be served. Default: 0 (every
+  // entry is a candidate).
+  double threshold = 0.0;
   // Every `decay_every` steps all counts are multiplied by beta. Default: 0.5.
   double beta = 0.5;
-  // Steps between decays (MoESys K); 0 never decays. Default: 100.
-  int64_t decay_every = 100;
+  // Steps between decays (MoESys K); 0 never decays. Default: 25.
+  int64_t decay_every = 25;
 };
 
 struct PolicyOptions {

@@ -50,7 +50,7 @@ enum class AccessMode : uint8_t {
 struct CacheOptions {
   size_t num_slots = 0;                       // Required, >= 1.
   ExtentKind kind = ExtentKind::kTrainState;  // Default: training state (master | m | v).
-  PolicyOptions policy;                       // Default: MoESys LFU (threshold 1, beta .5, K 100).
+  PolicyOptions policy;                       // Default: MoESys LFU (threshold 0, beta .5, K 25).
   // Write back every dirty entry every this many Step() calls; 0 only on eviction and Flush.
   // Default: 0.
   int64_t update_cycle = 0;
