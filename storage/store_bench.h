@@ -4,13 +4,19 @@
 // after each measurement, so every row carries its own side-by-side fio figure and ratio.
 //
 // Per extent size X: a store of N = bytes_per_size / X experts (and N spare extents) is created
-// in `dir` and filled (untimed). Then, for read and write, sequential and random order, and each
-// file system: the N experts are read (checksums verified) or written (each write durable and
-// published, as in training) with `extents_in_flight` requests outstanding; fio then moves the
-// same bytes in X-sized blocks at iodepth = extents_in_flight over the same region of the file
-// (reads: the N current extents; writes: the 2N-extent pool, N extents' worth, end_fsync=1).
-// Reads run before writes because fio's writes overwrite the store's extents. The page cache is
-// dropped (POSIX_FADV_DONTNEED) before every run. The file is removed at the end.
+// in `dir`, every block of its pool written once, and the experts filled (all untimed), so the
+// timed writes and fio's both overwrite allocated blocks. Then, for read and write, sequential and
+// random order, and each file system:
+//   reads   the N experts stream in with `extents_in_flight` reads outstanding (as a prefetcher
+//           does), checksums verified;
+//   writes  the N experts go out as one write-back batch (as ExpertCache::Flush does): submitted
+//           together, the file system's queue depth bounding what is in flight, timed until the
+//           last one is durable and published (group commits, one fdatasync each);
+// and fio then moves the same bytes in X-sized blocks at iodepth = extents_in_flight over the same
+// region of the file (reads: the N current extents; writes: the 2N-extent pool, N extents' worth,
+// end_fsync=1). With match_fio_depth, io_uring keeps as many bytes in flight as fio. Reads run
+// before writes because fio's writes overwrite the store's extents. The page cache is dropped
+// (POSIX_FADV_DONTNEED) before every run. The file is removed at the end.
 //
 // Thread-safety: RunStoreBench may run concurrently with itself on different directories.
 #pragma once
@@ -38,6 +44,10 @@ struct StoreBenchOptions {
   int extents_in_flight = 4;
   // File system settings (block size and queue depth for io_uring). Default: IoOptions{}.
   IoOptions io;
+  // Give io_uring the queue depth that keeps as many bytes in flight as fio has
+  // (extents_in_flight x extent / block_size, per extent size) instead of io.queue_depth.
+  // Default: true.
+  bool match_fio_depth = true;
   // The fio binary; empty skips fio. Default: "fio".
   std::string fio = "fio";
   // Runs per row; the median is reported. Default: 1.
@@ -52,6 +62,7 @@ struct StoreBenchRow {
   std::string file_system;  // what ran ("io_uring", or "posix" after a fallback)
   std::string requested;    // what was asked for
   uint64_t extent_bytes = 0;
+  int queue_depth = 0;  // io_uring blocks in flight
   std::string op;       // "read" or "write"
   std::string pattern;  // "seq" or "rand"
   double gbps = 0;      // 1e9 bytes per second, median over repeats
