@@ -1,0 +1,196 @@
+// `switchyard bench store`: expert-sized extent reads and writes through the expert store on
+// posix, io_uring and pmem, sequential and random, each beside fio (io_uring, direct) on the same
+// file with the same sizes, with the ratio to fio (storage/store_bench.h).
+//
+// `switchyard bench cache`: hit rates of MoESys LFU, LRU and W-TinyLFU against Belady's optimum on
+// expert access traces (recorded routing traces, or the standard Zipf traces), at cache sizes of
+// 10-50% of the experts (storage/policy_bench.h). It lives here, beside the store benchmark, as
+// the other half of the storage stack's measurements.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "launcher/command.h"
+#include "storage/access_trace.h"
+#include "storage/checksum.h"
+#include "storage/io_tune.h"
+#include "storage/policy_bench.h"
+#include "storage/store_bench.h"
+
+namespace sy::launcher {
+namespace {
+
+int Fail(const Status& status) {
+  PrintError(status);
+  return 1;
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) return IOError("cannot write " + path);
+  return Status::Ok();
+}
+
+class BenchStoreCommand : public Command {
+ public:
+  void Configure(CLI::App& app) override {
+    app.add_option("--path", options_.dir, "Directory on the device to measure")->required();
+    app.add_option("--sizes", sizes_, "Extent sizes, comma-separated (default 4M,16M,64M)");
+    app.add_option("--bytes", bytes_, "Data per extent size (default 512M; the file is twice)");
+    app.add_option("--fs", options_.file_systems, "File systems (default posix,io_uring,pmem)")
+        ->delimiter(',');
+    app.add_option("--in-flight", options_.extents_in_flight,
+                   "Extents in flight, and fio's iodepth (default 4)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--block-size", block_size_, "io_uring block size (default 1M)");
+    app.add_option("--queue-depth", queue_depth_,
+                   "io_uring queue depth (default: as many bytes in flight as fio, "
+                   "in-flight x extent / block size)")
+        ->check(CLI::Range(1, 4096));
+    app.add_option("--fio", options_.fio, "fio binary; '' skips fio (default fio)");
+    app.add_option("--repeats", options_.repeats, "Runs per row; the median is reported")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--checksum", checksum_, "Extent checksum: xxh3 or crc32c");
+    app.add_option("--output", output_, "Also write the Markdown table to this file");
+  }
+
+  int Run() override {
+    if (!sizes_.empty()) {
+      options_.extent_bytes.clear();
+      std::stringstream stream(sizes_);
+      std::string item;
+      while (std::getline(stream, item, ',')) {
+        Result<uint64_t> bytes = storage::ParseBytes(item);
+        if (!bytes.ok()) return Fail(bytes.status().WithContext("--sizes"));
+        options_.extent_bytes.push_back(*bytes);
+      }
+    }
+    if (!bytes_.empty()) {
+      Result<uint64_t> bytes = storage::ParseBytes(bytes_);
+      if (!bytes.ok()) return Fail(bytes.status().WithContext("--bytes"));
+      options_.bytes_per_size = *bytes;
+    }
+    if (!block_size_.empty()) {
+      Result<uint64_t> bytes = storage::ParseBytes(block_size_);
+      if (!bytes.ok()) return Fail(bytes.status().WithContext("--block-size"));
+      options_.io.block_size = static_cast<size_t>(*bytes);
+    }
+    if (queue_depth_ > 0) {
+      options_.io.queue_depth = queue_depth_;
+      options_.match_fio_depth = false;
+    }
+    if (!checksum_.empty()) {
+      Result<storage::ChecksumKind> kind = storage::ParseChecksumKind(checksum_);
+      if (!kind.ok()) return Fail(kind.status().WithContext("--checksum"));
+      options_.checksum = *kind;
+    }
+    std::printf("bench store on %s (block %s, queue depth %s, %d in flight, checksum %s)\n",
+                options_.dir.c_str(), storage::FormatBytes(options_.io.block_size).c_str(),
+                options_.match_fio_depth ? "matched to fio"
+                                         : std::to_string(options_.io.queue_depth).c_str(),
+                options_.extents_in_flight,
+                std::string(storage::ChecksumKindName(options_.checksum)).c_str());
+    Result<storage::StoreBenchReport> report =
+        storage::RunStoreBench(options_, [](const storage::StoreBenchRow& row) {
+          std::printf("  %-8s %-5s %-4s %-9s %7.3f GB/s  fio %7.3f GB/s  ratio %.2f\n",
+                      storage::FormatBytes(row.extent_bytes).c_str(), row.op.c_str(),
+                      row.pattern.c_str(), row.file_system.c_str(), row.gbps, row.fio_gbps,
+                      row.ratio());
+          std::fflush(stdout);
+        });
+    if (!report.ok()) return Fail(report.status());
+    std::string table = storage::FormatStoreBench(*report);
+    std::printf("\n%s", table.c_str());
+    if (!report->fio_version.empty()) std::printf("fio: %s\n", report->fio_version.c_str());
+    if (!output_.empty()) {
+      Status status = WriteText(output_, table);
+      if (!status.ok()) return Fail(status);
+    }
+    return 0;
+  }
+
+ private:
+  storage::StoreBenchOptions options_;
+  std::string sizes_;
+  std::string bytes_;
+  std::string block_size_;
+  std::string checksum_;
+  std::string output_;
+  int queue_depth_ = 0;
+};
+
+class BenchCacheCommand : public Command {
+ public:
+  void Configure(CLI::App& app) override {
+    app.add_option("--trace", traces_,
+                   "Trace files (docs/storage.md format); default: the standard Zipf traces");
+    app.add_flag("--zipf", zipf_, "Also run the standard Zipf traces when --trace is given");
+    app.add_option("--fractions", options_.fractions,
+                   "Cache sizes as fractions of all experts (default 0.1,0.2,0.3,0.4,0.5)")
+        ->delimiter(',');
+    app.add_option("--threshold", options_.lfu.threshold, "MoESys LFU hit threshold (default 0)");
+    app.add_option("--beta", options_.lfu.beta, "MoESys LFU decay factor (default 0.5)");
+    app.add_option("--decay-every", options_.lfu.decay_every,
+                   "MoESys LFU steps between decays, K (default 25)");
+    app.add_option("--warmup", options_.warmup_fraction,
+                   "Leading fraction of steps not counted (default 0.1)");
+    app.add_option("--seed", seed_, "Seed of the Zipf traces (default 1)");
+    app.add_option("--save-traces", save_dir_, "Write the Zipf traces into this directory");
+    app.add_option("--output", output_, "Also write the Markdown table to this file");
+  }
+
+  int Run() override {
+    std::vector<storage::NamedTrace> traces;
+    for (const std::string& path : traces_) {
+      Result<storage::AccessTrace> trace = storage::ReadTraceFile(path);
+      if (!trace.ok()) return Fail(trace.status());
+      traces.push_back(storage::NamedTrace{path, std::move(*trace)});
+    }
+    if (traces_.empty() || zipf_) {
+      Result<std::vector<storage::NamedTrace>> zipf = storage::StandardZipfTraces(seed_);
+      if (!zipf.ok()) return Fail(zipf.status());
+      for (storage::NamedTrace& trace : *zipf) {
+        if (!save_dir_.empty()) {
+          Status status =
+              storage::WriteTraceFile(save_dir_ + "/" + trace.name + ".trace", trace.trace);
+          if (!status.ok()) return Fail(status);
+        }
+        traces.push_back(std::move(trace));
+      }
+    }
+    std::vector<storage::PolicyBenchRow> rows = storage::RunPolicyBench(traces, options_);
+    std::string table = storage::FormatPolicyBench(rows);
+    std::printf("MoESys LFU: threshold %g, beta %g, K %lld steps; warm-up %.0f%% of steps\n\n%s",
+                options_.lfu.threshold, options_.lfu.beta,
+                static_cast<long long>(options_.lfu.decay_every), options_.warmup_fraction * 100,
+                table.c_str());
+    if (!output_.empty()) {
+      Status status = WriteText(output_, table);
+      if (!status.ok()) return Fail(status);
+    }
+    return 0;
+  }
+
+ private:
+  storage::PolicyBenchOptions options_;
+  std::vector<std::string> traces_;
+  bool zipf_ = false;
+  uint64_t seed_ = 1;
+  std::string save_dir_;
+  std::string output_;
+};
+
+}  // namespace
+
+SY_REGISTER_COMMAND("bench store",
+                    "Expert extent reads/writes via posix, io_uring and pmem, beside fio",
+                    BenchStoreCommand);
+SY_REGISTER_COMMAND("bench cache",
+                    "Expert cache hit rates: MoESys LFU, LRU, W-TinyLFU vs Belady on traces",
+                    BenchCacheCommand);
+
+}  // namespace sy::launcher
