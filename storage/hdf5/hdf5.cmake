@@ -5,7 +5,6 @@
 # library; without it, checkpoint_unavailable.cc makes every call return an Unavailable Status
 # that says how to get HDF5, so the rest of Switchyard still builds and links.
 set(sy_hdf5_dir ${CMAKE_CURRENT_LIST_DIR})
-set_property(GLOBAL PROPERTY SY_STORAGE_HAS_HDF5_SOURCES ON)
 
 target_sources(sy_storage PRIVATE
   ${sy_hdf5_dir}/checkpoint_layout.cc
