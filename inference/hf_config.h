@@ -1,0 +1,41 @@
+// Hugging Face config.json -> ModelConfig for the MoE families Switchyard runs:
+//
+//   model_type  family            notes
+//   mixtral     Mixtral           experts of width intermediate_size; top-k renormalised
+//   qwen2_moe   Qwen2-MoE         qkv bias; one shared expert with a sigmoid gate
+//   qwen3_moe   Qwen3-MoE         per-head q/k RMSNorm; explicit head_dim
+//   olmoe       OLMoE             q/k RMSNorm over the whole projection
+//   deepseek    DeepSeek-MoE v1   first_k_dense_replace dense layers, n_shared_experts fused
+//
+// Fields that change the math and that Switchyard does not implement are errors naming the field
+// and its value (rope_scaling, a sliding window shorter than the context, clip_qkv, an activation
+// other than silu, ...), never silently ignored. An unknown model_type is an error listing the
+// supported ones.
+//
+// Ownership: value types. Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "runtime/core/status.h"
+#include "runtime/model/model_config.h"
+
+namespace sy {
+
+enum class HfFamily : uint8_t { kMixtral, kQwen2Moe, kQwen3Moe, kOlmoe, kDeepseek };
+
+std::string_view HfFamilyModelType(HfFamily family);  // "mixtral", "qwen2_moe", ...
+
+struct HfModelConfig {
+  HfFamily family = HfFamily::kMixtral;
+  ModelConfig config;                   // validated
+  int64_t max_position_embeddings = 0;  // 0 when absent
+};
+
+// Parses config.json text. `file` names it in error messages.
+Result<HfModelConfig> ParseHfConfig(std::string_view json_text, std::string_view file);
+// Reads and parses `dir`/config.json.
+Result<HfModelConfig> LoadHfConfig(const std::string& dir);
+
+}  // namespace sy

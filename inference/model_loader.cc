@@ -1,0 +1,187 @@
+#include "inference/model_loader.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "storage/formats/safetensors.h"
+
+namespace sy {
+namespace {
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  while (true) {
+    const size_t at = s.find(sep, begin);
+    parts.push_back(s.substr(begin, at == std::string::npos ? std::string::npos : at - begin));
+    if (at == std::string::npos) return parts;
+    begin = at + 1;
+  }
+}
+
+std::string ProjName(const std::string& w) {
+  if (w == "w_gate") return "gate_proj";
+  if (w == "w_up") return "up_proj";
+  if (w == "w_down") return "down_proj";
+  return "";
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string ShapeText(std::span<const int64_t> dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string HfTensorName(HfFamily family, const std::string& name) {
+  const bool mixtral = family == HfFamily::kMixtral;
+  if (name == "embed_tokens") return "model.embed_tokens.weight";
+  if (name == "final_norm") return "model.norm.weight";
+  if (name == "lm_head") return "lm_head.weight";
+  const std::vector<std::string> p = Split(name, '/');
+  if (p.size() >= 3 && p[0] == "layers") {
+    const std::string layer = "model.layers." + p[1] + ".";
+    if (p.size() == 3 && p[2] == "input_norm") return layer + "input_layernorm.weight";
+    if (p.size() == 3 && p[2] == "post_attention_norm") {
+      return layer + "post_attention_layernorm.weight";
+    }
+    if (p.size() == 4 && p[2] == "attn") {
+      const std::string& w = p[3];
+      if (w.size() == 2 && (w[0] == 'w' || w[0] == 'b') &&
+          std::string("qkvo").find(w[1]) != std::string::npos) {
+        return layer + "self_attn." + w[1] + "_proj." + (w[0] == 'w' ? "weight" : "bias");
+      }
+      if (w == "q_norm" || w == "k_norm") return layer + "self_attn." + w + ".weight";
+      return "";
+    }
+    if (p.size() == 4 && p[2] == "mlp") {
+      const std::string proj = ProjName(p[3]);
+      return proj.empty() ? "" : layer + "mlp." + proj + ".weight";
+    }
+    if (p.size() == 4 && p[2] == "moe" && p[3] == "gate") {
+      return layer + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
+    }
+    if (p.size() == 4 && p[2] == "moe" && p[3] == "shared_expert_gate") {
+      return family == HfFamily::kQwen2Moe ? layer + "mlp.shared_expert_gate.weight" : "";
+    }
+    if (p.size() == 5 && p[2] == "moe" && p[3] == "shared_experts") {
+      const std::string proj = ProjName(p[4]);
+      if (proj.empty()) return "";
+      if (family == HfFamily::kQwen2Moe) return layer + "mlp.shared_expert." + proj + ".weight";
+      if (family == HfFamily::kDeepseek) return layer + "mlp.shared_experts." + proj + ".weight";
+      return "";
+    }
+    return "";
+  }
+  // experts/layer{L}/expert{E}/{w_gate,w_up,w_down}
+  if (p.size() == 4 && p[0] == "experts" && p[1].rfind("layer", 0) == 0 &&
+      p[2].rfind("expert", 0) == 0) {
+    const std::string layer = "model.layers." + p[1].substr(5) + ".";
+    const std::string expert = p[2].substr(6);
+    if (mixtral) {
+      // Mixtral: w1 = gate, w3 = up, w2 = down.
+      const std::string w = p[3] == "w_gate"   ? "w1"
+                            : p[3] == "w_up"   ? "w3"
+                            : p[3] == "w_down" ? "w2"
+                                               : "";
+      return w.empty() ? "" : layer + "block_sparse_moe.experts." + expert + "." + w + ".weight";
+    }
+    const std::string proj = ProjName(p[3]);
+    return proj.empty() ? "" : layer + "mlp.experts." + expert + "." + proj + ".weight";
+  }
+  return "";
+}
+
+Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
+                                const LoadOptions& options) {
+  LoadedModel loaded;
+  SY_ASSIGN_OR_RETURN(loaded.hf, LoadHfConfig(dir));
+  const HfFamily family = loaded.hf.family;
+  SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(dir));
+  ModelOptions model_options;
+  model_options.with_grad = false;
+  model_options.weight_dtype = options.weight_dtype;
+  SY_ASSIGN_OR_RETURN(loaded.model, MoeModel::Create(backend, loaded.hf.config, model_options));
+
+  std::set<std::string> used;
+  std::vector<float> f32;
+  std::vector<uint16_t> half;
+  for (Parameter& param : loaded.model->parameters()) {
+    const std::string hf_name = HfTensorName(family, param.name);
+    if (hf_name.empty()) {
+      return InternalError("no Hugging Face name for parameter " + param.name + " of " +
+                           std::string(HfFamilyModelType(family)));
+    }
+    Result<storage::TensorBytes> tensor = ckpt->Get(hf_name);
+    if (!tensor.ok()) {
+      return NotFoundError(dir + ": tensor \"" + hf_name + "\" is missing (needed for " +
+                           param.name + " of this " + std::string(HfFamilyModelType(family)) +
+                           " config); the checkpoint does not match config.json");
+    }
+    used.insert(hf_name);
+    const Tensor& value = param.value;
+    const std::span<const int64_t> want = value.shape().dims();
+    const std::vector<int64_t>& have = tensor->info->shape;
+    if (!std::equal(want.begin(), want.end(), have.begin(), have.end())) {
+      return InvalidArgumentError(*tensor->file + ": tensor \"" + hf_name + "\" has shape " +
+                                  ShapeText(have) + ", but config.json implies " + ShapeText(want) +
+                                  "; the checkpoint does not match config.json");
+    }
+    const size_t n = static_cast<size_t>(value.numel());
+    f32.resize(n);
+    SY_RETURN_IF_ERROR(storage::ConvertToF32(*tensor, f32));
+    Tensor host;
+    switch (value.dtype()) {
+      case DType::kF32:
+        host = Tensor::Wrap(f32.data(), DType::kF32, value.shape());
+        break;
+      case DType::kBF16:
+        half.resize(n);
+        ConvertF32ToBF16(f32.data(), reinterpret_cast<BF16*>(half.data()), n);
+        host = Tensor::Wrap(half.data(), DType::kBF16, value.shape());
+        break;
+      case DType::kF16:
+        half.resize(n);
+        ConvertF32ToF16(f32.data(), reinterpret_cast<F16*>(half.data()), n);
+        host = Tensor::Wrap(half.data(), DType::kF16, value.shape());
+        break;
+      case DType::kI32:
+      case DType::kI64:
+      case DType::kU8:
+      case DType::kI8:
+        return InvalidArgumentError("parameter " + param.name + " has a non-float dtype");
+    }
+    backend.CopyAsync(host, value, backend.compute_stream());
+    // The staging buffers are reused for the next tensor.
+    backend.SynchronizeStream(backend.compute_stream());
+  }
+  std::vector<std::string> unexpected;
+  for (const std::string& name : ckpt->TensorNames()) {
+    if (used.count(name)) continue;
+    if (EndsWith(name, "rotary_emb.inv_freq")) continue;  // a recomputed buffer, not a weight
+    if (name == "lm_head.weight" && loaded.hf.config.tie_word_embeddings) continue;
+    unexpected.push_back(name);
+  }
+  if (!unexpected.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unexpected.size() && i < 5; ++i) {
+      list += (i ? ", \"" : "\"") + unexpected[i] + "\"";
+    }
+    if (unexpected.size() > 5) list += ", ... (" + std::to_string(unexpected.size()) + " in all)";
+    return InvalidArgumentError(dir + ": unexpected tensor " + list + " for a " +
+                                std::string(HfFamilyModelType(family)) +
+                                " model with this config.json; the checkpoint has weights "
+                                "Switchyard would ignore (a different architecture or config)");
+  }
+  return loaded;
+}
+
+}  // namespace sy

@@ -1,0 +1,48 @@
+// LoadHfModel: a Hugging Face model directory (config.json + safetensors, single or sharded) ->
+// a forward-only MoeModel on a backend.
+//
+// Tensor names are the families' real on-disk names (model.layers.L.self_attn.q_proj.weight,
+// Mixtral's block_sparse_moe.experts.E.w1/w2/w3 = gate/down/up, Qwen's mlp.shared_expert.* and
+// mlp.shared_expert_gate, DeepSeek's mlp.shared_experts.*, ...); HfTensorName gives the mapping
+// for each of our parameter names. No weight is transposed or permuted:
+//   - nn.Linear stores [out, in], as our ParameterStore does (runtime/model/parameter_store.h).
+//   - Hugging Face's RoPE rotates the halves (rotate_half: pairs (i, i + d/2)), and so does our
+//     Backend::Rope, so q_proj / k_proj rows load as they are. (GGUF's interleaved layout would
+//     need the permutation; safetensors from Hugging Face does not.)
+// Every parameter must be found with exactly its shape; every tensor in the checkpoint must be
+// used (except rotary_emb.inv_freq buffers, and lm_head.weight of a tied model); otherwise the
+// error names the tensor. Weights are converted from the file's dtype (F32, F16, BF16, F64) to
+// LoadOptions::weight_dtype.
+//
+// Ownership: LoadedModel owns its model, which lives on the backend passed in (the backend must
+// outlive it). The checkpoint's memory maps are released before LoadHfModel returns.
+// Thread-safety: LoadHfModel drives the backend's compute stream; call it from that thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "inference/hf_config.h"
+#include "runtime/backend/backend.h"
+#include "runtime/core/status.h"
+#include "runtime/model/moe_model.h"
+
+namespace sy {
+
+struct LoadOptions {
+  // Storage dtype of the loaded weights (f32, bf16 or f16). Default: f32.
+  DType weight_dtype = DType::kF32;
+};
+
+struct LoadedModel {
+  HfModelConfig hf;
+  std::unique_ptr<MoeModel> model;
+};
+
+// The Hugging Face tensor name of our parameter `name` for `family`, or "" when it has none.
+std::string HfTensorName(HfFamily family, const std::string& name);
+
+Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
+                                const LoadOptions& options = {});
+
+}  // namespace sy

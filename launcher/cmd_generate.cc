@@ -1,0 +1,166 @@
+// `switchyard generate`: loads a Hugging Face MoE model directory (inference/model_loader.h) and
+// runs it on token ids.
+//
+//   switchyard generate --model DIR --prompt-ids 1,2,3 --dump-logits FILE [--device cpu]
+//                       [--dtype f32|bf16|f16] [--max-tokens N] [--temperature T --top-k K
+//                       --top-p P --seed S --stop-tokens 2,7]
+//
+// --dump-logits writes the logits of every prompt position: FILE holds raw little-endian f32,
+// row-major [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
+// --max-tokens N appends up to N tokens and prints their ids, greedy by default (--temperature 0),
+// sampled with inference/sampler.h otherwise; a --stop-tokens id ends it early. Each step
+// recomputes the whole sequence: there is no KV cache yet.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "inference/model_loader.h"
+#include "inference/sampler.h"
+#include "launcher/command.h"
+#include "runtime/backend/backend.h"
+
+namespace sy::launcher {
+namespace {
+
+Result<std::vector<int32_t>> ParseIds(const std::string& text, const std::string& flag) {
+  std::vector<int32_t> ids;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t comma = text.find(',', begin);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(begin, comma - begin);
+    char* end = nullptr;
+    errno = 0;
+    const long v = item.empty() ? -1 : std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
+      return InvalidArgumentError(flag + ": \"" + item +
+                                  "\" is not a token id; pass non-negative integers separated by "
+                                  "commas, e.g. " +
+                                  flag + " 1,2,3");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    begin = comma + 1;
+  }
+  return ids;
+}
+
+class GenerateCommand : public Command {
+ public:
+  void Configure(CLI::App& app) override {
+    app.add_option("--model", model_dir_,
+                   "Hugging Face model directory (config.json + safetensors)")
+        ->required();
+    app.add_option("--prompt-ids", prompt_ids_, "Prompt token ids, comma-separated")->required();
+    app.add_option("--dump-logits", dump_logits_,
+                   "Write the prompt's logits: FILE (raw f32 [prompt_len, vocab]) and FILE.json");
+    app.add_option("--device", device_, "cpu, sim or cuda:N (default cpu)");
+    app.add_option("--dtype", dtype_, "Weight dtype on the device: f32, bf16, f16 (default f32)");
+    app.add_option("--max-tokens", max_tokens_, "Generate up to this many tokens (default 0)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--temperature", sampler_.temperature, "0 = greedy (default 0)");
+    app.add_option("--top-k", sampler_.top_k, "Keep the k most likely tokens (default 0 = off)");
+    app.add_option("--top-p", sampler_.top_p, "Nucleus mass to keep (default 1 = off)");
+    app.add_option("--seed", sampler_.seed, "Sampling seed (default 0)");
+    app.add_option("--stop-tokens", stop_tokens_, "Token ids that end generation, comma-separated");
+  }
+
+  int Run() override {
+    Status s = RunStatus();
+    if (!s.ok()) {
+      PrintError(s);
+      return 1;
+    }
+    return 0;
+  }
+
+ private:
+  Status RunStatus() {
+    SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIds(prompt_ids_, "--prompt-ids"));
+    SY_ASSIGN_OR_RETURN(Device device, ParseDevice(device_));
+    SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(dtype_));
+    SY_ASSIGN_OR_RETURN(auto backend, CreateBackend(device));
+    LoadOptions options;
+    options.weight_dtype = dtype;
+    SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, model_dir_, options));
+    MoeModel& model = *loaded.model;
+    std::fprintf(stderr, "loaded %s: %s\n",
+                 std::string(HfFamilyModelType(loaded.hf.family)).c_str(),
+                 model.config().ToString().c_str());
+    const int64_t vocab = model.config().vocab_size;
+
+    SY_ASSIGN_OR_RETURN(std::vector<float> logits, Logits(model, ids));
+    if (!dump_logits_.empty()) {
+      std::ofstream out(dump_logits_, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(logits.data()),
+                static_cast<std::streamsize>(logits.size() * sizeof(float)));
+      out.close();
+      if (!out) return IOError("write " + dump_logits_ + " failed");
+      std::ofstream meta(dump_logits_ + ".json");
+      meta << "{\"shape\": [" << ids.size() << ", " << vocab << "]}\n";
+      meta.close();
+      if (!meta) return IOError("write " + dump_logits_ + ".json failed");
+    }
+    if (max_tokens_ == 0) return Status::Ok();
+    SamplerOptions sampling = sampler_;
+    sampling.max_new_tokens = max_tokens_;
+    if (!stop_tokens_.empty()) {
+      SY_ASSIGN_OR_RETURN(sampling.stop_tokens, ParseIds(stop_tokens_, "--stop-tokens"));
+    }
+    SY_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(sampling, 1));
+    SY_ASSIGN_OR_RETURN(StopCondition stop, StopCondition::Create(sampling));
+    std::vector<int32_t> seq = ids;
+    while (!stop.stopped()) {
+      if (seq.size() > ids.size()) {
+        SY_ASSIGN_OR_RETURN(logits, Logits(model, seq));
+      }
+      const std::span<const float> last(
+          logits.data() + (seq.size() - 1) * static_cast<size_t>(vocab),
+          static_cast<size_t>(vocab));
+      const int32_t token = sampler.Sample(0, last);
+      std::printf("%s%d", seq.size() > ids.size() ? "," : "", token);
+      std::fflush(stdout);
+      seq.push_back(token);
+      stop.Append(token);
+    }
+    std::printf("\n");
+    return Status::Ok();
+  }
+
+  // Logits of every position, f32 [T, vocab] in host memory.
+  static Result<std::vector<float>> Logits(MoeModel& model, const std::vector<int32_t>& ids) {
+    std::vector<int32_t> tokens = ids;
+    const int64_t t = static_cast<int64_t>(tokens.size());
+    Tensor host_tokens = Tensor::Wrap(tokens.data(), DType::kI32, Shape{1, t});
+    SY_ASSIGN_OR_RETURN(LossReport report, model.Forward(host_tokens, Tensor()));
+    (void)report;
+    const Tensor& dev = model.logits();
+    std::vector<float> out(static_cast<size_t>(dev.numel()));
+    Backend& backend = model.backend();
+    backend.CopyAsync(dev, Tensor::Wrap(out.data(), DType::kF32, dev.shape()),
+                      backend.compute_stream());
+    backend.SynchronizeStream(backend.compute_stream());
+    return out;
+  }
+
+  std::string model_dir_;
+  std::string prompt_ids_;
+  std::string dump_logits_;
+  std::string device_ = "cpu";
+  std::string dtype_ = "f32";
+  int max_tokens_ = 0;
+  std::string stop_tokens_;
+  SamplerOptions sampler_ = [] {
+    SamplerOptions o;
+    o.temperature = 0.0f;  // greedy unless asked
+    return o;
+  }();
+};
+
+}  // namespace
+
+SY_REGISTER_COMMAND("generate", "Run a Hugging Face MoE model on token ids (logits, greedy)",
+                    GenerateCommand);
+
+}  // namespace sy::launcher

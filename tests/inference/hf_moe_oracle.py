@@ -1,0 +1,490 @@
+#!/usr/bin/python3
+"""Oracle test: Hugging Face checkpoints of each MoE family, loaded by `switchyard generate`,
+against an independent PyTorch implementation of that family.
+
+Usage: /usr/bin/python3 hf_moe_oracle.py SWITCHYARD_BINARY WORK_DIR
+
+For each family (mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek) this writes a tiny random model
+in the family's real on-disk format -- config.json with the family's own keys, safetensors with
+the tensor names exactly as Hugging Face writes them (written byte by byte here, no safetensors
+package needed), in F32, BF16 or F16, single-file or sharded with model.safetensors.index.json --
+then runs
+
+  switchyard generate --model DIR --prompt-ids ... --dump-logits FILE
+
+and compares the logits with a float64 forward written here from the math of the Hugging Face
+modeling files (modeling_mixtral.py, modeling_qwen2_moe.py, modeling_qwen3_moe.py,
+modeling_olmoe.py, DeepSeek-MoE's modeling_deepseek.py), on the values the files hold.
+
+Tolerance: max |ours - oracle| <= TOL * max(1, max |oracle|), TOL = 1e-4. Switchyard runs in f32
+on a model with O(1) activations, so its error is ~1e-6. To show the tolerance is tight enough the
+script also checks that plausible loader bugs -- a transposed q_proj, Mixtral's w1/w3 swapped,
+missing 1/sqrt(head_dim) attention scale, the q/k norm skipped, top-k renormalised when the family
+does not (or vice versa), the shared-expert gate dropped -- each move the oracle's logits by more
+than 10 x TOL. It also checks that a missing tensor, an unexpected tensor, a wrong shape, an
+unknown model_type and rope_scaling each fail with an error naming them.
+
+Exit status 0 when every check passes. Prints the max error per family.
+"""
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # ctest reads 77 as "skipped"
+    print(f"SKIP: {e}; install Debian's python3-torch and python3-numpy")
+    sys.exit(77)
+
+torch.set_default_dtype(torch.float64)
+TOL = 1e-4
+PROMPT = [3, 17, 42, 5, 61, 0, 29, 8, 50, 11]
+
+# ---------------------------------------------------------------- safetensors, by hand
+
+
+def encode(arr, dtype):
+    """float64 numpy array -> (bytes, values as the file holds them, float64)."""
+    a32 = np.ascontiguousarray(arr, dtype=np.float32)
+    if dtype == "F32":
+        return a32.tobytes(), a32.astype(np.float64)
+    if dtype == "F16":
+        h = a32.astype(np.float16)
+        return h.tobytes(), h.astype(np.float64)
+    if dtype == "BF16":
+        bits = a32.view(np.uint32).astype(np.uint64)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        back = (rounded.astype(np.uint32) << 16).view(np.float32)
+        return rounded.tobytes(), back.astype(np.float64)
+    raise ValueError(dtype)
+
+
+def write_safetensors(path, tensors, dtype):
+    """tensors: list of (name, np array). Returns {name: float64 torch tensor of file values}."""
+    header, chunks, values, offset = {"__metadata__": {"format": "pt"}}, [], {}, 0
+    for name, arr in tensors:
+        raw, back = encode(arr, dtype)
+        header[name] = {"dtype": dtype, "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        values[name] = torch.from_numpy(back.reshape(arr.shape))
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)  # as the reference writer pads
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for c in chunks:
+            f.write(c)
+    return values
+
+
+def write_model(model_dir, config, tensors, dtype, shards=1):
+    os.makedirs(model_dir, exist_ok=True)
+    for name in os.listdir(model_dir):
+        os.remove(os.path.join(model_dir, name))
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    values = {}
+    if shards == 1:
+        values.update(write_safetensors(os.path.join(model_dir, "model.safetensors"), tensors,
+                                        dtype))
+        return values
+    weight_map = {}
+    per = (len(tensors) + shards - 1) // shards
+    for s in range(shards):
+        part = tensors[s * per:(s + 1) * per]
+        fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        values.update(write_safetensors(os.path.join(model_dir, fname), part, dtype))
+        for name, _ in part:
+            weight_map[name] = fname
+    with open(os.path.join(model_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
+    return values
+
+
+# ---------------------------------------------------------------- tiny random models
+
+
+def layer_is_moe(fam, c, l):
+    if fam in ("mixtral", "olmoe"):
+        return True
+    if fam in ("qwen2_moe", "qwen3_moe"):
+        return l not in c.get("mlp_only_layers", []) and (l + 1) % c.get("decoder_sparse_step",
+                                                                         1) == 0
+    if fam == "deepseek":
+        return l >= c["first_k_dense_replace"] and l % c["moe_layer_freq"] == 0
+    raise ValueError(fam)
+
+
+def num_experts(fam, c):
+    return {"mixtral": c.get("num_local_experts"), "deepseek": c.get("n_routed_experts")}.get(
+        fam, c.get("num_experts"))
+
+
+def make_tensors(fam, c, rng):
+    """The family's tensors with Hugging Face names, weights ~ N(0, 1/in) (O(1) activations)."""
+    h = c["hidden_size"]
+    nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = c.get("head_dim") or h // nh
+    out = []
+
+    def lin(name, o, i):
+        out.append((name, rng.standard_normal((o, i)) / math.sqrt(i)))
+
+    def vec(name, n, around=1.0):
+        out.append((name, around + 0.2 * rng.standard_normal(n)))
+
+    def mlp(prefix, inter, names=("gate_proj", "up_proj", "down_proj")):
+        lin(f"{prefix}.{names[0]}.weight", inter, h)
+        lin(f"{prefix}.{names[1]}.weight", inter, h)
+        lin(f"{prefix}.{names[2]}.weight", h, inter)
+
+    out.append(("model.embed_tokens.weight", rng.standard_normal((c["vocab_size"], h))))
+    for l in range(c["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        vec(p + "input_layernorm.weight", h)
+        vec(p + "post_attention_layernorm.weight", h)
+        lin(p + "self_attn.q_proj.weight", nh * hd, h)
+        lin(p + "self_attn.k_proj.weight", nkv * hd, h)
+        lin(p + "self_attn.v_proj.weight", nkv * hd, h)
+        lin(p + "self_attn.o_proj.weight", h, nh * hd)
+        if fam == "qwen2_moe":
+            for x, n in (("q", nh), ("k", nkv), ("v", nkv)):
+                vec(p + f"self_attn.{x}_proj.bias", n * hd, around=0.0)
+        if fam == "qwen3_moe":
+            vec(p + "self_attn.q_norm.weight", hd)
+            vec(p + "self_attn.k_norm.weight", hd)
+        if fam == "olmoe":
+            vec(p + "self_attn.q_norm.weight", nh * hd)
+            vec(p + "self_attn.k_norm.weight", nkv * hd)
+        e = num_experts(fam, c)
+        if not layer_is_moe(fam, c, l):
+            mlp(p + "mlp", c["intermediate_size"])
+            continue
+        if fam == "mixtral":
+            out.append((p + "block_sparse_moe.gate.weight",
+                        1.5 * rng.standard_normal((e, h)) / math.sqrt(h)))
+            for x in range(e):
+                mlp(p + f"block_sparse_moe.experts.{x}", c["intermediate_size"],
+                    names=("w1", "w3", "w2"))
+            continue
+        # Router logits of std ~1.5: spread enough that no top-k choice is a near tie, flat
+        # enough that renormalising the top-k weights matters.
+        out.append((p + "mlp.gate.weight", 1.5 * rng.standard_normal((e, h)) / math.sqrt(h)))
+        inter = c.get("moe_intermediate_size") or c["intermediate_size"]
+        for x in range(e):
+            mlp(p + f"mlp.experts.{x}", inter)
+        if fam == "qwen2_moe":
+            mlp(p + "mlp.shared_expert", c["shared_expert_intermediate_size"])
+            lin(p + "mlp.shared_expert_gate.weight", 1, h)
+        if fam == "deepseek" and c.get("n_shared_experts"):
+            mlp(p + "mlp.shared_experts", c["moe_intermediate_size"] * c["n_shared_experts"])
+    vec("model.norm.weight", h)
+    if not c.get("tie_word_embeddings", False):
+        lin("lm_head.weight", c["vocab_size"], h)
+    return out
+
+
+CASES = {
+    "mixtral": (dict(
+        architectures=["MixtralForCausalLM"], model_type="mixtral", vocab_size=64, hidden_size=32,
+        intermediate_size=24, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        num_local_experts=4, num_experts_per_tok=2, rope_theta=1e6, rms_norm_eps=1e-5,
+        sliding_window=None, max_position_embeddings=128, tie_word_embeddings=False,
+        hidden_act="silu", router_aux_loss_coef=0.02, torch_dtype="bfloat16"), "BF16", 1),
+    "qwen2_moe": (dict(
+        architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", vocab_size=64,
+        hidden_size=32, intermediate_size=40, moe_intermediate_size=16,
+        shared_expert_intermediate_size=24, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=6, num_experts_per_tok=2, norm_topk_prob=False,
+        decoder_sparse_step=2, mlp_only_layers=[], use_sliding_window=False, sliding_window=32,
+        max_position_embeddings=128, rope_theta=1e6, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, hidden_act="silu", torch_dtype="float16"), "F16", 1),
+    "qwen3_moe": (dict(
+        architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", vocab_size=64,
+        hidden_size=32, head_dim=16, intermediate_size=40, moe_intermediate_size=12,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, num_experts=8,
+        num_experts_per_tok=3, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+        use_sliding_window=False, sliding_window=None, max_position_embeddings=128,
+        rope_theta=1e6, rms_norm_eps=1e-6, attention_bias=False, rope_scaling=None,
+        tie_word_embeddings=False, hidden_act="silu"), "F32", 1),
+    "olmoe": (dict(
+        architectures=["OlmoeForCausalLM"], model_type="olmoe", vocab_size=64, hidden_size=32,
+        intermediate_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        num_experts=8, num_experts_per_tok=2, norm_topk_prob=False, rope_theta=10000.0,
+        rms_norm_eps=1e-5, clip_qkv=None, attention_bias=False, max_position_embeddings=128,
+        tie_word_embeddings=True, hidden_act="silu"), "F32", 1),
+    "deepseek": (dict(
+        architectures=["DeepseekForCausalLM"], model_type="deepseek", vocab_size=64,
+        hidden_size=32, intermediate_size=48, moe_intermediate_size=12, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_shared_experts=2, n_routed_experts=6,
+        num_experts_per_tok=2, moe_layer_freq=1, first_k_dense_replace=1, norm_topk_prob=False,
+        scoring_func="softmax", aux_loss_alpha=0.001, seq_aux=True, rope_theta=10000.0,
+        rope_scaling=None, rms_norm_eps=1e-6, attention_bias=False, max_position_embeddings=128,
+        tie_word_embeddings=False, hidden_act="silu", pretraining_tp=1), "BF16", 3),
+}
+
+# ---------------------------------------------------------------- the families' forward
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rotate_half(x):
+    d = x.shape[-1] // 2
+    return torch.cat((-x[..., d:], x[..., :d]), dim=-1)
+
+
+def rope(x, theta):
+    """x [T, H, D]; Hugging Face apply_rotary_pos_emb with positions 0..T-1."""
+    t, _, d = x.shape
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return x * emb.cos()[:, None, :] + rotate_half(x) * emb.sin()[:, None, :]
+
+
+class Family:
+    """Forward of one family; `bug` injects a plausible loader bug (for the sensitivity check)."""
+
+    def __init__(self, fam, c, w, bug=None):
+        self.fam, self.c, self.w, self.bug = fam, c, w, bug
+        self.min_gap = float("inf")  # smallest gap between the k-th and (k+1)-th router prob
+
+    def linear(self, x, name, bias=None):
+        return F.linear(x, self.w[name], self.w.get(bias) if bias else None)
+
+    def mlp(self, x, p, names=("gate_proj", "up_proj", "down_proj")):
+        g = self.linear(x, f"{p}.{names[0]}.weight")
+        u = self.linear(x, f"{p}.{names[1]}.weight")
+        return self.linear(F.silu(g) * u, f"{p}.{names[2]}.weight")
+
+    def attention(self, l, x):
+        c, fam, bug = self.c, self.fam, self.bug
+        t = x.shape[0]
+        nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
+        hd = c.get("head_dim") or c["hidden_size"] // nh
+        p = f"model.layers.{l}.self_attn."
+        bias = fam == "qwen2_moe"
+        wq = self.w[p + "q_proj.weight"]
+        if bug == "transposed_q" and wq.shape[0] == wq.shape[1]:
+            wq = wq.t()
+        q = F.linear(x, wq, self.w[p + "q_proj.bias"] if bias else None)
+        k = self.linear(x, p + "k_proj.weight", p + "k_proj.bias" if bias else None)
+        v = self.linear(x, p + "v_proj.weight", p + "v_proj.bias" if bias else None)
+        eps = c["rms_norm_eps"]
+        if fam == "olmoe" and bug != "no_qk_norm":  # over the whole projection
+            q = rms_norm(q, self.w[p + "q_norm.weight"], eps)
+            k = rms_norm(k, self.w[p + "k_norm.weight"], eps)
+        q, k, v = q.view(t, nh, hd), k.view(t, nkv, hd), v.view(t, nkv, hd)
+        if fam == "qwen3_moe" and bug != "no_qk_norm":  # per head, before RoPE
+            q = rms_norm(q, self.w[p + "q_norm.weight"], eps)
+            k = rms_norm(k, self.w[p + "k_norm.weight"], eps)
+        theta = c["rope_theta"]
+        q, k = rope(q, theta), rope(k, theta)
+        k = k.repeat_interleave(nh // nkv, dim=1)
+        v = v.repeat_interleave(nh // nkv, dim=1)
+        scale = 1.0 if bug == "no_scale" else 1.0 / math.sqrt(hd)
+        scores = torch.einsum("thd,shd->hts", q, k) * scale
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        out = torch.einsum("hts,shd->thd", torch.softmax(scores, -1), v).reshape(t, nh * hd)
+        return self.linear(out, p + "o_proj.weight")
+
+    def moe(self, l, x):
+        c, fam, bug = self.c, self.fam, self.bug
+        p = f"model.layers.{l}."
+        if fam == "mixtral":
+            gate, experts, names = p + "block_sparse_moe.gate.weight", \
+                p + "block_sparse_moe.experts", ("w1", "w3", "w2")
+            if bug == "swap_w1_w3":
+                names = ("w3", "w1", "w2")
+            renorm = True
+        else:
+            gate, experts, names = p + "mlp.gate.weight", p + "mlp.experts", \
+                ("gate_proj", "up_proj", "down_proj")
+            renorm = c.get("norm_topk_prob", False)
+        if bug == "flip_renorm":
+            renorm = not renorm
+        probs = torch.softmax(self.linear(x, gate), dim=-1)
+        k = c["num_experts_per_tok"]
+        weights, chosen = torch.topk(probs, k, dim=-1)
+        if k < probs.shape[1]:
+            top = torch.topk(probs, k + 1, dim=-1).values
+            self.min_gap = min(self.min_gap, float((top[:, k - 1] - top[:, k]).min()))
+        if renorm:
+            weights = weights / weights.sum(-1, keepdim=True)
+        out = torch.zeros_like(x)
+        for tok in range(x.shape[0]):
+            for j in range(chosen.shape[1]):
+                e = int(chosen[tok, j])
+                out[tok] += weights[tok, j] * self.mlp(x[tok], f"{experts}.{e}", names)
+        if fam == "qwen2_moe":
+            s = self.mlp(x, p + "mlp.shared_expert")
+            if bug != "no_shared_gate":
+                s = torch.sigmoid(self.linear(x, p + "mlp.shared_expert_gate.weight")) * s
+            out = out + s
+        if fam == "deepseek" and c.get("n_shared_experts"):
+            out = out + self.mlp(x, p + "mlp.shared_experts")
+        return out
+
+    def forward(self, ids):
+        c, w = self.c, self.w
+        eps = c["rms_norm_eps"]
+        x = w["model.embed_tokens.weight"][torch.tensor(ids)]
+        for l in range(c["num_hidden_layers"]):
+            p = f"model.layers.{l}."
+            x = x + self.attention(l, rms_norm(x, w[p + "input_layernorm.weight"], eps))
+            h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+            if layer_is_moe(self.fam, c, l):
+                x = x + self.moe(l, h)
+            else:
+                x = x + self.mlp(h, p + "mlp")
+        x = rms_norm(x, w["model.norm.weight"], eps)
+        head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else \
+            w["lm_head.weight"]
+        return F.linear(x, head)
+
+
+# ---------------------------------------------------------------- running switchyard
+
+
+def run_switchyard(binary, model_dir, out_file):
+    cmd = [binary, "generate", "--model", model_dir, "--prompt-ids",
+           ",".join(map(str, PROMPT)), "--dump-logits", out_file]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def read_logits(out_file):
+    with open(out_file + ".json") as f:
+        shape = json.load(f)["shape"]
+    data = np.fromfile(out_file, dtype="<f4")
+    return torch.from_numpy(data.astype(np.float64)).reshape(shape)
+
+
+BUGS = {
+    "mixtral": ["transposed_q", "swap_w1_w3", "no_scale", "flip_renorm"],
+    "qwen2_moe": ["no_shared_gate", "flip_renorm", "no_scale"],
+    "qwen3_moe": ["no_qk_norm", "flip_renorm"],
+    "olmoe": ["no_qk_norm", "flip_renorm", "transposed_q"],
+    "deepseek": ["flip_renorm", "no_scale", "transposed_q"],
+}
+
+
+def main():
+    binary, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    failures = []
+    for fam, (config, dtype, shards) in CASES.items():
+        rng = np.random.default_rng(sum(map(ord, fam)))
+        tensors = make_tensors(fam, config, rng)
+        model_dir = os.path.join(work, fam)
+        values = write_model(model_dir, config, tensors, dtype, shards)
+        out_file = os.path.join(work, fam + ".logits")
+        r = run_switchyard(binary, model_dir, out_file)
+        if r.returncode != 0:
+            failures.append(f"{fam}: switchyard failed: {r.stderr.strip()}")
+            print(f"FAIL {fam}: {r.stderr.strip()}")
+            continue
+        ours = read_logits(out_file)
+        family = Family(fam, config, values)
+        ref = family.forward(PROMPT)
+        scale = max(1.0, float(ref.abs().max()))
+        err = float((ours - ref).abs().max())
+        ok = ours.shape == ref.shape and err <= TOL * scale
+        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} {dtype:4s} shards={shards} "
+              f"max|logit|={float(ref.abs().max()):.3f} max abs err={err:.3e} "
+              f"(tolerance {TOL * scale:.3e}; closest top-k margin {family.min_gap:.1e})")
+        if not ok:
+            failures.append(f"{fam}: max abs err {err:.3e} > {TOL * scale:.3e}")
+        for bug in BUGS[fam]:
+            bad = Family(fam, config, values, bug=bug).forward(PROMPT)
+            moved = float((bad - ref).abs().max())
+            if moved <= 10 * TOL * scale:
+                failures.append(f"{fam}: injected bug {bug} moves the logits only {moved:.2e}")
+            print(f"     bug {bug:15s} moves logits by {moved:.3e} (> {10 * TOL * scale:.1e})")
+    failures += greedy_check(binary, work)
+    failures += error_checks(binary, work)
+    if failures:
+        print("\nFAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("\nall families match")
+    return 0
+
+
+def greedy_check(binary, work):
+    """`--max-tokens` greedy decoding picks the oracle's argmax at every step."""
+    fam = "qwen3_moe"
+    config, _, _ = CASES[fam]
+    model_dir = os.path.join(work, fam)
+    cmd = [binary, "generate", "--model", model_dir, "--prompt-ids", ",".join(map(str, PROMPT)),
+           "--max-tokens", "6"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"greedy generation failed: {r.stderr.strip()}"]
+    generated = [int(x) for x in r.stdout.strip().split(",")]
+    values = {}
+    for name in os.listdir(model_dir):
+        if name.endswith(".safetensors"):
+            values.update(read_safetensors(os.path.join(model_dir, name)))
+    logits = Family(fam, config, values).forward(PROMPT + generated)
+    want = [int(logits[len(PROMPT) - 1 + i].argmax()) for i in range(len(generated))]
+    ok = len(generated) == 6 and generated == want
+    print(f"{'ok  ' if ok else 'FAIL'} greedy generation ({fam}): {generated} (oracle {want})")
+    return [] if ok else [f"greedy generation {generated} != oracle argmax {want}"]
+
+
+def read_safetensors(path):
+    """F32 files only (what the greedy check reads)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32"
+        b, e = info["data_offsets"]
+        arr = np.frombuffer(blob[8 + n + b:8 + n + e], dtype="<f4").astype(np.float64)
+        out[name] = torch.from_numpy(arr.reshape(info["shape"]))
+    return out
+
+
+def error_checks(binary, work):
+    """Malformed checkpoints fail with an error naming the problem."""
+    failures = []
+    config, dtype, _ = CASES["mixtral"]
+    base = make_tensors("mixtral", config, np.random.default_rng(1))
+    cases = []
+    missing = [t for t in base if t[0] != "model.layers.1.block_sparse_moe.experts.2.w3.weight"]
+    cases.append(("missing tensor", config, missing, "model.layers.1.block_sparse_moe.experts.2.w3"))
+    extra = base + [("model.layers.0.mlp.gate_proj.weight", np.zeros((4, 32)))]
+    cases.append(("unexpected tensor", config, extra, "model.layers.0.mlp.gate_proj.weight"))
+    wrong = [(n, a.T.copy() if n == "model.layers.0.self_attn.k_proj.weight" else a)
+             for n, a in base]
+    cases.append(("wrong shape", config, wrong, "model.layers.0.self_attn.k_proj.weight"))
+    cases.append(("unknown model_type", dict(config, model_type="llama4"), base, "llama4"))
+    cases.append(("rope_scaling", dict(config, rope_scaling={"type": "yarn", "factor": 4.0}),
+                  base, "rope_scaling"))
+    cases.append(("sliding window", dict(config, sliding_window=16), base, "sliding_window"))
+    for what, cfg, tensors, needle in cases:
+        model_dir = os.path.join(work, "bad")
+        write_model(model_dir, cfg, tensors, "F32")
+        r = run_switchyard(binary, model_dir, os.path.join(work, "bad.logits"))
+        ok = r.returncode != 0 and needle in r.stderr
+        print(f"{'ok  ' if ok else 'FAIL'} error check: {what}: {r.stderr.strip()[:160]}")
+        if not ok:
+            failures.append(f"error check {what}: rc={r.returncode} stderr={r.stderr.strip()}")
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())
