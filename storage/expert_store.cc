@@ -1,6 +1,7 @@
 #include "storage/expert_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -468,6 +469,7 @@ void ExpertStore::WriteBatch(std::span<const WriteRequest> requests,
       std::make_shared<std::function<void(size_t, Result<uint64_t>)>>(std::move(done));
   std::vector<std::pair<size_t, Status>> rejected;
   std::vector<StartedWrite> to_start;
+  auto group = std::make_shared<WriteGroup>();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -495,7 +497,7 @@ void ExpertStore::WriteBatch(std::span<const WriteRequest> requests,
       }
       ++writes_in_flight_;
       queued_.push_back(QueuedWrite{
-          *entry, request.data,
+          group, *entry, request.data,
           [shared_done, i](Result<uint64_t> result) { (*shared_done)(i, std::move(result)); }});
     }
     to_start = StartQueuedLocked();
@@ -518,6 +520,7 @@ std::vector<ExpertStore::StartedWrite> ExpertStore::StartQueuedLocked() {
     free.pop_back();
     write.generation = ++max_generation_[entry];
     writing_[entry] = true;
+    ++it->group->started_unfinished;
     write.write = std::move(*it);
     it = queued_.erase(it);
     started.push_back(std::move(write));
@@ -526,35 +529,62 @@ std::vector<ExpertStore::StartedWrite> ExpertStore::StartQueuedLocked() {
 }
 
 void ExpertStore::SubmitWrites(std::vector<StartedWrite> writes) {
-  // Each write goes to the file as soon as its checksum is known, so the device starts on the
-  // first extent of a large batch while the rest are still being summed.
+  // Every write goes to the file first and its checksum is summed while the device writes (the
+  // buffer is only read, by both): the sums of a large batch cost no device time. A write is
+  // finished when both its I/O and its sum are done, whichever is last.
+  struct InFlight {
+    PendingWrite pending;
+    std::atomic<int> remaining{2};
+  };
+  std::vector<std::shared_ptr<InFlight>> in_flight;
+  in_flight.reserve(writes.size());
   for (StartedWrite& write : writes) {
     uint32_t entry = write.write.entry;
-    auto kind_index = static_cast<uint32_t>(entry % layout_.kinds.size());
-    const KindInfo& kind = layout_.kinds[kind_index];
-    auto layer = static_cast<uint32_t>(entry / layout_.kinds.size() / layout_.num_experts);
-    auto expert = static_cast<uint32_t>(entry / layout_.kinds.size() % layout_.num_experts);
-    auto pending = std::make_shared<PendingWrite>();
-    pending->entry = entry;
-    pending->offset = write.offset;
-    pending->generation = write.generation;
-    pending->bytes = kind.payload_bytes;
-    pending->checksum =
-        ComputeChecksum(layout_.checksum, ExtentSeed(layer, expert, kind_index, write.generation),
-                        write.write.data.data(), kind.payload_bytes);
-    pending->done = std::move(write.write.done);
+    const KindInfo& kind = layout_.kinds[entry % layout_.kinds.size()];
+    auto flight = std::make_shared<InFlight>();
+    PendingWrite& pending = flight->pending;
+    pending.group = std::move(write.write.group);
+    pending.entry = entry;
+    pending.offset = write.offset;
+    pending.generation = write.generation;
+    pending.bytes = kind.payload_bytes;
+    pending.done = std::move(write.write.done);
+    in_flight.push_back(flight);
     size_t length = write.write.data.size() >= kind.stride ? kind.stride : kind.payload_bytes;
     IoOp op{IoKind::kWrite, write.offset, const_cast<std::byte*>(write.write.data.data()), length};
-    file_->SubmitBatch(std::span<const IoOp>(&op, 1), [this, pending](size_t, Status status) {
-      PendingWrite p = std::move(*pending);
+    file_->SubmitBatch(std::span<const IoOp>(&op, 1), [this, flight](size_t, Status status) {
       if (!status.ok()) {
-        p.status = status.WithContext("write " + EntryName(p.entry) + " to expert store " + path_);
+        flight->pending.status = status.WithContext("write " + EntryName(flight->pending.entry) +
+                                                    " to expert store " + path_);
       }
-      std::lock_guard<std::mutex> lock(mutex_);
-      completed_.push_back(std::move(p));
-      cv_.notify_all();
+      if (flight->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        FinishWrite(std::move(flight->pending));
+      }
     });
   }
+  for (size_t i = 0; i < writes.size(); ++i) {
+    InFlight& flight = *in_flight[i];
+    uint32_t entry = flight.pending.entry;
+    auto kind_index = static_cast<uint32_t>(entry % layout_.kinds.size());
+    auto layer = static_cast<uint32_t>(entry / layout_.kinds.size() / layout_.num_experts);
+    auto expert = static_cast<uint32_t>(entry / layout_.kinds.size() % layout_.num_experts);
+    flight.pending.checksum = ComputeChecksum(
+        layout_.checksum, ExtentSeed(layer, expert, kind_index, writes[i].generation),
+        writes[i].write.data.data(), flight.pending.bytes);
+    if (flight.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      FinishWrite(std::move(flight.pending));
+    }
+  }
+}
+
+void ExpertStore::FinishWrite(PendingWrite write) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::shared_ptr<WriteGroup> group = std::move(write.group);
+  group->held.push_back(std::move(write));
+  if (--group->started_unfinished > 0) return;
+  for (PendingWrite& held : group->held) completed_.push_back(std::move(held));
+  group->held.clear();
+  cv_.notify_all();
 }
 
 void ExpertStore::Flush() {

@@ -156,7 +156,9 @@ class ExpertStore {
     ExtentKind kind = ExtentKind::kWeights;
     std::span<const std::byte> data;
   };
-  // Submits every write at once (they publish together when they complete together).
+  // Submits every write at once. They publish together, in one publish (one fdatasync), once
+  // every one of them that has started is on the disk; a write that waits for a free extent or
+  // for an unpublished write of its own (key, kind) starts, and publishes, after that.
   void WriteBatch(std::span<const WriteRequest> requests,
                   std::function<void(size_t, Result<uint64_t>)> done);
 
@@ -164,7 +166,16 @@ class ExpertStore {
   void Flush();
 
  private:
+  // The writes of one WriteBatch call: what has started and is not yet on the disk, and what is,
+  // held back from the committer until the rest is (so the batch publishes once). Guarded by
+  // mutex_.
+  struct PendingWrite;
+  struct WriteGroup {
+    size_t started_unfinished = 0;
+    std::vector<PendingWrite> held;
+  };
   struct PendingWrite {
+    std::shared_ptr<WriteGroup> group;
     uint32_t entry = 0;  // index position
     uint64_t offset = 0;
     uint64_t checksum = 0;
@@ -181,6 +192,7 @@ class ExpertStore {
   Result<uint32_t> EntryFor(ExpertKey key, ExtentKind kind) const;
   std::string EntryName(uint32_t entry) const;
   struct QueuedWrite {
+    std::shared_ptr<WriteGroup> group;
     uint32_t entry = 0;
     std::span<const std::byte> data;
     WriteDone done;
@@ -203,6 +215,8 @@ class ExpertStore {
   // Starts the queued writes that can start (their expert idle, a free extent available).
   std::vector<StartedWrite> StartQueuedLocked();  // mutex_ held
   void SubmitWrites(std::vector<StartedWrite> writes);
+  // A write whose I/O and checksum are done: held with its group, or handed to the committer.
+  void FinishWrite(PendingWrite write);
   void FinishRead(const ReadContext& read, Status status, const ReadDone& done);
   Status VerifyExtent(const IndexEntry& entry, const std::byte* data) const;
   Status VerifyExtentWith(const Superblock& layout, const IndexEntry& entry,
