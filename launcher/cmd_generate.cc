@@ -9,13 +9,19 @@
 // row-major [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
 // --max-tokens N appends up to N tokens and prints their ids, greedy by default (--temperature 0),
 // sampled with inference/sampler.h otherwise; a --stop-tokens id ends it early. Each step
-// recomputes the whole sequence: there is no KV cache yet.
+// decodes one token over a KV cache (inference/kv_cache_decoder.h). Prints prefill and decode
+// tokens/s and the time to the first token on stderr.
+#include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "inference/kv_cache_decoder.h"
 #include "inference/model_loader.h"
 #include "inference/sampler.h"
 #include "launcher/command.h"
@@ -57,6 +63,9 @@ class GenerateCommand : public Command {
                    "Write the prompt's logits: FILE (raw f32 [prompt_len, vocab]) and FILE.json");
     app.add_option("--device", device_, "cpu, sim or cuda:N (default cpu)");
     app.add_option("--dtype", dtype_, "Weight dtype on the device: f32, bf16, f16 (default f32)");
+    app.add_option("--dump-decode-logits", dump_decode_logits_,
+                   "Write the logits each generated token was chosen from: FILE (raw f32 "
+                   "[generated, vocab]) and FILE.json");
     app.add_option("--max-tokens", max_tokens_, "Generate up to this many tokens (default 0)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--temperature", sampler_.temperature, "0 = greedy (default 0)");
@@ -91,17 +100,7 @@ class GenerateCommand : public Command {
     const int64_t vocab = model.config().vocab_size;
 
     SY_ASSIGN_OR_RETURN(std::vector<float> logits, Logits(model, ids));
-    if (!dump_logits_.empty()) {
-      std::ofstream out(dump_logits_, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(logits.data()),
-                static_cast<std::streamsize>(logits.size() * sizeof(float)));
-      out.close();
-      if (!out) return IOError("write " + dump_logits_ + " failed");
-      std::ofstream meta(dump_logits_ + ".json");
-      meta << "{\"shape\": [" << ids.size() << ", " << vocab << "]}\n";
-      meta.close();
-      if (!meta) return IOError("write " + dump_logits_ + ".json failed");
-    }
+    if (!dump_logits_.empty()) SY_RETURN_IF_ERROR(WriteLogits(dump_logits_, logits, vocab));
     if (max_tokens_ == 0) return Status::Ok();
     SamplerOptions sampling = sampler_;
     sampling.max_new_tokens = max_tokens_;
@@ -110,21 +109,55 @@ class GenerateCommand : public Command {
     }
     SY_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(sampling, 1));
     SY_ASSIGN_OR_RETURN(StopCondition stop, StopCondition::Create(sampling));
-    std::vector<int32_t> seq = ids;
-    while (!stop.stopped()) {
-      if (seq.size() > ids.size()) {
-        SY_ASSIGN_OR_RETURN(logits, Logits(model, seq));
-      }
-      const std::span<const float> last(
-          logits.data() + (seq.size() - 1) * static_cast<size_t>(vocab),
-          static_cast<size_t>(vocab));
+    SY_ASSIGN_OR_RETURN(auto decoder, KvCacheDecoder::Create(
+                                          model, static_cast<int64_t>(ids.size()) + max_tokens_));
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    SY_ASSIGN_OR_RETURN(std::vector<float> step, decoder->Append(ids));
+    const double prefill_s = std::chrono::duration<double>(Clock::now() - start).count();
+    size_t row = ids.size() - 1;
+    std::vector<float> decode_logits;
+    int generated = 0;
+    double ttft_s = 0;
+    while (true) {
+      const std::span<const float> last(step.data() + row * static_cast<size_t>(vocab),
+                                        static_cast<size_t>(vocab));
       const int32_t token = sampler.Sample(0, last);
-      std::printf("%s%d", seq.size() > ids.size() ? "," : "", token);
+      decode_logits.insert(decode_logits.end(), last.begin(), last.end());
+      if (generated == 0) ttft_s = std::chrono::duration<double>(Clock::now() - start).count();
+      std::printf("%s%d", generated > 0 ? "," : "", token);
       std::fflush(stdout);
-      seq.push_back(token);
-      stop.Append(token);
+      ++generated;
+      if (stop.Append(token) != StopReason::kNone) break;
+      SY_ASSIGN_OR_RETURN(step, decoder->Append(std::span<const int32_t>(&token, 1)));
+      row = 0;
+    }
+    const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!dump_decode_logits_.empty()) {
+      SY_RETURN_IF_ERROR(WriteLogits(dump_decode_logits_, decode_logits, vocab));
     }
     std::printf("\n");
+    std::fprintf(stderr,
+                 "prefill: %zu tokens, %.1f tokens/s; decode: %d tokens, %.1f tokens/s; "
+                 "TTFT %.1f ms\n",
+                 ids.size(), static_cast<double>(ids.size()) / prefill_s, generated - 1,
+                 generated > 1 ? (generated - 1) / (total_s - ttft_s) : 0.0, ttft_s * 1e3);
+    return Status::Ok();
+  }
+
+  // FILE: raw little-endian f32 rows of `vocab`; FILE.json: {"shape": [rows, vocab]}.
+  static Status WriteLogits(const std::string& file, const std::vector<float>& logits,
+                            int64_t vocab) {
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(logits.data()),
+              static_cast<std::streamsize>(logits.size() * sizeof(float)));
+    out.close();
+    if (!out) return IOError("write " + file + " failed");
+    std::ofstream meta(file + ".json");
+    meta << "{\"shape\": [" << logits.size() / static_cast<size_t>(vocab) << ", " << vocab
+         << "]}\n";
+    meta.close();
+    if (!meta) return IOError("write " + file + ".json failed");
     return Status::Ok();
   }
 
@@ -147,6 +180,7 @@ class GenerateCommand : public Command {
   std::string model_dir_;
   std::string prompt_ids_;
   std::string dump_logits_;
+  std::string dump_decode_logits_;
   std::string device_ = "cpu";
   std::string dtype_ = "f32";
   int max_tokens_ = 0;

@@ -22,7 +22,9 @@ script also checks that plausible loader bugs -- a transposed q_proj, Mixtral's 
 missing 1/sqrt(head_dim) attention scale, the q/k norm skipped, top-k renormalised when the family
 does not (or vice versa), the shared-expert gate dropped -- each move the oracle's logits by more
 than 10 x TOL. It also checks that a missing tensor, an unexpected tensor, a wrong shape, an
-unknown model_type and rope_scaling each fail with an error naming them.
+unknown model_type and rope_scaling each fail with an error naming them. Finally, greedy
+generation (`--max-tokens 6`, which decodes over the KV cache) must pick, at every step, the
+argmax of the oracle's logits recomputed over the whole sequence.
 
 Exit status 0 when every check passes. Prints the max error per family.
 """
@@ -410,7 +412,8 @@ def main():
             if moved <= 10 * TOL * scale:
                 failures.append(f"{fam}: injected bug {bug} moves the logits only {moved:.2e}")
             print(f"     bug {bug:15s} moves logits by {moved:.3e} (> {10 * TOL * scale:.1e})")
-    failures += greedy_check(binary, work)
+    for fam in CASES:
+        failures += greedy_check(binary, work, fam)
     failures += error_checks(binary, work)
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))
@@ -419,16 +422,18 @@ def main():
     return 0
 
 
-def greedy_check(binary, work):
-    """`--max-tokens` greedy decoding picks the oracle's argmax at every step."""
-    fam = "qwen3_moe"
+def greedy_check(binary, work, fam):
+    """`--max-tokens` greedy decoding over the KV cache picks the oracle's argmax at every step
+    (the oracle recomputes the whole sequence each time)."""
     config, _, _ = CASES[fam]
     model_dir = os.path.join(work, fam)
+    steps = 6
+    dump = os.path.join(work, fam + ".decode_logits")
     cmd = [binary, "generate", "--model", model_dir, "--prompt-ids", ",".join(map(str, PROMPT)),
-           "--max-tokens", "6"]
+           "--max-tokens", str(steps), "--dump-decode-logits", dump]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        return [f"greedy generation failed: {r.stderr.strip()}"]
+        return [f"{fam}: greedy generation failed: {r.stderr.strip()}"]
     generated = [int(x) for x in r.stdout.strip().split(",")]
     values = {}
     for name in os.listdir(model_dir):
@@ -436,13 +441,19 @@ def greedy_check(binary, work):
             values.update(read_safetensors(os.path.join(model_dir, name)))
     logits = Family(fam, config, values).forward(PROMPT + generated)
     want = [int(logits[len(PROMPT) - 1 + i].argmax()) for i in range(len(generated))]
-    ok = len(generated) == 6 and generated == want
-    print(f"{'ok  ' if ok else 'FAIL'} greedy generation ({fam}): {generated} (oracle {want})")
-    return [] if ok else [f"greedy generation {generated} != oracle argmax {want}"]
+    ref = logits[len(PROMPT) - 1:len(PROMPT) - 1 + steps]
+    ours = read_logits(dump)
+    scale = max(1.0, float(ref.abs().max()))
+    err = float((ours - ref).abs().max()) if ours.shape == ref.shape else float("inf")
+    ok = len(generated) == steps and generated == want and err <= TOL * scale
+    print(f"{'ok  ' if ok else 'FAIL'} greedy KV-cache generation ({fam}): {generated} "
+          f"(oracle {want}); decode-step logits max abs err={err:.3e}")
+    return [] if ok else [f"{fam}: greedy generation {generated} (oracle {want}), decode-step "
+                          f"logits err {err:.3e} > {TOL * scale:.3e}"]
 
 
 def read_safetensors(path):
-    """F32 files only (what the greedy check reads)."""
+    """A safetensors file's F32 / F16 / BF16 tensors as float64."""
     with open(path, "rb") as f:
         blob = f.read()
     n = struct.unpack("<Q", blob[:8])[0]
@@ -451,9 +462,16 @@ def read_safetensors(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        assert info["dtype"] == "F32"
         b, e = info["data_offsets"]
-        arr = np.frombuffer(blob[8 + n + b:8 + n + e], dtype="<f4").astype(np.float64)
+        raw = blob[8 + n + b:8 + n + e]
+        if info["dtype"] == "F32":
+            arr = np.frombuffer(raw, dtype="<f4").astype(np.float64)
+        elif info["dtype"] == "F16":
+            arr = np.frombuffer(raw, dtype="<f2").astype(np.float64)
+        else:
+            assert info["dtype"] == "BF16"
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            arr = bits.view(np.float32).astype(np.float64)
         out[name] = torch.from_numpy(arr.reshape(info["shape"]))
     return out
 
