@@ -27,7 +27,12 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   // OpenBLAS keeps its own threads; give it the same count so the two never oversubscribe.
   openblas_set_num_threads(threads);
   allocator_ = std::make_unique<CachingAllocator>(
-      Device::Cpu(), [](size_t bytes) { return std::aligned_alloc(kHostAlignment, bytes); },
+      Device::Cpu(),
+      [](size_t bytes) {
+        // aligned_alloc needs a size that is a multiple of the alignment; the cache rounds to less.
+        return std::aligned_alloc(kHostAlignment,
+                                  (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
+      },
       [](void* p, size_t) { std::free(p); }, /*limit_bytes=*/0);
 }
 
