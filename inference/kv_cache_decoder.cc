@@ -20,19 +20,21 @@ Result<Tensor> UploadI32(Backend& backend, const std::vector<int32_t>& values) {
 
 }  // namespace
 
-Result<std::unique_ptr<KvCacheDecoder>> KvCacheDecoder::Create(MoeModel& model,
-                                                               int64_t max_seq_len) {
+Result<std::unique_ptr<KvCacheDecoder>> KvCacheDecoder::Create(MoeModel& model, int64_t max_seq_len,
+                                                               int batch) {
   const ModelConfig& c = model.config();
   if (c.pregate) {
     return FailedPreconditionError("KvCacheDecoder: pre-gated models are not supported");
   }
   if (max_seq_len < 1) return InvalidArgumentError("KvCacheDecoder: max_seq_len must be >= 1");
-  std::unique_ptr<KvCacheDecoder> d(new KvCacheDecoder(model, max_seq_len));
+  if (batch < 1) return InvalidArgumentError("KvCacheDecoder: batch must be >= 1");
+  std::unique_ptr<KvCacheDecoder> d(new KvCacheDecoder(model, max_seq_len, batch));
+  const int64_t rows = max_seq_len * batch;
   Backend& backend = model.backend();
   const int64_t kv_out = c.kv_heads() * c.dim_per_head();
   for (int l = 0; l < c.num_layers; ++l) {
-    SY_ASSIGN_OR_RETURN(Tensor k, backend.Allocate(DType::kF32, Shape{max_seq_len, kv_out}));
-    SY_ASSIGN_OR_RETURN(Tensor v, backend.Allocate(DType::kF32, Shape{max_seq_len, kv_out}));
+    SY_ASSIGN_OR_RETURN(Tensor k, backend.Allocate(DType::kF32, Shape{rows, kv_out}));
+    SY_ASSIGN_OR_RETURN(Tensor v, backend.Allocate(DType::kF32, Shape{rows, kv_out}));
     d->k_cache_.push_back(k);
     d->v_cache_.push_back(v);
   }
@@ -60,7 +62,9 @@ Result<Tensor> KvCacheDecoder::Linear(const Tensor& x, const std::string& weight
   return y;
 }
 
-Status KvCacheDecoder::Layer(int l, const Tensor& positions, int64_t t, Tensor& x) {
+Status KvCacheDecoder::Layer(int l, const Step& step, const Tensor& positions, Tensor& x) {
+  const int64_t rows = static_cast<int64_t>(step.seqs.size());
+  const int64_t t = rows * step.tokens_per_row;
   Backend& backend = model_.backend();
   const ModelConfig& c = model_.config();
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -86,20 +90,37 @@ Status KvCacheDecoder::Layer(int l, const Tensor& positions, int64_t t, Tensor& 
   const float theta = static_cast<float>(c.rope_theta);
   SY_ASSIGN_OR_RETURN(Tensor q_rot, backend.Allocate(DType::kF32, q.shape()));
   backend.Rope(q.Reshape({t, hq, d}), positions, theta, q_rot.Reshape({t, hq, d}));
-  // New keys and values go straight into their rows of the cache.
-  const Tensor k_rows = k_cache_[static_cast<size_t>(l)].Slice(length_, length_ + t);
-  const Tensor v_rows = v_cache_[static_cast<size_t>(l)].Slice(length_, length_ + t);
-  backend.Rope(k.Reshape({t, hkv, d}), positions, theta, k_rows.Reshape({t, hkv, d}));
-  backend.CopyAsync(v, v_rows, backend.compute_stream());
-
-  SY_ASSIGN_OR_RETURN(Tensor attn, backend.Allocate(DType::kF32, Shape{t, hq * d}));
+  SY_ASSIGN_OR_RETURN(Tensor k_rot, backend.Allocate(DType::kF32, k.shape()));
+  backend.Rope(k.Reshape({t, hkv, d}), positions, theta, k_rot.Reshape({t, hkv, d}));
+  // Each attention row's new keys and values go to its sequence's next rows of the cache.
+  const Tensor& k_cache = k_cache_[static_cast<size_t>(l)];
+  const Tensor& v_cache = v_cache_[static_cast<size_t>(l)];
+  const int64_t per_row = step.tokens_per_row;
   AttentionOptions options;
   options.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  options.kv_lens = {static_cast<int32_t>(length_ + t)};
-  backend.Attention(q_rot.Reshape({1, t, hq, d}),
-                    k_cache_[static_cast<size_t>(l)].Reshape({1, max_seq_len_, hkv, d}),
-                    v_cache_[static_cast<size_t>(l)].Reshape({1, max_seq_len_, hkv, d}),
-                    attn.Reshape({1, t, hq, d}), Tensor(), options);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t at =
+        step.seqs[static_cast<size_t>(i)] * max_seq_len_ + step.starts[static_cast<size_t>(i)];
+    backend.CopyAsync(k_rot.Slice(i * per_row, (i + 1) * per_row), k_cache.Slice(at, at + per_row),
+                      backend.compute_stream());
+    backend.CopyAsync(v.Slice(i * per_row, (i + 1) * per_row), v_cache.Slice(at, at + per_row),
+                      backend.compute_stream());
+    options.kv_lens.push_back(static_cast<int32_t>(step.starts[static_cast<size_t>(i)] + per_row));
+  }
+  // Attention reads the whole cache when the rows are the sequences in order (a decode step),
+  // else the one sequence's slice (a prefill).
+  Tensor k_view = k_cache, v_view = v_cache;
+  if (rows != batch()) {
+    SY_CHECK_EQ(rows, 1) << "KvCacheDecoder: a partial step has one sequence";
+    const int64_t first = step.seqs[0] * max_seq_len_;
+    k_view = k_cache.Slice(first, first + max_seq_len_);
+    v_view = v_cache.Slice(first, first + max_seq_len_);
+  }
+  const int64_t s_len = k_view.dim(0) / rows;
+  SY_ASSIGN_OR_RETURN(Tensor attn, backend.Allocate(DType::kF32, Shape{t, hq * d}));
+  backend.Attention(q_rot.Reshape({rows, per_row, hq, d}), k_view.Reshape({rows, s_len, hkv, d}),
+                    v_view.Reshape({rows, s_len, hkv, d}), attn.Reshape({rows, per_row, hq, d}),
+                    Tensor(), options);
   SY_ASSIGN_OR_RETURN(Tensor o, Linear(attn, p + "attn/wo", ""));
   SY_ASSIGN_OR_RETURN(Tensor x2, backend.Allocate(DType::kF32, Shape{t, h}));
   backend.Add(x, o, x2);
@@ -126,30 +147,60 @@ Status KvCacheDecoder::Layer(int l, const Tensor& positions, int64_t t, Tensor& 
   return Status::Ok();
 }
 
-Result<std::vector<float>> KvCacheDecoder::Append(std::span<const int32_t> tokens) {
-  const ModelConfig& c = model_.config();
-  const int64_t t = static_cast<int64_t>(tokens.size());
-  if (t == 0) return InvalidArgumentError("KvCacheDecoder::Append: no tokens");
-  if (length_ + t > max_seq_len_) {
-    return InvalidArgumentError("sequence of " + std::to_string(length_ + t) +
-                                " tokens exceeds the KV cache's " + std::to_string(max_seq_len_) +
-                                "; raise the cache length (--max-tokens bounds it)");
+Result<std::vector<float>> KvCacheDecoder::Prefill(int seq, std::span<const int32_t> tokens) {
+  if (seq < 0 || seq >= batch()) {
+    return InvalidArgumentError("KvCacheDecoder::Prefill: sequence " + std::to_string(seq) +
+                                " outside [0, " + std::to_string(batch()) + ")");
   }
-  std::vector<int32_t> ids(tokens.begin(), tokens.end());
+  if (tokens.empty()) return InvalidArgumentError("KvCacheDecoder::Prefill: no tokens");
+  Step step;
+  step.tokens_per_row = static_cast<int64_t>(tokens.size());
+  step.seqs = {seq};
+  step.starts = {length(seq)};
+  return Run(step, std::vector<int32_t>(tokens.begin(), tokens.end()));
+}
+
+Result<std::vector<float>> KvCacheDecoder::Decode(std::span<const int32_t> tokens) {
+  if (static_cast<int>(tokens.size()) != batch()) {
+    return InvalidArgumentError("KvCacheDecoder::Decode: " + std::to_string(tokens.size()) +
+                                " tokens for " + std::to_string(batch()) + " sequences");
+  }
+  Step step;
+  step.tokens_per_row = 1;
+  for (int b = 0; b < batch(); ++b) {
+    step.seqs.push_back(b);
+    step.starts.push_back(length(b));
+  }
+  return Run(step, std::vector<int32_t>(tokens.begin(), tokens.end()));
+}
+
+Result<std::vector<float>> KvCacheDecoder::Run(const Step& step, const std::vector<int32_t>& ids) {
+  const ModelConfig& c = model_.config();
+  const int64_t t = static_cast<int64_t>(ids.size());
+  std::vector<int32_t> pos;
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    if (step.starts[i] + step.tokens_per_row > max_seq_len_) {
+      return InvalidArgumentError("sequence " + std::to_string(step.seqs[i]) + " would reach " +
+                                  std::to_string(step.starts[i] + step.tokens_per_row) +
+                                  " tokens, past the KV cache's " + std::to_string(max_seq_len_) +
+                                  "; raise the cache length (--max-tokens bounds it)");
+    }
+    for (int64_t j = 0; j < step.tokens_per_row; ++j) {
+      pos.push_back(static_cast<int32_t>(step.starts[i] + j));
+    }
+  }
   for (int32_t id : ids) {
     if (id < 0 || id >= c.vocab_size) {
       return InvalidArgumentError("token id " + std::to_string(id) + " outside [0, vocab_size = " +
                                   std::to_string(c.vocab_size) + ")");
     }
   }
-  std::vector<int32_t> pos(static_cast<size_t>(t));
-  for (int64_t i = 0; i < t; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(length_ + i);
   Backend& backend = model_.backend();
   SY_ASSIGN_OR_RETURN(Tensor ids_dev, UploadI32(backend, ids));
   SY_ASSIGN_OR_RETURN(Tensor positions, UploadI32(backend, pos));
   SY_ASSIGN_OR_RETURN(Tensor x, backend.Allocate(DType::kF32, Shape{t, c.hidden_size}));
   backend.EmbeddingGather(Param("embed_tokens"), ids_dev, x);
-  for (int l = 0; l < c.num_layers; ++l) SY_RETURN_IF_ERROR(Layer(l, positions, t, x));
+  for (int l = 0; l < c.num_layers; ++l) SY_RETURN_IF_ERROR(Layer(l, step, positions, x));
   SY_ASSIGN_OR_RETURN(Tensor xf, backend.Allocate(DType::kF32, x.shape()));
   backend.RmsNorm(x, Param("final_norm"), static_cast<float>(c.rms_norm_eps), xf, Tensor());
   SY_ASSIGN_OR_RETURN(Tensor logits,
@@ -158,7 +209,7 @@ Result<std::vector<float>> KvCacheDecoder::Append(std::span<const int32_t> token
   backend.CopyAsync(logits, Tensor::Wrap(out.data(), DType::kF32, logits.shape()),
                     backend.compute_stream());
   backend.SynchronizeStream(backend.compute_stream());
-  length_ += t;
+  for (int seq : step.seqs) lengths_[static_cast<size_t>(seq)] += step.tokens_per_row;
   return out;
 }
 

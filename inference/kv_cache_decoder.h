@@ -4,10 +4,13 @@
 //   SY_ASSIGN_OR_RETURN(auto dec, KvCacheDecoder::Create(model, max_seq_len));
 //   SY_ASSIGN_OR_RETURN(auto logits, dec->Append(prompt));      // prefill: [T, vocab]
 //   SY_ASSIGN_OR_RETURN(logits, dec->Append({next_token}));      // decode:  [1, vocab]
+//   With batch B: Prefill(b, prompt_b) for each sequence, then Decode({t_0, ..., t_B-1}) steps
+//   every sequence at once (one [B, H] pass through each layer, each with its own length).
 //
 // The layer math is MoeModel's (runtime/model/decoder_layer.h) on the model's own parameter
 // tensors; the MoE FFN runs through the model's MoeLayer. The cache holds, per layer, the keys
-// after q/k norm and RoPE and the values, f32 [max_seq_len, kv_heads * head_dim] on the backend.
+// after q/k norm and RoPE and the values, f32 [batch, max_seq_len, kv_heads * head_dim] on the
+// backend.
 // Pre-gated models are not supported here (no Hugging Face family uses them).
 //
 // Ownership: borrows the model (it must outlive the decoder) and owns the cache. Thread-safety:
@@ -26,29 +29,47 @@ namespace sy {
 
 class KvCacheDecoder {
  public:
-  // FailedPrecondition for a pre-gated model; ResourceExhausted when the cache does not fit.
-  static Result<std::unique_ptr<KvCacheDecoder>> Create(MoeModel& model, int64_t max_seq_len);
+  // `batch` sequences of up to `max_seq_len` tokens each. FailedPrecondition for a pre-gated
+  // model; ResourceExhausted when the cache does not fit.
+  static Result<std::unique_ptr<KvCacheDecoder>> Create(MoeModel& model, int64_t max_seq_len,
+                                                        int batch = 1);
 
-  // Runs `tokens` at positions length() .. length() + T - 1 and returns their logits, f32
-  // row-major [T, vocab] in host memory. InvalidArgument when the cache would overflow or an id
-  // is out of range.
-  Result<std::vector<float>> Append(std::span<const int32_t> tokens);
+  // Runs `tokens` of sequence `seq` at positions length(seq) .. length(seq) + T - 1 (a prompt's
+  // prefill, or any continuation) and returns their logits, f32 row-major [T, vocab] in host
+  // memory. InvalidArgument when the cache would overflow or an id is out of range.
+  Result<std::vector<float>> Prefill(int seq, std::span<const int32_t> tokens);
+  // One decode step of every sequence at once: tokens[b] goes to sequence b at its own position.
+  // Returns f32 [batch, vocab]. Sequences may have different lengths.
+  Result<std::vector<float>> Decode(std::span<const int32_t> tokens);
+  // Prefill(0, tokens): the single-sequence form.
+  Result<std::vector<float>> Append(std::span<const int32_t> tokens) { return Prefill(0, tokens); }
 
-  int64_t length() const { return length_; }
+  int batch() const { return static_cast<int>(lengths_.size()); }
+  int64_t length(int seq = 0) const { return lengths_.at(static_cast<size_t>(seq)); }
   int64_t capacity() const { return max_seq_len_; }
-  // Forgets the sequence (the cache is reused).
-  void Reset() { length_ = 0; }
+  // Forgets every sequence (the cache is reused).
+  void Reset() { lengths_.assign(lengths_.size(), 0); }
 
  private:
-  KvCacheDecoder(MoeModel& model, int64_t max_seq_len) : model_(model), max_seq_len_(max_seq_len) {}
+  // One forward over N = attention rows x tokens_per_row tokens; attention row i belongs to
+  // sequence seqs[i] and starts at position starts[i].
+  struct Step {
+    int64_t tokens_per_row = 0;
+    std::vector<int> seqs;
+    std::vector<int64_t> starts;
+  };
+
+  KvCacheDecoder(MoeModel& model, int64_t max_seq_len, int batch)
+      : model_(model), max_seq_len_(max_seq_len), lengths_(static_cast<size_t>(batch), 0) {}
   const Tensor& Param(const std::string& name) const;
   Result<Tensor> Linear(const Tensor& x, const std::string& weight, const std::string& bias);
-  Status Layer(int l, const Tensor& positions, int64_t t, Tensor& x);
+  Status Layer(int l, const Step& step, const Tensor& positions, Tensor& x);
+  Result<std::vector<float>> Run(const Step& step, const std::vector<int32_t>& ids);
 
   MoeModel& model_;
   int64_t max_seq_len_;
-  int64_t length_ = 0;
-  std::vector<Tensor> k_cache_, v_cache_;  // per layer [max_seq_len, kv_heads * head_dim]
+  std::vector<int64_t> lengths_;           // per sequence
+  std::vector<Tensor> k_cache_, v_cache_;  // per layer [batch * max_seq_len, kv_heads * head_dim]
   Tensor stats_;                           // f32 [2], MoeLayer's aux/z (ignored)
 };
 

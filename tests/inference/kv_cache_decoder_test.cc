@@ -117,6 +117,71 @@ TEST_P(KvCacheDecoderTest, MatchesFullForward) {
   }
 }
 
+// Three sequences with prompts of different lengths, prefilled one by one, then decoded together
+// (one [3, H] pass per step, each sequence at its own position).
+TEST_P(KvCacheDecoderTest, BatchedDecodeMatchesEachSequence) {
+  Result<Device> device = ParseDevice(GetParam());
+  ASSERT_TRUE(device.ok());
+  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  const std::vector<std::vector<int32_t>> seqs = {
+      {3, 17, 22, 5, 39, 0, 11}, {8, 30, 1, 2, 6, 9, 12, 14}, {21, 4, 7, 33, 16}};
+  const std::vector<size_t> prompt = {2, 5, 1};
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    ModelOptions options;
+    options.with_grad = false;
+    Result<std::unique_ptr<MoeModel>> model = MoeModel::Create(**backend, c.config, options);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ASSERT_TRUE((*model)->InitializeParameters(11, 0.3f).ok());
+    const int64_t vocab = c.config.vocab_size;
+    std::vector<std::vector<float>> want;
+    for (const auto& ids : seqs) want.push_back(FullLogits(**model, ids));
+    Result<std::unique_ptr<KvCacheDecoder>> dec = KvCacheDecoder::Create(**model, 8, 3);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    float max_err = 0, max_abs = 0;
+    auto compare = [&](int b, size_t position, const float* row) {
+      const float* ref =
+          want[static_cast<size_t>(b)].data() + position * static_cast<size_t>(vocab);
+      for (int64_t v = 0; v < vocab; ++v) {
+        max_err = std::max(max_err, std::abs(row[v] - ref[v]));
+        max_abs = std::max(max_abs, std::abs(ref[v]));
+      }
+    };
+    for (int b = 0; b < 3; ++b) {
+      Result<std::vector<float>> rows =
+          (*dec)->Prefill(b, {seqs[static_cast<size_t>(b)].data(), prompt[static_cast<size_t>(b)]});
+      ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+      for (size_t i = 0; i < prompt[static_cast<size_t>(b)]; ++i) {
+        compare(b, i, rows->data() + i * static_cast<size_t>(vocab));
+      }
+    }
+    // Decode until the shortest sequence runs out (all step together).
+    for (size_t step = 0;; ++step) {
+      std::vector<int32_t> next;
+      bool done = false;
+      for (int b = 0; b < 3; ++b) {
+        const size_t at = prompt[static_cast<size_t>(b)] + step;
+        if (at >= seqs[static_cast<size_t>(b)].size())
+          done = true;
+        else
+          next.push_back(seqs[static_cast<size_t>(b)][at]);
+      }
+      if (done) break;
+      Result<std::vector<float>> rows = (*dec)->Decode(next);
+      ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+      for (int b = 0; b < 3; ++b) {
+        compare(b, prompt[static_cast<size_t>(b)] + step,
+                rows->data() + static_cast<size_t>(b) * static_cast<size_t>(vocab));
+      }
+    }
+    EXPECT_EQ((*dec)->length(1), 8);  // the longest prompt runs out first: 3 decode steps
+    EXPECT_EQ((*dec)->length(2), 4);
+    EXPECT_LE(max_err, 1e-4f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
+    EXPECT_FALSE((*dec)->Decode(std::vector<int32_t>{1}).ok());  // one token for three sequences
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, KvCacheDecoderTest, ::testing::Values("cpu", "sim"));
 
 }  // namespace
