@@ -14,4 +14,6 @@ fi
 BUILD_DIR=$build_dir scripts/build.sh -DSY_ENABLE_CUDA=OFF -DSY_BUILD_BENCHMARKS=OFF "${flags[@]}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Third-party leaks only (Open MPI's); see the file.
+export LSAN_OPTIONS=suppressions=$PWD/scripts/lsan-suppressions.txt
 ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" --timeout 1800 "$@"
