@@ -1,11 +1,18 @@
 // Microbenchmarks of the CPU backend: GEMM (f32 through our backend next to OpenBLAS called
-// directly, bf16 and f16 weights), grouped GEMM, attention decode over a KV cache, and the dtype
-// conversions. Counters report GFLOP/s (flops) and GB/s (bytes) per second of wall time.
+// directly, bf16 and f16 weights), grouped GEMM (next to one OpenBLAS call per expert), attention
+// decode over a KV cache, and the dtype conversions. Counters report GFLOP/s (flops) and GB/s
+// (bytes) per second of wall time.
 //
-//   build/benchmarks/runtime/runtime_ops_bench --benchmark_min_time=0.3s
+// The memory-bound kernels (decode GEMV, attention decode, conversions) are measured against
+// baselines in the same run: BM_StreamRead reads the same number of bytes on the backend's thread
+// pool, BM_Memcpy copies them on one thread. Their ratio is how close a kernel gets to the
+// machine's memory bandwidth. benchmarks/runtime-results.md records a run.
+//
+//   build/benchmarks/runtime/runtime_ops_bench --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -82,6 +89,60 @@ BENCHMARK(BM_GemmOpenBlasDirect)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_GemmBackend, bf16, DType::kBF16)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_GemmBackend, f16, DType::kF16)->Apply(GemmShapes);
 
+// The memory bandwidth the decode kernels are bounded by: a read of `bytes` split over the
+// backend's thread pool (the GEMV kernels' split), summing 64-bit words so that the loop
+// vectorises without reassociating floats. arg: bytes.
+void BM_StreamRead(benchmark::State& state) {
+  const int64_t words = state.range(0) / 8;
+  std::vector<uint64_t> buffer(static_cast<size_t>(words));
+  for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = i * 0x9e3779b97f4a7c15ull;
+  ThreadPool& pool = Cpu().pool();
+  const int64_t tasks = pool.num_threads();
+  std::vector<uint64_t> sums(static_cast<size_t>(tasks) * 8);  // one cache line per task
+  for (auto _ : state) {
+    pool.ParallelFor(tasks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const uint64_t* p = buffer.data() + words * t / tasks;
+        const int64_t count = words * (t + 1) / tasks - words * t / tasks;
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        int64_t i = 0;
+        for (; i + 4 <= count; i += 4) {
+          s0 += p[i];
+          s1 += p[i + 1];
+          s2 += p[i + 2];
+          s3 += p[i + 3];
+        }
+        for (; i < count; ++i) s0 += p[i];
+        sums[static_cast<size_t>(t) * 8] = s0 + s1 + s2 + s3;
+      }
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(words * 8) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = static_cast<double>(tasks);
+}
+BENCHMARK(BM_StreamRead)
+    ->Arg(int64_t{32} << 20)   // a bf16 4096x4096 weight; the K+V of BM_AttentionDecode/1/32/8/4096
+    ->Arg(int64_t{64} << 20)   // an f32 4096x4096 weight
+    ->Arg(int64_t{256} << 20)  // well past the last-level cache: DRAM bandwidth
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// One-thread copy of `bytes`, the baseline of the (single-threaded) conversions. GB/s counts the
+// bytes read plus the bytes written, as BM_Convert does. arg: bytes.
+void BM_Memcpy(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  std::vector<char> src(bytes, 1), dst(bytes);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(2 * bytes) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Memcpy)->Arg(int64_t{16} << 20)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // MoE experts: E experts of [F,H] weights, R routed rows spread evenly; args: E, R, H, F.
 void BM_GroupedGemm(benchmark::State& state, DType weight_dtype) {
   int64_t experts = state.range(0), rows = state.range(1), h = state.range(2), f = state.range(3);
@@ -96,11 +157,40 @@ void BM_GroupedGemm(benchmark::State& state, DType weight_dtype) {
   }
   SetGemmCounters(state, rows, f, h, w.nbytes());
 }
-BENCHMARK_CAPTURE(BM_GroupedGemm, f32, DType::kF32)
-    ->Args({8, 256, 1024, 2048})
-    ->Args({64, 512, 512, 1024})
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+
+// The same grouped product as one cblas_sgemm per expert, the baseline of BM_GroupedGemm/f32.
+void BM_GroupedGemmOpenBlasLoop(benchmark::State& state) {
+  int64_t experts = state.range(0), rows = state.range(1), h = state.range(2), f = state.range(3);
+  Cpu();  // same OpenBLAS thread count as the backend
+  Tensor x = Random(DType::kF32, {rows, h}, 3);
+  Tensor w = Random(DType::kF32, {experts, f, h}, 4);
+  Tensor y = Tensor::Host(DType::kF32, {rows, f});
+  std::vector<int64_t> groups(static_cast<size_t>(experts), rows / experts);
+  groups.back() += rows % experts;
+  for (auto _ : state) {
+    int64_t r0 = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t r = groups[static_cast<size_t>(e)];
+      if (r > 0) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(r),
+                    static_cast<int>(f), static_cast<int>(h), 1.0f, x.data<float>() + r0 * h,
+                    static_cast<int>(h), w.data<float>() + e * f * h, static_cast<int>(h), 0.0f,
+                    y.data<float>() + r0 * f, static_cast<int>(f));
+      }
+      r0 += r;
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetGemmCounters(state, rows, f, h, w.nbytes());
+}
+
+void GroupedShapesF32(benchmark::internal::Benchmark* b) {
+  b->Args({8, 256, 1024, 2048});
+  b->Args({64, 512, 512, 1024});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_GroupedGemm, f32, DType::kF32)->Apply(GroupedShapesF32);
+BENCHMARK(BM_GroupedGemmOpenBlasLoop)->Apply(GroupedShapesF32);
 BENCHMARK_CAPTURE(BM_GroupedGemm, bf16, DType::kBF16)
     ->Args({8, 256, 1024, 2048})
     ->Args({8, 8, 1024, 2048})
