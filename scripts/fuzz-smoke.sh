@@ -14,14 +14,28 @@ if [ ${#fuzzers[@]} -eq 0 ]; then
   exit 0
 fi
 cmake --build "$build_dir" -j "$(nproc)" --target "${fuzzers[@]}"
+# A crash keeps its input and the whole log under $build_dir/fuzz-artifacts/<target>/.
 for f in "${fuzzers[@]}"; do
   src=$(find fuzz -name "$f.cc" | head -1)
   corpus_seed="$(dirname "$src")/corpus"
   work=$(mktemp -d)
   [ -d "$corpus_seed" ] && cp -r "$corpus_seed/." "$work/"
+  artifacts="$build_dir/fuzz-artifacts/$f"
+  mkdir -p "$artifacts"
   echo "fuzz-smoke: $f for ${seconds}s"
   exe=$(find "$build_dir/fuzz" -type f -name "$f" -perm -u+x | head -1)
-  "$exe" -max_total_time="$seconds" -print_final_stats=1 "$work" 2>&1 | tail -3
+  if [ -z "$exe" ]; then
+    echo "fuzz-smoke: $f was not built under $build_dir/fuzz (is it in a CMakeLists.txt?)"
+    exit 1
+  fi
+  if ! "$exe" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$artifacts/" \
+      "$work" >"$artifacts/log" 2>&1; then
+    tail -n 60 "$artifacts/log"
+    echo "fuzz-smoke: $f FAILED; the input and the full log are in $artifacts/"
+    rm -rf "$work"
+    exit 1
+  fi
+  tail -n 3 "$artifacts/log"
   rm -rf "$work"
 done
 echo "fuzz-smoke: ${#fuzzers[@]} targets ran clean"
