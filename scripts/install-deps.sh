@@ -14,7 +14,7 @@ packages=(
   libsentencepiece-dev
   libxxhash-dev
   fio
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-h5py
 )
 
 missing=()

@@ -1,0 +1,72 @@
+// TrainCheckpoint: everything a training run needs to continue, stored as one HDF5 checkpoint
+// (storage/hdf5, layout in storage/hdf5/checkpoint_layout.h).
+//
+// In the file:
+//   <param name>                   every model parameter under the model's names, experts under
+//                                  their global ids:
+//                                  experts/layer{L}/expert{E}/{w_gate,w_up,w_down}
+//   optim/m/<name>, optim/v/<name> the optimizer's moments (absent for SGD without momentum)
+//   optim/steps                    i64 [params]: each parameter's optimizer step count
+//   meta/config                    the effective config JSON of the run that wrote it
+//   meta/rng_state                 the run's seed, 8 bytes little-endian (the loop draws no other
+//                                  randomness: data order is a pure function of seed and position)
+//   meta/data_position             Batcher::SavePosition of the train split
+//   meta/tensor_crc32c             JSON {name: crc32c of the tensor's bytes}; HDF5 keeps no
+//                                  checksum of raw data, so a flipped bit would otherwise load
+//   root attribute step            optimizer steps taken
+// The parameters are fp32 and are the optimizer's masters, so no separate optim/master copy is
+// written (a bf16-weight model would add one).
+//
+// Writes are atomic (CheckpointWriter: temp file, fsync, rename, fsync dir): a crash during a save
+// never destroys the previous checkpoint.
+//
+// Ownership: value types. Thread-safety: the functions are reentrant; no two calls may write the
+// same path at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/status.h"
+
+namespace sy::launcher {
+
+struct CheckpointTensor {
+  std::string name;  // "embed_tokens", "experts/layer0/expert3/w_up", ...
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+struct TrainCheckpoint {
+  std::string config_json;               // the effective config of the run that wrote it
+  int64_t step = 0;                      // optimizer steps taken
+  uint64_t seed = 0;                     // the run's RNG seed
+  std::string data_position;             // Batcher::SavePosition of the train split
+  std::vector<int64_t> optimizer_steps;  // per parameter, in `params` order
+  std::vector<CheckpointTensor> params;  // model parameters, by the model's names
+  // Same order and names as params; empty vectors when the optimizer keeps no such moment.
+  std::vector<CheckpointTensor> optimizer_m, optimizer_v;
+};
+
+// Writes `ckpt` to `path` atomically. Errors name the path.
+Status WriteTrainCheckpoint(const std::string& path, const TrainCheckpoint& ckpt);
+// Reads the checkpoint at `path`, with its parameters in the order of `param_names` (the model's).
+// NotFound for a missing file; DataLoss naming the path for a truncated or corrupt one (including
+// a tensor whose checksum fails, named); FailedPrecondition naming a parameter the file lacks or
+// holds with another shape than `param_shapes` says.
+Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
+                                            const std::vector<std::string>& param_names,
+                                            const std::vector<std::vector<int64_t>>& param_shapes,
+                                            bool with_m, bool with_v);
+// Reads only the effective config JSON stored in the checkpoint at `path`.
+Result<std::string> ReadTrainCheckpointConfig(const std::string& path);
+
+// "<dir>/step-00000120.h5".
+std::string CheckpointPath(const std::string& dir, int64_t step);
+// True when `filename` (no directory) is a name CheckpointPath makes.
+bool IsCheckpointFileName(const std::string& filename);
+// The checkpoint with the highest step in `dir`; NotFound when there is none.
+Result<std::string> LatestCheckpoint(const std::string& dir);
+
+}  // namespace sy::launcher

@@ -1,0 +1,80 @@
+// The train config: every block binds; unknown keys get a suggestion, wrong types and bad values
+// name the file and the key.
+#include "launcher/train_options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace sy::launcher {
+namespace {
+
+Status LoadError(const std::vector<std::string>& sets) {
+  Result<TrainConfig> r = LoadTrainConfigFile(SY_TINY_CONFIG, sets);
+  return r.status();
+}
+
+TEST(TrainOptionsTest, TinyAndSmallConfigsBind) {
+  Result<TrainConfig> tiny = LoadTrainConfigFile(SY_TINY_CONFIG, {});
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  EXPECT_EQ(tiny->model.num_experts, 4);
+  EXPECT_EQ(tiny->model.top_k, 2);
+  EXPECT_EQ(tiny->schedule_options().kind, LrScheduleKind::kWarmupCosine);
+  EXPECT_EQ(tiny->schedule_options().total_steps, tiny->train.steps);
+  Result<TrainConfig> small = LoadTrainConfigFile(SY_SMALL_CONFIG, {});
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_GT(small->model.hidden_size, tiny->model.hidden_size);
+}
+
+TEST(TrainOptionsTest, OverridesApply) {
+  Result<TrainConfig> r =
+      LoadTrainConfigFile(SY_TINY_CONFIG, {"train.steps=7", "optim.lr=0.5", "train.device=sim"});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->train.steps, 7);
+  EXPECT_EQ(r->optim.lr, 0.5);
+  EXPECT_EQ(r->train.device, "sim");
+  EXPECT_NE(r->effective_json.find("\"steps\": 7"), std::string::npos);
+}
+
+TEST(TrainOptionsTest, UnknownKeyHasSuggestion) {
+  Status s = LoadError({"train.stpes=3"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown key 'train.stpes'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("did you mean 'train.steps'"), std::string::npos) << s.message();
+  s = LoadError({"model.num_expert=3"});
+  EXPECT_NE(s.message().find("did you mean 'model.num_experts'"), std::string::npos)
+      << s.message();
+  s = LoadError({"optimm.lr=3"});
+  EXPECT_NE(s.message().find("optim"), std::string::npos) << s.message();
+}
+
+TEST(TrainOptionsTest, WrongTypeNamesKeyAndFile) {
+  Status s = LoadError({"model.num_experts=\"eight\""});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'model.num_experts' must be an integer"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("--set model.num_experts"), std::string::npos) << s.message();
+  s = LoadError({"optim.kind=adagrad"});
+  EXPECT_NE(s.message().find("adamw"), std::string::npos) << s.message();
+  s = LoadError({"train.steps=0"});
+  EXPECT_NE(s.message().find("'train.steps' must be >= 1"), std::string::npos) << s.message();
+}
+
+TEST(TrainOptionsTest, BadDeviceAndBadModelAreClear) {
+  Status s = LoadError({"train.device=tpu"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("train.device"), std::string::npos) << s.message();
+  s = LoadError({"model.top_k=9"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("top_k"), std::string::npos) << s.message();
+}
+
+TEST(TrainOptionsTest, MissingConfigFileIsNotFound) {
+  Result<TrainConfig> r = LoadTrainConfigFile("/nonexistent/cfg.json", {});
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/cfg.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sy::launcher

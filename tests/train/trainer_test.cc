@@ -1,0 +1,255 @@
+// The trainer: the tiny config learns the synthetic tasks, resume is bit-exact, and missing,
+// truncated or mismatched checkpoints are clear errors.
+#include "launcher/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace sy::launcher {
+namespace {
+
+// A fresh empty directory under the test temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name) {
+    path_ = std::filesystem::temp_directory_path() /
+            ("sy_train_" + name + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string path() const { return path_.string(); }
+  std::string operator/(const std::string& f) const { return (path_ / f).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TrainConfig LoadTiny(std::vector<std::string> sets) {
+  sets.push_back("log.progress=none");
+  Result<TrainConfig> config = LoadTrainConfigFile(SY_TINY_CONFIG, sets);
+  SY_CHECK(config.ok()) << config.status().message();
+  return *config;
+}
+
+int TaskIndex(const Dataset& dataset, std::string_view name) {
+  for (int t = 0; t < dataset.num_tasks(); ++t) {
+    if (dataset.task_name(t) == name) return t;
+  }
+  return -1;
+}
+
+TEST(TrainerTest, TinyConfigLearnsCopyAndModularAddition) {
+  const auto start = std::chrono::steady_clock::now();
+  auto trainer = Trainer::Create(LoadTiny({"train.eval_batches=16", "train.threads=2"}));
+  ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+  std::FILE* sink = std::tmpfile();
+  Result<EvalReport> result = (*trainer)->Run(sink);
+  std::fclose(sink);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("tiny: %lld steps in %.1fs: %s\n", static_cast<long long>((*trainer)->step()),
+              seconds, result->summary.c_str());
+  const Dataset& dataset = (*trainer)->dataset();
+  const TaskAccuracyStats copy = result->accuracy.task(TaskIndex(dataset, "copy"));
+  const TaskAccuracyStats modadd = result->accuracy.task(TaskIndex(dataset, "modadd"));
+  ASSERT_GT(copy.examples, 50);
+  ASSERT_GT(modadd.examples, 50);
+  EXPECT_GE(copy.exact_match(), 0.95);
+  // Chance is 1/modulus for the whole answer.
+  const double chance = 1.0 / (*trainer)->config().data.synthetic.modulus;
+  EXPECT_GE(modadd.exact_match(), 3 * chance);
+}
+
+TEST(TrainerTest, ResumeIsBitExact) {
+  TempDir dir("resume");
+  const std::vector<std::string> sets = {"train.steps=20", "train.eval_every=0", "train.threads=2",
+                                         "optim.warmup_steps=5"};
+  std::vector<float> straight_losses;
+  std::vector<std::vector<float>> straight_params;
+  {
+    auto t = Trainer::Create(LoadTiny(sets));
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    for (int i = 0; i < 20; ++i) {
+      auto r = (*t)->Step();
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      straight_losses.push_back(r->loss);
+    }
+    straight_params = (*t)->ParameterValues();
+  }
+  const std::string ckpt = dir / "step-00000010.h5";
+  std::vector<float> resumed_losses;
+  {
+    auto t = Trainer::Create(LoadTiny(sets));
+    ASSERT_TRUE(t.ok());
+    for (int i = 0; i < 10; ++i) {
+      auto r = (*t)->Step();
+      ASSERT_TRUE(r.ok());
+      resumed_losses.push_back(r->loss);
+    }
+    ASSERT_TRUE((*t)->SaveCheckpoint(ckpt).ok());
+  }
+  auto t = Trainer::Create(LoadTiny(sets));
+  ASSERT_TRUE(t.ok());
+  Status loaded = (*t)->LoadCheckpoint(ckpt);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ((*t)->step(), 10);
+  for (int i = 0; i < 10; ++i) {
+    auto r = (*t)->Step();
+    ASSERT_TRUE(r.ok());
+    resumed_losses.push_back(r->loss);
+  }
+  ASSERT_EQ(resumed_losses.size(), straight_losses.size());
+  for (size_t i = 0; i < straight_losses.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&resumed_losses[i], &straight_losses[i], sizeof(float)), 0)
+        << "step " << i + 1 << ": " << resumed_losses[i] << " vs " << straight_losses[i];
+  }
+  const std::vector<std::vector<float>> resumed_params = (*t)->ParameterValues();
+  ASSERT_EQ(resumed_params.size(), straight_params.size());
+  for (size_t p = 0; p < straight_params.size(); ++p) {
+    ASSERT_EQ(resumed_params[p].size(), straight_params[p].size());
+    EXPECT_EQ(std::memcmp(resumed_params[p].data(), straight_params[p].data(),
+                          straight_params[p].size() * sizeof(float)),
+              0)
+        << "parameter " << p;
+  }
+  // The parameters moved: the comparison above is not between two untouched initialisations.
+  auto fresh = Trainer::Create(LoadTiny(sets));
+  ASSERT_TRUE(fresh.ok());
+  const auto init = (*fresh)->ParameterValues();
+  EXPECT_NE(std::memcmp(init[0].data(), straight_params[0].data(), init[0].size() * 4), 0);
+}
+
+TEST(TrainerTest, RunResumesFromLatestCheckpointInDir) {
+  TempDir dir("run");
+  std::vector<std::string> sets = {"train.steps=6", "train.eval_every=0", "train.eval_batches=1",
+                                   "checkpoint.dir=" + dir.path(), "checkpoint.every=3"};
+  {
+    auto t = Trainer::Create(LoadTiny(sets));
+    ASSERT_TRUE(t.ok());
+    std::FILE* sink = std::tmpfile();
+    ASSERT_TRUE((*t)->Run(sink).ok());
+    std::fclose(sink);
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "step-00000003.h5"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "step-00000006.h5"));
+  Result<std::string> latest = LatestCheckpoint(dir.path());
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(*latest, dir / "step-00000006.h5");
+  sets[0] = "train.steps=8";
+  sets.push_back("checkpoint.resume=true");
+  auto t = Trainer::Create(LoadTiny(sets));
+  ASSERT_TRUE(t.ok());
+  std::FILE* sink = std::tmpfile();
+  ASSERT_TRUE((*t)->Run(sink).ok());
+  std::fclose(sink);
+  EXPECT_EQ((*t)->step(), 8);
+  EXPECT_TRUE(std::filesystem::exists(dir / "step-00000008.h5"));
+}
+
+TEST(TrainerTest, MissingCheckpointIsNotFound) {
+  TempDir dir("missing");
+  auto t = Trainer::Create(LoadTiny({"train.steps=2"}));
+  ASSERT_TRUE(t.ok());
+  Status s = (*t)->LoadCheckpoint(dir / "nope.h5");
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("nope.h5"), std::string::npos) << s.message();
+  Result<std::string> latest = LatestCheckpoint(dir.path());
+  EXPECT_EQ(latest.status().code(), StatusCode::kNotFound);
+  auto r = Trainer::Create(
+      LoadTiny({"train.steps=2", "checkpoint.dir=" + dir.path(), "checkpoint.resume=true"}));
+  ASSERT_TRUE(r.ok());
+  std::FILE* sink = std::tmpfile();
+  Result<EvalReport> run = (*r)->Run(sink);
+  std::fclose(sink);
+  EXPECT_EQ(run.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(run.status().message().find("--resume"), std::string::npos);
+}
+
+TEST(TrainerTest, TruncatedOrCorruptCheckpointIsDataLoss) {
+  TempDir dir("trunc");
+  const std::string path = dir / "step-00000001.h5";
+  auto t = Trainer::Create(LoadTiny({"train.steps=2"}));
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE((*t)->Step().ok());
+  ASSERT_TRUE((*t)->SaveCheckpoint(path).ok());
+  const auto size = std::filesystem::file_size(path);
+  for (uintmax_t keep : {size - 1, size / 2, uintmax_t{10}, uintmax_t{0}}) {
+    const std::string cut = dir / ("cut" + std::to_string(keep) + ".h5");
+    std::filesystem::copy_file(path, cut);
+    std::filesystem::resize_file(cut, keep);
+    Status s = (*t)->LoadCheckpoint(cut);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << keep << ": " << s.message();
+    EXPECT_NE(s.message().find(cut), std::string::npos) << s.message();
+  }
+  // A flipped bit inside a parameter's raw data: HDF5 itself would load it; the checksum does not.
+  {
+    const std::vector<float> first = (*t)->ParameterValues()[0];
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const std::string needle(reinterpret_cast<const char*>(first.data()), 64);
+    const size_t at = bytes.find(needle);
+    ASSERT_NE(at, std::string::npos) << "parameter bytes not found in the file";
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at + 5));
+    f.put(static_cast<char>(bytes[at + 5] ^ 0x10));
+  }
+  Status s = (*t)->LoadCheckpoint(path);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.message();
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.message();
+  EXPECT_EQ((*t)->step(), 1);  // a failed load leaves the trainer as it was
+}
+
+TEST(TrainerTest, CheckpointOfAnotherModelIsRejected) {
+  TempDir dir("mismatch");
+  const std::string path = dir / "step-00000001.h5";
+  {
+    auto t = Trainer::Create(LoadTiny({"train.steps=2"}));
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE((*t)->Step().ok());
+    ASSERT_TRUE((*t)->SaveCheckpoint(path).ok());
+  }
+  auto other = Trainer::Create(LoadTiny({"train.steps=2", "model.num_experts=8"}));
+  ASSERT_TRUE(other.ok());
+  Status s = (*other)->LoadCheckpoint(path);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("model.num_experts"), std::string::npos) << s.message();
+  EXPECT_EQ((*other)->step(), 0);
+  // Changing only the training length is fine.
+  auto longer = Trainer::Create(LoadTiny({"train.steps=50"}));
+  ASSERT_TRUE(longer.ok());
+  EXPECT_TRUE((*longer)->LoadCheckpoint(path).ok());
+  EXPECT_EQ((*longer)->step(), 1);
+}
+
+TEST(TrainerTest, SimDeviceTrainsLikeCpu) {
+  auto cpu = Trainer::Create(LoadTiny({"train.steps=3"}));
+  auto sim = Trainer::Create(LoadTiny({"train.steps=3", "train.device=sim"}));
+  ASSERT_TRUE(cpu.ok());
+  ASSERT_TRUE(sim.ok()) << sim.status().message();
+  for (int i = 0; i < 3; ++i) {
+    auto a = (*cpu)->Step();
+    auto b = (*sim)->Step();
+    ASSERT_TRUE(a.ok());
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    EXPECT_NEAR(a->loss, b->loss, 1e-4f * std::max(1.0f, a->loss));
+    ASSERT_EQ(b->expert_load.size(), 2u);
+    int64_t slots = 0;
+    for (int64_t n : b->expert_load[0]) slots += n;
+    EXPECT_EQ(slots, b->tokens * 2);  // top-2
+  }
+}
+
+}  // namespace
+}  // namespace sy::launcher
