@@ -88,7 +88,7 @@ ExpertStore::ExpertStore(FileSystem* fs, std::string path, std::unique_ptr<File>
 ExpertStore::~ExpertStore() {
   Flush();
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return reads_in_flight_ == 0; });
+  cv_.wait(lock, [this] { return reads_in_flight_ == 0 && read_handoffs_ == 0; });
   stopping_ = true;
   cv_.notify_all();
   lock.unlock();
@@ -390,6 +390,7 @@ void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
       }
       ++read_refs_[e.offset];
       ++reads_in_flight_;
+      ++read_handoffs_;
       contexts->push_back(ReadContext{*entry, e.offset, e.generation, e.checksum, request.dst});
       indices->push_back(i);
       size_t length = request.dst.size() >= kind.stride ? kind.stride : kind.payload_bytes;
@@ -405,6 +406,9 @@ void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
       FinishRead((*contexts)[j], status,
                  [shared_done, index](Status s) { (*shared_done)(index, std::move(s)); });
     });
+    std::lock_guard<std::mutex> lock(mutex_);
+    --read_handoffs_;
+    cv_.notify_all();
   });
 }
 

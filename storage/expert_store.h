@@ -249,9 +249,12 @@ class ExpertStore {
   std::deque<QueuedWrite> queued_;        // guarded by mutex_; waiting for their turn
   size_t writes_in_flight_ = 0;           // guarded by mutex_
   size_t reads_in_flight_ = 0;            // guarded by mutex_
-  std::vector<PendingWrite> completed_;   // guarded by mutex_; written, awaiting publish
-  bool stopping_ = false;                 // guarded by mutex_
-  StoreStats stats_;                      // guarded by mutex_
+  // Read completions still inside workers_->Submit on a file system thread: the destructor waits
+  // for them too, or it could destroy workers_ under a Submit that is returning.
+  size_t read_handoffs_ = 0;             // guarded by mutex_
+  std::vector<PendingWrite> completed_;  // guarded by mutex_; written, awaiting publish
+  bool stopping_ = false;                // guarded by mutex_
+  StoreStats stats_;                     // guarded by mutex_
 
   std::shared_ptr<Buffer> index_buffer_;       // committer only
   std::shared_ptr<Buffer> superblock_buffer_;  // committer only
