@@ -100,6 +100,38 @@ std::string HfTensorName(HfFamily family, const std::string& name) {
   return "";
 }
 
+Status UploadParameter(Backend& backend, Parameter& param, std::span<const float> values,
+                       std::vector<uint16_t>& scratch) {
+  const Tensor& value = param.value;
+  const size_t n = static_cast<size_t>(value.numel());
+  SY_CHECK_EQ(values.size(), n) << param.name;
+  Tensor host;
+  switch (value.dtype()) {
+    case DType::kF32:
+      host = Tensor::Wrap(const_cast<float*>(values.data()), DType::kF32, value.shape());
+      break;
+    case DType::kBF16:
+      scratch.resize(n);
+      ConvertF32ToBF16(values.data(), reinterpret_cast<BF16*>(scratch.data()), n);
+      host = Tensor::Wrap(scratch.data(), DType::kBF16, value.shape());
+      break;
+    case DType::kF16:
+      scratch.resize(n);
+      ConvertF32ToF16(values.data(), reinterpret_cast<F16*>(scratch.data()), n);
+      host = Tensor::Wrap(scratch.data(), DType::kF16, value.shape());
+      break;
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kU8:
+    case DType::kI8:
+      return InvalidArgumentError("parameter " + param.name + " has a non-float dtype");
+  }
+  backend.CopyAsync(host, value, backend.compute_stream());
+  // The staging buffers are reused for the next tensor.
+  backend.SynchronizeStream(backend.compute_stream());
+  return Status::Ok();
+}
+
 Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
                                 const LoadOptions& options) {
   LoadedModel loaded;
@@ -135,33 +167,9 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
                                   ShapeText(have) + ", but config.json implies " + ShapeText(want) +
                                   "; the checkpoint does not match config.json");
     }
-    const size_t n = static_cast<size_t>(value.numel());
-    f32.resize(n);
+    f32.resize(static_cast<size_t>(value.numel()));
     SY_RETURN_IF_ERROR(storage::ConvertToF32(*tensor, f32));
-    Tensor host;
-    switch (value.dtype()) {
-      case DType::kF32:
-        host = Tensor::Wrap(f32.data(), DType::kF32, value.shape());
-        break;
-      case DType::kBF16:
-        half.resize(n);
-        ConvertF32ToBF16(f32.data(), reinterpret_cast<BF16*>(half.data()), n);
-        host = Tensor::Wrap(half.data(), DType::kBF16, value.shape());
-        break;
-      case DType::kF16:
-        half.resize(n);
-        ConvertF32ToF16(f32.data(), reinterpret_cast<F16*>(half.data()), n);
-        host = Tensor::Wrap(half.data(), DType::kF16, value.shape());
-        break;
-      case DType::kI32:
-      case DType::kI64:
-      case DType::kU8:
-      case DType::kI8:
-        return InvalidArgumentError("parameter " + param.name + " has a non-float dtype");
-    }
-    backend.CopyAsync(host, value, backend.compute_stream());
-    // The staging buffers are reused for the next tensor.
-    backend.SynchronizeStream(backend.compute_stream());
+    SY_RETURN_IF_ERROR(UploadParameter(backend, param, f32, half));
   }
   std::vector<std::string> unexpected;
   for (const std::string& name : ckpt->TensorNames()) {

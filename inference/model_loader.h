@@ -19,8 +19,11 @@
 // Thread-safety: LoadHfModel drives the backend's compute stream; call it from that thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "inference/hf_config.h"
 #include "runtime/backend/backend.h"
@@ -41,6 +44,12 @@ struct LoadedModel {
 
 // The Hugging Face tensor name of our parameter `name` for `family`, or "" when it has none.
 std::string HfTensorName(HfFamily family, const std::string& name);
+
+// Copies `values` (f32, param.value.numel() of them, host memory) into `param.value`, converted
+// to its dtype through `scratch` (host staging, reused between calls), and waits for the copy on
+// the compute stream. Shared by every checkpoint loader.
+Status UploadParameter(Backend& backend, Parameter& param, std::span<const float> values,
+                       std::vector<uint16_t>& scratch);
 
 Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
                                 const LoadOptions& options = {});

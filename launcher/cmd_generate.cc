@@ -1,7 +1,8 @@
-// `switchyard generate`: loads a Hugging Face MoE model directory (inference/model_loader.h) and
-// runs it on token ids.
+// `switchyard generate`: loads a Hugging Face MoE model directory (inference/model_loader.h) or a
+// Switchyard training checkpoint (launcher/trained_model.h: a step-*.h5 file, or the run's
+// checkpoint.dir, whose latest step is taken) and runs it on token ids.
 //
-//   switchyard generate --model DIR --prompt-ids 1,2,3 --dump-logits FILE [--device cpu]
+//   switchyard generate --model DIR|CKPT --prompt-ids 1,2,3 --dump-logits FILE [--device cpu]
 //                       [--dtype f32|bf16|f16] [--max-tokens N] [--temperature T --top-k K
 //                       --top-p P --seed S --stop-tokens 2,7]
 //
@@ -18,13 +19,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "inference/kv_cache_decoder.h"
 #include "inference/model_loader.h"
 #include "inference/sampler.h"
 #include "launcher/command.h"
+#include "launcher/trained_model.h"
 #include "runtime/backend/backend.h"
 
 namespace sy::launcher {
@@ -56,7 +60,8 @@ class GenerateCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
     app.add_option("--model", model_dir_,
-                   "Hugging Face model directory (config.json + safetensors)")
+                   "Hugging Face model directory (config.json + safetensors), or a switchyard "
+                   "training checkpoint: a step-*.h5 file or its checkpoint.dir (latest step)")
         ->required();
     app.add_option("--prompt-ids", prompt_ids_, "Prompt token ids, comma-separated")->required();
     app.add_option("--dump-logits", dump_logits_,
@@ -90,13 +95,23 @@ class GenerateCommand : public Command {
     SY_ASSIGN_OR_RETURN(Device device, ParseDevice(device_));
     SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(dtype_));
     SY_ASSIGN_OR_RETURN(auto backend, CreateBackend(device));
-    LoadOptions options;
-    options.weight_dtype = dtype;
-    SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, model_dir_, options));
-    MoeModel& model = *loaded.model;
-    std::fprintf(stderr, "loaded %s: %s\n",
-                 std::string(HfFamilyModelType(loaded.hf.family)).c_str(),
-                 model.config().ToString().c_str());
+    std::unique_ptr<MoeModel> owned;
+    if (IsTrainCheckpointPath(model_dir_)) {
+      SY_ASSIGN_OR_RETURN(TrainedModel trained, LoadTrainedModel(*backend, model_dir_, dtype));
+      owned = std::move(trained.model);
+      std::fprintf(stderr, "loaded switchyard checkpoint %s (step %lld): %s\n",
+                   trained.path.c_str(), static_cast<long long>(trained.step),
+                   owned->config().ToString().c_str());
+    } else {
+      LoadOptions options;
+      options.weight_dtype = dtype;
+      SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, model_dir_, options));
+      owned = std::move(loaded.model);
+      std::fprintf(stderr, "loaded %s: %s\n",
+                   std::string(HfFamilyModelType(loaded.hf.family)).c_str(),
+                   owned->config().ToString().c_str());
+    }
+    MoeModel& model = *owned;
     const int64_t vocab = model.config().vocab_size;
 
     SY_ASSIGN_OR_RETURN(std::vector<float> logits, Logits(model, ids));
