@@ -155,7 +155,12 @@ const ConfigSchema<LogOptions>& LogOptionsSchema() {
                {"bar", ProgressStyle::kBar},
                {"lines", ProgressStyle::kLines},
                {"none", ProgressStyle::kNone}},
-              "Progress display");
+              "Progress display")
+        .Field("routing_trace", &L::routing_trace,
+               "Expert routing trace file written at the end (empty = none)")
+        .Field("routing_trace_tokens", &L::routing_trace_tokens,
+               "Tokens of each batch recorded in the routing trace, one trace step each")
+        .Min(1);
     return s;
   }();
   return *schema;

@@ -43,24 +43,24 @@ struct TrainOptions {
 
 // The "optim" block: the optimizer math and the learning-rate schedule.
 struct OptimBlock {
-  OptimizerKind kind = OptimizerKind::kAdamW;              // Default: adamw
-  double lr = 3e-4;                                        // Default: 3e-4 peak learning rate
-  double min_lr = 0.0;                                     // Default: 0. End of the decay
-  int64_t warmup_steps = 0;                                // Default: 0 steps
+  OptimizerKind kind = OptimizerKind::kAdamW;               // Default: adamw
+  double lr = 3e-4;                                         // Default: 3e-4 peak learning rate
+  double min_lr = 0.0;                                      // Default: 0. End of the decay
+  int64_t warmup_steps = 0;                                 // Default: 0 steps
   LrScheduleKind schedule = LrScheduleKind::kWarmupCosine;  // Default: cosine (to train.steps)
-  double beta1 = 0.9;                                      // Default: 0.9
-  double beta2 = 0.999;                                    // Default: 0.999
-  double eps = 1e-8;                                       // Default: 1e-8
-  double weight_decay = 0.0;                               // Default: 0 (decoupled for adamw)
-  double momentum = 0.0;                                   // Default: 0 (sgd only)
+  double beta1 = 0.9;                                       // Default: 0.9
+  double beta2 = 0.999;                                     // Default: 0.999
+  double eps = 1e-8;                                        // Default: 1e-8
+  double weight_decay = 0.0;                                // Default: 0 (decoupled for adamw)
+  double momentum = 0.0;                                    // Default: 0 (sgd only)
 };
 
 // The "checkpoint" block.
 struct CheckpointOptions {
-  std::string dir;     // Default: none = no checkpoints. Directory of step-NNNNNNNN.ckpt files
-  int64_t every = 0;   // Default: 0 = only at the end (steps between checkpoints)
+  std::string dir;      // Default: none = no checkpoints. Directory of step-NNNNNNNN.ckpt files
+  int64_t every = 0;    // Default: 0 = only at the end (steps between checkpoints)
   bool resume = false;  // Default: false. Continue from the latest checkpoint in dir
-  int keep = 0;        // Default: 0 = keep all. Newest checkpoints to keep
+  int keep = 0;         // Default: 0 = keep all. Newest checkpoints to keep
 };
 
 // How progress is shown on stdout.
@@ -73,9 +73,14 @@ enum class ProgressStyle : uint8_t {
 
 // The "log" block.
 struct LogOptions {
-  std::string metrics;                       // Default: none. JSON-lines metrics file
-  int64_t every = 10;                        // Default: 10. Steps between plain progress lines
+  std::string metrics;                            // Default: none. JSON-lines metrics file
+  int64_t every = 10;                             // Default: 10. Steps between plain progress lines
   ProgressStyle progress = ProgressStyle::kAuto;  // Default: auto
+  // Routing trace (storage/access_trace.h format) written at the end of the run: the first
+  // routing_trace_tokens tokens of every train batch, each one trace step with the experts every
+  // MoE layer routed it to. Default: none.
+  std::string routing_trace;
+  int64_t routing_trace_tokens = 16;  // Default: 16
 };
 
 struct TrainConfig {

@@ -160,6 +160,7 @@ Result<StepReport> Trainer::Step() {
     }
   }
   const auto optimizer_done = Clock::now();
+  if (!config_.log.routing_trace.empty()) RecordRouting();
   ++step_;
   for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
     report.expert_load.push_back(model_->moe_layer(m).plan().routed);
@@ -176,6 +177,37 @@ Result<StepReport> Trainer::Step() {
   report.backward_seconds = Seconds(forward_done, backward_done);
   report.optimizer_seconds = Seconds(backward_done, optimizer_done);
   return report;
+}
+
+void Trainer::RecordRouting() {
+  const int moe_layers = model_->config().NumMoeLayers();
+  if (moe_layers == 0) return;
+  trace_.num_layers = static_cast<uint32_t>(moe_layers);
+  trace_.num_experts = static_cast<uint32_t>(model_->config().num_experts);
+  const uint32_t first_step = trace_.num_steps();
+  // experts[layer][token]: the experts token `token` was routed to in `layer`, in expert order.
+  const int64_t tokens =
+      std::min<int64_t>(config_.log.routing_trace_tokens, batch_.batch_size() * batch_.seq_len());
+  std::vector<std::vector<std::vector<uint32_t>>> experts(
+      moe_layers, std::vector<std::vector<uint32_t>>(static_cast<size_t>(tokens)));
+  for (int m = 0; m < moe_layers; ++m) {
+    const DispatchPlan& plan = model_->moe_layer(m).plan();
+    int64_t row = 0;
+    for (int e = 0; e < plan.num_experts; ++e) {
+      for (int64_t i = 0; i < plan.group_rows[e]; ++i, ++row) {
+        const int64_t token = plan.row_token[row];
+        if (token < tokens) experts[m][token].push_back(static_cast<uint32_t>(e));
+      }
+    }
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int m = 0; m < moe_layers; ++m) {
+      for (uint32_t e : experts[m][t]) {
+        trace_.accesses.push_back(
+            {first_step + static_cast<uint32_t>(t), static_cast<uint32_t>(m), e});
+      }
+    }
+  }
 }
 
 Result<EvalReport> Trainer::Evaluate() {
@@ -407,6 +439,11 @@ Result<EvalReport> Trainer::Run(std::FILE* out) {
   }
   if (style == ProgressStyle::kBar) std::fprintf(out, "\n");
   SY_RETURN_IF_ERROR(save(true));
+  if (!config_.log.routing_trace.empty()) {
+    SY_RETURN_IF_ERROR(storage::WriteTraceFile(config_.log.routing_trace, trace_));
+    std::fprintf(out, "routing trace %s (%u steps)\n", config_.log.routing_trace.c_str(),
+                 trace_.num_steps());
+  }
   SY_ASSIGN_OR_RETURN(EvalReport final_eval, Evaluate());
   if (metrics.is_open()) {
     metrics << nlohmann::json{{"step", step_},

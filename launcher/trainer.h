@@ -35,6 +35,7 @@
 #include "runtime/data/dataset.h"
 #include "runtime/data/task_accuracy.h"
 #include "runtime/model/moe_model.h"
+#include "storage/access_trace.h"
 
 namespace sy::launcher {
 
@@ -71,7 +72,7 @@ class Trainer {
   static Result<std::unique_ptr<Trainer>> Create(const TrainConfig& config);
   ~Trainer();
 
-  // One optimizer step on the next train batch.
+  // One optimizer step on the next train batch (recording its routing with log.routing_trace).
   Result<StepReport> Step();
   // Loss and per-task accuracy on train.eval_batches held-out batches.
   Result<EvalReport> Evaluate();
@@ -92,6 +93,8 @@ class Trainer {
   int64_t step() const { return step_; }
   const TrainConfig& config() const { return config_; }
   MoeModel& model() { return *model_; }
+  // The routing recorded so far by this process (log.routing_trace).
+  const storage::AccessTrace& routing_trace() const { return trace_; }
   const Dataset& dataset() const { return *dataset_; }
   // Every parameter's current fp32 value, in ParameterStore order (a host copy).
   std::vector<std::vector<float>> ParameterValues();
@@ -107,6 +110,8 @@ class Trainer {
 
   explicit Trainer(const TrainConfig& config) : config_(config) {}
   Status Init();
+  // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
+  void RecordRouting();
   // FailedPrecondition naming the first model or data key in which `saved_json` (a
   // checkpoint's config) differs from this run's.
   Status CheckCheckpointConfig(const std::string& path, const std::string& saved_json);
@@ -123,6 +128,7 @@ class Trainer {
   std::vector<ParamState> states_;
   Batch batch_;
   int64_t step_ = 0;
+  storage::AccessTrace trace_;  // with log.routing_trace
 };
 
 }  // namespace sy::launcher

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -249,6 +252,28 @@ TEST(TrainerTest, SimDeviceTrainsLikeCpu) {
     for (int64_t n : b->expert_load[0]) slots += n;
     EXPECT_EQ(slots, b->tokens * 2);  // top-2
   }
+}
+
+TEST(TrainerTest, RoutingTraceHoldsEachRecordedTokensTopK) {
+  TempDir dir("trace");
+  const std::string path = dir / "trace.txt";
+  auto t = Trainer::Create(
+      LoadTiny({"train.steps=3", "train.eval_every=0", "train.eval_batches=1",
+                "log.routing_trace=" + path, "log.routing_trace_tokens=5", "model.num_experts=8"}));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::FILE* sink = std::tmpfile();
+  ASSERT_TRUE((*t)->Run(sink).ok());
+  std::fclose(sink);
+  Result<storage::AccessTrace> trace = storage::ReadTraceFile(path);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  EXPECT_EQ(trace->num_layers, 2u);
+  EXPECT_EQ(trace->num_experts, 8u);
+  EXPECT_EQ(trace->num_steps(), 15u);  // 3 steps x 5 tokens
+  // Every (trace step, layer) names exactly top_k = 2 distinct experts.
+  std::map<std::pair<uint32_t, uint32_t>, std::set<uint32_t>> chosen;
+  for (const storage::Access& a : trace->accesses) chosen[{a.step, a.layer}].insert(a.expert);
+  EXPECT_EQ(chosen.size(), 30u);
+  for (const auto& [key, experts] : chosen) EXPECT_EQ(experts.size(), 2u) << key.first;
 }
 
 }  // namespace
