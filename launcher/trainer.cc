@@ -343,6 +343,18 @@ Result<EvalReport> Trainer::Run(std::FILE* out) {
                                   ec.message() + "); choose a writable directory");
     }
   }
+  for (const std::string* path : {&config_.log.metrics, &config_.log.routing_trace}) {
+    // Fail now, not after the whole run, when an output file cannot be created.
+    if (path->empty()) continue;
+    std::error_code ec;
+    const std::filesystem::path parent = std::filesystem::path(*path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec || !std::ofstream(*path, std::ios::app)) {
+      return InvalidArgumentError("config: '" + *path +
+                                  "' (log.metrics or log.routing_trace) cannot be opened for "
+                                  "writing; choose a writable path");
+    }
+  }
   std::ofstream metrics;
   if (!config_.log.metrics.empty()) {
     metrics.open(config_.log.metrics, std::ios::app);
