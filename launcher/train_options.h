@@ -10,7 +10,8 @@
 //               "schedule": "cosine", "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
 //               "weight_decay": 0.0},
 //     "checkpoint": {"dir": "", "every": 0, "resume": false},
-//     "log": {"metrics": "", "every": 10, "progress": "auto"}
+//     "log": {"metrics": "", "every": 10, "progress": "auto", "routing_trace": "",
+//             "routing_trace_tokens": 16}
 //   }
 //
 // Ownership: value types. Thread-safety: the schema functions return immutable statics and are
@@ -57,7 +58,7 @@ struct OptimBlock {
 
 // The "checkpoint" block.
 struct CheckpointOptions {
-  std::string dir;      // Default: none = no checkpoints. Directory of step-NNNNNNNN.ckpt files
+  std::string dir;      // Default: none = no checkpoints. Directory of step-NNNNNNNN.h5 files
   int64_t every = 0;    // Default: 0 = only at the end (steps between checkpoints)
   bool resume = false;  // Default: false. Continue from the latest checkpoint in dir
   int keep = 0;         // Default: 0 = keep all. Newest checkpoints to keep
