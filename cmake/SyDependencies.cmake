@@ -48,6 +48,8 @@ endif()
 
 pkg_check_modules(XXHASH IMPORTED_TARGET libxxhash)
 pkg_check_modules(SENTENCEPIECE IMPORTED_TARGET sentencepiece)
+# ICU's character classes and NFC for the tokenizer.json pre-tokenizer (inference/).
+pkg_check_modules(ICU_UC IMPORTED_TARGET icu-uc)
 
 set(SY_HAVE_NCCL OFF)
 if(SY_ENABLE_CUDA)

@@ -8,6 +8,8 @@
 //
 // --dump-logits writes the logits of every prompt position: FILE holds raw little-endian f32,
 // row-major [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
+// --prompt "text" encodes the prompt with the directory's tokenizer (inference/tokenizer.h) and
+// streams the answer as text; --prompt-ids takes ids and prints ids.
 // --max-tokens N appends up to N tokens and prints their ids, greedy by default (--temperature 0),
 // sampled with inference/sampler.h otherwise; a --stop-tokens id ends it early. Each step
 // decodes one token over a KV cache (inference/kv_cache_decoder.h). Prints prefill and decode
@@ -20,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "inference/kv_cache_decoder.h"
 #include "inference/model_loader.h"
 #include "inference/sampler.h"
+#include "inference/tokenizer.h"
 #include "launcher/command.h"
 #include "launcher/trained_model.h"
 #include "runtime/backend/backend.h"
@@ -63,7 +67,12 @@ class GenerateCommand : public Command {
                    "Hugging Face model directory (config.json + safetensors), or a switchyard "
                    "training checkpoint: a step-*.h5 file or its checkpoint.dir (latest step)")
         ->required();
-    app.add_option("--prompt-ids", prompt_ids_, "Prompt token ids, comma-separated")->required();
+    auto* ids = app.add_option("--prompt-ids", prompt_ids_, "Prompt token ids, comma-separated");
+    auto* text = app.add_option("--prompt", prompt_,
+                                "Prompt text, encoded with the model directory's tokenizer.json "
+                                "or tokenizer.model; the answer is streamed as text");
+    ids->excludes(text);
+    text->excludes(ids);
     app.add_option("--dump-logits", dump_logits_,
                    "Write the prompt's logits: FILE (raw f32 [prompt_len, vocab]) and FILE.json");
     app.add_option("--device", device_, "cpu, sim or cuda:N (default cpu)");
@@ -91,7 +100,17 @@ class GenerateCommand : public Command {
 
  private:
   Status RunStatus() {
-    SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIds(prompt_ids_, "--prompt-ids"));
+    std::unique_ptr<Tokenizer> tokenizer;
+    std::vector<int32_t> ids;
+    if (!prompt_.empty()) {
+      SY_ASSIGN_OR_RETURN(tokenizer, LoadTokenizer(model_dir_));
+      SY_ASSIGN_OR_RETURN(ids, tokenizer->Encode(prompt_));
+      if (ids.empty()) return InvalidArgumentError("--prompt encodes to no tokens");
+    } else if (!prompt_ids_.empty()) {
+      SY_ASSIGN_OR_RETURN(ids, ParseIds(prompt_ids_, "--prompt-ids"));
+    } else {
+      return InvalidArgumentError("pass --prompt \"text\" or --prompt-ids 1,2,3");
+    }
     SY_ASSIGN_OR_RETURN(Device device, ParseDevice(device_));
     SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(dtype_));
     SY_ASSIGN_OR_RETURN(auto backend, CreateBackend(device));
@@ -126,6 +145,8 @@ class GenerateCommand : public Command {
     SY_ASSIGN_OR_RETURN(StopCondition stop, StopCondition::Create(sampling));
     SY_ASSIGN_OR_RETURN(auto decoder, KvCacheDecoder::Create(
                                           model, static_cast<int64_t>(ids.size()) + max_tokens_));
+    std::optional<TextStreamer> streamer;
+    if (tokenizer) streamer.emplace(*tokenizer);
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     SY_ASSIGN_OR_RETURN(std::vector<float> step, decoder->Append(ids));
@@ -140,7 +161,12 @@ class GenerateCommand : public Command {
       const int32_t token = sampler.Sample(0, last);
       decode_logits.insert(decode_logits.end(), last.begin(), last.end());
       if (generated == 0) ttft_s = std::chrono::duration<double>(Clock::now() - start).count();
-      std::printf("%s%d", generated > 0 ? "," : "", token);
+      if (streamer) {
+        SY_ASSIGN_OR_RETURN(std::string piece, streamer->Append(token));
+        std::fputs(piece.c_str(), stdout);
+      } else {
+        std::printf("%s%d", generated > 0 ? "," : "", token);
+      }
       std::fflush(stdout);
       ++generated;
       if (stop.Append(token) != StopReason::kNone) break;
@@ -151,6 +177,7 @@ class GenerateCommand : public Command {
     if (!dump_decode_logits_.empty()) {
       SY_RETURN_IF_ERROR(WriteLogits(dump_decode_logits_, decode_logits, vocab));
     }
+    if (streamer) std::fputs(streamer->Finish().c_str(), stdout);
     std::printf("\n");
     std::fprintf(stderr,
                  "prefill: %zu tokens, %.1f tokens/s; decode: %d tokens, %.1f tokens/s; "
@@ -194,6 +221,7 @@ class GenerateCommand : public Command {
 
   std::string model_dir_;
   std::string prompt_ids_;
+  std::string prompt_;
   std::string dump_logits_;
   std::string dump_decode_logits_;
   std::string device_ = "cpu";

@@ -1,0 +1,136 @@
+#include "inference/tokenizer.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "storage/formats/text_file.h"
+
+#if SY_HAVE_SENTENCEPIECE
+#include <sentencepiece_processor.h>
+#endif
+
+namespace sy {
+namespace {
+
+// A tokenizer.json of a large vocabulary (Qwen: ~7 MB, Llama 3: ~9 MB) with room to spare.
+constexpr size_t kMaxTokenizerJsonBytes = size_t{256} << 20;
+
+#if SY_HAVE_SENTENCEPIECE
+class SentencePieceTokenizer : public Tokenizer {
+ public:
+  explicit SentencePieceTokenizer(std::string path) : path_(std::move(path)) {}
+
+  Status Load() {
+    const auto status = processor_.Load(path_);
+    if (!status.ok()) {
+      return InvalidArgumentError(path_ + ": not a SentencePiece model (" + status.ToString() +
+                                  ")");
+    }
+    return Status::Ok();
+  }
+
+  Result<std::vector<int32_t>> Encode(std::string_view text) const override {
+    std::vector<int> ids;
+    const auto status = processor_.Encode(text, &ids);
+    if (!status.ok()) return InvalidArgumentError(path_ + ": encode: " + status.ToString());
+    return std::vector<int32_t>(ids.begin(), ids.end());
+  }
+
+  Result<std::string> Decode(std::span<const int32_t> ids) const override {
+    std::vector<int> v;
+    for (const int32_t id : ids) {
+      if (id < 0 || id >= processor_.GetPieceSize()) {
+        return InvalidArgumentError(path_ + ": token id " + std::to_string(id) +
+                                    " is not in the vocabulary of " +
+                                    std::to_string(processor_.GetPieceSize()));
+      }
+      v.push_back(id);
+    }
+    std::string text;
+    const auto status = processor_.Decode(v, &text);
+    if (!status.ok()) return InvalidArgumentError(path_ + ": decode: " + status.ToString());
+    return text;
+  }
+
+  int64_t vocab_size() const override { return processor_.GetPieceSize(); }
+
+ private:
+  std::string path_;
+  sentencepiece::SentencePieceProcessor processor_;
+};
+#endif
+
+// Length of the UTF-8 character that starts with byte `b` (1 for a stray continuation byte).
+size_t Utf8Length(unsigned char b) {
+  if (b >= 0xf0) return 4;
+  if (b >= 0xe0) return 3;
+  if (b >= 0xc0) return 2;
+  return 1;
+}
+
+}  // namespace
+
+#if !SY_HAVE_ICU
+Result<std::unique_ptr<Tokenizer>> ParseHfTokenizerJson(std::string_view,
+                                                        const std::string& source) {
+  return UnavailableError(source +
+                          ": this build has no ICU, which tokenizer.json needs; install libicu-dev "
+                          "(scripts/install-deps.sh) and rebuild, or pass --prompt-ids");
+}
+#endif
+
+Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path) {
+#if SY_HAVE_SENTENCEPIECE
+  auto tok = std::make_unique<SentencePieceTokenizer>(path);
+  SY_RETURN_IF_ERROR(tok->Load());
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+#else
+  return UnavailableError(path +
+                          ": this build has no libsentencepiece; install libsentencepiece-dev "
+                          "(scripts/install-deps.sh) and rebuild, or pass --prompt-ids");
+#endif
+}
+
+Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir) {
+  const std::string json_path = (std::filesystem::path(dir) / "tokenizer.json").string();
+  const std::string spm_path = (std::filesystem::path(dir) / "tokenizer.model").string();
+  std::error_code ec;
+  if (std::filesystem::exists(json_path, ec)) {
+    SY_ASSIGN_OR_RETURN(std::string text,
+                        storage::ReadTextFile(json_path, kMaxTokenizerJsonBytes, "tokenizer.json"));
+    return ParseHfTokenizerJson(text, json_path);
+  }
+  if (std::filesystem::exists(spm_path, ec)) return LoadSentencePieceTokenizer(spm_path);
+  return NotFoundError(dir +
+                       " has neither tokenizer.json nor tokenizer.model; pass token ids "
+                       "with --prompt-ids instead of --prompt");
+}
+
+Result<std::string> TextStreamer::Append(int32_t id) {
+  ids_.push_back(id);
+  SY_ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(ids_));
+  if (text.size() < emitted_) {  // a decoder that rewrote its past output: emit nothing new
+    return std::string();
+  }
+  // Hold back a trailing character whose bytes are not all there yet.
+  size_t end = text.size();
+  for (size_t back = 1; back <= 3 && back <= end - emitted_; ++back) {
+    const auto b = static_cast<unsigned char>(text[end - back]);
+    if ((b & 0xc0) == 0x80) continue;  // continuation byte: look further back
+    if (Utf8Length(b) > back) end -= back;
+    break;
+  }
+  std::string fresh = text.substr(emitted_, end - emitted_);
+  emitted_ = end;
+  return fresh;
+}
+
+std::string TextStreamer::Finish() {
+  Result<std::string> text = tokenizer_.Decode(ids_);
+  if (!text.ok() || text->size() <= emitted_) return std::string();
+  std::string rest = text->substr(emitted_);
+  emitted_ = text->size();
+  return rest;
+}
+
+}  // namespace sy
