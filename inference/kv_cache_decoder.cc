@@ -160,6 +160,24 @@ Result<std::vector<float>> KvCacheDecoder::Prefill(int seq, std::span<const int3
   return Run(step, std::vector<int32_t>(tokens.begin(), tokens.end()));
 }
 
+void KvCacheDecoder::CopySequence(int dst, int src) {
+  SY_CHECK(dst >= 0 && dst < batch() && src >= 0 && src < batch()) << dst << " " << src;
+  if (dst == src) return;
+  const int64_t len = lengths_[static_cast<size_t>(src)];
+  Backend& backend = model_.backend();
+  if (len > 0) {
+    for (size_t l = 0; l < k_cache_.size(); ++l) {
+      for (std::vector<Tensor>* cache : {&k_cache_, &v_cache_}) {
+        const Tensor& c = (*cache)[l];
+        backend.CopyAsync(c.Slice(src * max_seq_len_, src * max_seq_len_ + len),
+                          c.Slice(dst * max_seq_len_, dst * max_seq_len_ + len),
+                          backend.compute_stream());
+      }
+    }
+  }
+  lengths_[static_cast<size_t>(dst)] = len;
+}
+
 Result<std::vector<float>> KvCacheDecoder::Decode(std::span<const int32_t> tokens) {
   if (static_cast<int>(tokens.size()) != batch()) {
     return InvalidArgumentError("KvCacheDecoder::Decode: " + std::to_string(tokens.size()) +

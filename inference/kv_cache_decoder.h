@@ -44,6 +44,11 @@ class KvCacheDecoder {
   // Prefill(0, tokens): the single-sequence form.
   Result<std::vector<float>> Append(std::span<const int32_t> tokens) { return Prefill(0, tokens); }
 
+  // Makes sequence `dst` a copy of sequence `src` (its cached keys and values, device to device,
+  // and its length), so a beam can fork from another without recomputing their common prefix.
+  // Ordered on the compute stream. dst == src is a no-op.
+  void CopySequence(int dst, int src);
+
   int batch() const { return static_cast<int>(lengths_.size()); }
   int64_t length(int seq = 0) const { return lengths_.at(static_cast<size_t>(seq)); }
   int64_t capacity() const { return max_seq_len_; }

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "inference/beam_search.h"
 #include "inference/kv_cache_decoder.h"
 #include "inference/model_loader.h"
 #include "inference/sampler.h"
@@ -86,6 +87,10 @@ class GenerateCommand : public Command {
     app.add_option("--top-k", sampler_.top_k, "Keep the k most likely tokens (default 0 = off)");
     app.add_option("--top-p", sampler_.top_p, "Nucleus mass to keep (default 1 = off)");
     app.add_option("--seed", sampler_.seed, "Sampling seed (default 0)");
+    app.add_option("--beam", beam_,
+                   "Beam search of this width instead of sampling: prints the best hypothesis, "
+                   "and every hypothesis with its log-probability on stderr (default 0 = off)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--stop-tokens", stop_tokens_, "Token ids that end generation, comma-separated");
   }
 
@@ -141,6 +146,7 @@ class GenerateCommand : public Command {
     if (!stop_tokens_.empty()) {
       SY_ASSIGN_OR_RETURN(sampling.stop_tokens, ParseIds(stop_tokens_, "--stop-tokens"));
     }
+    if (beam_ > 0) return RunBeam(model, ids, sampling.stop_tokens, tokenizer.get());
     SY_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(sampling, 1));
     SY_ASSIGN_OR_RETURN(StopCondition stop, StopCondition::Create(sampling));
     SY_ASSIGN_OR_RETURN(auto decoder, KvCacheDecoder::Create(
@@ -187,6 +193,33 @@ class GenerateCommand : public Command {
     return Status::Ok();
   }
 
+  Status RunBeam(MoeModel& model, const std::vector<int32_t>& ids,
+                 const std::vector<int32_t>& stop_tokens, const Tokenizer* tokenizer) {
+    BeamSearchOptions options;
+    options.width = beam_;
+    options.max_new_tokens = max_tokens_;
+    options.stop_tokens = stop_tokens;
+    const auto start = std::chrono::steady_clock::now();
+    SY_ASSIGN_OR_RETURN(std::vector<BeamHypothesis> beams, BeamSearch(model, ids, options));
+    const double total_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (size_t i = 0; i < beams.size(); ++i) {
+      std::string text;
+      for (size_t k = 0; k < beams[i].tokens.size(); ++k) {
+        text += (k > 0 ? "," : "") + std::to_string(beams[i].tokens[k]);
+      }
+      if (tokenizer != nullptr) {
+        SY_ASSIGN_OR_RETURN(text, tokenizer->Decode(beams[i].tokens));
+      }
+      if (i == 0) std::printf("%s\n", text.c_str());
+      std::fprintf(stderr, "beam %zu: log_prob %.4f%s: %s\n", i, beams[i].log_prob,
+                   beams[i].finished ? " (stopped)" : "", text.c_str());
+    }
+    std::fprintf(stderr, "beam search: width %d, %d tokens max, %.1f ms\n", beam_, max_tokens_,
+                 total_s * 1e3);
+    return Status::Ok();
+  }
+
   // FILE: raw little-endian f32 rows of `vocab`; FILE.json: {"shape": [rows, vocab]}.
   static Status WriteLogits(const std::string& file, const std::vector<float>& logits,
                             int64_t vocab) {
@@ -227,6 +260,7 @@ class GenerateCommand : public Command {
   std::string device_ = "cpu";
   std::string dtype_ = "f32";
   int max_tokens_ = 0;
+  int beam_ = 0;
   std::string stop_tokens_;
   SamplerOptions sampler_ = [] {
     SamplerOptions o;

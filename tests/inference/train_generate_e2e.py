@@ -27,9 +27,10 @@ def run(cmd, check=True):
     return p
 
 
-def generate(switchyard, model, prompt, max_tokens):
+def generate(switchyard, model, prompt, max_tokens, beam=0):
     p = run([switchyard, "generate", "--model", model, "--prompt-ids",
-             ",".join(map(str, prompt)), "--max-tokens", str(max_tokens), "--stop-tokens", "2"])
+             ",".join(map(str, prompt)), "--max-tokens", str(max_tokens), "--stop-tokens", "2",
+             "--beam", str(beam)])
     line = p.stdout.strip().splitlines()[-1]
     return [int(t) for t in line.split(",")]
 
@@ -64,6 +65,13 @@ def main():
     if wrong:
         print("FAIL: %d of %d copy prompts answered wrongly" % (wrong, len(prompts)))
         return 1
+
+    for prompt in prompts[:6]:  # beam search (width 4) agrees with greedy on a sure answer
+        got = generate(switchyard, ckpt_dir, prompt, max_len + 2, beam=4)
+        if got != prompt[1:-1] + [2]:
+            print("FAIL: --beam 4 answered %s with %s" % (prompt, got))
+            return 1
+    print("ok   --beam 4 answers the first 6 prompts exactly")
 
     h5 = os.path.join(ckpt_dir, "step-%08d.h5" % steps)
     got = generate(switchyard, h5, prompts[0], max_len + 2)
