@@ -3,8 +3,7 @@
 # defaults: the backend self-check on every device this machine has (cpu, sim, and cuda if a GPU
 # is present), then trains the tiny MoE config on the built-in synthetic tasks (about a minute on
 # 2 cores), saves an HDF5 checkpoint under runs/tiny/ and generates from it (copy and reverse).
-# No network beyond the package
-# registries, no GPU needed.
+# No network beyond the package registries, no GPU needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
