@@ -9,7 +9,8 @@ namespace sy {
 
 Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
     Backend& backend, ParameterStore& store, int layer, int num_experts, int64_t hidden,
-    int64_t intermediate, DType weight_dtype, bool with_grad) {
+    int64_t intermediate, DType weight_dtype, bool with_grad, int first_expert) {
+  SY_CHECK_GE(first_expert, 0) << "first_expert";
   std::unique_ptr<LocalExpertCompute> ec(new LocalExpertCompute());
   const int64_t e = num_experts;
   SY_ASSIGN_OR_RETURN(ec->w_gate_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
@@ -24,7 +25,7 @@ Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
   }
   const std::string prefix = "experts/layer" + std::to_string(layer) + "/expert";
   for (int i = 0; i < num_experts; ++i) {
-    const std::string base = prefix + std::to_string(i) + "/";
+    const std::string base = prefix + std::to_string(first_expert + i) + "/";
     const std::pair<const char*, std::pair<Tensor*, Tensor*>> weights[] = {
         {"w_gate", {&ec->w_gate_, &ec->dw_gate_}},
         {"w_up", {&ec->w_up_, &ec->dw_up_}},
@@ -37,7 +38,7 @@ Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
       if (with_grad) p.grad = tensors.second->Select(i);
       p.is_expert = true;
       p.layer = layer;
-      p.expert = i;
+      p.expert = first_expert + i;
       p.init = ParamInit::kNormal;
       store.Add(std::move(p));
     }

@@ -44,11 +44,14 @@ class ExpertCompute {
 
 class LocalExpertCompute final : public ExpertCompute {
  public:
-  // Registers the experts of decoder layer `layer` in `store`, expert by expert.
+  // Registers the experts of decoder layer `layer` in `store`, expert by expert: `num_experts`
+  // experts with global ids first_expert .. first_expert + num_experts - 1 (an expert-parallel
+  // rank holds a contiguous range; group i of Forward's group_rows is expert first_expert + i).
   static Result<std::unique_ptr<LocalExpertCompute>> Create(Backend& backend, ParameterStore& store,
                                                             int layer, int num_experts,
                                                             int64_t hidden, int64_t intermediate,
-                                                            DType weight_dtype, bool with_grad);
+                                                            DType weight_dtype, bool with_grad,
+                                                            int first_expert = 0);
 
   Status Forward(Backend& backend, const Tensor& xs, std::span<const int64_t> group_rows,
                  const Tensor& ys) override;

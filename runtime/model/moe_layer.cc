@@ -9,7 +9,8 @@ namespace sy {
 
 Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(Backend& backend, ParameterStore& store,
                                                    const ModelConfig& config, int layer,
-                                                   DType weight_dtype, bool with_grad) {
+                                                   DType weight_dtype, bool with_grad,
+                                                   const ExpertComputeFactory& make_experts) {
   const int m = config.MoeIndex(layer);
   SY_CHECK_GE(m, 0) << "layer " << layer << " is not an MoE layer";
   std::unique_ptr<MoeLayer> moe(new MoeLayer());
@@ -35,9 +36,15 @@ Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(Backend& backend, ParameterSt
     SY_ASSIGN_OR_RETURN(moe->shared_, SharedExperts::Create(backend, store, config, layer,
                                                             weight_dtype, with_grad));
   }
-  SY_ASSIGN_OR_RETURN(moe->experts_, LocalExpertCompute::Create(
-                                         backend, store, layer, config.num_experts, h,
-                                         config.moe_intermediate_size, weight_dtype, with_grad));
+  if (make_experts) {
+    SY_ASSIGN_OR_RETURN(moe->experts_,
+                        make_experts(backend, store, layer, weight_dtype, with_grad));
+    SY_CHECK(moe->experts_ != nullptr) << "the expert compute factory returned null";
+  } else {
+    SY_ASSIGN_OR_RETURN(moe->experts_, LocalExpertCompute::Create(
+                                           backend, store, layer, config.num_experts, h,
+                                           config.moe_intermediate_size, weight_dtype, with_grad));
+  }
   moe->router_ = Router(RouterOptions{
       .num_experts = config.num_experts,
       .top_k = config.top_k,
@@ -53,6 +60,7 @@ Status MoeLayer::Forward(Backend& backend, const Tensor& h, const Tensor& routed
   const int64_t n = h.dim(0);
   const int64_t hidden = h.dim(1);
   h_ = h;
+  if (n == 0) return ForwardEmpty(backend, hidden, stats);
   if (has_gate_) {
     SY_ASSIGN_OR_RETURN(logits_, backend.Allocate(DType::kF32, Shape{n, num_experts_}));
     SY_RETURN_IF_ERROR(gate_.Forward(backend, h, logits_));
@@ -89,6 +97,14 @@ Status MoeLayer::Backward(Backend& backend, const Tensor& dout, const Tensor& d_
          "pre-gate";
   const int64_t n = h_.dim(0);
   const int64_t r = plan_.num_rows();
+  if (n == 0) {
+    // No tokens here: still join the experts' collectives (expert parallelism).
+    SY_RETURN_IF_ERROR(experts_->Backward(backend, ys_, xs_));
+    if (!has_gate_) {
+      SY_ASSIGN_OR_RETURN(d_routed_logits_, backend.Allocate(DType::kF32, Shape{0, num_experts_}));
+    }
+    return Status::Ok();
+  }
 
   SY_ASSIGN_OR_RETURN(Tensor d_ys, backend.Allocate(DType::kF32, ys_.shape()));
   SY_ASSIGN_OR_RETURN(Tensor d_weights, backend.Allocate(DType::kF32, Shape{n, top_k_}));
@@ -109,6 +125,22 @@ Status MoeLayer::Backward(Backend& backend, const Tensor& dout, const Tensor& d_
   if (has_shared_) SY_RETURN_IF_ERROR(shared_.Backward(backend, dout, dh));
   if (has_pregate_) {
     SY_RETURN_IF_ERROR(pregate_.Backward(backend, h_, d_pregate_logits, dh, 1.0f));
+  }
+  return Status::Ok();
+}
+
+Status MoeLayer::ForwardEmpty(Backend& backend, int64_t hidden, const Tensor& stats) {
+  plan_ = DispatchPlan{};
+  plan_.top_k = top_k_;
+  plan_.num_experts = num_experts_;
+  plan_.routed.assign(num_experts_, 0);
+  plan_.group_rows.assign(num_experts_, 0);
+  backend.Fill(stats, 0.0f);
+  SY_ASSIGN_OR_RETURN(xs_, backend.Allocate(DType::kF32, Shape{0, hidden}));
+  SY_ASSIGN_OR_RETURN(ys_, backend.Allocate(DType::kF32, Shape{0, hidden}));
+  SY_RETURN_IF_ERROR(experts_->Forward(backend, xs_, plan_.group_rows, ys_));
+  if (has_pregate_) {
+    SY_ASSIGN_OR_RETURN(pregate_logits_, backend.Allocate(DType::kF32, Shape{0, num_experts_}));
   }
   return Status::Ok();
 }

@@ -20,6 +20,7 @@
 // Thread-safety: as the Backend's operators.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "runtime/backend/backend.h"
@@ -36,16 +37,26 @@
 
 namespace sy {
 
+// Makes a layer's expert computation and registers the expert parameters it holds in `store`
+// (expert parallelism: parallel/expert_parallel_compute.h registers only its rank's experts).
+using ExpertComputeFactory = std::function<Result<std::unique_ptr<ExpertCompute>>(
+    Backend& backend, ParameterStore& store, int layer, DType weight_dtype, bool with_grad)>;
+
 class MoeLayer {
  public:
   // Registers the layer's router, pre-gate, experts and shared experts for decoder layer `layer`.
+  // `make_experts` (optional) replaces the default LocalExpertCompute over all experts; it is
+  // called where the experts are registered, so registration order stays the same.
   static Result<std::unique_ptr<MoeLayer>> Create(Backend& backend, ParameterStore& store,
                                                   const ModelConfig& config, int layer,
-                                                  DType weight_dtype, bool with_grad);
+                                                  DType weight_dtype, bool with_grad,
+                                                  const ExpertComputeFactory& make_experts = {});
 
-  // h [N, H] -> out [N, H]. routed_logits [N, E]: the previous layer's pre-gate logits when this
-  // layer has no gate of its own (has_gate() false); undefined otherwise. stats f32 [2] on the
-  // backend receives {aux, z} for this layer's routing.
+  // h [N, H] -> out [N, H]. N may be 0 (an expert-parallel rank without tokens): the experts'
+  // Forward and Backward are still called, with zero rows, so the rank joins their collectives.
+  // routed_logits [N, E]: the previous layer's pre-gate logits when this layer has no gate of its
+  // own (has_gate() false); undefined otherwise. stats f32 [2] on the backend receives {aux, z} for
+  // this layer's routing.
   Status Forward(Backend& backend, const Tensor& h, const Tensor& routed_logits,
                  const Tensor& stats, const Tensor& out);
   // The pre-gate's logits for the next MoE layer [N, E] (defined after Forward when
@@ -75,6 +86,8 @@ class MoeLayer {
 
  private:
   MoeLayer() = default;
+  // Forward with no tokens: no routing, zero stats, the experts called with zero rows.
+  Status ForwardEmpty(Backend& backend, int64_t hidden, const Tensor& stats);
 
   int num_experts_ = 0;
   int top_k_ = 0;
