@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <queue>
 #include <unordered_map>
 #include <utility>
 
@@ -480,24 +482,51 @@ Status HfBpeTokenizer::EncodeWord(std::string_view bytes, std::vector<int32_t>* 
     }
     symbols.push_back(id);
   }
-  // Merge the lowest-ranked adjacent pair (leftmost on ties) until none is left.
-  while (symbols.size() > 1) {
-    int32_t best_rank = std::numeric_limits<int32_t>::max();
-    size_t best = 0;
-    int32_t merged = -1;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto it = merges_.find({symbols[i], symbols[i + 1]});
-      if (it != merges_.end() && it->second.first < best_rank) {
-        best_rank = it->second.first;
-        best = i;
-        merged = it->second.second;
-      }
-    }
-    if (merged < 0) break;
-    symbols[best] = merged;
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  // Merge the lowest-ranked adjacent pair (leftmost on ties) until none is left, as tokenizers'
+  // Word::merge_all: a doubly linked list of symbols and a min-heap of candidate merges keyed by
+  // (rank, position), whose stale entries are skipped when popped. O(n log n) in the word's bytes.
+  const int n = static_cast<int>(symbols.size());
+  std::vector<int> prev(static_cast<size_t>(n)), next(static_cast<size_t>(n));
+  std::vector<bool> alive(static_cast<size_t>(n), true);
+  for (int i = 0; i < n; ++i) {
+    prev[static_cast<size_t>(i)] = i - 1;
+    next[static_cast<size_t>(i)] = i + 1 < n ? i + 1 : -1;
   }
-  out->insert(out->end(), symbols.begin(), symbols.end());
+  struct Entry {
+    int32_t rank;
+    int pos;
+    int32_t left, right, merged;
+    bool operator>(const Entry& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  auto push = [&](int pos) {
+    if (pos < 0) return;
+    const int right = next[static_cast<size_t>(pos)];
+    if (right < 0) return;
+    const int32_t l = symbols[static_cast<size_t>(pos)], r = symbols[static_cast<size_t>(right)];
+    const auto it = merges_.find({l, r});
+    if (it != merges_.end()) heap.push({it->second.first, pos, l, r, it->second.second});
+  };
+  for (int i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    const Entry e = heap.top();
+    heap.pop();
+    const auto pos = static_cast<size_t>(e.pos);
+    const int right = next[pos];
+    if (!alive[pos] || right < 0 || symbols[pos] != e.left ||
+        symbols[static_cast<size_t>(right)] != e.right) {
+      continue;  // stale: one side was merged away since this entry was pushed
+    }
+    symbols[pos] = e.merged;
+    alive[static_cast<size_t>(right)] = false;
+    next[pos] = next[static_cast<size_t>(right)];
+    if (next[pos] >= 0) prev[static_cast<size_t>(next[pos])] = e.pos;
+    push(prev[pos]);
+    push(e.pos);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (alive[static_cast<size_t>(i)]) out->push_back(symbols[static_cast<size_t>(i)]);
+  }
   return Status::Ok();
 }
 

@@ -40,6 +40,8 @@ FIXED = [
     "digits 1234567890 and ١٢٣", "contractions: it's we're they've I'm we'll he'd DON'T",
     "<|im_start|>user\nhi<|im_end|>\n<|endoftext|>", "ab<|endoftext|>cd",
     "Здравствуй, мир! γειά σου κόσμε", "x  \n  y", "   ", "\n", "a'b 'S's", "1234 12345 9",
+    # Long words: the merge heap on thousands of symbols (and a quick encode).
+    "the" * 3000, "東京北京" * 1500, "ab" * 4000 + " " + "x" * 5000,
 ]
 
 
