@@ -3,12 +3,49 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "runtime/core/check.h"
 #include "runtime/model/host_transfer.h"
 
 namespace sy {
+
+Result<ExpertParallelGroups> MakeExpertParallelGroups(Communicator& world, int ep_size) {
+  const int w = world.size();
+  if (ep_size <= 0 || w % ep_size != 0) {
+    return InvalidArgumentError("expert parallelism: ep_size " + std::to_string(ep_size) +
+                                " does not divide the world of " + std::to_string(w) + " ranks");
+  }
+  const int me = world.rank();
+  ExpertParallelGroups groups;
+  SY_ASSIGN_OR_RETURN(groups.ep, world.Split(me / ep_size, me));
+  SY_ASSIGN_OR_RETURN(groups.expert_dp, world.Split(me % ep_size, me));
+  return groups;
+}
+
+Status AllReduceExpertGradients(Backend& backend, ParameterStore& store, Communicator& expert_dp) {
+  if (expert_dp.size() == 1) return Status::Ok();
+  // One all-reduce over all expert gradients, packed in registration order.
+  std::vector<Parameter*> params;
+  std::vector<float> packed;
+  for (Parameter& p : store) {
+    if (!p.is_expert || !p.grad.defined()) continue;
+    SY_ASSIGN_OR_RETURN(std::vector<float> grad, DownloadF32(backend, p.grad));
+    packed.insert(packed.end(), grad.begin(), grad.end());
+    params.push_back(&p);
+  }
+  SY_RETURN_IF_ERROR(expert_dp.host().AllReduceInPlace<float>(packed, Reduction::kSum));
+  size_t at = 0;
+  for (Parameter* p : params) {
+    const size_t n = static_cast<size_t>(p->grad.numel());
+    SY_RETURN_IF_ERROR(
+        CopyFromHost(backend, std::span<const float>(packed.data() + at, n), p->grad));
+    at += n;
+  }
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<ExpertParallelCompute>> ExpertParallelCompute::Create(
     Backend& backend, ParameterStore& store, const Topology& topology,

@@ -57,6 +57,22 @@
 
 namespace sy {
 
+// Expert data parallelism (world > ep_size). The world of W ranks is cut into W / ep_size EP
+// groups of consecutive ranks (rank w is in EP group w / ep_size, at EP rank w % ep_size); the
+// ranks with the same EP rank hold the same experts and form an expert-data-parallel group. The
+// dense parameters are replicated over the whole world.
+struct ExpertParallelGroups {
+  std::unique_ptr<Communicator> ep;         // this rank's EP group (size ep_size)
+  std::unique_ptr<Communicator> expert_dp;  // the ranks holding the same experts (W / ep_size)
+};
+// Collective over `world`. InvalidArgument when ep_size is not a positive divisor of world.size().
+Result<ExpertParallelGroups> MakeExpertParallelGroups(Communicator& world, int ep_size);
+
+// Collective over `expert_dp`: sums the gradient of every expert parameter in `store` over the
+// group (in registration order, which is the same on every rank of the group). Host-staged; call
+// after Backward, before the optimizer step. A no-op for a group of one.
+Status AllReduceExpertGradients(Backend& backend, ParameterStore& store, Communicator& expert_dp);
+
 struct ExpertParallelOptions {
   int num_experts = 0;       // E, over the whole EP group
   int64_t hidden = 0;        // H

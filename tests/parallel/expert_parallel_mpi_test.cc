@@ -3,8 +3,9 @@
 // and the same global batch. Each rank holds a slice of the tokens. Checked: the forward output,
 // the loss, the input gradient, the router (gate) gradient summed over ranks, and every expert's
 // weight gradients on its owner. Cases: balanced and skewed routing, a rank with zero tokens, an
-// expert with zero tokens, flat and hierarchical (2 emulated nodes) all-to-all. Run with 2 and 4
-// ranks.
+// expert with zero tokens, flat and hierarchical (2 emulated nodes) all-to-all, and expert data
+// parallelism (ep_size = world / 2, expert gradients summed over the expert-DP group). Run with 2
+// and 4 ranks.
 //
 // Tolerance: |ep - ref| <= 1e-5 * max(1, max |ref|) per tensor. float32 sums run in a different
 // order (the weight gradients add the rows of several ranks in another order).
@@ -117,13 +118,15 @@ struct EpCase {
   bool skewed = false;
   bool empty_rank = false;  // the last rank holds no tokens
   int experts_per_rank = 2;
+  int ep_size = 0;  // 0: the world; else expert data parallelism over world / ep_size groups
 };
 
 void CheckAgainstOneProcess(const EpCase& c) {
   MpiCommunicator& world = TestMpi().world();
   const int P = world.size();
   const int me = world.rank();
-  const ModelConfig config = EpConfig(c.experts_per_rank * P);
+  const int ep_size = c.ep_size > 0 ? c.ep_size : P;
+  const ModelConfig config = EpConfig(c.experts_per_rank * ep_size);
   const int64_t H = config.hidden_size;
   const int E = config.num_experts;
 
@@ -157,7 +160,17 @@ void CheckAgainstOneProcess(const EpCase& c) {
   }
 
   // Expert parallel: this rank's experts only, this rank's tokens only.
-  auto topology = Topology::Create(world, TopologyOptions{.ranks_per_node = c.ranks_per_node});
+  ExpertParallelGroups groups;
+  Communicator* ep_comm = &world;
+  if (ep_size != P) {
+    auto made = MakeExpertParallelGroups(world, ep_size);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    groups = std::move(made).value();
+    ASSERT_EQ(groups.ep->size(), ep_size);
+    ASSERT_EQ(groups.expert_dp->size(), P / ep_size);
+    ep_comm = groups.ep.get();
+  }
+  auto topology = Topology::Create(*ep_comm, TopologyOptions{.ranks_per_node = c.ranks_per_node});
   ASSERT_TRUE(topology.ok()) << topology.status().ToString();
   ParameterStore store;
   auto layer = MoeLayer::Create(*backend, store, config, 0, DType::kF32, true,
@@ -165,13 +178,14 @@ void CheckAgainstOneProcess(const EpCase& c) {
   ASSERT_TRUE(layer.ok()) << layer.status().ToString();
   ASSERT_TRUE(store.Initialize(*backend, kSeed, 0.5f).ok());
   // Only this rank's experts are registered, under their global ids.
-  const int el = E / P;
+  const int el = E / ep_size;
+  const int ep_rank = ep_comm->rank();
   int experts_here = 0;
   for (const Parameter& p : store) {
     if (!p.is_expert) continue;
     ++experts_here;
-    EXPECT_GE(p.expert, me * el) << p.name;
-    EXPECT_LT(p.expert, (me + 1) * el) << p.name;
+    EXPECT_GE(p.expert, ep_rank * el) << p.name;
+    EXPECT_LT(p.expert, (ep_rank + 1) * el) << p.name;
     EXPECT_EQ(p.name.find("experts/layer0/expert" + std::to_string(p.expert) + "/"), 0u) << p.name;
   }
   EXPECT_EQ(experts_here, 3 * el);
@@ -183,6 +197,9 @@ void CheckAgainstOneProcess(const EpCase& c) {
   }
   store.ZeroGrads(*backend);
   LayerResult ep = RunLayer(*backend, **layer, my_h, my_dout, tokens[me], H, store);
+  if (groups.expert_dp != nullptr) {
+    ASSERT_TRUE(AllReduceExpertGradients(*backend, store, *groups.expert_dp).ok());
+  }
 
   std::vector<float> ref_out(ref.out.begin() + offset[me] * H,
                              ref.out.begin() + offset[me + 1] * H);
@@ -208,10 +225,11 @@ void CheckAgainstOneProcess(const EpCase& c) {
   float worst_all = worst;
   ASSERT_TRUE(world.AllReduce(&worst_all, &worst_all, 1, ElementType::kF32, Reduction::kMax).ok());
   if (me == 0) {
-    std::printf("[ ep ] %d ranks, %d experts, %s, %s%s: N=%lld, max relative error %.3g\n", P, E,
-                std::string(AllToAllAlgorithmName(c.algorithm)).c_str(),
-                c.skewed ? "skewed" : "balanced", c.empty_rank ? ", empty rank" : "",
-                static_cast<long long>(N), static_cast<double>(worst_all));
+    std::printf(
+        "[ ep ] %d ranks, ep_size %d, %d experts, %s, %s%s: N=%lld, max relative error %.3g\n", P,
+        ep_size, E, std::string(AllToAllAlgorithmName(c.algorithm)).c_str(),
+        c.skewed ? "skewed" : "balanced", c.empty_rank ? ", empty rank" : "",
+        static_cast<long long>(N), static_cast<double>(worst_all));
   }
 }
 
@@ -239,6 +257,31 @@ TEST(ExpertParallelMpiTest, HierarchicalTwoNodesBalancedFourExpertsPerRank) {
   CheckAgainstOneProcess(EpCase{.ranks_per_node = P / 2,
                                 .algorithm = AllToAllAlgorithm::kHierarchical,
                                 .experts_per_rank = 4});
+}
+
+// world > ep_size: the experts' gradients are summed over the expert-data-parallel group.
+TEST(ExpertParallelMpiTest, ExpertDataParallelSkewedEmptyRank) {
+  const int P = TestMpi().world().size();
+  CheckAgainstOneProcess(EpCase{.skewed = true,
+                                .empty_rank = true,
+                                .experts_per_rank = 6 / std::max(1, P / 2),
+                                .ep_size = P / 2});
+}
+
+TEST(ExpertParallelMpiTest, ExpertDataParallelHierarchical) {
+  const int P = TestMpi().world().size();
+  if (P < 4) GTEST_SKIP() << "needs an EP group of 2 ranks (2 emulated nodes) in a world of 4";
+  CheckAgainstOneProcess(EpCase{.ranks_per_node = 1,
+                                .algorithm = AllToAllAlgorithm::kHierarchical,
+                                .experts_per_rank = 2,
+                                .ep_size = P / 2});
+}
+
+TEST(ExpertParallelMpiTest, GroupsMustDivide) {
+  MpiCommunicator& world = TestMpi().world();
+  auto groups = MakeExpertParallelGroups(world, world.size() + 1);
+  ASSERT_FALSE(groups.ok());
+  EXPECT_EQ(groups.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ExpertParallelMpiTest, ExpertsMustDivide) {
