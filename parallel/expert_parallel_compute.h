@@ -89,7 +89,8 @@ class ExpertParallelCompute final : public ExpertCompute {
       Backend& backend, ParameterStore& store, const Topology& topology,
       const ExpertParallelOptions& options, int layer, DType weight_dtype, bool with_grad);
 
-  // A factory for MoeLayer::Create (config.num_experts, hidden_size, moe_intermediate_size).
+  // A factory for MoeLayer::Create (config.num_experts, hidden_size, moe_intermediate_size). It
+  // keeps a pointer to `topology`, which must outlive the factory and the layers it makes.
   static ExpertComputeFactory Factory(const Topology& topology, const ModelConfig& config,
                                       AllToAllAlgorithm algorithm);
 
