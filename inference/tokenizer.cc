@@ -68,6 +68,38 @@ size_t Utf8Length(unsigned char b) {
   return 1;
 }
 
+// `bytes` with each byte that does not start a well-formed UTF-8 character replaced by U+FFFD,
+// as the tokenizers library's lossy decode shows a broken byte sequence.
+std::string ReplaceInvalidUtf8(std::string_view bytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    size_t len = b < 0x80             ? 1
+                 : (b & 0xe0) == 0xc0 ? 2
+                 : (b & 0xf0) == 0xe0 ? 3
+                 : (b & 0xf8) == 0xf0 ? 4
+                                      : 0;
+    bool ok = len > 0 && i + len <= bytes.size();
+    uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1f) : len == 3 ? (b & 0x0f) : (b & 0x07);
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(bytes[i + k]);
+      ok = (c & 0xc0) == 0x80;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+    if (ok) {
+      out.append(bytes.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 #if !SY_HAVE_ICU
@@ -120,7 +152,7 @@ Result<std::string> TextStreamer::Append(int32_t id) {
     if (Utf8Length(b) > back) end -= back;
     break;
   }
-  std::string fresh = text.substr(emitted_, end - emitted_);
+  std::string fresh = ReplaceInvalidUtf8(std::string_view(text).substr(emitted_, end - emitted_));
   emitted_ = end;
   return fresh;
 }
@@ -128,7 +160,7 @@ Result<std::string> TextStreamer::Append(int32_t id) {
 std::string TextStreamer::Finish() {
   Result<std::string> text = tokenizer_.Decode(ids_);
   if (!text.ok() || text->size() <= emitted_) return std::string();
-  std::string rest = text->substr(emitted_);
+  std::string rest = ReplaceInvalidUtf8(std::string_view(*text).substr(emitted_));
   emitted_ = text->size();
   return rest;
 }

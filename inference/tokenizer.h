@@ -51,7 +51,8 @@ Result<std::unique_ptr<Tokenizer>> ParseHfTokenizerJson(std::string_view json,
 Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path);
 
 // Streams decoded text: Append(id) returns the new complete UTF-8 text, holding back the bytes of
-// a character that is not complete yet. Not thread-safe; borrows `tokenizer`.
+// a character that is not complete yet; a byte sequence that can never be UTF-8 is shown as
+// U+FFFD (so what it returns is always valid UTF-8). Not thread-safe; borrows `tokenizer`.
 class TextStreamer {
  public:
   explicit TextStreamer(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}

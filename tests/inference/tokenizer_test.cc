@@ -214,6 +214,22 @@ TEST(TextStreamerTest, HoldsBackSplitCharacters) {
   EXPECT_EQ(streamer.Finish(), "");
 }
 
+TEST(TextStreamerTest, ShowsBrokenBytesAsReplacementCharacters) {
+  auto tok = ParseHfTokenizerJson(ByteLevelTokenizer({}, Gpt2Pre()).dump(), "t.json");
+  ASSERT_TRUE(tok.ok());
+  // Byte tokens are ids 0..255 in ByteLevelTokenizer: 0xC3 then 'x' is not UTF-8; a lone 0xF0 at
+  // the end stays held back until Finish.
+  TextStreamer streamer(**tok);
+  std::string all;
+  for (int32_t id : std::vector<int32_t>{0xc3, 'x', 'y', 0xf0}) {
+    auto piece = streamer.Append(id);
+    ASSERT_TRUE(piece.ok());
+    all += *piece;
+  }
+  EXPECT_EQ(all, "\uFFFDxy");
+  EXPECT_EQ(streamer.Finish(), "\uFFFD");
+}
+
 TEST(SentencePieceTokenizerTest, TrainedModelRoundTrips) {
 #if SY_TEST_SENTENCEPIECE
   const std::filesystem::path dir =
