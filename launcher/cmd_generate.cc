@@ -94,14 +94,7 @@ class GenerateCommand : public Command {
     app.add_option("--stop-tokens", stop_tokens_, "Token ids that end generation, comma-separated");
   }
 
-  int Run() override {
-    Status s = RunStatus();
-    if (!s.ok()) {
-      PrintError(s);
-      return 1;
-    }
-    return 0;
-  }
+  int Run() override { return ExitCode(RunStatus()); }
 
  private:
   Status RunStatus() {

@@ -37,14 +37,7 @@ class TokenizeCommand : public Command {
     app.add_option("--texts", texts_file_, "JSON array of strings to encode and decode back");
   }
 
-  int Run() override {
-    Status s = RunStatus();
-    if (!s.ok()) {
-      PrintError(s);
-      return 1;
-    }
-    return 0;
-  }
+  int Run() override { return ExitCode(RunStatus()); }
 
  private:
   Status RunStatus() {

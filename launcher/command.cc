@@ -18,4 +18,10 @@ void PrintError(const Status& status) {
   std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
 }
 
+int ExitCode(const Status& status) {
+  if (status.ok()) return 0;
+  PrintError(status);
+  return 1;
+}
+
 }  // namespace sy::launcher

@@ -48,6 +48,8 @@ struct CommandRegistrar {
 
 // Prints "error: <status message>" to stderr.
 void PrintError(const Status& status);
+// The exit code of a command that ended with `status`: 0 when OK, else PrintError and 1.
+int ExitCode(const Status& status);
 
 }  // namespace sy::launcher
 
