@@ -172,4 +172,18 @@ Result<uint64_t> FdSize(int fd, const std::string& path) {
   return static_cast<uint64_t>(st.st_size);
 }
 
+Status FilePairFile::Sync() { return FdSync(fds_.buffered.get(), path_); }
+Status FilePairFile::Truncate(uint64_t size) {
+  return FdTruncate(fds_.buffered.get(), path_, size);
+}
+Result<uint64_t> FilePairFile::Size() { return FdSize(fds_.buffered.get(), path_); }
+Status FilePairFile::Preallocate(uint64_t size) {
+  return FdPreallocate(fds_.buffered.get(), path_, size);
+}
+size_t FilePairFile::alignment() const { return fds_.direct.valid() ? kDirectAlignment : 1; }
+Status FilePairFile::LockExclusive(int64_t timeout_ms) {
+  const int fd = fds_.direct.valid() ? fds_.direct.get() : fds_.buffered.get();
+  return FdLockExclusive(fd, path_, timeout_ms);
+}
+
 }  // namespace sy::storage

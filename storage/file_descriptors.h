@@ -29,6 +29,28 @@ struct FilePair {
 
 Result<FilePair> OpenFilePair(const std::string& path, const OpenOptions& options, bool direct);
 
+// The part of a File that a descriptor pair answers the same way whatever carries the data
+// (posix worker threads or io_uring): path, sync, truncate, size, preallocation, alignment and
+// the lock. Subclasses implement Read, Write and SubmitBatch.
+class FilePairFile : public File {
+ public:
+  FilePairFile(std::string path, FilePair fds) : path_(std::move(path)), fds_(std::move(fds)) {}
+
+  const std::string& path() const override { return path_; }
+  Status Sync() override;
+  Status Truncate(uint64_t size) override;
+  Result<uint64_t> Size() override;
+  Status Preallocate(uint64_t size) override;
+  size_t alignment() const override;
+  // The descriptor that carries the aligned I/O holds the lock, so requests still in flight on it
+  // keep the file locked.
+  Status LockExclusive(int64_t timeout_ms) override;
+
+ protected:
+  std::string path_;
+  FilePair fds_;
+};
+
 inline bool IsAligned(uint64_t value, size_t alignment) { return value % alignment == 0; }
 inline bool IsDirectEligible(uint64_t offset, const void* data, size_t length) {
   return IsAligned(offset, kDirectAlignment) && IsAligned(length, kDirectAlignment) &&

@@ -12,12 +12,10 @@
 namespace sy::storage {
 namespace {
 
-class PosixFile : public File {
+class PosixFile : public FilePairFile {
  public:
   PosixFile(std::string path, FilePair fds, ThreadPool* pool)
-      : path_(std::move(path)), fds_(std::move(fds)), pool_(pool) {}
-
-  const std::string& path() const override { return path_; }
+      : FilePairFile(std::move(path), std::move(fds)), pool_(pool) {}
 
   void SubmitBatch(std::span<const IoOp> ops, IoDone done) override {
     internal::PoolSubmitFn submit;
@@ -34,23 +32,8 @@ class PosixFile : public File {
   Status Write(uint64_t offset, const void* data, size_t length) override {
     return RunOpOnPair(fds_, path_, IoOp{IoKind::kWrite, offset, const_cast<void*>(data), length});
   }
-  Status Sync() override { return FdSync(fds_.buffered.get(), path_); }
-  Status Truncate(uint64_t size) override { return FdTruncate(fds_.buffered.get(), path_, size); }
-  Result<uint64_t> Size() override { return FdSize(fds_.buffered.get(), path_); }
-  Status Preallocate(uint64_t size) override {
-    return FdPreallocate(fds_.buffered.get(), path_, size);
-  }
-  size_t alignment() const override { return fds_.direct.valid() ? kDirectAlignment : 1; }
-  Status LockExclusive(int64_t timeout_ms) override {
-    // The descriptor that carries the store's aligned I/O holds the lock, so requests still in
-    // flight on it keep the file locked.
-    int fd = fds_.direct.valid() ? fds_.direct.get() : fds_.buffered.get();
-    return FdLockExclusive(fd, path_, timeout_ms);
-  }
 
  private:
-  std::string path_;
-  FilePair fds_;
   ThreadPool* pool_;
 };
 

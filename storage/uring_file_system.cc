@@ -367,12 +367,10 @@ class UringEngine {
 
 namespace {
 
-class UringFile : public File {
+class UringFile : public FilePairFile {
  public:
   UringFile(std::string path, FilePair fds, UringEngine* engine)
-      : path_(std::move(path)), fds_(std::move(fds)), engine_(engine) {}
-
-  const std::string& path() const override { return path_; }
+      : FilePairFile(std::move(path), std::move(fds)), engine_(engine) {}
 
   void SubmitBatch(std::span<const IoOp> ops, IoDone done) override {
     auto shared_done = std::make_shared<IoDone>(std::move(done));
@@ -424,23 +422,7 @@ class UringFile : public File {
     if (!blocks.empty()) engine_->Enqueue(std::move(blocks));
   }
 
-  Status Sync() override { return FdSync(fds_.buffered.get(), path_); }
-  Status Truncate(uint64_t size) override { return FdTruncate(fds_.buffered.get(), path_, size); }
-  Result<uint64_t> Size() override { return FdSize(fds_.buffered.get(), path_); }
-  Status Preallocate(uint64_t size) override {
-    return FdPreallocate(fds_.buffered.get(), path_, size);
-  }
-  size_t alignment() const override { return fds_.direct.valid() ? kDirectAlignment : 1; }
-  Status LockExclusive(int64_t timeout_ms) override {
-    // The descriptor that carries the store's aligned I/O holds the lock, so requests still in
-    // flight on it keep the file locked.
-    int fd = fds_.direct.valid() ? fds_.direct.get() : fds_.buffered.get();
-    return FdLockExclusive(fd, path_, timeout_ms);
-  }
-
  private:
-  std::string path_;
-  FilePair fds_;
   UringEngine* engine_;
 };
 
