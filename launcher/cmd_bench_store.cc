@@ -46,7 +46,8 @@ class BenchStoreCommand : public Command {
     app.add_option("--in-flight", options_.extents_in_flight,
                    "Extents in flight, and fio's iodepth (default 4)")
         ->check(CLI::PositiveNumber);
-    app.add_option("--block-size", block_size_, "io_uring block size (default 1M)");
+    app.add_option("--block-size", block_size_,
+                   "io_uring block size (default 64M: one request per extent up to 64 MiB)");
     app.add_option("--queue-depth", queue_depth_,
                    "io_uring queue depth (default: as many bytes in flight as fio, "
                    "in-flight x extent / block size)")

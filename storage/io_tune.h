@@ -25,8 +25,9 @@ struct TuneOptions {
   uint64_t file_bytes = uint64_t{512} << 20;
   // Bytes moved per point (capped by file_bytes). Default: 256 MiB.
   uint64_t bytes_per_point = uint64_t{256} << 20;
-  // Default: 128 KiB .. 4 MiB.
-  std::vector<size_t> block_sizes = {128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20};
+  // Default: 128 KiB .. 64 MiB.
+  std::vector<size_t> block_sizes = {128 << 10, 256 << 10, 512 << 10, 1 << 20,
+                                     4 << 20,   16 << 20,  64 << 20};
   // Default: 1 .. 64.
   std::vector<int> queue_depths = {1, 4, 8, 16, 32, 64};
   // Which file system runs the sweep: "io_uring" (default) or "posix" (then only block sizes

@@ -265,11 +265,12 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
                 4096, blocks * static_cast<uint64_t>(options.extents_in_flight)));
           }
           row.queue_depth = io.queue_depth;
+          std::vector<double> ratios;
           for (int repeat = 0; repeat < std::max(1, options.repeats); ++repeat) {
             SY_ASSIGN_OR_RETURN(std::unique_ptr<FileSystem> fs, MakeFileSystem(fs_name, io));
             row.file_system = fs->name();
-            DropPageCache(path);
-            {
+            auto run_ours = [&]() -> Status {
+              DropPageCache(path);
               StoreOptions store_options;
               store_options.verify_on_open = false;  // fio's writes overwrite extents
               SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertStore> store,
@@ -283,8 +284,9 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
                                                  " via " + fs_name + " on " + path);
               }
               ours.push_back(*gbps);
-            }
-            if (!options.fio.empty()) {
+              return Status::Ok();
+            };
+            auto run_fio = [&]() -> Status {
               DropPageCache(path);
               uint64_t region = kind == IoKind::kRead ? experts * extent : 2 * experts * extent;
               std::vector<std::string> args = {
@@ -305,10 +307,24 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
               Result<double> fio_gbps = RunFio(options.fio, args, row.op);
               if (!fio_gbps.ok()) return fio_gbps.status().WithContext("bench store: fio");
               theirs.push_back(*fio_gbps);
+              return Status::Ok();
+            };
+            if (options.fio.empty()) {
+              SY_RETURN_IF_ERROR(run_ours());
+              continue;
             }
+            if (repeat % 2 == 0) {
+              SY_RETURN_IF_ERROR(run_ours());
+              SY_RETURN_IF_ERROR(run_fio());
+            } else {
+              SY_RETURN_IF_ERROR(run_fio());
+              SY_RETURN_IF_ERROR(run_ours());
+            }
+            ratios.push_back(ours.back() / theirs.back());
           }
           row.gbps = Median(ours);
           row.fio_gbps = theirs.empty() ? 0 : Median(theirs);
+          row.paired_ratio = ratios.empty() ? 0 : Median(ratios);
           report.rows.push_back(row);
           if (progress) progress(row);
         }
@@ -322,7 +338,7 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
 
 std::string FormatStoreBench(const StoreBenchReport& report) {
   std::ostringstream out;
-  out << "| extent | op | pattern | file system | uring qd | GB/s | fio GB/s | ratio |\n";
+  out << "| extent | op | pattern | file system | uring qd | GB/s | fio GB/s | ratio (paired) |\n";
   out << "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |\n";
   out << std::fixed;
   for (const StoreBenchRow& row : report.rows) {

@@ -67,7 +67,11 @@ struct StoreBenchRow {
   std::string pattern;  // "seq" or "rand"
   double gbps = 0;      // 1e9 bytes per second, median over repeats
   double fio_gbps = 0;  // 0 when fio was skipped
-  double ratio() const { return fio_gbps > 0 ? gbps / fio_gbps : 0; }
+  // Median over repeats of (ours / fio) within the same repeat, 0 when fio was skipped. Each
+  // repeat runs both back to back, alternating which goes first, so a device whose throughput
+  // drifts over seconds (a virtual disk with burst credits) skews neither side.
+  double paired_ratio = 0;
+  double ratio() const { return paired_ratio; }
 };
 
 struct StoreBenchReport {

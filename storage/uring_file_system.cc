@@ -406,7 +406,7 @@ class UringFile : public FilePairFile {
           if (aligned_address) {
             block->buf = user;
           } else {
-            block->bounce.reset(std::aligned_alloc(kDirectAlignment, block_size));
+            block->bounce.reset(std::aligned_alloc(kDirectAlignment, block->length));
             SY_CHECK(block->bounce != nullptr) << "out of memory for an io_uring bounce buffer";
             block->buf = static_cast<char*>(block->bounce.get());
             block->user = user;

@@ -10,9 +10,9 @@
 # files (about 2 x BYTES per extent size, 1 GiB by default) are removed afterwards.
 # Environment: SWITCHYARD (the binary, default build/switchyard), BYTES (data per extent size,
 # default 512M), REPEATS (runs per row, median reported, default 3), SIZES (default 4M,16M,64M),
-# BLOCK (the io_uring block size of bench store, default 4M: the largest request the block layer
-# sends as one on a disk with max_sectors_kb 4096, which is what fio's extent-sized I/Os become;
-# `switchyard tune-io` prints the best one for the disk at hand).
+# BLOCK (the io_uring block size of bench store, default 64M, the library's default: each extent
+# up to 64 MiB goes to the kernel as one request, as fio's bs=extent does, and the block layer
+# splits it at max_sectors_kb; `switchyard tune-io` prints the best one for the disk at hand).
 # The load average is printed before and after: other work on the machine disturbs the numbers.
 set -euo pipefail
 
@@ -26,7 +26,7 @@ switchyard=${SWITCHYARD:-build/switchyard}
 bytes=${BYTES:-512M}
 repeats=${REPEATS:-3}
 sizes=${SIZES:-4M,16M,64M}
-block=${BLOCK:-4M}
+block=${BLOCK:-64M}
 
 if [[ ! -x $switchyard ]]; then
   echo "error: $switchyard is not built; build the switchyard target or set SWITCHYARD" >&2
