@@ -15,6 +15,7 @@ packages=(
   libxxhash-dev
   fio
   python3 python3-numpy python3-torch python3-h5py python3-pip
+  python3-yaml python3-requests python3-typing-extensions
 )
 
 missing=()
@@ -22,23 +23,41 @@ for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 
-# The Hugging Face tokenizers library, the tokenizer test's oracle (not in Debian). Optional and
-# best effort: without PyPI the test says it is skipped. --no-deps: the library itself needs
-# nothing else, and its hub dependencies would replace Debian's Python packages.
-install_tokenizers() {
-  /usr/bin/python3 -c "import tokenizers" >/dev/null 2>&1 && return 0
+# Hugging Face `tokenizers` and `transformers`, the oracles of the tokenizer and model tests (not
+# in Debian). Optional and best effort: without PyPI those tests say they are skipped. Pinned and
+# --no-deps, each dependency named, so that pip never replaces Debian's torch, numpy, yaml or
+# requests. transformers 4.49.0 is the last release that runs on Debian's torch 1.13 (4.50 imports
+# torch.distributed.tensor, torch >= 2); it requires tokenizers >= 0.21, < 0.22.
+hf_tokenizers=(tokenizers==0.21.4)
+hf_transformers=(transformers==4.49.0 huggingface-hub==0.30.2 safetensors==0.5.3
+                 regex==2024.11.6 packaging==24.2 filelock==3.16.1 tqdm==4.67.1)
+
+pip_pinned() {  # pip_pinned TEST_NAME PACKAGE==VERSION...
+  local test_name=$1
+  shift
+  local have
+  have=$(/usr/bin/python3 -m pip list --format=freeze 2>/dev/null | tr 'A-Z_' 'a-z-' || true)
+  local want=()
+  for p in "$@"; do
+    grep -qx "$(echo "$p" | tr 'A-Z_' 'a-z-')" <<<"$have" || want+=("$p")
+  done
+  [ ${#want[@]} -eq 0 ] && return 0
   if ! timeout 300 $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps \
-      "tokenizers==0.23.3" >/dev/null 2>&1; then
-    echo "install-deps: could not install tokenizers from PyPI;" \
-         "inference_hf_tokenizer_oracle_test will be skipped"
+      "${want[@]}" >/dev/null 2>&1; then
+    echo "install-deps: could not install ${want[*]} from PyPI; $test_name will be skipped"
   fi
+}
+
+install_hf_python() {
+  pip_pinned inference_hf_tokenizer_oracle_test "${hf_tokenizers[@]}"
+  pip_pinned inference_hf_transformers_oracle_test "${hf_tokenizers[@]}" "${hf_transformers[@]}"
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  install_tokenizers
+  install_hf_python
   exit 0
 fi
 
@@ -48,4 +67,4 @@ export DEBIAN_FRONTEND=noninteractive
 echo "install-deps: installing ${missing[*]}"
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-install_tokenizers
+install_hf_python

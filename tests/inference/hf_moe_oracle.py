@@ -422,19 +422,29 @@ def main():
     return 0
 
 
+GREEDY_STEPS = 6
+
+
+def run_greedy(binary, model_dir, dump, steps=GREEDY_STEPS):
+    """Greedy `switchyard generate --max-tokens STEPS` over the KV cache on PROMPT: (the generated
+    ids, the logits each was chosen from [steps, vocab]), or (None, stderr) when it fails."""
+    cmd = [binary, "generate", "--model", model_dir, "--prompt-ids", ",".join(map(str, PROMPT)),
+           "--max-tokens", str(steps), "--dump-decode-logits", dump]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, r.stderr.strip()
+    return [int(x) for x in r.stdout.strip().split(",")], read_logits(dump)
+
+
 def greedy_check(binary, work, fam):
     """`--max-tokens` greedy decoding over the KV cache picks the oracle's argmax at every step
     (the oracle recomputes the whole sequence each time)."""
     config, _, _ = CASES[fam]
     model_dir = os.path.join(work, fam)
-    steps = 6
-    dump = os.path.join(work, fam + ".decode_logits")
-    cmd = [binary, "generate", "--model", model_dir, "--prompt-ids", ",".join(map(str, PROMPT)),
-           "--max-tokens", str(steps), "--dump-decode-logits", dump]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        return [f"{fam}: greedy generation failed: {r.stderr.strip()}"]
-    generated = [int(x) for x in r.stdout.strip().split(",")]
+    steps = GREEDY_STEPS
+    generated, ours = run_greedy(binary, model_dir, os.path.join(work, fam + ".decode_logits"))
+    if generated is None:
+        return [f"{fam}: greedy generation failed: {ours}"]
     values = {}
     for name in os.listdir(model_dir):
         if name.endswith(".safetensors"):
@@ -442,7 +452,6 @@ def greedy_check(binary, work, fam):
     logits = Family(fam, config, values).forward(PROMPT + generated)
     want = [int(logits[len(PROMPT) - 1 + i].argmax()) for i in range(len(generated))]
     ref = logits[len(PROMPT) - 1:len(PROMPT) - 1 + steps]
-    ours = read_logits(dump)
     scale = max(1.0, float(ref.abs().max()))
     err = float((ours - ref).abs().max()) if ours.shape == ref.shape else float("inf")
     ok = len(generated) == steps and generated == want and err <= TOL * scale
