@@ -68,6 +68,11 @@ MoeLayer& MoeModel::moe_layer(int m) {
   return *layers_[static_cast<size_t>(moe_layer_ids_[static_cast<size_t>(m)])]->moe();
 }
 
+int MoeModel::UnitOf(const Parameter& p) const {
+  if (p.layer >= 0) return p.layer + 1;
+  return p.value.data() == embedding_.table().data() ? 0 : num_units() - 1;
+}
+
 Status MoeModel::InitializeParameters(uint64_t seed, float stddev) {
   return params_.Initialize(backend_, seed, stddev);
 }
@@ -115,7 +120,9 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
   const int64_t h = config_.hidden_size;
   residual_.assign(static_cast<size_t>(config_.num_layers) + 1, Tensor());
   SY_ASSIGN_OR_RETURN(residual_[0], backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_RETURN_IF_ERROR(HookBeforeForward(0));
   SY_RETURN_IF_ERROR(embedding_.Forward(backend_, ids_dev, residual_[0]));
+  SY_RETURN_IF_ERROR(HookAfterForward(0));
 
   for (int l = 0; l < config_.num_layers; ++l) {
     DecoderLayer& layer = *layers_[static_cast<size_t>(l)];
@@ -126,8 +133,10 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
       stats = stats_.Slice(1 + 2 * m, 3 + 2 * m);
     }
     SY_ASSIGN_OR_RETURN(residual_[l + 1], backend_.Allocate(DType::kF32, Shape{n, h}));
+    SY_RETURN_IF_ERROR(HookBeforeForward(l + 1));
     SY_RETURN_IF_ERROR(layer.Forward(backend_, batch_, residual_[static_cast<size_t>(l)], routed,
                                      stats, residual_[static_cast<size_t>(l) + 1]));
+    SY_RETURN_IF_ERROR(HookAfterForward(l + 1));
     if (m >= 0 && layer.moe()->has_pregate()) {
       routed_logits_[static_cast<size_t>(m) + 1] = layer.moe()->pregate_logits();
     }
@@ -139,10 +148,12 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
   }
 
   SY_ASSIGN_OR_RETURN(final_hidden_, backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_ASSIGN_OR_RETURN(logits_, backend_.Allocate(DType::kF32, Shape{n, config_.vocab_size}));
+  SY_RETURN_IF_ERROR(HookBeforeForward(num_units() - 1));
   SY_RETURN_IF_ERROR(final_norm_.Forward(
       backend_, residual_[static_cast<size_t>(config_.num_layers)], final_hidden_));
-  SY_ASSIGN_OR_RETURN(logits_, backend_.Allocate(DType::kF32, Shape{n, config_.vocab_size}));
   SY_RETURN_IF_ERROR(lm_head_.Forward(backend_, final_hidden_, logits_));
+  SY_RETURN_IF_ERROR(HookAfterForward(num_units() - 1));
 
   if (targets.defined()) {
     SY_ASSIGN_OR_RETURN(targets_, UploadI32(backend_, target_ids, Shape{n}));
@@ -190,9 +201,11 @@ Status MoeModel::Backward() {
   SY_ASSIGN_OR_RETURN(Tensor dlogits, backend_.Allocate(DType::kF32, logits_.shape()));
   backend_.CrossEntropyBackward(logits_, targets_, ce_lse_, dlosses, dlogits);
   SY_ASSIGN_OR_RETURN(Tensor dfinal, backend_.Allocate(DType::kF32, Shape{n, h}));
-  SY_RETURN_IF_ERROR(lm_head_.Backward(backend_, final_hidden_, dlogits, dfinal, 0.0f));
   SY_ASSIGN_OR_RETURN(Tensor dx, backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_RETURN_IF_ERROR(HookBeforeBackward(num_units() - 1));
+  SY_RETURN_IF_ERROR(lm_head_.Backward(backend_, final_hidden_, dlogits, dfinal, 0.0f));
   SY_RETURN_IF_ERROR(final_norm_.Backward(backend_, dfinal, dx));
+  SY_RETURN_IF_ERROR(HookAfterBackward(num_units() - 1));
 
   const int num_moe = static_cast<int>(moe_layer_ids_.size());
   std::vector<Tensor> d_routed(static_cast<size_t>(num_moe));
@@ -202,7 +215,9 @@ Status MoeModel::Backward() {
     Tensor d_pregate;
     if (m >= 0 && layer.moe()->has_pregate()) d_pregate = d_routed[static_cast<size_t>(m) + 1];
     SY_ASSIGN_OR_RETURN(Tensor dprev, backend_.Allocate(DType::kF32, Shape{n, h}));
+    SY_RETURN_IF_ERROR(HookBeforeBackward(l + 1));
     SY_RETURN_IF_ERROR(layer.Backward(backend_, batch_, dx, d_pregate, dprev));
+    SY_RETURN_IF_ERROR(HookAfterBackward(l + 1));
     if (m >= 0 && !layer.moe()->has_gate()) {
       d_routed[static_cast<size_t>(m)] = layer.moe()->routed_logits_grad();
     }
@@ -210,7 +225,9 @@ Status MoeModel::Backward() {
     layer.Release();
     dx = dprev;
   }
+  SY_RETURN_IF_ERROR(HookBeforeBackward(0));
   SY_RETURN_IF_ERROR(embedding_.Backward(backend_, dx));
+  SY_RETURN_IF_ERROR(HookAfterBackward(0));
   // One backward per forward: the activations are gone now.
   ReleaseActivations();
   return Status::Ok();

@@ -25,6 +25,10 @@
 // weights may then be bf16 or f16 (ModelOptions::weight_dtype). Attention runs over the batch's
 // own keys and values; a KV-cache decode path can reuse AttentionBlock's layout ([B, S, Hkv, D]).
 //
+// Layer hooks (runtime/model/layer_hooks.h): with set_layer_hooks, Forward and Backward call the
+// hooks around the embedding, every decoder layer and the head (ZeRO-3 uses them to gather and free
+// sharded parameters). Without hooks (the default) nothing changes.
+//
 // Ownership: the model owns its layers and ParameterStore; everything lives on `backend`, which
 // must outlive the model. Tensors returned by accessors are views valid until the next Forward or
 // ReleaseActivations. Thread-safety: one thread at a time (the thread that drives the backend's
@@ -41,6 +45,7 @@
 #include "runtime/model/attention_block.h"
 #include "runtime/model/decoder_layer.h"
 #include "runtime/model/embedding.h"
+#include "runtime/model/layer_hooks.h"
 #include "runtime/model/linear.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/parameter_store.h"
@@ -105,10 +110,25 @@ class MoeModel {
   // The MoE layer with MoE index m (see ModelConfig::MoeIndex).
   MoeLayer& moe_layer(int m);
 
+  // Hooks called around each unit of Forward and Backward (null: none, the default). Not owned.
+  void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
+  // Units as runtime/model/layer_hooks.h numbers them: embedding, decoder layers, head.
+  int num_units() const { return num_layers() + 2; }
+  // The unit whose Forward/Backward reads `p` (the LM head's unit for a tied embedding table is
+  // the embedding's: unit 0).
+  int UnitOf(const Parameter& p) const;
+
  private:
   MoeModel(Backend& backend, const ModelConfig& config, const ModelOptions& options)
       : backend_(backend), config_(config), options_(options) {}
   Status Build();
+  // The hook calls; OK when no hooks are set.
+  Status HookBeforeForward(int unit) { return hooks_ ? hooks_->BeforeForward(unit) : Status::Ok(); }
+  Status HookAfterForward(int unit) { return hooks_ ? hooks_->AfterForward(unit) : Status::Ok(); }
+  Status HookBeforeBackward(int unit) {
+    return hooks_ ? hooks_->BeforeBackward(unit) : Status::Ok();
+  }
+  Status HookAfterBackward(int unit) { return hooks_ ? hooks_->AfterBackward(unit) : Status::Ok(); }
 
   Backend& backend_;
   ModelConfig config_;
@@ -119,6 +139,7 @@ class MoeModel {
   std::vector<int> moe_layer_ids_;  // decoder layer of each MoE index
   RmsNormLayer final_norm_;
   Linear lm_head_;
+  LayerHooks* hooks_ = nullptr;  // not owned
 
   // Activations of the last Forward.
   TokenBatch batch_;
