@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/memory_bandwidth.h"
 
 namespace sy {
 namespace {
@@ -97,30 +98,10 @@ void BM_StreamRead(benchmark::State& state) {
   std::vector<uint64_t> buffer(static_cast<size_t>(words));
   for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = i * 0x9e3779b97f4a7c15ull;
   ThreadPool& pool = Cpu().pool();
-  const int64_t tasks = pool.num_threads();
-  std::vector<uint64_t> sums(static_cast<size_t>(tasks) * 8);  // one cache line per task
-  for (auto _ : state) {
-    pool.ParallelFor(tasks, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) {
-        const uint64_t* p = buffer.data() + words * t / tasks;
-        const int64_t count = words * (t + 1) / tasks - words * t / tasks;
-        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        int64_t i = 0;
-        for (; i + 4 <= count; i += 4) {
-          s0 += p[i];
-          s1 += p[i + 1];
-          s2 += p[i + 2];
-          s3 += p[i + 3];
-        }
-        for (; i < count; ++i) s0 += p[i];
-        sums[static_cast<size_t>(t) * 8] = s0 + s1 + s2 + s3;
-      }
-    });
-    benchmark::DoNotOptimize(sums.data());
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::StreamRead(pool, buffer));
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(words * 8) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = static_cast<double>(tasks);
+  state.counters["threads"] = static_cast<double>(pool.num_threads());
 }
 BENCHMARK(BM_StreamRead)
     ->Arg(int64_t{32} << 20)   // a bf16 4096x4096 weight; the K+V of BM_AttentionDecode/1/32/8/4096
