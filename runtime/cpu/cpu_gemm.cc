@@ -3,7 +3,9 @@
 // f32 weights go straight to OpenBLAS. bf16/f16 weights are never expanded whole:
 //  - decode shapes (M <= kGemvMaxRows) run a GEMV kernel that widens the weight in registers and
 //    streams it once, split over the thread pool along N. This is the memory-bound hot path of
-//    offloaded inference, so it reads each weight byte exactly once.
+//    offloaded inference, so it reads each weight byte exactly once. With b [N,K] the pool's
+//    threads claim 64 KiB ranges of rows from one counter (ClaimRanges), and a grouped GEMM whose
+//    groups are all GEMVs (a decode step's experts) runs every group's rows in one such region.
 //  - larger M widens one panel of the weight at a time (at most kPanelBytes of f32, contiguous in
 //    both layouts) into a per-thread scratch and hands the panel to cblas_sgemm.
 // OpenBLAS is multithreaded by itself, so it is only ever called from the operator's thread, never
@@ -11,7 +13,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <span>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"
@@ -202,22 +207,68 @@ void DispatchRows(int64_t rows, Body&& body) {
   }
 }
 
+// Runs body(lo, hi) over [0, n) in ranges of `grain` items, which every pool thread claims from
+// one counter. ParallelFor gives each thread one fixed share, so the caller, done with its share,
+// waits for a worker that woke late to finish the other; a decode step runs hundreds of short
+// GEMVs, and that wake-up latency would be paid in each. Here whoever is running takes the next
+// range, and a late worker finds less (or nothing) left.
+template <typename Body>
+void ClaimRanges(ThreadPool& pool, int64_t n, int64_t grain, const Body& body) {
+  const int64_t ranges = (n + grain - 1) / grain;
+  const int64_t threads = std::min<int64_t>(pool.num_threads(), ranges);
+  if (threads <= 1) {
+    body(0, n);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool.ParallelFor(threads, 1, [&](int64_t, int64_t) {
+    for (int64_t lo = next.fetch_add(grain); lo < n; lo = next.fetch_add(grain)) {
+      body(lo, std::min(n, lo + grain));
+    }
+  });
+}
+
+// GEMVs with b [N,K] (trans_b, a row-major [M,K], M <= kGemvMaxRows) of one or more groups, all of
+// the same N and K: the blocks of kTransBNr rows of every group form one index space, claimed in
+// ranges of at least 64 KiB of weights.
+void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
+  if (groups.empty()) return;
+  const int64_t n = groups[0].n, k = groups[0].k;
+  const int64_t blocks = (n + kTransBNr - 1) / kTransBNr;
+  const int64_t block_bytes = k * kTransBNr * static_cast<int64_t>(DTypeSize(groups[0].b_dtype));
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, block_bytes));
+  const auto count = static_cast<int64_t>(groups.size());
+  ClaimRanges(pool, count * blocks, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo / blocks; i < count && i * blocks < hi; ++i) {
+      const GemmArgs& g = groups[static_cast<size_t>(i)];
+      SY_CHECK(g.n == n && g.k == k && g.m <= kGemvMaxRows && g.trans_b && !g.trans_a)
+          << "GemvTransB: groups differ in shape";
+      const int64_t begin = std::max(lo, i * blocks) - i * blocks;
+      const int64_t end = std::min(hi, (i + 1) * blocks) - i * blocks;
+      cpu::DispatchWeight(g.b_dtype, g.b, [&](auto* b) {
+        using W = std::remove_cv_t<std::remove_pointer_t<decltype(b)>>;
+        DispatchRows(g.m, [&]<int MR>() {
+          GemvTransBRange<W, MR>(g.a, n, k, b, g.c, n, g.alpha, g.beta, begin, end);
+        });
+      });
+    }
+  });
+}
+
 template <typename W>
 void Gemv(ThreadPool& pool, const GemmArgs& g, const float* a_rows, const W* b) {
-  // Each task streams at least ~64 KiB of weights, so the fork/join cost stays small.
-  const int64_t bytes_per_row = g.k * static_cast<int64_t>(sizeof(W));
   for (int64_t m0 = 0; m0 < g.m; m0 += kGemvMaxRows) {
     int64_t mr = std::min(kGemvMaxRows, g.m - m0);
     const float* a = a_rows + m0 * g.k;
     float* c = g.c + m0 * g.n;
     if (g.trans_b) {
-      int64_t blocks = (g.n + kTransBNr - 1) / kTransBNr;
-      int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, bytes_per_row * kTransBNr));
-      pool.ParallelFor(blocks, grain, [&](int64_t lo, int64_t hi) {
-        DispatchRows(mr, [&]<int MR>() {
-          GemvTransBRange<W, MR>(a, g.n, g.k, b, c, g.n, g.alpha, g.beta, lo, hi);
-        });
-      });
+      GemmArgs rows = g;
+      rows.m = mr;
+      rows.a = a;
+      rows.trans_a = false;
+      rows.b = b;
+      rows.c = c;
+      GemvTransB(pool, std::span<const GemmArgs>(&rows, 1));
     } else {
       static thread_local std::vector<float> partial_storage;
       const int64_t tasks = std::clamp<int64_t>(g.k / 64, 1, pool.num_threads());
@@ -390,6 +441,8 @@ void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
   GemmArgs g =
       MakeArgs(a.dim(0), a.dim(1), b.dim(1), b.dim(2), c.dim(0), c.dim(1), options, "GroupedGemm");
   const size_t b_stride = static_cast<size_t>(b.dim(1) * b.dim(2)) * DTypeSize(b.dtype());
+  std::vector<GemmArgs> groups;
+  bool all_gemv = g.trans_b && g.n > 0 && g.k > 0;
   int64_t row = 0;
   for (size_t gi = 0; gi < group_rows.size(); ++gi) {
     int64_t rows = group_rows[gi];
@@ -400,9 +453,16 @@ void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
     grp.b = static_cast<const char*>(b.data()) + gi * b_stride;
     grp.b_dtype = b.dtype();
     grp.c = c.data<float>() + row * g.n;
-    GemmImpl(pool(), grp);
+    groups.push_back(grp);
+    all_gemv = all_gemv && rows <= kGemvMaxRows;
     row += rows;
   }
+  // A decode step's experts: every group's GEMV in one parallel region.
+  if (all_gemv) {
+    GemvTransB(pool(), groups);
+    return;
+  }
+  for (const GemmArgs& grp : groups) GemmImpl(pool(), grp);
 }
 
 void CpuBackend::GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw,

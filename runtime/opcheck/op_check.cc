@@ -442,6 +442,11 @@ void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
       {"zero_rows_trans_b", DType::kBF16, {0, 0, 0}, 8, 16, true, 1.0f, 0.0f},
       {"zero_rows_f32", DType::kF32, {0, 0}, 5, 7, false, 1.0f, 0.0f},
       {"empty_first_last", DType::kF32, {0, 3, 0}, 6, 5, true, 1.0f, 0.0f},
+      // Decode shapes (every group <= 4 rows): one parallel region over all groups' row blocks,
+      // in ranges of 2 blocks (64 KiB of weights) that cross group boundaries; N = 10 leaves a
+      // partial block per group.
+      {"bf16_decode_trans_b", DType::kBF16, {1, 2, 0, 3}, 10, 4096, true, 1.0f, 0.0f},
+      {"f16_decode_alpha_beta_trans_b", DType::kF16, {2, 0, 1, 4}, 10, 4096, true, 0.5f, 1.0f},
   };
   for (const Spec& s : specs) {
     cases.push_back(
