@@ -36,7 +36,8 @@ std::vector<double> LogSoftmax(std::span<const float> logits) {
 }
 
 Result<std::vector<BeamHypothesis>> BeamSearch(MoeModel& model, std::span<const int32_t> prompt,
-                                               const BeamSearchOptions& options) {
+                                               const BeamSearchOptions& options,
+                                               ExpertProvider* provider) {
   if (prompt.empty()) return InvalidArgumentError("beam search: the prompt is empty");
   if (options.width < 1 || options.max_new_tokens < 1) {
     return InvalidArgumentError("beam search: width (" + std::to_string(options.width) +
@@ -48,7 +49,7 @@ Result<std::vector<BeamHypothesis>> BeamSearch(MoeModel& model, std::span<const 
   SY_ASSIGN_OR_RETURN(
       auto decoder,
       KvCacheDecoder::Create(model, static_cast<int64_t>(prompt.size()) + options.max_new_tokens,
-                             width));
+                             width, provider));
   SY_ASSIGN_OR_RETURN(std::vector<float> logits, decoder->Prefill(0, prompt));
   Beam first;
   first.log_probs = LogSoftmax(std::span<const float>(logits).subspan(

@@ -15,14 +15,18 @@
 // needs (copies never overwrite a parent that is still read). The copies duplicate the shared
 // prefix; a paged cache that shares prefix blocks by reference is future work.
 //
-// Ownership: borrows the model; returns values. Thread-safety: drives the backend's compute
-// stream; one call at a time per model.
+// Experts: through `provider` (inference/expert_provider.h; installed on the model when it is not
+// yet), or the model's own when null.
+//
+// Ownership: borrows the model and the provider; returns values. Thread-safety: drives the
+// backend's compute stream; one call at a time per model.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "inference/expert_provider.h"
 #include "runtime/core/status.h"
 #include "runtime/model/moe_model.h"
 
@@ -42,7 +46,8 @@ struct BeamHypothesis {
 
 // InvalidArgument for an empty prompt, width < 1 or max_new_tokens < 1, or an id out of range.
 Result<std::vector<BeamHypothesis>> BeamSearch(MoeModel& model, std::span<const int32_t> prompt,
-                                               const BeamSearchOptions& options);
+                                               const BeamSearchOptions& options,
+                                               ExpertProvider* provider = nullptr);
 
 // log softmax of `logits`, in double.
 std::vector<double> LogSoftmax(std::span<const float> logits);

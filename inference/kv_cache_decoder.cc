@@ -21,14 +21,19 @@ Result<Tensor> UploadI32(Backend& backend, const std::vector<int32_t>& values) {
 }  // namespace
 
 Result<std::unique_ptr<KvCacheDecoder>> KvCacheDecoder::Create(MoeModel& model, int64_t max_seq_len,
-                                                               int batch) {
+                                                               int batch,
+                                                               ExpertProvider* provider) {
   const ModelConfig& c = model.config();
-  if (c.pregate) {
-    return FailedPreconditionError("KvCacheDecoder: pre-gated models are not supported");
-  }
   if (max_seq_len < 1) return InvalidArgumentError("KvCacheDecoder: max_seq_len must be >= 1");
   if (batch < 1) return InvalidArgumentError("KvCacheDecoder: batch must be >= 1");
-  std::unique_ptr<KvCacheDecoder> d(new KvCacheDecoder(model, max_seq_len, batch));
+  if (provider != nullptr && provider->model() == nullptr) {
+    SY_RETURN_IF_ERROR(provider->Install(model));
+  }
+  if (provider != nullptr && provider->model() != &model) {
+    return FailedPreconditionError("KvCacheDecoder: expert provider '" + provider->name() +
+                                   "' is installed on another model");
+  }
+  std::unique_ptr<KvCacheDecoder> d(new KvCacheDecoder(model, provider, max_seq_len, batch));
   const int64_t rows = max_seq_len * batch;
   Backend& backend = model.backend();
   const int64_t kv_out = c.kv_heads() * c.dim_per_head();
@@ -62,7 +67,8 @@ Result<Tensor> KvCacheDecoder::Linear(const Tensor& x, const std::string& weight
   return y;
 }
 
-Status KvCacheDecoder::Layer(int l, const Step& step, const Tensor& positions, Tensor& x) {
+Status KvCacheDecoder::Layer(int l, const Step& step, const Tensor& positions, Tensor& x,
+                             Tensor& routed) {
   const int64_t rows = static_cast<int64_t>(step.seqs.size());
   const int64_t t = rows * step.tokens_per_row;
   Backend& backend = model_.backend();
@@ -132,7 +138,8 @@ Status KvCacheDecoder::Layer(int l, const Step& step, const Tensor& positions, T
   if (m >= 0) {
     MoeLayer& moe = model_.moe_layer(m);
     backend.Fill(stats_, 0.0f);
-    SY_RETURN_IF_ERROR(moe.Forward(backend, hn, Tensor(), stats_, ffn));
+    SY_RETURN_IF_ERROR(moe.Forward(backend, hn, moe.has_gate() ? Tensor() : routed, stats_, ffn));
+    routed = moe.has_pregate() ? moe.pregate_logits() : Tensor();
     moe.Release();
   } else {
     SY_ASSIGN_OR_RETURN(Tensor g, Linear(hn, p + "mlp/w_gate", ""));
@@ -155,6 +162,7 @@ Result<std::vector<float>> KvCacheDecoder::Prefill(int seq, std::span<const int3
   if (tokens.empty()) return InvalidArgumentError("KvCacheDecoder::Prefill: no tokens");
   Step step;
   step.tokens_per_row = static_cast<int64_t>(tokens.size());
+  step.prefill = true;
   step.seqs = {seq};
   step.starts = {length(seq)};
   return Run(step, std::vector<int32_t>(tokens.begin(), tokens.end()));
@@ -192,6 +200,25 @@ Result<std::vector<float>> KvCacheDecoder::Decode(std::span<const int32_t> token
   return Run(step, std::vector<int32_t>(tokens.begin(), tokens.end()));
 }
 
+Status KvCacheDecoder::Layers(const Step& step, const Tensor& positions, Tensor& x) {
+  Backend& backend = model_.backend();
+  if (provider_ != nullptr) {
+    SY_RETURN_IF_ERROR(
+        provider_->BeginStep(backend, ExpertStep{.num_tokens = x.dim(0), .prefill = step.prefill}));
+  }
+  Tensor routed;
+  Status status = Status::Ok();
+  for (int l = 0; l < model_.config().num_layers && status.ok(); ++l) {
+    status = Layer(l, step, positions, x, routed);
+  }
+  // The provider sees the end of every step it saw begin, failed ones included.
+  if (provider_ != nullptr) {
+    const Status ended = provider_->EndStep(backend);
+    if (status.ok()) status = ended;
+  }
+  return status;
+}
+
 Result<std::vector<float>> KvCacheDecoder::Run(const Step& step, const std::vector<int32_t>& ids) {
   const ModelConfig& c = model_.config();
   const int64_t t = static_cast<int64_t>(ids.size());
@@ -218,7 +245,7 @@ Result<std::vector<float>> KvCacheDecoder::Run(const Step& step, const std::vect
   SY_ASSIGN_OR_RETURN(Tensor positions, UploadI32(backend, pos));
   SY_ASSIGN_OR_RETURN(Tensor x, backend.Allocate(DType::kF32, Shape{t, c.hidden_size}));
   backend.EmbeddingGather(Param("embed_tokens"), ids_dev, x);
-  for (int l = 0; l < c.num_layers; ++l) SY_RETURN_IF_ERROR(Layer(l, step, positions, x));
+  SY_RETURN_IF_ERROR(Layers(step, positions, x));
   SY_ASSIGN_OR_RETURN(Tensor xf, backend.Allocate(DType::kF32, x.shape()));
   backend.RmsNorm(x, Param("final_norm"), static_cast<float>(c.rms_norm_eps), xf, Tensor());
   SY_ASSIGN_OR_RETURN(Tensor logits,

@@ -4,7 +4,7 @@
 //
 //   switchyard generate --model DIR|CKPT --prompt-ids 1,2,3 --dump-logits FILE [--device cpu]
 //                       [--dtype f32|bf16|f16] [--max-tokens N] [--temperature T --top-k K
-//                       --top-p P --seed S --stop-tokens 2,7]
+//                       --top-p P --seed S --stop-tokens 2,7] [--beam W] [--policy resident]
 //
 // --dump-logits writes the logits of every prompt position: FILE holds raw little-endian f32,
 // row-major [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
@@ -14,6 +14,9 @@
 // sampled with inference/sampler.h otherwise; a --stop-tokens id ends it early. Each step
 // decodes one token over a KV cache (inference/kv_cache_decoder.h). Prints prefill and decode
 // tokens/s and the time to the first token on stderr.
+// --policy NAME picks the expert provider (inference/expert_policy.h; default resident): every
+// forward, the prompt's logits included, computes its experts through it; its counters (experts
+// run, rows, bytes moved host -> device, stall) go to stderr at the end.
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "inference/beam_search.h"
+#include "inference/expert_policy.h"
 #include "inference/kv_cache_decoder.h"
 #include "inference/model_loader.h"
 #include "inference/sampler.h"
@@ -92,6 +96,13 @@ class GenerateCommand : public Command {
                    "and every hypothesis with its log-probability on stderr (default 0 = off)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--stop-tokens", stop_tokens_, "Token ids that end generation, comma-separated");
+    std::string policies;
+    for (const std::string_view name : ExpertPolicyNames()) {
+      policies += (policies.empty() ? "" : ", ") + std::string(name);
+    }
+    app.add_option("--policy", policy_,
+                   "Expert policy: where the experts live and how they reach the compute (" +
+                       policies + "; default resident)");
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -112,6 +123,9 @@ class GenerateCommand : public Command {
     SY_ASSIGN_OR_RETURN(Device device, ParseDevice(device_));
     SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(dtype_));
     SY_ASSIGN_OR_RETURN(auto backend, CreateBackend(device));
+    // After the backend, before the model: destroyed after the model, which points at it, and
+    // before the backend, whose memory its expert weights hold.
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertProvider> provider, MakeExpertProvider(policy_));
     std::unique_ptr<MoeModel> owned;
     if (IsTrainCheckpointPath(model_dir_)) {
       SY_ASSIGN_OR_RETURN(TrainedModel trained, LoadTrainedModel(*backend, model_dir_, dtype));
@@ -129,9 +143,22 @@ class GenerateCommand : public Command {
                    owned->config().ToString().c_str());
     }
     MoeModel& model = *owned;
-    const int64_t vocab = model.config().vocab_size;
+    SY_RETURN_IF_ERROR(provider->Install(model));
+    const Status status = Generate(model, *provider, ids, tokenizer.get());
+    const ExpertProviderStats& stats = provider->stats();
+    std::fprintf(stderr,
+                 "experts (%s): %lld layer runs, %lld experts run, %lld rows, %.1f MiB host to "
+                 "device, %.3f s stalled\n",
+                 provider->name().c_str(), static_cast<long long>(stats.layer_runs),
+                 static_cast<long long>(stats.experts_run), static_cast<long long>(stats.rows),
+                 static_cast<double>(stats.bytes_host_to_device) / (1 << 20), stats.stall_seconds);
+    return status;
+  }
 
-    SY_ASSIGN_OR_RETURN(std::vector<float> logits, Logits(model, ids));
+  Status Generate(MoeModel& model, ExpertProvider& provider, const std::vector<int32_t>& ids,
+                  const Tokenizer* tokenizer) {
+    const int64_t vocab = model.config().vocab_size;
+    SY_ASSIGN_OR_RETURN(std::vector<float> logits, Logits(model, provider, ids));
     if (!dump_logits_.empty()) SY_RETURN_IF_ERROR(WriteLogits(dump_logits_, logits, vocab));
     if (max_tokens_ == 0) return Status::Ok();
     SamplerOptions sampling = sampler_;
@@ -139,11 +166,12 @@ class GenerateCommand : public Command {
     if (!stop_tokens_.empty()) {
       SY_ASSIGN_OR_RETURN(sampling.stop_tokens, ParseIds(stop_tokens_, "--stop-tokens"));
     }
-    if (beam_ > 0) return RunBeam(model, ids, sampling.stop_tokens, tokenizer.get());
+    if (beam_ > 0) return RunBeam(model, provider, ids, sampling.stop_tokens, tokenizer);
     SY_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(sampling, 1));
     SY_ASSIGN_OR_RETURN(StopCondition stop, StopCondition::Create(sampling));
-    SY_ASSIGN_OR_RETURN(auto decoder, KvCacheDecoder::Create(
-                                          model, static_cast<int64_t>(ids.size()) + max_tokens_));
+    SY_ASSIGN_OR_RETURN(
+        auto decoder, KvCacheDecoder::Create(model, static_cast<int64_t>(ids.size()) + max_tokens_,
+                                             1, &provider));
     std::optional<TextStreamer> streamer;
     if (tokenizer) streamer.emplace(*tokenizer);
     using Clock = std::chrono::steady_clock;
@@ -186,14 +214,15 @@ class GenerateCommand : public Command {
     return Status::Ok();
   }
 
-  Status RunBeam(MoeModel& model, const std::vector<int32_t>& ids,
+  Status RunBeam(MoeModel& model, ExpertProvider& provider, const std::vector<int32_t>& ids,
                  const std::vector<int32_t>& stop_tokens, const Tokenizer* tokenizer) {
     BeamSearchOptions options;
     options.width = beam_;
     options.max_new_tokens = max_tokens_;
     options.stop_tokens = stop_tokens;
     const auto start = std::chrono::steady_clock::now();
-    SY_ASSIGN_OR_RETURN(std::vector<BeamHypothesis> beams, BeamSearch(model, ids, options));
+    SY_ASSIGN_OR_RETURN(std::vector<BeamHypothesis> beams,
+                        BeamSearch(model, ids, options, &provider));
     const double total_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (size_t i = 0; i < beams.size(); ++i) {
@@ -229,16 +258,19 @@ class GenerateCommand : public Command {
     return Status::Ok();
   }
 
-  // Logits of every position, f32 [T, vocab] in host memory.
-  static Result<std::vector<float>> Logits(MoeModel& model, const std::vector<int32_t>& ids) {
+  // Logits of every position, f32 [T, vocab] in host memory (one prefill step of `provider`).
+  static Result<std::vector<float>> Logits(MoeModel& model, ExpertProvider& provider,
+                                           const std::vector<int32_t>& ids) {
     std::vector<int32_t> tokens = ids;
     const int64_t t = static_cast<int64_t>(tokens.size());
     Tensor host_tokens = Tensor::Wrap(tokens.data(), DType::kI32, Shape{1, t});
-    SY_ASSIGN_OR_RETURN(LossReport report, model.Forward(host_tokens, Tensor()));
-    (void)report;
+    Backend& backend = model.backend();
+    SY_RETURN_IF_ERROR(provider.BeginStep(backend, ExpertStep{.num_tokens = t, .prefill = true}));
+    Result<LossReport> report = model.Forward(host_tokens, Tensor());
+    SY_RETURN_IF_ERROR(provider.EndStep(backend));
+    SY_RETURN_IF_ERROR(report.status());
     const Tensor& dev = model.logits();
     std::vector<float> out(static_cast<size_t>(dev.numel()));
-    Backend& backend = model.backend();
     backend.CopyAsync(dev, Tensor::Wrap(out.data(), DType::kF32, dev.shape()),
                       backend.compute_stream());
     backend.SynchronizeStream(backend.compute_stream());
@@ -255,6 +287,7 @@ class GenerateCommand : public Command {
   int max_tokens_ = 0;
   int beam_ = 0;
   std::string stop_tokens_;
+  std::string policy_ = "resident";
   SamplerOptions sampler_ = [] {
     SamplerOptions o;
     o.temperature = 0.0f;  // greedy unless asked

@@ -14,6 +14,11 @@
 //   y_r = (silu(x_r Wg_e^T) * (x_r Wu_e^T)) Wd_e^T   for each row r of expert e.
 // Parameter gradients accumulate; an expert that receives no rows gets exactly zero added.
 //
+// Note [routing hook]. Just before Forward the MoE layer shows the implementation what it routed
+// (ExpertRouting: the layer's input rows, each slot's expert, the plan and, when the layer holds a
+// pre-gate, the next MoE layer's routing logits). Training implementations ignore it (the default);
+// inference expert providers (inference/expert_provider.h) fetch or prefetch experts from it.
+//
 // Ownership: holds parameter views and, between Forward and Release, views of its activations.
 // Thread-safety: as the Backend's operators.
 #pragma once
@@ -26,13 +31,28 @@
 #include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
+#include "runtime/model/dispatch_plan.h"
 #include "runtime/model/parameter_store.h"
 
 namespace sy {
 
+// What an MoE layer routed, shown to its ExpertCompute before Forward. Views, valid for the call.
+struct ExpertRouting {
+  Tensor h;                               // [N, H] the layer's input rows, on the backend
+  std::span<const int32_t> slot_experts;  // [N * k] host: the expert of slot n*k + j
+  const DispatchPlan* plan = nullptr;     // rows per expert (routed, and kept after capacity)
+  Tensor next_pregate_logits;             // [N, E] when the layer holds a pre-gate, else undefined
+};
+
 class ExpertCompute {
  public:
   virtual ~ExpertCompute() = default;
+  // The routing of the coming Forward (Note [routing hook]). Default: ignored.
+  virtual Status Routed(Backend& backend, const ExpertRouting& routing) {
+    (void)backend;
+    (void)routing;
+    return Status::Ok();
+  }
   // xs [R, H]: rows grouped by expert, group_rows[e] rows for expert e (sum = R). ys [R, H] is
   // overwritten.
   virtual Status Forward(Backend& backend, const Tensor& xs, std::span<const int64_t> group_rows,

@@ -71,6 +71,17 @@ Status MoeLayer::Forward(Backend& backend, const Tensor& h, const Tensor& routed
   }
   SY_RETURN_IF_ERROR(router_.Forward(backend, logits_, stats));
   plan_ = BuildDispatchPlan(router_.slot_experts(), n, top_k_, num_experts_, capacity_factor_);
+  // The pre-gate runs before the experts so that the routing hook can fetch the next layer's
+  // experts while this layer's experts run (Pre-gated MoE's overlap).
+  if (has_pregate_) {
+    SY_ASSIGN_OR_RETURN(pregate_logits_, backend.Allocate(DType::kF32, Shape{n, num_experts_}));
+    SY_RETURN_IF_ERROR(pregate_.Forward(backend, h, pregate_logits_));
+  }
+  SY_RETURN_IF_ERROR(experts_->Routed(
+      backend, ExpertRouting{.h = h,
+                             .slot_experts = router_.slot_experts(),
+                             .plan = &plan_,
+                             .next_pregate_logits = has_pregate_ ? pregate_logits_ : Tensor()}));
 
   // N >= 1 and capacity >= 1, so at least one row survives.
   const int64_t r = plan_.num_rows();
@@ -82,10 +93,6 @@ Status MoeLayer::Forward(Backend& backend, const Tensor& h, const Tensor& routed
   SY_RETURN_IF_ERROR(permutation_.Unpermute(backend, ys_, router_.weights(), out));
 
   if (has_shared_) SY_RETURN_IF_ERROR(shared_.Forward(backend, h, out));
-  if (has_pregate_) {
-    SY_ASSIGN_OR_RETURN(pregate_logits_, backend.Allocate(DType::kF32, Shape{n, num_experts_}));
-    SY_RETURN_IF_ERROR(pregate_.Forward(backend, h, pregate_logits_));
-  }
   return Status::Ok();
 }
 
@@ -136,12 +143,17 @@ Status MoeLayer::ForwardEmpty(Backend& backend, int64_t hidden, const Tensor& st
   plan_.routed.assign(num_experts_, 0);
   plan_.group_rows.assign(num_experts_, 0);
   backend.Fill(stats, 0.0f);
-  SY_ASSIGN_OR_RETURN(xs_, backend.Allocate(DType::kF32, Shape{0, hidden}));
-  SY_ASSIGN_OR_RETURN(ys_, backend.Allocate(DType::kF32, Shape{0, hidden}));
-  SY_RETURN_IF_ERROR(experts_->Forward(backend, xs_, plan_.group_rows, ys_));
   if (has_pregate_) {
     SY_ASSIGN_OR_RETURN(pregate_logits_, backend.Allocate(DType::kF32, Shape{0, num_experts_}));
   }
+  SY_RETURN_IF_ERROR(experts_->Routed(
+      backend, ExpertRouting{.h = h_,
+                             .slot_experts = {},
+                             .plan = &plan_,
+                             .next_pregate_logits = has_pregate_ ? pregate_logits_ : Tensor()}));
+  SY_ASSIGN_OR_RETURN(xs_, backend.Allocate(DType::kF32, Shape{0, hidden}));
+  SY_ASSIGN_OR_RETURN(ys_, backend.Allocate(DType::kF32, Shape{0, hidden}));
+  SY_RETURN_IF_ERROR(experts_->Forward(backend, xs_, plan_.group_rows, ys_));
   return Status::Ok();
 }
 

@@ -3,11 +3,14 @@
 //   logits  = h Wgate^T                           (own gate), or the logits the previous MoE
 //                                                 layer's pre-gate computed (pre-gated layers)
 //   Route   -> combine weights [N, k], aux, z     (runtime/model/router.h)
+//   pregate_logits = h Wpregate^T [N, E]          (pre-gate for the next MoE layer, optional;
+//                                                 before the experts, so the routing hook sees it)
 //   Permute -> rows grouped by expert, capacity   (dispatch_plan.h, token_permutation.h)
-//   ExpertCompute over the grouped rows           (expert_compute.h: the expert-parallel seam)
+//   ExpertCompute::Routed, then ExpertCompute over the grouped rows
+//                                                 (expert_compute.h: the expert-parallel and
+//                                                 inference-provider seam)
 //   Unpermute: out[n] = sum_j w[n, j] * expert_{e(n, j)}(h[n])   (dropped slots contribute 0)
 //   out += SharedExperts(h)                       (optional)
-//   pregate_logits = h Wpregate^T [N, E]          (pre-gate for the next MoE layer, optional)
 //
 // Parameters: layers/{L}/moe/gate [E, H] when the layer has its own gate; layers/{L}/moe/pregate
 // [E, H] when it holds a pre-gate; the experts and shared experts (see their headers).
@@ -22,6 +25,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
@@ -79,9 +83,13 @@ class MoeLayer {
   bool has_pregate() const { return has_pregate_; }
   // The routing of the last Forward (kept after Release).
   const DispatchPlan& plan() const { return plan_; }
-  // Replaces the expert computation (expert parallelism). The layer's expert parameters stay
-  // registered as created; the replacement decides which ones it uses.
-  void set_expert_compute(std::unique_ptr<ExpertCompute> experts) { experts_ = std::move(experts); }
+  // Replaces the expert computation (expert parallelism, inference expert providers) and returns
+  // the one it replaces. The layer's expert parameters stay registered as created; the replacement
+  // decides which ones it uses.
+  std::unique_ptr<ExpertCompute> set_expert_compute(std::unique_ptr<ExpertCompute> experts) {
+    std::swap(experts_, experts);
+    return experts;
+  }
   ExpertCompute& expert_compute() { return *experts_; }
 
  private:

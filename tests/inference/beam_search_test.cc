@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "inference/resident_expert_provider.h"
 #include "runtime/backend/backend.h"
 
 namespace sy {
@@ -41,6 +42,7 @@ class BeamSearchTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(*model);
     ASSERT_TRUE(model_->InitializeParameters(11, 0.5f).ok());
+    ASSERT_TRUE(provider_.Install(*model_).ok());
   }
 
   // log p(next | ids) from a full forward over `ids`.
@@ -90,7 +92,7 @@ class BeamSearchTest : public ::testing::Test {
     options.width = width;
     options.max_new_tokens = max_new;
     options.stop_tokens = stops;
-    auto beams = BeamSearch(*model_, prompt, options);
+    auto beams = BeamSearch(*model_, prompt, options, &provider_);
     ASSERT_TRUE(beams.ok()) << beams.status().ToString();
     const std::vector<Scored> want = BruteForce(prompt, max_new, stops);
     ASSERT_EQ(beams->size(), std::min(want.size(), static_cast<size_t>(width)));
@@ -106,6 +108,7 @@ class BeamSearchTest : public ::testing::Test {
   }
 
   std::unique_ptr<Backend> backend_;
+  ResidentExpertProvider provider_;  // outlives the model, whose MoE layers point at it
   std::unique_ptr<MoeModel> model_;
 };
 
@@ -120,7 +123,7 @@ TEST_F(BeamSearchTest, NarrowBeamScoresAreExactAndWidthOneIsGreedy) {
   BeamSearchOptions options;
   options.width = 1;
   options.max_new_tokens = 5;
-  auto beams = BeamSearch(*model_, prompt, options);
+  auto beams = BeamSearch(*model_, prompt, options, &provider_);
   ASSERT_TRUE(beams.ok());
   ASSERT_EQ(beams->size(), 1u);
   std::vector<int32_t> ids = prompt;
@@ -135,7 +138,7 @@ TEST_F(BeamSearchTest, NarrowBeamScoresAreExactAndWidthOneIsGreedy) {
   EXPECT_NEAR((*beams)[0].log_prob, lp, 1e-4);
 
   options.width = 3;
-  beams = BeamSearch(*model_, prompt, options);
+  beams = BeamSearch(*model_, prompt, options, &provider_);
   ASSERT_TRUE(beams.ok());
   ASSERT_EQ(beams->size(), 3u);
   for (const BeamHypothesis& h : *beams) {  // each score recomputed from scratch
@@ -154,9 +157,9 @@ TEST_F(BeamSearchTest, NarrowBeamScoresAreExactAndWidthOneIsGreedy) {
 TEST_F(BeamSearchTest, RefusesBadOptions) {
   BeamSearchOptions options;
   options.width = 0;
-  EXPECT_FALSE(BeamSearch(*model_, std::vector<int32_t>{1}, options).ok());
+  EXPECT_FALSE(BeamSearch(*model_, std::vector<int32_t>{1}, options, &provider_).ok());
   options.width = 2;
-  EXPECT_FALSE(BeamSearch(*model_, std::vector<int32_t>{}, options).ok());
+  EXPECT_FALSE(BeamSearch(*model_, std::vector<int32_t>{}, options, &provider_).ok());
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // KvCacheDecoder (inference/kv_cache_decoder.h) against MoeModel::Forward on the whole sequence:
 // prefill a prefix, decode the rest one token at a time, and every row of logits must match, on
-// the cpu and sim backends, for configs covering each family's features.
+// the cpu and sim backends, for configs covering each family's features and a pre-gated model, with
+// the experts computed through the resident expert provider.
 #include "inference/kv_cache_decoder.h"
+
+#include "inference/resident_expert_provider.h"
+#include "tests/inference/decoder_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -57,31 +61,17 @@ std::vector<Case> Cases() {
   deepseek.num_shared_experts = 2;
   deepseek.norm_topk_prob = false;
   cases.push_back({"deepseek", deepseek});
+  // MoE layers 1..3 routed by the previous MoE layer's pre-gate (MoeModel's wiring).
+  ModelConfig pregated = Base();
+  pregated.num_layers = 4;
+  pregated.pregate = true;
+  pregated.num_shared_experts = 1;
+  cases.push_back({"pregated", pregated});
   return cases;
 }
 
-std::vector<float> FullLogits(MoeModel& model, std::vector<int32_t> ids) {
-  const int64_t t = static_cast<int64_t>(ids.size());
-  Result<LossReport> r =
-      model.Forward(Tensor::Wrap(ids.data(), DType::kI32, Shape{1, t}), Tensor());
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  const Tensor& dev = model.logits();
-  std::vector<float> out(static_cast<size_t>(dev.numel()));
-  model.backend().CopyAsync(dev, Tensor::Wrap(out.data(), DType::kF32, dev.shape()),
-                            model.backend().compute_stream());
-  model.backend().SynchronizeStream(model.backend().compute_stream());
-  return out;
-}
-
-// A forward-only model with weights ~ N(0, 0.3^2): O(1) activations, routing far from ties.
-Result<std::unique_ptr<MoeModel>> RandomModel(Backend& backend, const ModelConfig& config,
-                                              uint64_t seed) {
-  ModelOptions options;
-  options.with_grad = false;
-  SY_ASSIGN_OR_RETURN(auto model, MoeModel::Create(backend, config, options));
-  SY_RETURN_IF_ERROR(model->InitializeParameters(seed, 0.3f));
-  return model;
-}
+using testing::FullLogits;
+using testing::RandomModel;
 
 class KvCacheDecoderTest : public ::testing::TestWithParam<std::string> {};
 
@@ -97,8 +87,9 @@ TEST_P(KvCacheDecoderTest, MatchesFullForward) {
     Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 7);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const std::vector<float> want = FullLogits(**model, ids);
+    ResidentExpertProvider provider;
     Result<std::unique_ptr<KvCacheDecoder>> dec =
-        KvCacheDecoder::Create(**model, static_cast<int64_t>(ids.size()));
+        KvCacheDecoder::Create(**model, static_cast<int64_t>(ids.size()), 1, &provider);
     ASSERT_TRUE(dec.ok()) << dec.status().ToString();
     std::vector<float> got;
     Result<std::vector<float>> rows = (*dec)->Append({ids.data(), prefix});
@@ -141,7 +132,8 @@ TEST_P(KvCacheDecoderTest, BatchedDecodeMatchesEachSequence) {
     const int64_t vocab = c.config.vocab_size;
     std::vector<std::vector<float>> want;
     for (const auto& ids : seqs) want.push_back(FullLogits(**model, ids));
-    Result<std::unique_ptr<KvCacheDecoder>> dec = KvCacheDecoder::Create(**model, 8, 3);
+    ResidentExpertProvider provider;
+    Result<std::unique_ptr<KvCacheDecoder>> dec = KvCacheDecoder::Create(**model, 8, 3, &provider);
     ASSERT_TRUE(dec.ok()) << dec.status().ToString();
     float max_err = 0, max_abs = 0;
     auto compare = [&](int b, size_t position, const float* row) {

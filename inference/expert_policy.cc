@@ -1,0 +1,28 @@
+#include "inference/expert_policy.h"
+
+#include <array>
+#include <string>
+
+#include "inference/resident_expert_provider.h"
+
+namespace sy {
+namespace {
+
+constexpr std::array<std::string_view, 1> kPolicies = {"resident"};
+
+}  // namespace
+
+std::span<const std::string_view> ExpertPolicyNames() { return kPolicies; }
+
+Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy) {
+  if (policy == "resident")
+    return std::unique_ptr<ExpertProvider>(std::make_unique<ResidentExpertProvider>());
+  std::string valid;
+  for (const std::string_view name : kPolicies) {
+    valid += (valid.empty() ? "" : ", ") + std::string(name);
+  }
+  return InvalidArgumentError("unknown expert policy '" + std::string(policy) +
+                              "'; valid policies: " + valid);
+}
+
+}  // namespace sy
