@@ -46,11 +46,10 @@ Result<std::vector<BeamHypothesis>> BeamSearch(MoeModel& model, std::span<const 
   }
   const int width = options.width;
   const int64_t vocab = model.config().vocab_size;
-  SY_ASSIGN_OR_RETURN(
-      auto decoder,
-      KvCacheDecoder::Create(model, static_cast<int64_t>(prompt.size()) + options.max_new_tokens,
-                             width, provider));
-  SY_ASSIGN_OR_RETURN(std::vector<float> logits, decoder->Prefill(0, prompt));
+  SY_ASSIGN_OR_RETURN(auto decoder, KvCacheDecoder::CreateWithSharedPrefix(
+                                        model, static_cast<int64_t>(prompt.size()),
+                                        options.max_new_tokens, width, provider));
+  SY_ASSIGN_OR_RETURN(std::vector<float> logits, decoder->PrefillShared(prompt));
   Beam first;
   first.log_probs = LogSoftmax(std::span<const float>(logits).subspan(
       (prompt.size() - 1) * static_cast<size_t>(vocab), static_cast<size_t>(vocab)));
@@ -128,8 +127,8 @@ Result<std::vector<BeamHypothesis>> BeamSearch(MoeModel& model, std::span<const 
       step_tokens[static_cast<size_t>(child.slot)] = c.token;
       next.push_back(std::move(child));
     }
-    // Idle slots decode a dummy token; at most max_new_tokens - 1 decodes keep every slot's
-    // length within the cache's prompt + max_new_tokens.
+    // Idle slots decode a dummy token; at most max_new_tokens - 1 decodes keep every slot's own
+    // tokens within the cache's max_new_tokens.
     SY_ASSIGN_OR_RETURN(std::vector<float> step_logits, decoder->Decode(step_tokens));
     for (Beam& b : next) {
       b.log_probs =

@@ -9,11 +9,12 @@
 // is the exact top-`width` search (what tests/inference/beam_search_test.cc checks against brute
 // force); width 1 is greedy decoding.
 //
-// KV cache: the prompt is prefilled once and its cache copied to the other beams
-// (KvCacheDecoder::CopySequence); at each step a beam whose parent has only it as a child keeps
-// its cache in place, and each further child of a parent is copied into a slot that no survivor
-// needs (copies never overwrite a parent that is still read). The copies duplicate the shared
-// prefix; a paged cache that shares prefix blocks by reference is future work.
+// KV cache: the prompt is prefilled once into the decoder's shared prefix, which every beam reads
+// by reference (KvCacheDecoder::CreateWithSharedPrefix, Note [shared prefix]); each beam's slot
+// holds only its generated tokens. At each step a beam whose parent has only it as a child keeps
+// its slot in place, and each further child of a parent gets a copy of the parent's generated
+// tokens' cache (KvCacheDecoder::CopySequence) in a slot that no survivor needs (copies never
+// overwrite a parent that is still read).
 //
 // Experts: through `provider` (inference/expert_provider.h; installed on the model when it is not
 // yet), or the model's own when null.

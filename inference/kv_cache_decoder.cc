@@ -1,5 +1,6 @@
 #include "inference/kv_cache_decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -23,7 +24,16 @@ Result<Tensor> UploadI32(Backend& backend, const std::vector<int32_t>& values) {
 Result<std::unique_ptr<KvCacheDecoder>> KvCacheDecoder::Create(MoeModel& model, int64_t max_seq_len,
                                                                int batch,
                                                                ExpertProvider* provider) {
+  return CreateWithSharedPrefix(model, 0, max_seq_len, batch, provider);
+}
+
+Result<std::unique_ptr<KvCacheDecoder>> KvCacheDecoder::CreateWithSharedPrefix(
+    MoeModel& model, int64_t prefix_capacity, int64_t max_seq_len, int batch,
+    ExpertProvider* provider) {
   const ModelConfig& c = model.config();
+  if (prefix_capacity < 0) {
+    return InvalidArgumentError("KvCacheDecoder: prefix_capacity must be >= 0");
+  }
   if (max_seq_len < 1) return InvalidArgumentError("KvCacheDecoder: max_seq_len must be >= 1");
   if (batch < 1) return InvalidArgumentError("KvCacheDecoder: batch must be >= 1");
   if (provider != nullptr && provider->model() == nullptr) {
@@ -33,7 +43,8 @@ Result<std::unique_ptr<KvCacheDecoder>> KvCacheDecoder::Create(MoeModel& model, 
     return FailedPreconditionError("KvCacheDecoder: expert provider '" + provider->name() +
                                    "' is installed on another model");
   }
-  std::unique_ptr<KvCacheDecoder> d(new KvCacheDecoder(model, provider, max_seq_len, batch));
+  std::unique_ptr<KvCacheDecoder> d(
+      new KvCacheDecoder(model, provider, prefix_capacity, max_seq_len, batch));
   const int64_t rows = max_seq_len * batch;
   Backend& backend = model.backend();
   const int64_t kv_out = c.kv_heads() * c.dim_per_head();
@@ -42,6 +53,12 @@ Result<std::unique_ptr<KvCacheDecoder>> KvCacheDecoder::Create(MoeModel& model, 
     SY_ASSIGN_OR_RETURN(Tensor v, backend.Allocate(DType::kF32, Shape{rows, kv_out}));
     d->k_cache_.push_back(k);
     d->v_cache_.push_back(v);
+    if (prefix_capacity > 0) {
+      SY_ASSIGN_OR_RETURN(Tensor kp, backend.Allocate(DType::kF32, Shape{prefix_capacity, kv_out}));
+      SY_ASSIGN_OR_RETURN(Tensor vp, backend.Allocate(DType::kF32, Shape{prefix_capacity, kv_out}));
+      d->k_prefix_.push_back(kp);
+      d->v_prefix_.push_back(vp);
+    }
   }
   SY_ASSIGN_OR_RETURN(d->stats_, backend.Allocate(DType::kF32, Shape{2}));
   return d;
@@ -98,35 +115,7 @@ Status KvCacheDecoder::Layer(int l, const Step& step, const Tensor& positions, T
   backend.Rope(q.Reshape({t, hq, d}), positions, theta, q_rot.Reshape({t, hq, d}));
   SY_ASSIGN_OR_RETURN(Tensor k_rot, backend.Allocate(DType::kF32, k.shape()));
   backend.Rope(k.Reshape({t, hkv, d}), positions, theta, k_rot.Reshape({t, hkv, d}));
-  // Each attention row's new keys and values go to its sequence's next rows of the cache.
-  const Tensor& k_cache = k_cache_[static_cast<size_t>(l)];
-  const Tensor& v_cache = v_cache_[static_cast<size_t>(l)];
-  const int64_t per_row = step.tokens_per_row;
-  AttentionOptions options;
-  options.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t at =
-        step.seqs[static_cast<size_t>(i)] * max_seq_len_ + step.starts[static_cast<size_t>(i)];
-    backend.CopyAsync(k_rot.Slice(i * per_row, (i + 1) * per_row), k_cache.Slice(at, at + per_row),
-                      backend.compute_stream());
-    backend.CopyAsync(v.Slice(i * per_row, (i + 1) * per_row), v_cache.Slice(at, at + per_row),
-                      backend.compute_stream());
-    options.kv_lens.push_back(static_cast<int32_t>(step.starts[static_cast<size_t>(i)] + per_row));
-  }
-  // Attention reads the whole cache when the rows are the sequences in order (a decode step),
-  // else the one sequence's slice (a prefill).
-  Tensor k_view = k_cache, v_view = v_cache;
-  if (rows != batch()) {
-    SY_CHECK_EQ(rows, 1) << "KvCacheDecoder: a partial step has one sequence";
-    const int64_t first = step.seqs[0] * max_seq_len_;
-    k_view = k_cache.Slice(first, first + max_seq_len_);
-    v_view = v_cache.Slice(first, first + max_seq_len_);
-  }
-  const int64_t s_len = k_view.dim(0) / rows;
-  SY_ASSIGN_OR_RETURN(Tensor attn, backend.Allocate(DType::kF32, Shape{t, hq * d}));
-  backend.Attention(q_rot.Reshape({rows, per_row, hq, d}), k_view.Reshape({rows, s_len, hkv, d}),
-                    v_view.Reshape({rows, s_len, hkv, d}), attn.Reshape({rows, per_row, hq, d}),
-                    Tensor(), options);
+  SY_ASSIGN_OR_RETURN(Tensor attn, Attend(l, step, q_rot, k_rot, v));
   SY_ASSIGN_OR_RETURN(Tensor o, Linear(attn, p + "attn/wo", ""));
   SY_ASSIGN_OR_RETURN(Tensor x2, backend.Allocate(DType::kF32, Shape{t, h}));
   backend.Add(x, o, x2);
@@ -154,6 +143,132 @@ Status KvCacheDecoder::Layer(int l, const Step& step, const Tensor& positions, T
   return Status::Ok();
 }
 
+Result<Tensor> KvCacheDecoder::Attend(int l, const Step& step, const Tensor& q_rot,
+                                      const Tensor& k_rot, const Tensor& v) {
+  Backend& backend = model_.backend();
+  const ModelConfig& c = model_.config();
+  const int64_t d = c.dim_per_head();
+  const int64_t hq = c.num_heads, hkv = c.kv_heads();
+  const int64_t rows = static_cast<int64_t>(step.seqs.size());
+  const int64_t per_row = step.tokens_per_row;
+  const int64_t t = rows * per_row;
+  AttentionOptions options;
+  options.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  SY_ASSIGN_OR_RETURN(Tensor attn, backend.Allocate(DType::kF32, Shape{t, hq * d}));
+  if (step.shared) {
+    const Tensor& kp = k_prefix_[static_cast<size_t>(l)];
+    const Tensor& vp = v_prefix_[static_cast<size_t>(l)];
+    const int64_t at = step.starts[0];
+    backend.CopyAsync(k_rot, kp.Slice(at, at + per_row), backend.compute_stream());
+    backend.CopyAsync(v, vp.Slice(at, at + per_row), backend.compute_stream());
+    options.kv_lens = {static_cast<int32_t>(at + per_row)};
+    backend.Attention(q_rot.Reshape({1, per_row, hq, d}), kp.Reshape({1, prefix_capacity_, hkv, d}),
+                      vp.Reshape({1, prefix_capacity_, hkv, d}), attn.Reshape({1, per_row, hq, d}),
+                      Tensor(), options);
+    return attn;
+  }
+  // Each attention row's new keys and values go to its sequence's next rows of the cache.
+  const Tensor& k_cache = k_cache_[static_cast<size_t>(l)];
+  const Tensor& v_cache = v_cache_[static_cast<size_t>(l)];
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t at =
+        step.seqs[static_cast<size_t>(i)] * max_seq_len_ + step.starts[static_cast<size_t>(i)];
+    backend.CopyAsync(k_rot.Slice(i * per_row, (i + 1) * per_row), k_cache.Slice(at, at + per_row),
+                      backend.compute_stream());
+    backend.CopyAsync(v.Slice(i * per_row, (i + 1) * per_row), v_cache.Slice(at, at + per_row),
+                      backend.compute_stream());
+    options.kv_lens.push_back(static_cast<int32_t>(step.starts[static_cast<size_t>(i)] + per_row));
+  }
+  // Attention reads the whole cache when the rows are the sequences in order (a decode step),
+  // else the one sequence's slice (a prefill).
+  Tensor k_view = k_cache, v_view = v_cache;
+  if (rows != batch()) {
+    SY_CHECK_EQ(rows, 1) << "KvCacheDecoder: a partial step has one sequence";
+    const int64_t first = step.seqs[0] * max_seq_len_;
+    k_view = k_cache.Slice(first, first + max_seq_len_);
+    v_view = v_cache.Slice(first, first + max_seq_len_);
+  }
+  const int64_t s_len = k_view.dim(0) / rows;
+  k_view = k_view.Reshape({rows, s_len, hkv, d});
+  v_view = v_view.Reshape({rows, s_len, hkv, d});
+  const Tensor q = q_rot.Reshape({rows, per_row, hq, d});
+  if (prefix_len_ > 0) return AttendCascade(l, step, q, options, k_view, v_view);
+  backend.Attention(q, k_view, v_view, attn.Reshape({rows, per_row, hq, d}), Tensor(), options);
+  return attn;
+}
+
+Result<Tensor> KvCacheDecoder::AttendCascade(int l, const Step& step, const Tensor& q,
+                                             const AttentionOptions& own, const Tensor& k_own,
+                                             const Tensor& v_own) {
+  Backend& backend = model_.backend();
+  // q [rows, tokens per row, Hq, D]; k_own [rows, S, Hkv, D].
+  const int64_t rows = q.dim(0), per_row = q.dim(1), hq = q.dim(2), d = q.dim(3);
+  const int64_t hkv = k_own.dim(2);
+  const int64_t qr = rows * per_row * hq;  // query rows: (token, head) pairs
+  // parts rows [0, qr): the prefix attention, in folded order; [qr, 2 qr): the own attention,
+  // row token * Hq + head. lses likewise, the own half in Attention's [B, Hq, T] layout.
+  SY_ASSIGN_OR_RETURN(Tensor parts, backend.Allocate(DType::kF32, Shape{2 * qr, d}));
+  SY_ASSIGN_OR_RETURN(Tensor lses, backend.Allocate(DType::kF32, Shape{2 * qr, 1}));
+  backend.Attention(q, k_own, v_own, parts.Slice(qr, 2 * qr).Reshape({rows, per_row, hq, d}),
+                    lses.Slice(qr, 2 * qr).Reshape({rows, hq, per_row}), own);
+
+  SY_ASSIGN_OR_RETURN(Tensor q_fold, backend.Allocate(DType::kF32, Shape{qr, d}));
+  backend.GatherRows(q.Reshape({qr, d}), step.fold, q_fold);
+  AttentionOptions prefix;
+  prefix.scale = own.scale;
+  prefix.kv_lens = {static_cast<int32_t>(prefix_len_)};
+  backend.Attention(q_fold.Reshape({1, 1, qr, d}),
+                    k_prefix_[static_cast<size_t>(l)].Reshape({1, prefix_capacity_, hkv, d}),
+                    v_prefix_[static_cast<size_t>(l)].Reshape({1, prefix_capacity_, hkv, d}),
+                    parts.Slice(0, qr).Reshape({1, 1, qr, d}),
+                    lses.Slice(0, qr).Reshape({1, qr, 1}), prefix);
+
+  // (w_prefix, w_own) = softmax(lse_prefix, lse_own) per query row, then
+  // out[row] = w_prefix * prefix[row] + w_own * own[row].
+  SY_ASSIGN_OR_RETURN(Tensor pairs, backend.Allocate(DType::kF32, Shape{2 * qr, 1}));
+  backend.GatherRows(lses, step.pair, pairs);
+  SY_ASSIGN_OR_RETURN(Tensor w, backend.Allocate(DType::kF32, Shape{qr, 2}));
+  backend.Softmax(pairs.Reshape({qr, 2}), w);
+  SY_ASSIGN_OR_RETURN(Tensor weights, backend.Allocate(DType::kF32, Shape{2 * qr, 1}));
+  backend.GatherRows(w.Reshape({2 * qr, 1}), step.weight_of, weights);
+  SY_ASSIGN_OR_RETURN(Tensor attn, backend.Allocate(DType::kF32, Shape{qr, d}));
+  backend.Fill(attn, 0.0f);
+  backend.ScatterAddRows(parts, step.scatter, weights.Reshape({2 * qr}), attn);
+  return attn.Reshape({rows * per_row, hq * d});
+}
+
+Status KvCacheDecoder::MakeCascadeTables(Step& step) const {
+  const ModelConfig& c = model_.config();
+  const int64_t hq = c.num_heads, g = hq / c.kv_heads();
+  const int64_t per_row = step.tokens_per_row;
+  const int64_t t = static_cast<int64_t>(step.seqs.size()) * per_row;
+  const int64_t qr = t * hq;
+  std::vector<int32_t> fold(static_cast<size_t>(qr)), pair(static_cast<size_t>(2 * qr));
+  std::vector<int32_t> weight_of(static_cast<size_t>(2 * qr)), scatter(static_cast<size_t>(2 * qr));
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t row = i / per_row, j = i % per_row;
+    for (int64_t h = 0; h < hq; ++h) {
+      const int64_t o = i * hq + h;                           // output row: token i, head h
+      const int64_t f = (h / g) * (t * g) + i * g + (h % g);  // folded: [Hkv, tokens, Hq/Hkv]
+      const int64_t own_lse = (row * hq + h) * per_row + j;   // Attention's lse [B, Hq, T]
+      const auto at = [](int64_t x) { return static_cast<size_t>(x); };
+      fold[at(f)] = static_cast<int32_t>(o);
+      pair[at(2 * o)] = static_cast<int32_t>(f);
+      pair[at(2 * o + 1)] = static_cast<int32_t>(qr + own_lse);
+      weight_of[at(f)] = static_cast<int32_t>(2 * o);
+      weight_of[at(qr + o)] = static_cast<int32_t>(2 * o + 1);
+      scatter[at(f)] = static_cast<int32_t>(o);
+      scatter[at(qr + o)] = static_cast<int32_t>(o);
+    }
+  }
+  Backend& backend = model_.backend();
+  SY_ASSIGN_OR_RETURN(step.fold, UploadI32(backend, fold));
+  SY_ASSIGN_OR_RETURN(step.pair, UploadI32(backend, pair));
+  SY_ASSIGN_OR_RETURN(step.weight_of, UploadI32(backend, weight_of));
+  SY_ASSIGN_OR_RETURN(step.scatter, UploadI32(backend, scatter));
+  return Status::Ok();
+}
+
 Result<std::vector<float>> KvCacheDecoder::Prefill(int seq, std::span<const int32_t> tokens) {
   if (seq < 0 || seq >= batch()) {
     return InvalidArgumentError("KvCacheDecoder::Prefill: sequence " + std::to_string(seq) +
@@ -164,7 +279,28 @@ Result<std::vector<float>> KvCacheDecoder::Prefill(int seq, std::span<const int3
   step.tokens_per_row = static_cast<int64_t>(tokens.size());
   step.prefill = true;
   step.seqs = {seq};
-  step.starts = {length(seq)};
+  step.starts = {lengths_[static_cast<size_t>(seq)]};
+  return Run(step, std::vector<int32_t>(tokens.begin(), tokens.end()));
+}
+
+Result<std::vector<float>> KvCacheDecoder::PrefillShared(std::span<const int32_t> tokens) {
+  if (prefix_capacity_ == 0) {
+    return FailedPreconditionError(
+        "KvCacheDecoder::PrefillShared: this decoder has no shared prefix "
+        "(CreateWithSharedPrefix)");
+  }
+  if (std::any_of(lengths_.begin(), lengths_.end(), [](int64_t n) { return n > 0; })) {
+    return FailedPreconditionError(
+        "KvCacheDecoder::PrefillShared: a sequence has tokens of its own already; the shared "
+        "prefix must come first (Reset)");
+  }
+  if (tokens.empty()) return InvalidArgumentError("KvCacheDecoder::PrefillShared: no tokens");
+  Step step;
+  step.tokens_per_row = static_cast<int64_t>(tokens.size());
+  step.prefill = true;
+  step.shared = true;
+  step.seqs = {-1};
+  step.starts = {prefix_len_};
   return Run(step, std::vector<int32_t>(tokens.begin(), tokens.end()));
 }
 
@@ -195,7 +331,7 @@ Result<std::vector<float>> KvCacheDecoder::Decode(std::span<const int32_t> token
   step.tokens_per_row = 1;
   for (int b = 0; b < batch(); ++b) {
     step.seqs.push_back(b);
-    step.starts.push_back(length(b));
+    step.starts.push_back(lengths_[static_cast<size_t>(b)]);
   }
   return Run(step, std::vector<int32_t>(tokens.begin(), tokens.end()));
 }
@@ -219,19 +355,24 @@ Status KvCacheDecoder::Layers(const Step& step, const Tensor& positions, Tensor&
   return status;
 }
 
-Result<std::vector<float>> KvCacheDecoder::Run(const Step& step, const std::vector<int32_t>& ids) {
+Result<std::vector<float>> KvCacheDecoder::Run(Step& step, const std::vector<int32_t>& ids) {
   const ModelConfig& c = model_.config();
   const int64_t t = static_cast<int64_t>(ids.size());
   std::vector<int32_t> pos;
+  // Own tokens sit after the shared prefix; the prefix's own tokens from position 0.
+  const int64_t first_position = step.shared ? 0 : prefix_len_;
+  const int64_t limit = step.shared ? prefix_capacity_ : max_seq_len_;
   for (size_t i = 0; i < step.seqs.size(); ++i) {
-    if (step.starts[i] + step.tokens_per_row > max_seq_len_) {
-      return InvalidArgumentError("sequence " + std::to_string(step.seqs[i]) + " would reach " +
+    if (step.starts[i] + step.tokens_per_row > limit) {
+      const std::string what =
+          step.shared ? "the shared prefix" : "sequence " + std::to_string(step.seqs[i]);
+      return InvalidArgumentError(what + " would reach " +
                                   std::to_string(step.starts[i] + step.tokens_per_row) +
-                                  " tokens, past the KV cache's " + std::to_string(max_seq_len_) +
+                                  " tokens, past the KV cache's " + std::to_string(limit) +
                                   "; raise the cache length (--max-tokens bounds it)");
     }
     for (int64_t j = 0; j < step.tokens_per_row; ++j) {
-      pos.push_back(static_cast<int32_t>(step.starts[i] + j));
+      pos.push_back(static_cast<int32_t>(first_position + step.starts[i] + j));
     }
   }
   for (int32_t id : ids) {
@@ -241,6 +382,7 @@ Result<std::vector<float>> KvCacheDecoder::Run(const Step& step, const std::vect
     }
   }
   Backend& backend = model_.backend();
+  if (!step.shared && prefix_len_ > 0) SY_RETURN_IF_ERROR(MakeCascadeTables(step));
   SY_ASSIGN_OR_RETURN(Tensor ids_dev, UploadI32(backend, ids));
   SY_ASSIGN_OR_RETURN(Tensor positions, UploadI32(backend, pos));
   SY_ASSIGN_OR_RETURN(Tensor x, backend.Allocate(DType::kF32, Shape{t, c.hidden_size}));
@@ -254,7 +396,11 @@ Result<std::vector<float>> KvCacheDecoder::Run(const Step& step, const std::vect
   backend.CopyAsync(logits, Tensor::Wrap(out.data(), DType::kF32, logits.shape()),
                     backend.compute_stream());
   backend.SynchronizeStream(backend.compute_stream());
-  for (int seq : step.seqs) lengths_[static_cast<size_t>(seq)] += step.tokens_per_row;
+  if (step.shared) {
+    prefix_len_ += step.tokens_per_row;
+  } else {
+    for (int seq : step.seqs) lengths_[static_cast<size_t>(seq)] += step.tokens_per_row;
+  }
   return out;
 }
 

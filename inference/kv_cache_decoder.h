@@ -14,6 +14,16 @@
 // pre-gate logits, as MoeModel::Forward does. The cache holds, per layer, the keys after q/k norm
 // and RoPE and the values, f32 [batch, max_seq_len, kv_heads * head_dim] on the backend.
 //
+// Note [shared prefix]. A decoder made by CreateWithSharedPrefix keeps one prefix (PrefillShared:
+// a prompt every sequence starts with, such as beam search's) stored once, and after it each
+// sequence's own tokens in its own cache. A step over own tokens is cascade attention: the queries
+// of all the step's tokens, folded into the head dimension in GQA order ([Hkv, tokens, Hq/Hkv]),
+// attend the prefix in one Attention call (T = 1, every query sees the whole prefix), each
+// sequence's queries attend its own tokens causally in a second call, and the two partial results
+// merge by their log-sum-exps: out = w_p * out_p + w_o * out_o with (w_p, w_o) = softmax(lse_p,
+// lse_o) (Backend::Softmax over the pairs, then one weighted ScatterAddRows; the permutations are
+// GatherRows with index tables made once per step). CopySequence then copies only the own part.
+//
 // Ownership: borrows the model and the provider (both must outlive the decoder) and owns the
 // cache. Thread-safety: one thread at a time, the thread that drives the backend's compute
 // stream.
@@ -40,6 +50,16 @@ class KvCacheDecoder {
   static Result<std::unique_ptr<KvCacheDecoder>> Create(MoeModel& model, int64_t max_seq_len,
                                                         int batch = 1,
                                                         ExpertProvider* provider = nullptr);
+  // As Create, plus a shared prefix of up to `prefix_capacity` tokens (Note [shared prefix]); each
+  // sequence holds up to `max_seq_len` tokens of its own after it.
+  static Result<std::unique_ptr<KvCacheDecoder>> CreateWithSharedPrefix(
+      MoeModel& model, int64_t prefix_capacity, int64_t max_seq_len, int batch,
+      ExpertProvider* provider = nullptr);
+
+  // Appends `tokens` to the shared prefix that every sequence starts with and returns their
+  // logits, f32 [T, vocab] in host memory. FailedPrecondition when a sequence has tokens of its
+  // own already; InvalidArgument past prefix_capacity or for an id out of range.
+  Result<std::vector<float>> PrefillShared(std::span<const int32_t> tokens);
 
   // Runs `tokens` of sequence `seq` at positions length(seq) .. length(seq) + T - 1 (a prompt's
   // prefill, or any continuation) and returns their logits, f32 row-major [T, vocab] in host
@@ -51,45 +71,71 @@ class KvCacheDecoder {
   // Prefill(0, tokens): the single-sequence form.
   Result<std::vector<float>> Append(std::span<const int32_t> tokens) { return Prefill(0, tokens); }
 
-  // Makes sequence `dst` a copy of sequence `src` (its cached keys and values, device to device,
-  // and its length), so a beam can fork from another without recomputing their common prefix.
-  // Ordered on the compute stream. dst == src is a no-op.
+  // Makes sequence `dst` a copy of sequence `src` (its own cached keys and values, device to
+  // device, and its length; the shared prefix is not copied, both keep reading it), so a beam can
+  // fork from another without recomputing their common prefix. Ordered on the compute stream.
+  // dst == src is a no-op.
   void CopySequence(int dst, int src);
 
   int batch() const { return static_cast<int>(lengths_.size()); }
-  int64_t length(int seq = 0) const { return lengths_.at(static_cast<size_t>(seq)); }
-  int64_t capacity() const { return max_seq_len_; }
-  // Forgets every sequence (the cache is reused).
-  void Reset() { lengths_.assign(lengths_.size(), 0); }
+  // Tokens of sequence `seq`, the shared prefix included.
+  int64_t length(int seq = 0) const { return prefix_len_ + lengths_.at(static_cast<size_t>(seq)); }
+  int64_t prefix_length() const { return prefix_len_; }
+  // The most tokens a sequence can hold, the shared prefix included.
+  int64_t capacity() const { return prefix_capacity_ + max_seq_len_; }
+  // Forgets every sequence and the shared prefix (the cache is reused).
+  void Reset() {
+    lengths_.assign(lengths_.size(), 0);
+    prefix_len_ = 0;
+  }
 
  private:
   // One forward over N = attention rows x tokens_per_row tokens; attention row i belongs to
-  // sequence seqs[i] and starts at position starts[i].
+  // sequence seqs[i] and starts at row starts[i] of its own cache (or, when `shared`, the one row
+  // extends the shared prefix from row starts[0]).
   struct Step {
     int64_t tokens_per_row = 0;
     bool prefill = false;
+    bool shared = false;
     std::vector<int> seqs;
     std::vector<int64_t> starts;
+    // Cascade attention's index tables (own tokens after a shared prefix), i32 on the backend.
+    Tensor fold, pair, weight_of, scatter;
   };
 
-  KvCacheDecoder(MoeModel& model, ExpertProvider* provider, int64_t max_seq_len, int batch)
+  KvCacheDecoder(MoeModel& model, ExpertProvider* provider, int64_t prefix_capacity,
+                 int64_t max_seq_len, int batch)
       : model_(model),
         provider_(provider),
+        prefix_capacity_(prefix_capacity),
         max_seq_len_(max_seq_len),
         lengths_(static_cast<size_t>(batch), 0) {}
   const Tensor& Param(const std::string& name) const;
   Result<Tensor> Linear(const Tensor& x, const std::string& weight, const std::string& bias);
   // routed: in, the previous MoE layer's pre-gate logits (pre-gated models); out, this layer's.
   Status Layer(int l, const Step& step, const Tensor& positions, Tensor& x, Tensor& routed);
+  // Writes the step's keys and values to the cache and returns the attention output [N, Hq * D].
+  Result<Tensor> Attend(int l, const Step& step, const Tensor& q_rot, const Tensor& k_rot,
+                        const Tensor& v);
+  // Merges the prefix and own partial attentions (Note [shared prefix]).
+  // q [rows, tokens per row, Hq, D]; own: the options of the own-token attention over k_own and
+  // v_own [rows, S, Hkv, D].
+  Result<Tensor> AttendCascade(int l, const Step& step, const Tensor& q,
+                               const AttentionOptions& own, const Tensor& k_own,
+                               const Tensor& v_own);
+  Status MakeCascadeTables(Step& step) const;
   Status Layers(const Step& step, const Tensor& positions, Tensor& x);
-  Result<std::vector<float>> Run(const Step& step, const std::vector<int32_t>& ids);
+  Result<std::vector<float>> Run(Step& step, const std::vector<int32_t>& ids);
 
   MoeModel& model_;
   ExpertProvider* provider_;  // null: the model's own expert computation
+  int64_t prefix_capacity_;
   int64_t max_seq_len_;
-  std::vector<int64_t> lengths_;           // per sequence
-  std::vector<Tensor> k_cache_, v_cache_;  // per layer [batch * max_seq_len, kv_heads * head_dim]
-  Tensor stats_;                           // f32 [2], MoeLayer's aux/z (ignored)
+  int64_t prefix_len_ = 0;
+  std::vector<int64_t> lengths_;             // per sequence, its own tokens (after the prefix)
+  std::vector<Tensor> k_cache_, v_cache_;    // per layer [batch * max_seq_len, kv_heads * head_dim]
+  std::vector<Tensor> k_prefix_, v_prefix_;  // per layer [prefix_capacity, kv_heads * head_dim]
+  Tensor stats_;                             // f32 [2], MoeLayer's aux/z (ignored)
 };
 
 }  // namespace sy

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,96 @@ TEST_P(KvCacheDecoderTest, BatchedDecodeMatchesEachSequence) {
     EXPECT_EQ((*dec)->length(2), 4);
     EXPECT_LE(max_err, 1e-4f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
     EXPECT_FALSE((*dec)->Decode(std::vector<int32_t>{1}).ok());  // one token for three sequences
+  }
+}
+
+// A shared prefix stored once (CreateWithSharedPrefix, cascade attention) against a decoder that
+// copies the prompt into every sequence: a continuation of two tokens, then decode steps with a
+// fork before each (CopySequence), and every row of logits must match both the copying decoder
+// and the full forward over that sequence's whole history.
+TEST_P(KvCacheDecoderTest, SharedPrefixMatchesCopyingAndFullForward) {
+  Result<Device> device = ParseDevice(GetParam());
+  ASSERT_TRUE(device.ok());
+  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  const std::vector<int32_t> prompt = {3, 17, 22, 5, 39, 0};
+  const int width = 3, steps = 4;
+  const int64_t own = steps + 2;
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 13);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const size_t vocab = static_cast<size_t>(c.config.vocab_size);
+    ResidentExpertProvider provider;
+    Result<std::unique_ptr<KvCacheDecoder>> shared = KvCacheDecoder::CreateWithSharedPrefix(
+        **model, static_cast<int64_t>(prompt.size()), own, width, &provider);
+    ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+    Result<std::unique_ptr<KvCacheDecoder>> copying = KvCacheDecoder::Create(
+        **model, static_cast<int64_t>(prompt.size()) + own, width, &provider);
+    ASSERT_TRUE(copying.ok()) << copying.status().ToString();
+    float vs_copy = 0, vs_full = 0, max_abs = 0;
+    // The last `n` rows of `rows` against both references.
+    auto compare = [&](const std::vector<float>& rows, const std::vector<float>& copy_rows,
+                       const std::vector<int32_t>& history, size_t n) {
+      const std::vector<float> full = FullLogits(**model, history);
+      ASSERT_EQ(rows.size(), copy_rows.size());
+      ASSERT_GE(rows.size(), n * vocab);
+      const size_t r0 = rows.size() - n * vocab, f0 = full.size() - n * vocab;
+      for (size_t i = 0; i < n * vocab; ++i) {
+        vs_copy = std::max(vs_copy, std::abs(rows[r0 + i] - copy_rows[r0 + i]));
+        vs_full = std::max(vs_full, std::abs(rows[r0 + i] - full[f0 + i]));
+        max_abs = std::max(max_abs, std::abs(full[f0 + i]));
+      }
+    };
+    Result<std::vector<float>> s_rows = (*shared)->PrefillShared(prompt);
+    Result<std::vector<float>> c_rows = (*copying)->Prefill(0, prompt);
+    ASSERT_TRUE(s_rows.ok() && c_rows.ok()) << s_rows.status().ToString();
+    compare(*s_rows, *c_rows, prompt, prompt.size());
+    std::vector<std::vector<int32_t>> history(static_cast<size_t>(width), prompt);
+    for (int b = 1; b < width; ++b) (*copying)->CopySequence(b, 0);
+    EXPECT_EQ((*shared)->prefix_length(), 6);
+    EXPECT_EQ((*shared)->length(2), 6);
+
+    const std::vector<int32_t> more = {8, 30};  // several own tokens after the prefix
+    s_rows = (*shared)->Prefill(1, more);
+    c_rows = (*copying)->Prefill(1, more);
+    ASSERT_TRUE(s_rows.ok() && c_rows.ok()) << s_rows.status().ToString();
+    history[1].insert(history[1].end(), more.begin(), more.end());
+    compare(*s_rows, *c_rows, history[1], more.size());
+
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int32_t> id(0, c.config.vocab_size - 1);
+    for (int step = 0; step < steps; ++step) {
+      const int dst = step % width, src = (step + 1) % width;
+      (*shared)->CopySequence(dst, src);
+      (*copying)->CopySequence(dst, src);
+      history[static_cast<size_t>(dst)] = history[static_cast<size_t>(src)];
+      std::vector<int32_t> tokens;
+      for (int b = 0; b < width; ++b) tokens.push_back(id(rng));
+      s_rows = (*shared)->Decode(tokens);
+      c_rows = (*copying)->Decode(tokens);
+      ASSERT_TRUE(s_rows.ok() && c_rows.ok()) << s_rows.status().ToString();
+      for (int b = 0; b < width; ++b) {
+        std::vector<int32_t>& h = history[static_cast<size_t>(b)];
+        h.push_back(tokens[static_cast<size_t>(b)]);
+        const size_t at = static_cast<size_t>(b) * vocab;
+        compare(std::vector<float>(s_rows->begin(), s_rows->begin() + at + vocab),
+                std::vector<float>(c_rows->begin(), c_rows->begin() + at + vocab), h, 1);
+        EXPECT_EQ((*shared)->length(b), static_cast<int64_t>(h.size()));
+      }
+    }
+    EXPECT_LE(vs_copy, 1e-5f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
+    EXPECT_LE(vs_full, 1e-4f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
+
+    // The prefix comes first, fits its capacity, and exists only when asked for.
+    const int32_t one = 1;
+    EXPECT_EQ((*shared)->PrefillShared({&one, 1}).status().code(), StatusCode::kFailedPrecondition);
+    (*shared)->Reset();
+    EXPECT_EQ((*shared)->length(0), 0);
+    EXPECT_EQ((*shared)->PrefillShared(std::vector<int32_t>(7, 1)).status().code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ((*copying)->PrefillShared({&one, 1}).status().code(),
+              StatusCode::kFailedPrecondition);
   }
 }
 
