@@ -90,7 +90,6 @@ MemoryBandwidth MeasureMemoryBandwidth(ThreadPool& pool, int64_t bytes, int repe
   bw.threads = pool.num_threads();
   volatile uint64_t sink = StreamRead(pool, read_span);  // untimed warm-up pass
   StreamCopy(pool, src_span, dst_span);
-  double best_read = 0.0, best_copy = 0.0;
   for (int i = 0; i < repeats; ++i) {
     auto start = std::chrono::steady_clock::now();
     sink = sink + StreamRead(pool, read_span);
@@ -98,12 +97,12 @@ MemoryBandwidth MeasureMemoryBandwidth(ThreadPool& pool, int64_t bytes, int repe
     start = std::chrono::steady_clock::now();
     StreamCopy(pool, src_span, dst_span);
     const double copy_s = Seconds(start);
-    best_read = std::max(best_read, static_cast<double>(bw.read_bytes) / read_s);
-    best_copy = std::max(best_copy, static_cast<double>(2 * bw.copy_bytes) / copy_s);
+    bw.read_passes.push_back(static_cast<double>(bw.read_bytes) / read_s * 1e-9);
+    bw.copy_passes.push_back(static_cast<double>(2 * bw.copy_bytes) / copy_s * 1e-9);
   }
   (void)sink;
-  bw.read_gb_per_s = best_read * 1e-9;
-  bw.copy_gb_per_s = best_copy * 1e-9;
+  bw.read_gb_per_s = *std::max_element(bw.read_passes.begin(), bw.read_passes.end());
+  bw.copy_gb_per_s = *std::max_element(bw.copy_passes.begin(), bw.copy_passes.end());
   return bw;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "runtime/core/thread_pool.h"
 
@@ -31,9 +32,10 @@ void StreamCopy(ThreadPool& pool, std::span<const uint64_t> src, std::span<uint6
 struct MemoryBandwidth {
   double read_gb_per_s = 0.0;  // bytes read / s, best of the repeats (1 GB = 1e9 bytes)
   double copy_gb_per_s = 0.0;  // (bytes read + bytes written) / s, as STREAM counts Copy
-  int64_t read_bytes = 0;      // size of the read array
-  int64_t copy_bytes = 0;      // size of each of the two copy arrays
-  int threads = 0;             // pool.num_threads()
+  std::vector<double> read_passes, copy_passes;  // GB/s of each timed pass, in order
+  int64_t read_bytes = 0;                        // size of the read array
+  int64_t copy_bytes = 0;                        // size of each of the two copy arrays
+  int threads = 0;                               // pool.num_threads()
 };
 
 // Reads an array of `bytes` and copies between two arrays of `bytes` / 2, `repeats` timed passes

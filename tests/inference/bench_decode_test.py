@@ -90,7 +90,9 @@ def check_family(binary, work, fam):
                   and abs(res["tokens_per_s"] - 4 / seconds) <= 1e-9 * res["tokens_per_s"]
                   and abs(res["achieved_gb_per_s"] - achieved) <= 1e-9 * achieved
                   and abs(res["ratio_to_stream_copy"] * res["stream_copy_gb_per_s"] - achieved)
-                  <= 1e-9 * achieved)
+                  <= 1e-9 * achieved
+                  and abs(res["median_ratio_to_stream_copy"] * res["stream_copy_median_gb_per_s"]
+                          - res["median_step_gb_per_s"]) <= 1e-9 * res["median_step_gb_per_s"])
     print(f"{'ok  ' if consistent else 'FAIL'} {fam}: {res['tokens_per_s']:.1f} tokens/s, "
           f"{res['achieved_gb_per_s']:.3f} GB/s, stream copy {res['stream_copy_gb_per_s']:.2f} "
           f"GB/s, ratio {res['ratio_to_stream_copy']:.4f}")
