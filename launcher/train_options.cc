@@ -166,6 +166,33 @@ const ConfigSchema<LogOptions>& LogOptionsSchema() {
   return *schema;
 }
 
+const ConfigSchema<ParallelOptions>& ParallelOptionsSchema() {
+  using P = ParallelOptions;
+  static const auto* schema = [] {
+    auto* s = new ConfigSchema<P>();
+    s->Field("ep_size", &P::ep_size, "Ranks per expert-parallel group")
+        .Min(1)
+        .Field("zero_stage", &P::zero_stage, "ZeRO stage of the dense state: 0 or 3")
+        .Min(0)
+        .Max(3)
+        .Field("hierarchical_a2a", &P::hierarchical_a2a,
+               "Two-level (intra-node, inter-node) expert all-to-all")
+        .Field("ranks_per_node", &P::ranks_per_node, "Ranks per emulated node (0 = the real nodes)")
+        .Min(0)
+        .Field("timeout_s", &P::timeout_s,
+               "Seconds a collective waits for its peers before aborting the job (0 = forever)")
+        .Min(0)
+        .Check([](const P& p) -> std::optional<ConfigIssue> {
+          if (p.zero_stage != 0 && p.zero_stage != 3) {
+            return ConfigIssue{"zero_stage", "must be 0 (replicated) or 3 (sharded)"};
+          }
+          return std::nullopt;
+        });
+    return s;
+  }();
+  return *schema;
+}
+
 OptimizerOptions TrainConfig::optimizer_options() const {
   OptimizerOptions o;
   o.kind = optim.kind;
@@ -188,14 +215,15 @@ LrScheduleOptions TrainConfig::schedule_options() const {
 }
 
 Result<TrainConfig> LoadTrainConfig(Config& config) {
-  SY_RETURN_IF_ERROR(
-      config.CheckKnownBlocks({"model", "data", "train", "optim", "checkpoint", "log"}));
+  SY_RETURN_IF_ERROR(config.CheckKnownBlocks(
+      {"model", "data", "train", "optim", "checkpoint", "log", "parallel"}));
   TrainConfig out;
   SY_RETURN_IF_ERROR(DataOptionsSchema().Bind(config, "data", &out.data));
   SY_RETURN_IF_ERROR(TrainOptionsSchema().Bind(config, "train", &out.train));
   SY_RETURN_IF_ERROR(OptimBlockSchema().Bind(config, "optim", &out.optim));
   SY_RETURN_IF_ERROR(CheckpointOptionsSchema().Bind(config, "checkpoint", &out.checkpoint));
   SY_RETURN_IF_ERROR(LogOptionsSchema().Bind(config, "log", &out.log));
+  SY_RETURN_IF_ERROR(ParallelOptionsSchema().Bind(config, "parallel", &out.parallel));
   SY_RETURN_IF_ERROR(ModelConfigSchema().Bind(config, "model", &out.model));
   Result<Device> device = ParseDevice(out.train.device);
   if (!device.ok()) {
@@ -211,6 +239,13 @@ Result<TrainConfig> LoadTrainConfig(Config& config) {
   }
   if (!valid.ok()) {
     return InvalidArgumentError(config.Where("model") + ": " + valid.message());
+  }
+  const int ep = out.parallel.ep_size;
+  if (ep > 1 && (out.model.num_experts == 0 || out.model.num_experts % ep != 0)) {
+    return InvalidArgumentError(config.Where("parallel.ep_size") + ": 'parallel.ep_size' " +
+                                std::to_string(ep) + " must divide model.num_experts (" +
+                                std::to_string(out.model.num_experts) +
+                                "); choose an ep_size that divides the experts of each MoE layer");
   }
   out.effective_json = config.DumpEffective();
   return out;

@@ -11,8 +11,14 @@
 //               "weight_decay": 0.0},
 //     "checkpoint": {"dir": "", "every": 0, "resume": false},
 //     "log": {"metrics": "", "every": 10, "progress": "auto", "routing_trace": "",
-//             "routing_trace_tokens": 16}
+//             "routing_trace_tokens": 16},
+//     "parallel": {"ep_size": 1, "zero_stage": 0, "hierarchical_a2a": false,
+//                  "ranks_per_node": 0, "timeout_s": 300}
 //   }
+//
+// The "parallel" block only matters under mpirun (launcher/trainer.h): checks that need the world
+// size (world % ep_size) happen when the trainer is created, so a checkpoint written by a
+// distributed run still loads, config and all, in one process.
 //
 // Ownership: value types. Thread-safety: the schema functions return immutable statics and are
 // safe from any thread; LoadTrainConfig mutates the Config it is given (one thread).
@@ -84,6 +90,22 @@ struct LogOptions {
   int64_t routing_trace_tokens = 16;  // Default: 16
 };
 
+// The "parallel" block: how `mpirun -np W switchyard train` splits the work (docs/parallel.md).
+// Every rank is a data-parallel rank of the dense parameters; the experts of each MoE layer are
+// partitioned over EP groups of ep_size consecutive ranks and replicated over the W / ep_size
+// groups.
+struct ParallelOptions {
+  int ep_size = 1;     // Default: 1. Ranks per expert-parallel group; divides W and num_experts
+  int zero_stage = 0;  // Default: 0 (replicated dense state). 0 or 3 (ZeRO-3 sharding)
+  bool hierarchical_a2a = false;  // Default: false. Two-level (intra, inter-node) all-to-all
+  // Default: 0 = the real nodes (ranks that share memory). N > 0 emulates nodes of N consecutive
+  // ranks, so the hierarchical paths can run on one machine.
+  int ranks_per_node = 0;
+  // Default: 300 s. How long a rank waits in a collective for its peers before it aborts the job
+  // (a peer that died or hangs); 0 waits forever.
+  double timeout_s = 300;
+};
+
 struct TrainConfig {
   ModelConfig model;
   DataOptions data;
@@ -91,6 +113,7 @@ struct TrainConfig {
   OptimBlock optim;
   CheckpointOptions checkpoint;
   LogOptions log;
+  ParallelOptions parallel;
   // The effective config (every block with its defaults), as written into checkpoints.
   std::string effective_json;
 
@@ -103,9 +126,11 @@ const ConfigSchema<TrainOptions>& TrainOptionsSchema();
 const ConfigSchema<OptimBlock>& OptimBlockSchema();
 const ConfigSchema<CheckpointOptions>& CheckpointOptionsSchema();
 const ConfigSchema<LogOptions>& LogOptionsSchema();
+const ConfigSchema<ParallelOptions>& ParallelOptionsSchema();
 
-// Binds every block of `config` (rejecting unknown blocks with a suggestion), validates the model
-// and checks the model against the data (vocabulary). Errors name the config file and the key.
+// Binds every block of `config` (rejecting unknown blocks with a suggestion), validates the model,
+// checks the model against the data (vocabulary) and parallel.ep_size against model.num_experts.
+// Errors name the config file and the key.
 Result<TrainConfig> LoadTrainConfig(Config& config);
 
 // Config::Load(path), the overrides, then LoadTrainConfig.

@@ -43,8 +43,7 @@ TEST(TrainOptionsTest, UnknownKeyHasSuggestion) {
   EXPECT_NE(s.message().find("unknown key 'train.stpes'"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("did you mean 'train.steps'"), std::string::npos) << s.message();
   s = LoadError({"model.num_expert=3"});
-  EXPECT_NE(s.message().find("did you mean 'model.num_experts'"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("did you mean 'model.num_experts'"), std::string::npos) << s.message();
   s = LoadError({"optimm.lr=3"});
   EXPECT_NE(s.message().find("optim"), std::string::npos) << s.message();
 }
@@ -68,6 +67,39 @@ TEST(TrainOptionsTest, BadDeviceAndBadModelAreClear) {
   s = LoadError({"model.top_k=9"});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("top_k"), std::string::npos) << s.message();
+}
+
+TEST(TrainOptionsTest, ParallelBlockDefaultsAndChecks) {
+  Result<TrainConfig> tiny = LoadTrainConfigFile(SY_TINY_CONFIG, {});
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  EXPECT_EQ(tiny->parallel.ep_size, 1);
+  EXPECT_EQ(tiny->parallel.zero_stage, 0);
+  EXPECT_FALSE(tiny->parallel.hierarchical_a2a);
+  EXPECT_EQ(tiny->parallel.ranks_per_node, 0);
+  Result<TrainConfig> ep =
+      LoadTrainConfigFile(SY_TINY_CONFIG, {"parallel.ep_size=2", "parallel.hierarchical_a2a=true",
+                                           "parallel.ranks_per_node=2", "parallel.zero_stage=3"});
+  ASSERT_TRUE(ep.ok()) << ep.status().message();
+  EXPECT_EQ(ep->parallel.ep_size, 2);
+  EXPECT_TRUE(ep->parallel.hierarchical_a2a);
+  EXPECT_EQ(ep->parallel.ranks_per_node, 2);
+  EXPECT_EQ(ep->parallel.zero_stage, 3);
+  EXPECT_NE(ep->effective_json.find("\"ep_size\": 2"), std::string::npos);
+
+  Status s = LoadError({"parallel.ep_sise=2"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("did you mean 'parallel.ep_size'"), std::string::npos) << s.message();
+  s = LoadError({"parallel.zero_stage=2"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("zero_stage"), std::string::npos) << s.message();
+  s = LoadError({"parallel.ep_size=0"});
+  EXPECT_NE(s.message().find("'parallel.ep_size' must be >= 1"), std::string::npos) << s.message();
+  // The tiny model has 4 experts per MoE layer.
+  s = LoadError({"parallel.ep_size=3"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'parallel.ep_size' 3 must divide model.num_experts (4)"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST(TrainOptionsTest, MissingConfigFileIsNotFound) {

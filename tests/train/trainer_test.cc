@@ -236,6 +236,19 @@ TEST(TrainerTest, CheckpointOfAnotherModelIsRejected) {
   EXPECT_EQ((*longer)->step(), 1);
 }
 
+TEST(TrainerTest, ParallelSettingsThatNeedMpiAreClearErrors) {
+  // One process cannot hold an EP group of 2.
+  auto ep = Trainer::Create(LoadTiny({"train.steps=2", "parallel.ep_size=2"}));
+  EXPECT_EQ(ep.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ep.status().message().find("parallel.ep_size"), std::string::npos)
+      << ep.status().message();
+  EXPECT_NE(ep.status().message().find("mpirun"), std::string::npos) << ep.status().message();
+  auto zero3 = Trainer::Create(LoadTiny({"train.steps=2", "parallel.zero_stage=3"}));
+  EXPECT_EQ(zero3.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero3.status().message().find("'parallel.zero_stage'"), std::string::npos)
+      << zero3.status().message();
+}
+
 TEST(TrainerTest, SimDeviceTrainsLikeCpu) {
   auto cpu = Trainer::Create(LoadTiny({"train.steps=3"}));
   auto sim = Trainer::Create(LoadTiny({"train.steps=3", "train.device=sim"}));

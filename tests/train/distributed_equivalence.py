@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""Distributed training equals single-process training.
+
+Runs `switchyard train` on CONFIG twice from the same seed on the same global batches: once in one
+process (the oracle: parallel.ep_size=1, no mpirun) and once as `MPIRUN -np NP switchyard train`
+with the given parallel settings. Both run STEPS steps and write every step's metrics and the final
+checkpoint. Checks, with err(a, b) = |a - b| / max(1, |b|) (b the single-process value):
+  - the loss and ce_loss of every step:                     err <= TOL
+  - every tensor of the final checkpoints, read with h5py: the same names and shapes, the optimizer
+    step counts equal, parameters and AdamW moments        err <= TOL
+  - with --resume-check: the distributed checkpoint resumes in one process, and the single-process
+    checkpoint resumes under mpirun, for 2 more steps each, with losses within TOL of the
+    single-process run resumed from its own checkpoint.
+Prints the largest errors measured and "distributed equivalence ok".
+
+    distributed_equivalence.py --switchyard BIN --mpirun "mpirun ARGS" --np 4 --config CFG \
+        [--set parallel.ep_size=2 ...] [--steps 20] [--tol 1e-4] [--resume-check]
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+
+def run(cmd, what):
+    start = time.time()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    elapsed = time.time() - start
+    if proc.returncode != 0:
+        sys.stdout.write(proc.stdout)
+        sys.exit(f"FAIL: {what} exited {proc.returncode}: {' '.join(cmd)}")
+    print(f"{what}: {elapsed:.1f}s, last line: {proc.stdout.strip().splitlines()[-1]}")
+    return proc.stdout
+
+
+def losses(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if "loss" in rec:
+                out[rec["step"]] = (rec["loss"], rec["ce_loss"])
+    return out
+
+
+def rel_err(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b))))
+
+
+def compare_losses(dist, single, steps, tol, what):
+    worst = 0.0
+    for step in steps:
+        if step not in dist or step not in single:
+            sys.exit(f"FAIL: {what}: step {step} missing from the metrics")
+        for i, name in enumerate(("loss", "ce_loss")):
+            e = rel_err(dist[step][i], single[step][i])
+            worst = max(worst, e)
+            if e > tol:
+                sys.exit(f"FAIL: {what}: step {step} {name} {dist[step][i]} vs single-process "
+                         f"{single[step][i]} (err {e:.3g} > {tol})")
+    return worst
+
+
+def tensors(f):
+    names = []
+    f.visititems(lambda name, obj: names.append(name)
+                 if isinstance(obj, h5py.Dataset) and not name.startswith("meta/") else None)
+    return sorted(names)
+
+
+def compare_checkpoints(dist_path, single_path, tol):
+    worst = {"params": 0.0, "optim": 0.0}
+    with h5py.File(dist_path, "r") as d, h5py.File(single_path, "r") as s:
+        dn, sn = tensors(d), tensors(s)
+        if dn != sn:
+            sys.exit(f"FAIL: checkpoint tensors differ: only distributed {sorted(set(dn) - set(sn))}, "
+                     f"only single {sorted(set(sn) - set(dn))}")
+        if int(d.attrs["step"]) != int(s.attrs["step"]):
+            sys.exit("FAIL: checkpoint steps differ")
+        for name in sn:
+            a, b = d[name][()], s[name][()]
+            if a.shape != b.shape:
+                sys.exit(f"FAIL: {name}: shape {a.shape} vs {b.shape}")
+            if name == "optim/steps":
+                if not (a == b).all():
+                    sys.exit(f"FAIL: optim/steps differ: {a} vs {b}")
+                continue
+            e = rel_err(a, b)
+            key = "optim" if name.startswith("optim/") else "params"
+            worst[key] = max(worst[key], e)
+            if e > tol:
+                sys.exit(f"FAIL: {name}: err {e:.3g} > {tol}")
+        # The runs moved the parameters: the comparison is not between two initialisations.
+        if int(s.attrs["step"]) > 0 and not np.any(s["optim/m/embed_tokens"][()] != 0):
+            sys.exit("FAIL: the single-process run did not train")
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--switchyard", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--np", type=int, required=True)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--set", action="append", default=[], dest="sets")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--resume-check", action="store_true")
+    args = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="sy_train_dist_")
+    common = ["--set", f"train.steps={args.steps}", "--set", "train.eval_every=0",
+              "--set", "train.eval_batches=1", "--set", "train.threads=1", "--set", "log.every=1",
+              "--set", "log.progress=lines"]
+
+    def train_args(tag, steps=None, resume=False, parallel=True):
+        out = ["train", "--config", args.config] + common
+        if parallel:
+            for s in args.sets:
+                out += ["--set", s]
+        else:
+            out += ["--set", "parallel.ep_size=1", "--set", "parallel.hierarchical_a2a=false",
+                    "--set", "parallel.ranks_per_node=0"]
+        out += ["--set", f"log.metrics={tmp}/{tag}.jsonl", "--set",
+                f"checkpoint.dir={tmp}/{tag}-ckpt"]
+        if steps is not None:
+            out += ["--set", f"train.steps={steps}"]
+        if resume:
+            out += ["--resume"]
+        return out
+
+    mpirun = shlex.split(args.mpirun) + ["-np", str(args.np), args.switchyard]
+    run([args.switchyard] + train_args("single", parallel=False), "single process")
+    run(mpirun + train_args("dist"), f"mpirun -np {args.np}")
+    steps = range(1, args.steps + 1)
+    single = losses(f"{tmp}/single.jsonl")
+    dist = losses(f"{tmp}/dist.jsonl")
+    loss_err = compare_losses(dist, single, steps, args.tol, "losses")
+    ckpt = f"step-{args.steps:08d}.h5"
+    worst = compare_checkpoints(f"{tmp}/dist-ckpt/{ckpt}", f"{tmp}/single-ckpt/{ckpt}", args.tol)
+    print(f"max err: loss {loss_err:.3g} over {args.steps} steps, parameters {worst['params']:.3g}, "
+          f"optimizer moments {worst['optim']:.3g} (tolerance {args.tol})")
+
+    if args.resume_check:
+        more = args.steps + 2
+        after = range(args.steps + 1, more + 1)
+        # Single-process continuation of each checkpoint dir; metrics append to the same files.
+        run([args.switchyard] + train_args("single", steps=more, resume=True, parallel=False),
+            "single process resumed from its own checkpoint")
+        run([args.switchyard] + train_args("dist", steps=more, resume=True, parallel=False),
+            "single process resumed from the distributed checkpoint")
+        reference = losses(f"{tmp}/single.jsonl")
+        e1 = compare_losses(losses(f"{tmp}/dist.jsonl"), reference, after, args.tol,
+                            "single process resumed from the distributed checkpoint")
+        # Distributed resume from the single-process checkpoint (written at step `more` now, so
+        # resume the one at `steps` through a fresh dir).
+        os.makedirs(f"{tmp}/again-ckpt")
+        os.link(f"{tmp}/single-ckpt/{ckpt}", f"{tmp}/again-ckpt/{ckpt}")
+        run(mpirun + train_args("again", steps=more, resume=True),
+            f"mpirun -np {args.np} resumed from the single-process checkpoint")
+        e2 = compare_losses(losses(f"{tmp}/again.jsonl"), reference, after, args.tol,
+                            "distributed resume")
+        print(f"resume: max loss err {e1:.3g} (one process from the distributed checkpoint), "
+              f"{e2:.3g} (distributed from the single-process checkpoint)")
+    subprocess.run(["rm", "-rf", tmp])
+    print("distributed equivalence ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# train_rank_killed.sh LIMIT_SECONDS SWITCHYARD CONFIG -- MPIRUN...
+# Starts `MPIRUN -np 3 SWITCHYARD train` on CONFIG for a long run (6 experts, EP = 3, a global batch
+# of 12, a 30 s collective timeout), waits until rank 0 has logged
+# 3 steps, kills rank 1 with SIGKILL and requires the whole job to end, non-zero, within
+# LIMIT_SECONDS of the kill, with a message that names the lost rank (rank 1). Fails when the job
+# hangs, exits 0, or says something else.
+set -uo pipefail
+limit=$1 bin=$2 config=$3
+shift 3
+[[ "${1:-}" == "--" ]] && shift
+dir=$(mktemp -d "${TMPDIR:-/tmp}/sy_train_kill.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+"$@" -np 3 "$bin" train --config "$config" --set train.steps=1000000 --set train.eval_every=0 \
+  --set log.every=1 --set log.progress=lines --set log.metrics="$dir/m.jsonl" \
+  --set model.num_experts=6 --set parallel.ep_size=3 --set data.batch_size=12 \
+  --set parallel.timeout_s=30 >"$dir/out.txt" 2>&1 &
+job=$!
+# Wait (at most 120 s) for 3 logged steps.
+for _ in $(seq 1200); do
+  [[ -f "$dir/m.jsonl" ]] && (( $(wc -l <"$dir/m.jsonl") >= 3 )) && break
+  kill -0 $job 2>/dev/null || break
+  sleep 0.1
+done
+if ! kill -0 $job 2>/dev/null; then
+  cat "$dir/out.txt"; echo "FAIL: the job ended before the kill"; exit 1
+fi
+# Rank 1: the process under this job's mpirun whose environment says OMPI_COMM_WORLD_RANK=1.
+victim=""
+for pid in $(pgrep -P $job); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+    victim=$pid
+  fi
+done
+if [[ -z "$victim" ]]; then
+  kill -9 $job; cat "$dir/out.txt"; echo "FAIL: rank 1 not found under mpirun $job"; exit 1
+fi
+steps=$(wc -l <"$dir/m.jsonl")
+echo "killing rank 1 (pid $victim) with SIGKILL after $steps steps"
+start_ns=$(date +%s%N)
+kill -9 "$victim"
+status=""
+while (( ($(date +%s%N) - start_ns) / 1000000000 < limit )); do
+  if ! kill -0 $job 2>/dev/null; then
+    wait $job; status=$?; break
+  fi
+  sleep 0.1
+done
+elapsed_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
+cat "$dir/out.txt"
+if [[ -z "$status" ]]; then
+  kill -9 $job 2>/dev/null
+  echo "FAIL: the job did not end within ${limit}s of the kill (hung)"; exit 1
+fi
+echo "--- exit status $status ${elapsed_ms} ms after the kill (limit ${limit}s)"
+if [[ $status -eq 0 ]]; then echo "FAIL: the job exited 0"; exit 1; fi
+if ! grep -Eq "rank 1 .*(signal 9|Killed)" "$dir/out.txt"; then
+  echo "FAIL: no message names the lost rank 1"; exit 1
+fi
+echo "PASS: the job ended with status $status, naming the lost rank"
