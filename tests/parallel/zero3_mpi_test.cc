@@ -2,14 +2,15 @@
 // ranks, trained on each rank's slice of a fixed global batch, against the same model trained in
 // one process (built in this process from the same seed) on the global batch with the plain
 // optimizer. The experts are replicated here: the test sums their gradients over the ranks and
-// steps them with the same optimizer. Run with 2 and 4 ranks.
+// steps them with the same optimizer. Run with 2, 3 (padded units) and 4 ranks.
 //
 // Checked: every parameter and the dense optimizer moments after the steps; the losses; the
 // memory (the dense parameter count against a closed-form count from the config, the shard
 // bytes 16*D/N per rank and 16*D plus padding over the ranks, no full copy committed after a step,
 // at most two units gathered during a forward, and the resident set from /proc/self/statm against
-// the committed bytes); the exact round trip of full parameters and of the optimizer state; the
-// order of the layer hooks; refusals.
+// the committed bytes); gradient accumulation over two micro-batches, the squared norm and a
+// scaled SGD step; the exact round trip of full parameters and of the optimizer state; the order
+// of the layer hooks; refusals.
 //
 // Tolerance: |zero3 - ref| <= 2e-5 * max(1, max |ref|) per tensor after the steps. The sharded
 // run sums the gradient over ranks (each rank's tokens, prescaled) where the reference sums over
@@ -177,6 +178,33 @@ std::unique_ptr<MoeModel> MakeModel(Backend& backend, const ModelConfig& config)
   return std::move(*model);
 }
 
+// The reference model and the model to shard, built alike from kSeed, and this rank's rows of
+// the global batch (kBatch rows split into contiguous slices; the last rank may hold fewer).
+struct TwoModels {
+  MpiCommunicator& world = TestMpi().world();
+  const int n_ranks = world.size(), me = world.rank();
+  const ModelConfig config = ZeroConfig();
+  std::unique_ptr<Backend> backend = testing::MakeBackend(Device::Cpu());
+  std::unique_ptr<MoeModel> ref = MakeModel(*backend, config);
+  std::unique_ptr<MoeModel> model = MakeModel(*backend, config);
+  const int64_t rows = (kBatch + n_ranks - 1) / n_ranks;
+  const int64_t row_begin = std::min<int64_t>(kBatch, me* rows);
+  const int64_t row_end = std::min<int64_t>(kBatch, row_begin + rows);
+  const size_t tok_begin = static_cast<size_t>(row_begin * kSeqLen);
+  const size_t tok_end = static_cast<size_t>(row_end * kSeqLen);
+
+  // This rank's part of `ids` ([kBatch, kSeqLen] of the global batch).
+  Tensor Local(const std::vector<int32_t>& ids) const {
+    return testing::HostI32(std::vector<int32_t>(ids.begin() + tok_begin, ids.begin() + tok_end),
+                            Shape{row_end - row_begin, kSeqLen});
+  }
+  // Local targets / global targets: the weight of this rank's mean CE in the global mean.
+  float Share(const Batch& b) const {
+    return static_cast<float>(CountTargets(b.targets, tok_begin, tok_end)) /
+           static_cast<float>(CountTargets(b.targets, 0, b.targets.size()));
+  }
+};
+
 struct TrainResult {
   double max_param_error = 0.0;
   double max_moment_error = 0.0;
@@ -185,12 +213,11 @@ struct TrainResult {
 
 // Trains the reference in one process and the ZeRO-3 model on the ranks; compares.
 TrainResult TrainAndCompare(bool prefetch) {
-  MpiCommunicator& world = TestMpi().world();
-  const int n_ranks = world.size(), me = world.rank();
-  const ModelConfig config = ZeroConfig();
-  auto backend = testing::MakeBackend(Device::Cpu());
-  auto ref = MakeModel(*backend, config);
-  auto model = MakeModel(*backend, config);
+  TwoModels t;
+  MpiCommunicator& world = t.world;
+  const int me = t.me;
+  MoeModel* ref = t.ref.get();
+  MoeModel* model = t.model.get();
 
   auto ref_opt = CreateOptimizer(AdamW(), nullptr);
   auto expert_opt = CreateOptimizer(AdamW(), nullptr);
@@ -204,16 +231,10 @@ TrainResult TrainAndCompare(bool prefetch) {
   SY_CHECK_OK(zero.status());
   if (me == 0 && prefetch) std::printf("%s\n", FormatZero3Memory((*zero)->memory()).c_str());
 
-  // kBatch rows split into contiguous slices (the last rank may hold fewer).
-  const int64_t rows = (kBatch + n_ranks - 1) / n_ranks;
-  const int64_t row_begin = std::min<int64_t>(kBatch, me * rows);
-  const int64_t row_end = std::min<int64_t>(kBatch, row_begin + rows);
-  SY_CHECK(row_end > row_begin) << "every rank needs a row";
-  const size_t tok_begin = static_cast<size_t>(row_begin * kSeqLen);
-  const size_t tok_end = static_cast<size_t>(row_end * kSeqLen);
+  SY_CHECK(t.row_end > t.row_begin) << "every rank needs a row";
 
   for (int step = 0; step < kSteps; ++step) {
-    const Batch b = GlobalBatch(config, step);
+    const Batch b = GlobalBatch(t.config, step);
     // Reference: the global batch in one process.
     ref->ZeroGrads();
     auto ref_loss = ref->Forward(testing::HostI32(b.tokens, Shape{kBatch, kSeqLen}),
@@ -223,16 +244,11 @@ TrainResult TrainAndCompare(bool prefetch) {
     PlainStep(**ref_opt, *ref, ref_states, [](const Parameter&) { return true; });
 
     // ZeRO-3: this rank's rows; each rank's gradient weighs its targets by 1 / global targets.
-    const int64_t global_targets = CountTargets(b.targets, 0, b.targets.size());
-    const int64_t local_targets = CountTargets(b.targets, tok_begin, tok_end);
-    const float prescale = static_cast<float>(local_targets) / static_cast<float>(global_targets);
+    const float prescale = t.Share(b);
     (*zero)->ZeroGrads();
     (*zero)->set_gradient_prescale(prescale);
-    std::vector<int32_t> tokens(b.tokens.begin() + tok_begin, b.tokens.begin() + tok_end);
-    std::vector<int32_t> targets(b.targets.begin() + tok_begin, b.targets.begin() + tok_end);
-    const Shape shape{row_end - row_begin, kSeqLen};
     (*zero)->ResetPeakMemory();
-    auto loss = model->Forward(testing::HostI32(tokens, shape), testing::HostI32(targets, shape));
+    auto loss = model->Forward(t.Local(b.tokens), t.Local(b.targets));
     SY_CHECK_OK(loss.status());
     const Zero3MemoryReport after_forward = (*zero)->memory();
     EXPECT_LE(after_forward.peak_gathered_units, 2) << "units gathered at once in a forward";
@@ -283,7 +299,7 @@ TrainResult TrainAndCompare(bool prefetch) {
     std::printf(
         "ZeRO-3 on %d ranks, %d AdamW steps, prefetch %s: max rel. error parameters %.3g, "
         "moments %.3g\n",
-        n_ranks, kSteps, prefetch ? "on" : "off", worst[0], worst[1]);
+        t.n_ranks, kSteps, prefetch ? "on" : "off", worst[0], worst[1]);
   }
   return result;
 }
@@ -380,7 +396,68 @@ TEST(Zero3MpiTest, MemoryPerRank) {
   EXPECT_EQ(after.gathered_units, 0);
   EXPECT_GT(after.peak_committed_bytes, 0);
   EXPECT_LT(after.peak_committed_bytes, after.full_copy_bytes);
+  // Backward: the current unit, the prefetched one and the one being reduce-scattered.
+  EXPECT_LE(after.peak_gathered_units, 3);
   if (world.rank() == 0) std::printf("after a step:\n%s\n", FormatZero3Memory(after).c_str());
+}
+
+// Two micro-batches accumulate in the gradient shards; the squared norm, a scaling and a plain
+// SGD step (no optimizer state: 8 bytes per owned element) match the one-process gradients.
+TEST(Zero3MpiTest, MicroBatchesAccumulateAndNormMatches) {
+  TwoModels t;
+  MoeModel* ref = t.ref.get();
+  MoeModel* model = t.model.get();
+  MpiCommunicator& world = t.world;
+  Zero3Options options;
+  options.optimizer.kind = OptimizerKind::kSgd;
+  auto zero = Zero3::Create(*model, world, options, nullptr);
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ((*zero)->memory().shard_bytes, 8 * (*zero)->memory().shard_elements);
+
+  // Micro-batch k is GlobalBatch(k); each rank holds its rows of it.
+  ref->ZeroGrads();
+  (*zero)->ZeroGrads();
+  for (int k = 0; k < 2; ++k) {
+    const Batch b = GlobalBatch(t.config, k);
+    ASSERT_TRUE(ref->Forward(testing::HostI32(b.tokens, Shape{kBatch, kSeqLen}),
+                             testing::HostI32(b.targets, Shape{kBatch, kSeqLen}))
+                    .ok());
+    ASSERT_TRUE(ref->Backward().ok());  // adds the micro-batch's mean gradient
+    (*zero)->set_gradient_prescale(t.Share(b));
+    ASSERT_TRUE(model->Forward(t.Local(b.tokens), t.Local(b.targets)).ok());
+    ASSERT_TRUE(model->Backward().ok());
+  }
+  double ref_sq = 0.0;
+  for (const Parameter& p : ref->parameters()) {
+    if (p.is_expert) continue;
+    for (float g : Values(p.grad)) ref_sq += static_cast<double>(g) * g;
+  }
+  double sq = (*zero)->LocalGradSquaredNorm();
+  ASSERT_TRUE(world.AllReduce(&sq, &sq, 1, ElementType::kF64, Reduction::kSum).ok());
+  EXPECT_NEAR(sq, ref_sq, 1e-5 * ref_sq);
+  (*zero)->ScaleGradients(0.5f);
+  double half_sq = (*zero)->LocalGradSquaredNorm();
+  ASSERT_TRUE(world.AllReduce(&half_sq, &half_sq, 1, ElementType::kF64, Reduction::kSum).ok());
+  EXPECT_NEAR(half_sq, 0.25 * sq, 1e-6 * sq);
+
+  // SGD with lr 2 on the halved gradient: p - g, against the reference's p - g.
+  ASSERT_TRUE((*zero)->Step(2.0).ok());
+  ASSERT_TRUE((*zero)->GatherFullParameters().ok());
+  float worst = 0.0f;
+  for (Parameter& p : model->parameters()) {
+    if (p.is_expert) continue;
+    const Parameter* r = ref->parameters().Find(p.name);
+    std::vector<float> want = Values(r->value);
+    const std::vector<float> g = Values(r->grad);
+    for (size_t i = 0; i < want.size(); ++i) want[i] -= g[i];
+    const float err = RelError(Values(p.value), want);
+    EXPECT_LE(err, kRelTol) << p.name;
+    worst = std::max(worst, err);
+  }
+  if (t.me == 0) {
+    std::printf("two micro-batches, SGD: |g|^2 %.6g vs %.6g, max rel. error %.3g\n", sq, ref_sq,
+                worst);
+  }
 }
 
 TEST(Zero3MpiTest, FullParametersAndOptimizerStateRoundTripExactly) {
