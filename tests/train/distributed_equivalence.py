@@ -11,6 +11,8 @@ checkpoint. Checks, with err(a, b) = |a - b| / max(1, |b|) (b the single-process
   - with --resume-check: the distributed checkpoint resumes in one process, and the single-process
     checkpoint resumes under mpirun, for 2 more steps each, with losses within TOL of the
     single-process run resumed from its own checkpoint.
+  - with --generate-check: `switchyard generate` loads both final checkpoints; the prompt logits
+    agree within TOL.
 Prints the largest errors measured and "distributed equivalence ok".
 
     distributed_equivalence.py --switchyard BIN --mpirun "mpirun ARGS" --np 4 --config CFG \
@@ -117,6 +119,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--resume-check", action="store_true")
+    ap.add_argument("--generate-check", action="store_true")
     args = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="sy_train_dist_")
@@ -151,6 +154,21 @@ def main():
     worst = compare_checkpoints(f"{tmp}/dist-ckpt/{ckpt}", f"{tmp}/single-ckpt/{ckpt}", args.tol)
     print(f"max err: loss {loss_err:.3g} over {args.steps} steps, parameters {worst['params']:.3g}, "
           f"optimizer moments {worst['optim']:.3g} (tolerance {args.tol})")
+
+    if args.generate_check:
+        logits = {}
+        for tag in ("single", "dist"):
+            out = f"{tmp}/{tag}.logits"
+            run([args.switchyard, "generate", "--model", f"{tmp}/{tag}-ckpt/{ckpt}",
+                 "--prompt-ids", "1,2,3,4,5,6,7", "--dump-logits", out],
+                f"generate from the {tag} checkpoint")
+            logits[tag] = np.fromfile(out, dtype=np.float32)
+        if logits["dist"].size == 0 or logits["dist"].size != logits["single"].size:
+            sys.exit("FAIL: generate logits missing or of different sizes")
+        e = rel_err(logits["dist"], logits["single"])
+        if e > args.tol:
+            sys.exit(f"FAIL: generate logits from the distributed checkpoint: err {e:.3g} > {args.tol}")
+        print(f"generate: max prompt-logit err {e:.3g} over {logits['dist'].size} logits")
 
     if args.resume_check:
         more = args.steps + 2
