@@ -82,8 +82,8 @@ class TrainCommand : public Command {
     RankOutput out(rank, size, log_all_ranks_);
     const ParallelOptions& par = config->parallel;
     std::fprintf(out.file(), "model: %lld parameters (%lld in experts) on %s\n",
-                 static_cast<long long>((*trainer)->model().parameters().num_elements()),
-                 static_cast<long long>((*trainer)->model().parameters().num_expert_elements()),
+                 static_cast<long long>((*trainer)->num_parameters()),
+                 static_cast<long long>((*trainer)->num_expert_parameters()),
                  config->train.device.c_str());
     if (size > 1) {
       std::fprintf(out.file(),

@@ -125,9 +125,9 @@ struct Trainer::Distributed {
   std::unique_ptr<Communicator> world;  // a timed duplicate of the caller's world
   ExpertParallelGroups groups;          // EP group and expert-DP group, timed
   std::unique_ptr<Topology> ep_topology;
-  // This rank's experts, under their global ids. The model's own store still registers every
-  // expert (MoeModel builds them before the layers' expert compute is replaced); those copies
-  // are never used or trained, and the checkpoint takes the experts from here.
+  // This rank's experts, under their global ids. MoeModel builds every expert before the layers'
+  // expert compute is replaced; InitDistributed drops those copies from the model's store (their
+  // names stay, with undefined tensors), so the checkpoint takes the experts from here.
   ParameterStore experts;
   std::vector<LossShareExpertCompute*> layers;  // per MoE layer, owned by the layer
   // parallel.zero_stage 3: the dense parameters, gradients and optimizer state, sharded over the
@@ -151,6 +151,18 @@ bool Trainer::host_backend() const { return backend_->device().is_host(); }
 
 int Trainer::rank() const { return dist_ ? dist_->world->rank() : 0; }
 int Trainer::world_size() const { return dist_ ? dist_->world->size() : 1; }
+
+int64_t Trainer::num_parameters() const {
+  int64_t n = 0;
+  for (const ParamInfo& p : all_params_) n += p.numel;
+  return n;
+}
+
+int64_t Trainer::num_expert_parameters() const {
+  int64_t n = 0;
+  for (const ParamInfo& p : all_params_) n += p.is_expert ? p.numel : 0;
+  return n;
+}
 
 std::string Trainer::ShardingReport() const {
   return dist_ && dist_->zero ? FormatZero3Memory(dist_->zero->memory()) : std::string();
@@ -218,6 +230,11 @@ Status Trainer::Init(Communicator* world) {
   SY_ASSIGN_OR_RETURN(model_, MoeModel::Create(*backend_, model_config));
   SY_RETURN_IF_ERROR(model_->InitializeParameters(config_.train.seed,
                                                   static_cast<float>(config_.train.init_stddev)));
+  for (const Parameter& p : model_->parameters()) {
+    const auto dims = p.value.shape().dims();
+    all_params_.push_back({p.name, std::vector<int64_t>(dims.begin(), dims.end()), p.value.numel(),
+                           p.is_expert, p.expert});
+  }
   if (world != nullptr) SY_RETURN_IF_ERROR(InitDistributed(*world, model_config));
   SY_ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(config_.optimizer_options(), pool_.get()));
   SY_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config_.schedule_options()));
@@ -287,6 +304,13 @@ Status Trainer::InitDistributed(Communicator& world, const ModelConfig& model_co
     // Same (seed, name) -> values as the model's copies of these experts.
     SY_RETURN_IF_ERROR(dist_->experts.Initialize(*backend_, config_.train.seed,
                                                  static_cast<float>(config_.train.init_stddev)));
+    // The model registered every expert before its expert compute was replaced, and nothing
+    // computes with those copies now: drop them, so a rank holds only its own experts' memory.
+    for (Parameter& p : model_->parameters()) {
+      if (!p.is_expert) continue;
+      p.value = Tensor();
+      p.grad = Tensor();
+    }
   }
   return Status::Ok();
 }
@@ -614,14 +638,14 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
     std::unordered_map<std::string, size_t> held;
     for (size_t i = 0; i < states_.size(); ++i) held[states_[i].param->name] = i;
     const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
-    for (const Parameter& p : model_->parameters()) {
-      const auto dims = p.value.shape().dims();
-      const std::vector<int64_t> shape(dims.begin(), dims.end());
-      const size_t n = static_cast<size_t>(p.value.numel());
+    for (const ParamInfo& p : all_params_) {
+      const std::vector<int64_t>& shape = p.shape;
+      const size_t n = static_cast<size_t>(p.numel);
       std::vector<float> value, m, v;
       int64_t opt_step = 0;
       if (!p.is_expert && d.zero) {
-        const float* data = p.value.data<float>();  // ZeRO-3 runs on the cpu backend only
+        // The gathered full values; ZeRO-3 runs on the cpu backend only.
+        const float* data = model_->parameters().Find(p.name)->value.data<float>();
         value.assign(data, data + n);
         DenseOptimizerState& st = dense_state.at(p.name);
         m = std::move(st.m);
@@ -684,10 +708,9 @@ Status Trainer::LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* c
   // Every parameter of the model (distributed: every expert too, as the file holds them).
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
-  for (const Parameter& p : model_->parameters()) {
+  for (const ParamInfo& p : all_params_) {
     names.push_back(p.name);
-    const auto dims = p.value.shape().dims();
-    shapes.emplace_back(dims.begin(), dims.end());
+    shapes.push_back(p.shape);
   }
   SY_ASSIGN_OR_RETURN(*ckpt,
                       ReadTrainCheckpoint(path, names, shapes, optimizer_->NeedsFirstMoment(),
@@ -734,10 +757,9 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
       at += n;
       return out;
     };
-    for (const Parameter& p : model_->parameters()) {
-      const auto dims = p.value.shape().dims();
-      const std::vector<int64_t> shape(dims.begin(), dims.end());
-      const size_t n = static_cast<size_t>(p.value.numel());
+    for (const ParamInfo& p : all_params_) {
+      const size_t n = static_cast<size_t>(p.numel);
+      const std::vector<int64_t>& shape = p.shape;
       ckpt.params.push_back({p.name, shape, take(n)});
       ckpt.optimizer_m.push_back({p.name, shape, with_m ? take(n) : std::vector<float>()});
       ckpt.optimizer_v.push_back({p.name, shape, with_v ? take(n) : std::vector<float>()});

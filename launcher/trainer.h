@@ -124,6 +124,9 @@ class Trainer {
   Result<EvalReport> Run(std::FILE* out);
 
   int64_t step() const { return step_; }
+  // Parameters of the whole model, and of its experts (over all ranks in a distributed run).
+  int64_t num_parameters() const;
+  int64_t num_expert_parameters() const;
   // ZeRO-3's memory report for this rank (parallel/zero3.h), or "" without parallel.zero_stage 3.
   std::string ShardingReport() const;
   // This rank and the number of ranks (0 and 1 in one process).
@@ -148,6 +151,14 @@ class Trainer {
   };
 
   struct Distributed;  // the rank's communicators and experts; trainer.cc
+  // One parameter of the whole model, as a single process registers it.
+  struct ParamInfo {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    bool is_expert = false;
+    int expert = -1;
+  };
 
   explicit Trainer(const TrainConfig& config);
   Status Init(Communicator* world);
@@ -178,6 +189,9 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::vector<ParamState> states_;
+  // Every parameter of the model in ParameterStore order, recorded at creation: the checkpoint's
+  // contents (a distributed rank holds only its own experts).
+  std::vector<ParamInfo> all_params_;
   Batch batch_;
   int64_t step_ = 0;
   storage::AccessTrace trace_;         // with log.routing_trace
