@@ -3,8 +3,8 @@
 // HostExpertSource is the interface: Get(key) returns host views of an expert's three chunks
 // (inference/offload/expert_layout.h). The views keep the expert's host memory alive and
 // unchanged while any of them lives, so a source backed by the storage ExpertCache (SSD store)
-// can hold its CacheHandle pin inside them; that adapter is the second source this interface
-// leaves room for (docs/offload.md).
+// holds its CacheHandle pin inside them (CachedHostExperts,
+// inference/offload/cached_host_experts.h).
 //
 // HostExperts is the in-memory source: every expert of every MoE layer in pinned host memory
 // (Backend::AllocateHost), one allocation per MoE layer laid out [expert][gate | up | down].

@@ -41,16 +41,14 @@ TransferEngine::~TransferEngine() {
   worker_.join();
 }
 
-std::shared_ptr<TransferEngine::Task> TransferEngine::DetachLocked(
-    std::shared_ptr<Task> task) {
+std::shared_ptr<TransferEngine::Task> TransferEngine::DetachLocked(std::shared_ptr<Task> task) {
   auto& queue = Queue(task->priority);
   queue.erase(std::remove(queue.begin(), queue.end(), task), queue.end());
   tasks_.erase(task->key);
   return task;
 }
 
-std::shared_ptr<TransferEngine::Task> TransferEngine::CancelLocked(
-    std::shared_ptr<Task> task) {
+std::shared_ptr<TransferEngine::Task> TransferEngine::CancelLocked(std::shared_ptr<Task> task) {
   DetachLocked(task);
   task->cancelled = true;
   ++stats_.tasks_cancelled;

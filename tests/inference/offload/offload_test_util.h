@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -13,6 +14,8 @@
 
 #include "inference/offload/device_expert_cache.h"
 #include "inference/offload/host_experts.h"
+#include "inference/offload/swiglu_expert.h"
+#include "inference/offload/transfer_engine.h"
 #include "runtime/backend/backend.h"
 #include "runtime/model/expert_compute.h"
 #include "runtime/model/parameter_store.h"
@@ -113,6 +116,54 @@ inline double MaxRelError(const std::vector<float>& a, const std::vector<float>&
     scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
   }
   return err / (1.0 + scale);
+}
+
+inline void PoisonSlots(Backend& sim, DeviceExpertCache& cache) {
+  for (int s = 0; s < cache.num_slots(); ++s) {
+    for (ExpertChunk c : kExpertChunks) {
+      sim.Fill(cache.chunk(s, c), std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+}
+
+// Every expert of `reference`, twice, fetched from `source` at HIGH through a 3-slot LRU device
+// cache and computed on its slot (RunSwigluExpert), each checked against LocalExpertCompute.
+// Adds the activation bytes it sent host -> device to *activation_bytes. Returns the engine's
+// stats.
+inline TransferStats ExpectDevicePathMatchesReference(ReferenceExperts& reference, Backend& sim,
+                                                      HostExpertSource& source,
+                                                      size_t* activation_bytes) {
+  const ExpertLayout& layout = reference.layout();
+  auto cache =
+      DeviceExpertCache::Create(sim, layout, CacheOptions(3, DeviceCachePolicy::kLru)).value();
+  PoisonSlots(sim, *cache);
+  TransferEngine engine(sim, source, *cache);
+  uint32_t seed = 100;
+  for (int round = 0; round < 2; ++round) {
+    for (uint32_t m = 0; m < static_cast<uint32_t>(layout.num_layers); ++m) {
+      for (uint32_t e = 0; e < static_cast<uint32_t>(layout.num_experts); ++e) {
+        const ExpertKey key{m, e};
+        const int64_t rows = 1 + (seed % 5);
+        std::vector<float> x = RandomRows(rows, layout.hidden, seed++);
+        *activation_bytes += x.size() * sizeof(float);
+        SlotHandle pin = engine.Enqueue(TransferPriority::kHigh, key).value();
+        EXPECT_TRUE(engine.Wait(pin).ok()) << key.ToString();
+        Tensor xd = sim.Allocate(DType::kF32, Shape{rows, layout.hidden}).value();
+        Tensor yd = sim.Allocate(DType::kF32, Shape{rows, layout.hidden}).value();
+        sim.CopyAsync(Tensor::Wrap(x.data(), DType::kF32, xd.shape()), xd, sim.compute_stream());
+        EXPECT_TRUE(RunSwigluExpert(sim, cache->chunk(pin.slot(), ExpertChunk::kGate),
+                                    cache->chunk(pin.slot(), ExpertChunk::kUp),
+                                    cache->chunk(pin.slot(), ExpertChunk::kDown), xd, yd)
+                        .ok());
+        std::vector<float> y(x.size());
+        sim.CopyAsync(yd, Tensor::Wrap(y.data(), DType::kF32, yd.shape()), sim.compute_stream());
+        sim.SynchronizeStream(sim.compute_stream());
+        EXPECT_LE(MaxRelError(y, reference.Forward(key, x)), 1e-5) << key.ToString();
+      }
+    }
+  }
+  engine.Drain();
+  return engine.stats();
 }
 
 }  // namespace sy::offload

@@ -14,7 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include "inference/offload/swiglu_expert.h"
 #include "tests/inference/offload/offload_test_util.h"
 
 namespace sy::offload {
@@ -38,14 +37,6 @@ std::vector<std::byte> Bytes(const Tensor& host) {
   return std::vector<std::byte>(p, p + host.nbytes());
 }
 
-void PoisonSlots(Backend& sim, DeviceExpertCache& cache) {
-  for (int s = 0; s < cache.num_slots(); ++s) {
-    for (ExpertChunk c : kExpertChunks) {
-      sim.Fill(cache.chunk(s, c), std::numeric_limits<float>::quiet_NaN());
-    }
-  }
-}
-
 void ExpectDeviceMatchesReference(DType dtype) {
   SCOPED_TRACE(std::string(DTypeName(dtype)));
   const ExpertLayout layout{
@@ -53,43 +44,15 @@ void ExpectDeviceMatchesReference(DType dtype) {
   ReferenceExperts reference(layout, 7);
   auto sim = MakeSim(/*gbps=*/4.0, size_t{64} << 20);
   auto host = reference.MakeHost(*sim);
-  auto cache =
-      DeviceExpertCache::Create(*sim, layout, CacheOptions(3, DeviceCachePolicy::kLru)).value();
-  PoisonSlots(*sim, *cache);
-  TransferEngine engine(*sim, *host, *cache);
-  uint32_t seed = 100;
   size_t activation_bytes = 0;
-  for (int round = 0; round < 2; ++round) {
-    for (uint32_t m = 0; m < 2; ++m) {
-      for (uint32_t e = 0; e < 4; ++e) {
-        const ExpertKey key{m, e};
-        const int64_t rows = 1 + (seed % 5);
-        std::vector<float> x = RandomRows(rows, layout.hidden, seed++);
-        activation_bytes += x.size() * sizeof(float);
-        SlotHandle pin = engine.Enqueue(TransferPriority::kHigh, key).value();
-        ASSERT_TRUE(engine.Wait(pin).ok());
-        Tensor xd = sim->Allocate(DType::kF32, Shape{rows, layout.hidden}).value();
-        Tensor yd = sim->Allocate(DType::kF32, Shape{rows, layout.hidden}).value();
-        sim->CopyAsync(Tensor::Wrap(x.data(), DType::kF32, xd.shape()), xd, sim->compute_stream());
-        ASSERT_TRUE(RunSwigluExpert(*sim, cache->chunk(pin.slot(), ExpertChunk::kGate),
-                                    cache->chunk(pin.slot(), ExpertChunk::kUp),
-                                    cache->chunk(pin.slot(), ExpertChunk::kDown), xd, yd)
-                        .ok());
-        std::vector<float> y(x.size());
-        sim->CopyAsync(yd, Tensor::Wrap(y.data(), DType::kF32, yd.shape()), sim->compute_stream());
-        sim->SynchronizeStream(sim->compute_stream());
-        EXPECT_LE(MaxRelError(y, reference.Forward(key, x)), 1e-5) << key.ToString();
-      }
-    }
-  }
+  const TransferStats stats =
+      ExpectDevicePathMatchesReference(reference, *sim, *host, &activation_bytes);
   // 8 experts through 3 slots, twice: every access misses, and every miss copied one expert.
-  const TransferStats stats = engine.stats();
   EXPECT_EQ(stats.tasks_queued, 16u);
   EXPECT_EQ(stats.tasks_completed, 16u);
   EXPECT_EQ(stats.bytes_host_to_device, 16 * layout.expert_bytes());
   // The link's own count: the experts plus the activations this test sent.
   EXPECT_EQ(sim->host_to_device_stats().bytes, 16 * layout.expert_bytes() + activation_bytes);
-  EXPECT_EQ(cache->stats().evictions, 13u);
 }
 
 TEST(TransferEngineTest, DeviceExpertEqualsLocalExpertComputeF32) {
