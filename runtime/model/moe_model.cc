@@ -43,8 +43,10 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
 Status MoeModel::Build() {
   const DType wd = options_.weight_dtype;
   const bool grad = options_.with_grad;
-  SY_ASSIGN_OR_RETURN(embedding_, Embedding::Create(backend_, params_, config_.vocab_size,
-                                                    config_.hidden_size, wd, grad));
+  SY_ASSIGN_OR_RETURN(Embedding embedding, Embedding::Create(backend_, params_, config_.vocab_size,
+                                                             config_.hidden_size, wd, grad));
+  const Tensor table = embedding.table(), table_grad = embedding.table_grad();
+  embedding_ = std::make_unique<Embedding>(std::move(embedding));
   for (int l = 0; l < config_.num_layers; ++l) {
     SY_ASSIGN_OR_RETURN(auto layer, DecoderLayer::Create(backend_, params_, config_, l, wd, grad));
     layers_.push_back(std::move(layer));
@@ -54,7 +56,7 @@ Status MoeModel::Build() {
                       RmsNormLayer::Create(backend_, params_, "final_norm", config_.hidden_size, wd,
                                            grad, -1, static_cast<float>(config_.rms_norm_eps)));
   if (config_.tie_word_embeddings) {
-    lm_head_ = Linear(embedding_.table(), embedding_.table_grad(), Tensor(), Tensor());
+    lm_head_ = Linear(table, table_grad, Tensor(), Tensor());
   } else {
     SY_ASSIGN_OR_RETURN(lm_head_,
                         Linear::Create(backend_, params_, "lm_head", "", config_.hidden_size,
@@ -70,7 +72,7 @@ MoeLayer& MoeModel::moe_layer(int m) {
 
 int MoeModel::UnitOf(const Parameter& p) const {
   if (p.layer >= 0) return p.layer + 1;
-  return p.value.data() == embedding_.table().data() ? 0 : num_units() - 1;
+  return p.name == "embed_tokens" ? 0 : num_units() - 1;
 }
 
 Status MoeModel::InitializeParameters(uint64_t seed, float stddev) {
@@ -121,7 +123,7 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
   residual_.assign(static_cast<size_t>(config_.num_layers) + 1, Tensor());
   SY_ASSIGN_OR_RETURN(residual_[0], backend_.Allocate(DType::kF32, Shape{n, h}));
   SY_RETURN_IF_ERROR(HookBeforeForward(0));
-  SY_RETURN_IF_ERROR(embedding_.Forward(backend_, ids_dev, residual_[0]));
+  SY_RETURN_IF_ERROR(embedding_->Forward(backend_, ids_dev, residual_[0]));
   SY_RETURN_IF_ERROR(HookAfterForward(0));
 
   for (int l = 0; l < config_.num_layers; ++l) {
@@ -226,7 +228,7 @@ Status MoeModel::Backward() {
     dx = dprev;
   }
   SY_RETURN_IF_ERROR(HookBeforeBackward(0));
-  SY_RETURN_IF_ERROR(embedding_.Backward(backend_, dx));
+  SY_RETURN_IF_ERROR(embedding_->Backward(backend_, dx));
   SY_RETURN_IF_ERROR(HookAfterBackward(0));
   // One backward per forward: the activations are gone now.
   ReleaseActivations();
@@ -234,7 +236,7 @@ Status MoeModel::Backward() {
 }
 
 void MoeModel::ReleaseActivations() {
-  embedding_.Release();
+  embedding_->Release();
   for (auto& layer : layers_) layer->Release();
   final_norm_.Release();
   residual_.clear();

@@ -29,6 +29,10 @@
 // hooks around the embedding, every decoder layer and the head (ZeRO-3 uses them to gather and free
 // sharded parameters). Without hooks (the default) nothing changes.
 //
+// Embedding compute (runtime/model/embedding.h): set_embedding_compute replaces the lookup of
+// tokens (the embedding partition of parallel/embedding_partition.h). Without one (the default)
+// the model's own Embedding runs.
+//
 // Ownership: the model owns its layers and ParameterStore; everything lives on `backend`, which
 // must outlive the model. Tensors returned by accessors are views valid until the next Forward or
 // ReleaseActivations. Thread-safety: one thread at a time (the thread that drives the backend's
@@ -40,6 +44,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/check.h"
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
 #include "runtime/model/attention_block.h"
@@ -118,6 +123,16 @@ class MoeModel {
   // the embedding's: unit 0).
   int UnitOf(const Parameter& p) const;
 
+  // Replaces the embedding lookup and returns the one it replaces (the model's own Embedding the
+  // first time). The "embed_tokens" parameter stays registered; the replacement decides what it
+  // holds. With tied embeddings the LM head keeps reading the table the model created.
+  std::unique_ptr<EmbeddingCompute> set_embedding_compute(
+      std::unique_ptr<EmbeddingCompute> embedding) {
+    SY_CHECK(embedding != nullptr) << "set_embedding_compute(nullptr)";
+    std::swap(embedding_, embedding);
+    return embedding;
+  }
+
  private:
   MoeModel(Backend& backend, const ModelConfig& config, const ModelOptions& options)
       : backend_(backend), config_(config), options_(options) {}
@@ -134,7 +149,7 @@ class MoeModel {
   ModelConfig config_;
   ModelOptions options_;
   ParameterStore params_;
-  Embedding embedding_;
+  std::unique_ptr<EmbeddingCompute> embedding_;
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   std::vector<int> moe_layer_ids_;  // decoder layer of each MoE index
   RmsNormLayer final_norm_;

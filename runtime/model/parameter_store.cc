@@ -83,7 +83,20 @@ Status ParameterStore::Initialize(Backend& backend, uint64_t seed, float stddev)
       case ParamInit::kNormal: {
         std::mt19937_64 rng(seed ^ Fnv1a(p.name));
         std::normal_distribution<float> normal(0.0f, stddev);
-        for (float& v : values) v = normal(rng);
+        if (!p.is_column_shard()) {
+          for (float& v : values) v = normal(rng);
+          break;
+        }
+        // The whole parameter's values in row-major order, keeping this shard's columns.
+        const int64_t cols = p.value.dim(1);
+        for (int64_t r = 0; r < p.value.dim(0); ++r) {
+          for (int64_t c = 0; c < p.full_cols; ++c) {
+            const float v = normal(rng);
+            if (c >= p.col_begin && c < p.col_begin + cols) {
+              values[static_cast<size_t>(r * cols + c - p.col_begin)] = v;
+            }
+          }
+        }
         break;
       }
       case ParamInit::kOnes:

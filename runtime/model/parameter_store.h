@@ -55,6 +55,12 @@ struct Parameter {
   int layer = -1;   // decoder layer, or -1 (embeddings, final norm, LM head)
   int expert = -1;  // global expert id, or -1
   ParamInit init = ParamInit::kNormal;
+  // A column shard (the embedding partition, parallel/embedding_partition.h): value and grad hold
+  // columns [col_begin, col_begin + value.dim(1)) of a [value.dim(0), full_cols] parameter.
+  // full_cols == 0 (the default): the parameter is whole.
+  int64_t col_begin = 0;
+  int64_t full_cols = 0;
+  bool is_column_shard() const { return full_cols > 0; }
 };
 
 class ParameterStore {
@@ -90,7 +96,8 @@ class ParameterStore {
 
   // Fills every parameter by its ParamInit: kNormal ~ N(0, stddev^2), kOnes, kZeros. A
   // parameter's values depend only on (seed, its name), not on what else is registered, so an
-  // expert-parallel rank holding a subset of the experts gets the same values.
+  // expert-parallel rank holding a subset of the experts gets the same values, and a column shard
+  // gets its columns of the whole parameter's values.
   Status Initialize(Backend& backend, uint64_t seed, float stddev);
 
  private:

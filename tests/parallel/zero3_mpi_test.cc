@@ -35,6 +35,7 @@
 #include "runtime/model/moe_model.h"
 #include "tests/model/model_test_util.h"
 #include "tests/parallel/mpi_test_env.h"
+#include "tests/parallel/train_compare.h"
 
 namespace sy {
 namespace {
@@ -112,57 +113,11 @@ int64_t CountTargets(const std::vector<int32_t>& targets, size_t begin, size_t e
   return n;
 }
 
-// One AdamW state per parameter of a single-process model (the plain optimizer path).
-struct PlainState {
-  std::vector<float> m, v;
-  int64_t step = 0;
-};
-
-OptimizerOptions AdamW() {
-  OptimizerOptions o;
-  o.kind = OptimizerKind::kAdamW;
-  o.weight_decay = 0.1;
-  return o;
-}
-
-// Steps every parameter for which `select` is true with the plain optimizer.
-template <typename Select>
-void PlainStep(Optimizer& opt, MoeModel& model, std::map<std::string, PlainState>& states,
-               Select select) {
-  std::vector<ParamGroup> groups;
-  for (Parameter& p : model.parameters()) {
-    if (!select(p)) continue;
-    PlainState& s = states[p.name];
-    const size_t n = static_cast<size_t>(p.value.numel());
-    if (s.m.empty()) s.m.assign(n, 0.0f);
-    if (s.v.empty()) s.v.assign(n, 0.0f);
-    ParamGroup g;
-    g.param = p.value.data<float>();
-    g.grad = p.grad.data<float>();
-    g.m = s.m.data();
-    g.v = s.v.data();
-    g.n = n;
-    g.step = &s.step;
-    groups.push_back(g);
-  }
-  opt.Step(groups, kLr);
-}
-
-std::vector<float> Values(const Tensor& t) {
-  const float* p = t.data<float>();
-  return std::vector<float>(p, p + t.numel());
-}
-
-// Max |got - want| / max(1, max |want|).
-float RelError(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return INFINITY;
-  float err = 0.0f, scale = 1.0f;
-  for (size_t i = 0; i < got.size(); ++i) {
-    err = std::max(err, std::fabs(got[i] - want[i]));
-    scale = std::max(scale, std::fabs(want[i]));
-  }
-  return err / scale;
-}
+using testing::AdamW;
+using testing::PlainState;
+using testing::PlainStep;
+using testing::RelError;
+using testing::Values;
 
 int64_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -241,7 +196,7 @@ TrainResult TrainAndCompare(bool prefetch) {
                                  testing::HostI32(b.targets, Shape{kBatch, kSeqLen}));
     SY_CHECK_OK(ref_loss.status());
     SY_CHECK_OK(ref->Backward());
-    PlainStep(**ref_opt, *ref, ref_states, [](const Parameter&) { return true; });
+    PlainStep(**ref_opt, *ref, ref_states, kLr, [](const Parameter&) { return true; });
 
     // ZeRO-3: this rank's rows; each rank's gradient weighs its targets by 1 / global targets.
     const float prescale = t.Share(b);
@@ -269,7 +224,8 @@ TrainResult TrainAndCompare(bool prefetch) {
           std::span<float>(g, static_cast<size_t>(p.grad.numel())), Reduction::kSum));
     }
     SY_CHECK_OK((*zero)->Step(kLr));
-    PlainStep(**expert_opt, *model, expert_states, [](const Parameter& p) { return p.is_expert; });
+    PlainStep(**expert_opt, *model, expert_states, kLr,
+              [](const Parameter& p) { return p.is_expert; });
     EXPECT_EQ((*zero)->memory().committed_bytes, 0) << "full copies left after the step";
   }
 
