@@ -50,6 +50,7 @@ class TrainCommand : public Command {
       return 1;
     }
     Communicator* world = nullptr;
+    bool concurrent_mpi = false;
 #if SY_HAVE_MPI
     std::unique_ptr<MpiEnvironment> mpi;
     if (LaunchedByMpi()) {
@@ -57,6 +58,9 @@ class TrainCommand : public Command {
       options.world.timeout =
           std::chrono::milliseconds(static_cast<int64_t>(config->parallel.timeout_s * 1000.0));
       options.world.on_timeout = TimeoutAction::kAbortJob;
+      // ZeRO-3 prefetches its all-gathers on its own thread while the expert layers exchange
+      // tokens on this one: that overlap needs MPI_THREAD_MULTIPLE, used when MPI provides it.
+      options.preferred_thread_level = MpiThreadLevel::kMultiple;
       Result<std::unique_ptr<MpiEnvironment>> env =
           MpiEnvironment::Create(nullptr, nullptr, options);
       if (!env.ok()) {
@@ -65,6 +69,7 @@ class TrainCommand : public Command {
       }
       mpi = std::move(*env);
       world = &mpi->world();
+      concurrent_mpi = mpi->thread_level() == MpiThreadLevel::kMultiple;
     }
 #endif
     const int rank = world != nullptr ? world->rank() : 0;
@@ -77,7 +82,7 @@ class TrainCommand : public Command {
       PrintError(status);
       return 1;
     };
-    Result<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, world);
+    Result<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, world, concurrent_mpi);
     if (!trainer.ok()) return fail(trainer.status());
     RankOutput out(rank, size, log_all_ranks_);
     const ParallelOptions& par = config->parallel;

@@ -165,11 +165,16 @@ int64_t Trainer::num_expert_parameters() const {
 }
 
 std::string Trainer::ShardingReport() const {
-  return dist_ && dist_->zero ? FormatZero3Memory(dist_->zero->memory()) : std::string();
+  if (!dist_ || !dist_->zero) return std::string();
+  return FormatZero3Memory(dist_->zero->memory()) +
+         (concurrent_mpi_ ? "\n  all-gathers prefetched one unit ahead (MPI_THREAD_MULTIPLE)"
+                          : "\n  all-gathers not prefetched: MPI lacks MPI_THREAD_MULTIPLE");
 }
 
-Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config, Communicator* world) {
+Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config, Communicator* world,
+                                                 bool concurrent_mpi) {
   std::unique_ptr<Trainer> trainer(new Trainer(config));
+  trainer->concurrent_mpi_ = concurrent_mpi;
   SY_RETURN_IF_ERROR(trainer->Init(world != nullptr && world->size() > 1 ? world : nullptr));
   return trainer;
 }
@@ -242,9 +247,10 @@ Status Trainer::Init(Communicator* world) {
   if (dist_ && config_.parallel.zero_stage == 3) {
     Zero3Options zero_options;
     zero_options.optimizer = config_.optimizer_options();
-    // The expert layers call MPI from this thread during Forward and Backward; with prefetch
-    // the ZeRO-3 thread would call it at the same time, which needs MPI_THREAD_MULTIPLE.
-    zero_options.prefetch = false;
+    // The expert layers call MPI from this thread during Forward and Backward; a prefetching
+    // ZeRO-3 thread calls it at the same time (on its own communicator), which needs
+    // MPI_THREAD_MULTIPLE (cmd_train asks for it; Open MPI provides it).
+    zero_options.prefetch = concurrent_mpi_;
     SY_ASSIGN_OR_RETURN(dist_->zero,
                         Zero3::Create(*model_, *dist_->world, zero_options, pool_.get()));
   }

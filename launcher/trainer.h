@@ -98,8 +98,11 @@ class Trainer {
   // Step, Evaluate, SaveCheckpoint, LoadCheckpoint and Run. InvalidArgument when parallel.ep_size
   // does not divide the world or data.batch_size is not a multiple of it, or for ep_size > 1 or
   // zero_stage 3 in one process; FailedPrecondition from Zero3 for a model it cannot shard.
+  // `concurrent_mpi`: MPI runs at MPI_THREAD_MULTIPLE, so ZeRO-3 may prefetch the next unit's
+  // all-gather on its own thread while this one runs the expert exchanges.
   static Result<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
-                                                 Communicator* world = nullptr);
+                                                 Communicator* world = nullptr,
+                                                 bool concurrent_mpi = false);
   ~Trainer();
 
   // One optimizer step on the next train batch (recording its routing with log.routing_trace).
@@ -194,6 +197,7 @@ class Trainer {
   std::vector<ParamInfo> all_params_;
   Batch batch_;
   int64_t step_ = 0;
+  bool concurrent_mpi_ = false;        // MPI_THREAD_MULTIPLE: ZeRO-3 prefetches (see Create)
   storage::AccessTrace trace_;         // with log.routing_trace
   std::unique_ptr<Distributed> dist_;  // null in one process
 };

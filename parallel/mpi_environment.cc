@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -72,7 +73,8 @@ Result<std::unique_ptr<MpiEnvironment>> MpiEnvironment::Create(
   if (initialized != 0) {
     SY_MPI_CHECK(MPI_Query_thread(&provided));
   } else {
-    SY_MPI_CHECK(MPI_Init_thread(argc, argv, ToMpiLevel(options.thread_level), &provided));
+    const MpiThreadLevel asked = std::max(options.thread_level, options.preferred_thread_level);
+    SY_MPI_CHECK(MPI_Init_thread(argc, argv, ToMpiLevel(asked), &provided));
     env->owns_mpi_ = true;
   }
   env->provided_ = FromMpiLevel(provided);

@@ -31,8 +31,12 @@ enum class MpiThreadLevel : uint8_t {
 };
 
 struct MpiEnvironmentOptions {
-  // The thread support requested; Create fails if MPI provides less. Default: kSerialized.
+  // The thread support required; Create fails if MPI provides less. Default: kSerialized.
   MpiThreadLevel thread_level = MpiThreadLevel::kSerialized;
+  // The thread support asked of MPI_Init_thread when higher than thread_level: anything from
+  // thread_level up is accepted, and thread_level() says what MPI provided. Default: kSingle (ask
+  // for thread_level).
+  MpiThreadLevel preferred_thread_level = MpiThreadLevel::kSingle;
   // Install the MPI_Abort fatal handler. Default: true.
   bool abort_job_on_fatal = true;
   // Options of world() (timeout and timeout action). Default: CommunicatorOptions{}.
