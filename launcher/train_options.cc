@@ -182,9 +182,16 @@ const ConfigSchema<ParallelOptions>& ParallelOptionsSchema() {
         .Field("timeout_s", &P::timeout_s,
                "Seconds a collective waits for its peers before aborting the job (0 = forever)")
         .Min(0)
+        .Field("embedding_partition", &P::embedding_partition,
+               "Partition the token embedding table by columns over the data-parallel ranks")
         .Check([](const P& p) -> std::optional<ConfigIssue> {
           if (p.zero_stage != 0 && p.zero_stage != 3) {
             return ConfigIssue{"zero_stage", "must be 0 (replicated) or 3 (sharded)"};
+          }
+          if (p.embedding_partition && p.zero_stage == 3) {
+            return ConfigIssue{"embedding_partition",
+                               "cannot be combined with parallel.zero_stage 3 (ZeRO-3 shards the "
+                               "embedding table too); set one of them off"};
           }
           return std::nullopt;
         });
@@ -246,6 +253,13 @@ Result<TrainConfig> LoadTrainConfig(Config& config) {
                                 std::to_string(ep) + " must divide model.num_experts (" +
                                 std::to_string(out.model.num_experts) +
                                 "); choose an ep_size that divides the experts of each MoE layer");
+  }
+  if (out.parallel.embedding_partition && out.model.tie_word_embeddings) {
+    return InvalidArgumentError(
+        config.Where("parallel.embedding_partition") +
+        ": 'parallel.embedding_partition' needs untied embeddings, but "
+        "'model.tie_word_embeddings' is true (the LM head would need the whole table on every "
+        "rank); set model.tie_word_embeddings=false or parallel.embedding_partition=false");
   }
   out.effective_json = config.DumpEffective();
   return out;

@@ -13,7 +13,7 @@
 //     "log": {"metrics": "", "every": 10, "progress": "auto", "routing_trace": "",
 //             "routing_trace_tokens": 16},
 //     "parallel": {"ep_size": 1, "zero_stage": 0, "hierarchical_a2a": false,
-//                  "ranks_per_node": 0, "timeout_s": 300}
+//                  "ranks_per_node": 0, "timeout_s": 300, "embedding_partition": false}
 //   }
 //
 // The "parallel" block only matters under mpirun (launcher/trainer.h): checks that need the world
@@ -104,6 +104,12 @@ struct ParallelOptions {
   // Default: 300 s. How long a rank waits in a collective for its peers before it aborts the job
   // (a peer that died or hangs); 0 waits forever.
   double timeout_s = 300;
+  // Default: false. Partition the token embedding table by columns over the W data-parallel
+  // ranks (MoESys IV-C; parallel/embedding_partition.h): each rank holds hidden_size / W columns
+  // and their optimizer state, and its gradient needs no all-reduce. Needs untied embeddings
+  // (model.tie_word_embeddings false), hidden_size % W == 0 (checked when the trainer starts) and
+  // zero_stage 0. No effect in one process.
+  bool embedding_partition = false;
 };
 
 struct TrainConfig {

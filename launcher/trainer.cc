@@ -15,6 +15,7 @@
 #include "launcher/loss_share_expert_compute.h"
 #include "launcher/timed_communicator.h"
 #include "optim/grad_clip.h"
+#include "parallel/embedding_partition.h"
 #include "parallel/expert_parallel_compute.h"
 #include "parallel/topology.h"
 #include "parallel/zero3.h"
@@ -133,6 +134,10 @@ struct Trainer::Distributed {
   // parallel.zero_stage 3: the dense parameters, gradients and optimizer state, sharded over the
   // world (parallel/zero3.h). The trainer's states then hold only this rank's experts.
   std::unique_ptr<Zero3> zero;
+  // parallel.embedding_partition: the token embedding table, partitioned by columns over the
+  // world (owned by the model). Its Parameter is a column shard, stepped like a dense one but not
+  // all-reduced; checkpoints hold the whole table.
+  EmbeddingPartition* embedding = nullptr;
   int ep_size = 1;
   int experts_per_rank = 0;
 };
@@ -286,6 +291,13 @@ Status Trainer::InitDistributed(Communicator& world, const ModelConfig& model_co
           "in one)");
     }
   }
+  if (par.embedding_partition && model_config.hidden_size % w != 0) {
+    return InvalidArgumentError(
+        "config: 'parallel.embedding_partition' splits the embedding columns over the " +
+        std::to_string(w) + " ranks, but 'model.hidden_size' " +
+        std::to_string(model_config.hidden_size) + " is not a multiple of " + std::to_string(w) +
+        "; choose another world size or set parallel.embedding_partition=false");
+  }
   dist_ = std::make_unique<Distributed>();
   dist_->ep_size = par.ep_size;
   // A duplicate of the world, timed, so the step can report its communication time.
@@ -317,6 +329,10 @@ Status Trainer::InitDistributed(Communicator& world, const ModelConfig& model_co
       p.value = Tensor();
       p.grad = Tensor();
     }
+  }
+  if (par.embedding_partition) {
+    // Every rank initialised the whole table from the same seed; each keeps its columns.
+    SY_ASSIGN_OR_RETURN(dist_->embedding, InstallEmbeddingPartition(*model_, *dist_->world));
   }
   return Status::Ok();
 }
@@ -379,6 +395,8 @@ Result<StepReport> Trainer::Step() {
                         : 0.0f;
     for (LossShareExpertCompute* layer : dist_->layers) layer->set_share(share);
     if (dist_->zero) dist_->zero->set_gradient_prescale(share);
+    // The embedding's gradient slices carry each rank's share as they are exchanged.
+    if (dist_->embedding) dist_->embedding->set_gradient_prescale(share);
   }
   const auto forward_done = Clock::now();
   const double comm_forward = comm();
@@ -466,10 +484,14 @@ Result<StepReport> Trainer::Step() {
 
 Status Trainer::SyncGradients(const LossReport& local, float share, StepReport* report) {
   Distributed& d = *dist_;
-  std::vector<std::span<float>> dense, experts;
+  std::vector<std::span<float>> dense, experts, shards;
   for (ParamState& s : states_) {
     std::span<float> g(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
-    (s.param->is_expert ? experts : dense).push_back(g);
+    if (s.param->is_column_shard()) {
+      shards.push_back(g);  // complete on its owner (EmbeddingPartition::Backward)
+    } else {
+      (s.param->is_expert ? experts : dense).push_back(g);
+    }
   }
   // The experts' gradients already carry each rank's share (LossShareExpertCompute); the dense
   // ones get it here, then each is summed over the ranks that hold it. Under ZeRO-3 the dense
@@ -480,16 +502,19 @@ Status Trainer::SyncGradients(const LossReport& local, float share, StepReport* 
   }
   SY_RETURN_IF_ERROR(AllReduceSpans(*d.groups.expert_dp, experts));
   // The loss terms weighted by the shares, the experts' squared norm and the dense shards'
-  // squared norm (ZeRO-3), summed over the world. Each expert lives on world / ep_size ranks, so
-  // that sum counts it that many times.
-  double sums[5] = {
-      share * static_cast<double>(local.loss), share * static_cast<double>(local.ce_loss),
-      share * static_cast<double>(local.aux_loss), Squared(GlobalGradNorm(experts, pool_.get())),
-      d.zero ? d.zero->LocalGradSquaredNorm() : 0.0};
+  // squared norm (ZeRO-3), and the embedding column slices' squared norm, summed over the world.
+  // Each expert lives on world / ep_size ranks, so that sum counts it that many times; each
+  // embedding column lives on one rank.
+  double sums[6] = {share * static_cast<double>(local.loss),
+                    share * static_cast<double>(local.ce_loss),
+                    share * static_cast<double>(local.aux_loss),
+                    Squared(GlobalGradNorm(experts, pool_.get())),
+                    d.zero ? d.zero->LocalGradSquaredNorm() : 0.0,
+                    shards.empty() ? 0.0 : Squared(GlobalGradNorm(shards, pool_.get()))};
   SY_RETURN_IF_ERROR(d.world->AllReduceInPlace<double>(sums, Reduction::kSum));
   const double replicas = static_cast<double>(d.world->size() / d.ep_size);
   const double dense_squares = d.zero ? sums[4] : Squared(GlobalGradNorm(dense, pool_.get()));
-  const double squares = dense_squares + sums[3] / replicas;
+  const double squares = dense_squares + sums[3] / replicas + sums[5];
   report->loss = static_cast<float>(sums[0]);
   report->ce_loss = static_cast<float>(sums[1]);
   report->aux_loss = static_cast<float>(sums[2]);
@@ -501,6 +526,7 @@ Status Trainer::SyncGradients(const LossReport& local, float share, StepReport* 
     if (coef < 1.0f) {
       std::vector<std::span<float>> all = dense;
       all.insert(all.end(), experts.begin(), experts.end());
+      all.insert(all.end(), shards.begin(), shards.end());
       ScaleGrads(all, coef, pool_.get());
       if (d.zero) d.zero->ScaleGradients(coef);
     }
@@ -634,6 +660,23 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
     SY_ASSIGN_OR_RETURN(std::vector<DenseOptimizerState> states, d.zero->GatherOptimizerState());
     for (DenseOptimizerState& st : states) dense_state[st.name] = std::move(st);
   }
+  // Column shards (the partitioned embedding): the whole [rows, full_cols] value, m and v,
+  // gathered from every rank's columns onto every rank (the file has the one-process layout).
+  std::unordered_map<std::string, size_t> held;
+  for (size_t i = 0; i < states_.size(); ++i) held[states_[i].param->name] = i;
+  std::unordered_map<size_t, std::vector<float>> full_m, full_v;
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const ParamState& s = states_[i];
+    if (!s.param->is_column_shard()) continue;
+    const int64_t rows = s.param->value.dim(0), full = s.param->full_cols;
+    SY_ASSIGN_OR_RETURN(values[i], GatherColumnShards(*d.world, rows, full, values[i]));
+    if (!s.m.empty()) {
+      SY_ASSIGN_OR_RETURN(full_m[i], GatherColumnShards(*d.world, rows, full, s.m));
+    }
+    if (!s.v.empty()) {
+      SY_ASSIGN_OR_RETURN(full_v[i], GatherColumnShards(*d.world, rows, full, s.v));
+    }
+  }
   Status written = Status::Ok();
   if (is_root()) {
     TrainCheckpoint ckpt;
@@ -641,8 +684,6 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
     ckpt.step = step_;
     ckpt.seed = config_.train.seed;
     ckpt.data_position = train_batcher_->SavePosition();
-    std::unordered_map<std::string, size_t> held;
-    for (size_t i = 0; i < states_.size(); ++i) held[states_[i].param->name] = i;
     const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
     for (const ParamInfo& p : all_params_) {
       const std::vector<int64_t>& shape = p.shape;
@@ -660,8 +701,8 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
       } else if (!p.is_expert) {
         const size_t i = held.at(p.name);
         value = std::move(values[i]);
-        m = states_[i].m;
-        v = states_[i].v;
+        m = full_m.count(i) ? std::move(full_m[i]) : states_[i].m;
+        v = full_v.count(i) ? std::move(full_v[i]) : states_[i].v;
         opt_step = states_[i].opt_step;
       } else {
         const size_t owner = static_cast<size_t>(p.expert / d.experts_per_rank);
@@ -782,6 +823,19 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
   SY_RETURN_IF_ERROR(train_batcher_->RestorePosition(ckpt.data_position));
   for (ParamState& s : states_) {
     const size_t i = index.at(s.param->name);
+    if (s.param->is_column_shard()) {
+      // The file holds the whole [rows, full_cols] table; this rank takes its columns.
+      const int64_t rows = s.param->value.dim(0), full = s.param->full_cols;
+      const int r = rank(), n = world_size();
+      auto take = [&](std::vector<float>& whole) {
+        if (!whole.empty()) whole = TakeColumnShard(r, n, rows, full, whole);
+      };
+      take(ckpt.params[i].data);
+      take(ckpt.optimizer_m[i].data);
+      take(ckpt.optimizer_v[i].data);
+    }
+    SY_CHECK_EQ(ckpt.params[i].data.size(), static_cast<size_t>(s.host_value.numel()))
+        << "checkpoint size of " << s.param->name;
     std::copy(ckpt.params[i].data.begin(), ckpt.params[i].data.end(), s.host_value.data<float>());
     s.m = std::move(ckpt.optimizer_m[i].data);
     s.v = std::move(ckpt.optimizer_v[i].data);
