@@ -3,20 +3,26 @@
 #include <array>
 #include <string>
 
+#include "inference/offload/ondemand_expert_provider.h"
 #include "inference/resident_expert_provider.h"
 
 namespace sy {
 namespace {
 
-constexpr std::array<std::string_view, 1> kPolicies = {"resident"};
+constexpr std::array<std::string_view, 2> kPolicies = {"resident", "ondemand"};
 
 }  // namespace
 
 std::span<const std::string_view> ExpertPolicyNames() { return kPolicies; }
 
 Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy) {
-  if (policy == "resident")
+  if (policy == "resident") {
     return std::unique_ptr<ExpertProvider>(std::make_unique<ResidentExpertProvider>());
+  }
+  if (policy == "ondemand") {
+    // MoE-OnDemand: no device cache, every activated expert fetched when the gate asks for it.
+    return std::unique_ptr<ExpertProvider>(std::make_unique<offload::OnDemandExpertProvider>());
+  }
   std::string valid;
   for (const std::string_view name : kPolicies) {
     valid += (valid.empty() ? "" : ", ") + std::string(name);

@@ -1,5 +1,6 @@
 // Expert policies by name: the expert providers `switchyard generate --policy NAME` can make
-// (inference/expert_provider.h). Today: `resident` (every expert on the device).
+// (inference/expert_provider.h). Today: `resident` (every expert on the device) and `ondemand`
+// (gate, then fetch each activated expert into a device slot, then run; docs/offload.md).
 //
 // Ownership: MakeExpertProvider returns an owned, not yet installed provider. Thread-safety: pure
 // functions.
