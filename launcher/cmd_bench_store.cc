@@ -56,6 +56,8 @@ class BenchStoreCommand : public Command {
     app.add_option("--repeats", options_.repeats, "Runs per row; the median is reported")
         ->check(CLI::PositiveNumber);
     app.add_option("--checksum", checksum_, "Extent checksum: xxh3 or crc32c");
+    app.add_flag("!--no-verify", options_.verify_reads,
+                 "Skip the checksum check of read extents (the I/O path alone)");
     app.add_option("--output", output_, "Also write the Markdown table to this file");
   }
 

@@ -273,6 +273,7 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
               DropPageCache(path);
               StoreOptions store_options;
               store_options.verify_on_open = false;  // fio's writes overwrite extents
+              store_options.verify_reads = options.verify_reads;
               SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertStore> store,
                                   ExpertStore::Open(fs.get(), path, store_options));
               const std::vector<uint32_t>& order = random ? shuffled : sequential;

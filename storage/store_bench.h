@@ -56,6 +56,9 @@ struct StoreBenchOptions {
   ChecksumKind checksum =
       ChecksumAvailable(ChecksumKind::kXxh3) ? ChecksumKind::kXxh3 : ChecksumKind::kCrc32c;
   uint64_t seed = 1;  // order of the random pattern. Default: 1.
+  // Verify each read extent's checksum (StoreOptions::verify_reads), as a store in use does.
+  // false measures the I/O path alone. Default: true.
+  bool verify_reads = true;
 };
 
 struct StoreBenchRow {
