@@ -15,6 +15,14 @@ constexpr std::array<std::string_view, 2> kPolicies = {"resident", "ondemand"};
 
 std::span<const std::string_view> ExpertPolicyNames() { return kPolicies; }
 
+std::string ExpertPolicyList() {
+  std::string list;
+  for (const std::string_view name : kPolicies) {
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  }
+  return list;
+}
+
 Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy) {
   if (policy == "resident") {
     return std::unique_ptr<ExpertProvider>(std::make_unique<ResidentExpertProvider>());
@@ -23,12 +31,8 @@ Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view poli
     // MoE-OnDemand: no device cache, every activated expert fetched when the gate asks for it.
     return std::unique_ptr<ExpertProvider>(std::make_unique<offload::OnDemandExpertProvider>());
   }
-  std::string valid;
-  for (const std::string_view name : kPolicies) {
-    valid += (valid.empty() ? "" : ", ") + std::string(name);
-  }
   return InvalidArgumentError("unknown expert policy '" + std::string(policy) +
-                              "'; valid policies: " + valid);
+                              "'; valid policies: " + ExpertPolicyList());
 }
 
 }  // namespace sy

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "inference/expert_provider.h"
@@ -17,6 +18,8 @@ namespace sy {
 
 // The valid policy names, in the order the help text lists them.
 std::span<const std::string_view> ExpertPolicyNames();
+// The names joined with ", " (for help texts and errors).
+std::string ExpertPolicyList();
 
 // InvalidArgument naming the valid policies when `policy` is none of them.
 Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy);

@@ -4,7 +4,8 @@
 //
 //   switchyard generate --model DIR|CKPT --prompt-ids 1,2,3 --dump-logits FILE [--device cpu]
 //                       [--dtype f32|bf16|f16] [--max-tokens N] [--temperature T --top-k K
-//                       --top-p P --seed S --stop-tokens 2,7] [--beam W] [--policy resident]
+//                       --top-p P --seed S --stop-tokens 2,7] [--beam W] [--policy
+//                       resident|ondemand]
 //
 // --dump-logits writes the logits of every prompt position: FILE holds raw little-endian f32,
 // row-major [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
@@ -96,13 +97,9 @@ class GenerateCommand : public Command {
                    "and every hypothesis with its log-probability on stderr (default 0 = off)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--stop-tokens", stop_tokens_, "Token ids that end generation, comma-separated");
-    std::string policies;
-    for (const std::string_view name : ExpertPolicyNames()) {
-      policies += (policies.empty() ? "" : ", ") + std::string(name);
-    }
     app.add_option("--policy", policy_,
                    "Expert policy: where the experts live and how they reach the compute (" +
-                       policies + "; default resident)");
+                       ExpertPolicyList() + "; default resident)");
   }
 
   int Run() override { return ExitCode(RunStatus()); }
