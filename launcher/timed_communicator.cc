@@ -1,6 +1,7 @@
 #include "launcher/timed_communicator.h"
 
 #include <chrono>
+#include <thread>
 #include <utility>
 
 namespace sy::launcher {
@@ -13,6 +14,7 @@ TimedCommunicator::TimedCommunicator(std::unique_ptr<Communicator> inner,
 
 template <typename F>
 Status TimedCommunicator::Timed(F&& call) {
+  if (std::this_thread::get_id() != clock_->driver) return call();
   const auto start = std::chrono::steady_clock::now();
   Status s = call();
   clock_->seconds +=

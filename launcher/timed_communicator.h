@@ -8,22 +8,27 @@
 // the wrapped one moves host memory (mpi, local); otherwise the wrapped one's host communicator,
 // untimed.
 //
+// Only calls on the clock's driving thread are timed (see CommunicationClock).
 // Ownership: owns the wrapped communicator; the clock is shared by the communicators split from
-// this one and outlives them all. Thread-safety: as the wrapped communicator (one thread at a
-// time); the clock is not synchronised, so all timed communicators of one clock are used from one
-// thread.
+// this one and outlives them all. Thread-safety: as the wrapped communicator; the clock is only
+// written from its driving thread.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "parallel/communicator.h"
 
 namespace sy::launcher {
 
-// Seconds spent in communication, accumulated by every TimedCommunicator sharing it.
+// Seconds the driving thread (the one that created the clock) spent in communication, accumulated
+// by every TimedCommunicator sharing it. Calls from other threads (ZeRO-3's prefetching thread
+// runs its all-gathers on a communicator split from a timed one) overlap the step's compute and
+// are not counted, so the clock stays single-threaded and the step's phases still add up.
 struct CommunicationClock {
   double seconds = 0;
+  std::thread::id driver = std::this_thread::get_id();
 };
 
 class TimedCommunicator final : public Communicator {
