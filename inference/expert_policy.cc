@@ -23,13 +23,21 @@ std::string ExpertPolicyList() {
   return list;
 }
 
-Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy) {
+Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy,
+                                                           const ExpertPolicyOptions& options) {
   if (policy == "resident") {
     return std::unique_ptr<ExpertProvider>(std::make_unique<ResidentExpertProvider>());
   }
   if (policy == "ondemand") {
     // MoE-OnDemand: no device cache, every activated expert fetched when the gate asks for it.
-    return std::unique_ptr<ExpertProvider>(std::make_unique<offload::OnDemandExpertProvider>());
+    offload::OnDemandOptions ondemand;
+    if (options.device_slots > 0) ondemand.num_slots = options.device_slots;
+    if (!options.device_cache.empty()) {
+      SY_ASSIGN_OR_RETURN(ondemand.cache_policy,
+                          offload::ParseDeviceCachePolicy(options.device_cache));
+    }
+    return std::unique_ptr<ExpertProvider>(
+        std::make_unique<offload::OnDemandExpertProvider>(ondemand));
   }
   return InvalidArgumentError("unknown expert policy '" + std::string(policy) +
                               "'; valid policies: " + ExpertPolicyList());

@@ -1,6 +1,5 @@
-// Expert policies by name: the expert providers `switchyard generate --policy NAME` can make
-// (inference/expert_provider.h). Today: `resident` (every expert on the device) and `ondemand`
-// (gate, then fetch each activated expert into a device slot, then run; docs/offload.md).
+// Expert policies by name: the expert providers `switchyard generate --policy NAME` and
+// `switchyard bench infer --policies` can make (inference/expert_provider.h; docs/offload.md).
 //
 // Ownership: MakeExpertProvider returns an owned, not yet installed provider. Thread-safety: pure
 // functions.
@@ -21,7 +20,25 @@ std::span<const std::string_view> ExpertPolicyNames();
 // The names joined with ", " (for help texts and errors).
 std::string ExpertPolicyList();
 
+// What a policy may be tuned by. Each field's zero value means "the policy's default"; a policy
+// ignores the fields it has no use for.
+struct ExpertPolicyOptions {
+  // Device expert slots (the device memory a policy may give to experts, in experts).
+  // 0: the policy's default.
+  int device_slots = 0;
+  // Device cache policy of the slots: "", "none", "lru", "lfu" or "static". "": the policy's own.
+  std::string device_cache;
+  // Expert popularity profile (a JSON file; static placements: `static` cache, cpu-compute,
+  // hot-cold). "": the policy's fallback.
+  std::string profile;
+  // predictive: a predictor file written by `switchyard train-predictor`. "": the skip-gate
+  // predictor (layer i's hidden state fed to gate i + stride).
+  std::string predictor;
+  int predictor_stride = 0;  // 1 or 2 layers ahead; 0: 1
+};
+
 // InvalidArgument naming the valid policies when `policy` is none of them.
-Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy);
+Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy,
+                                                           const ExpertPolicyOptions& options = {});
 
 }  // namespace sy

@@ -93,4 +93,13 @@ Status ExpertProvider::Routed(Backend& backend, const MoeRouting& routing) {
 
 void ExpertProvider::ReleaseLayer(int moe_index) { (void)moe_index; }
 
+Result<std::shared_ptr<offload::HostExpertSource>> ExpertProvider::HostTier(MoeModel& model) {
+  if (host_experts_ == nullptr) {
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<offload::HostExperts> copy,
+                        offload::HostExperts::FromModel(model));
+    host_experts_ = std::move(copy);
+  }
+  return host_experts_;
+}
+
 }  // namespace sy

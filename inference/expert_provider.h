@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "inference/offload/host_experts.h"
 #include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
@@ -86,6 +87,13 @@ class ExpertProvider {
 
   const ExpertProviderStats& stats() const { return stats_; }
 
+  // The host tier the experts come from, set before Install when they are not (only) on the
+  // device: a loader that kept them on the host, or the SSD/PMem store behind a host cache.
+  // Unset: a policy that needs a host tier copies the model's experts (HostTier).
+  void set_host_experts(std::shared_ptr<offload::HostExpertSource> host) {
+    host_experts_ = std::move(host);
+  }
+
  protected:
   ExpertProvider() = default;
   // Called once by Install: `computes[m]` is MoE layer m's expert computation as the model was
@@ -105,11 +113,16 @@ class ExpertProvider {
   virtual void ReleaseLayer(int moe_index);
   // For the policy's bytes_host_to_device and stall_seconds.
   ExpertProviderStats& mutable_stats() { return stats_; }
+  // The host tier for a policy that fetches or runs experts on the host: the one given to
+  // set_host_experts, else `model`'s experts copied once to pinned host memory
+  // (HostExperts::FromModel; later calls return the same copy).
+  Result<std::shared_ptr<offload::HostExpertSource>> HostTier(MoeModel& model);
 
  private:
   friend class ProviderExpertCompute;
   const MoeModel* model_ = nullptr;
   ExpertProviderStats stats_;
+  std::shared_ptr<offload::HostExpertSource> host_experts_;
 };
 
 }  // namespace sy

@@ -28,6 +28,15 @@ const char* DeviceCachePolicyName(DeviceCachePolicy policy) {
   return "?";
 }
 
+Result<DeviceCachePolicy> ParseDeviceCachePolicy(std::string_view name) {
+  for (const DeviceCachePolicy policy : {DeviceCachePolicy::kLru, DeviceCachePolicy::kLfu,
+                                         DeviceCachePolicy::kStatic, DeviceCachePolicy::kNone}) {
+    if (name == DeviceCachePolicyName(policy)) return policy;
+  }
+  return InvalidArgumentError("unknown device cache policy '" + std::string(name) +
+                              "'; valid: lru, lfu, static, none");
+}
+
 // ---- SlotHandle ----
 
 SlotHandle& SlotHandle::operator=(SlotHandle&& other) noexcept {

@@ -37,6 +37,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -49,6 +50,8 @@ namespace sy::offload {
 
 enum class DeviceCachePolicy : uint8_t { kLru, kLfu, kStatic, kNone };
 const char* DeviceCachePolicyName(DeviceCachePolicy policy);  // "lru", "lfu", "static", "none"
+// The policy DeviceCachePolicyName spells `name`; InvalidArgument naming the valid ones.
+Result<DeviceCachePolicy> ParseDeviceCachePolicy(std::string_view name);
 
 struct DeviceExpertCacheOptions {
   int num_slots = 0;                                   // Required, >= 1

@@ -11,7 +11,7 @@ Status OnDemandExpertProvider::Attach(MoeModel& model,
                                       std::vector<std::unique_ptr<ExpertCompute>> computes) {
   // The model's own expert computations are not used: every expert comes from the slots.
   computes.clear();
-  SY_ASSIGN_OR_RETURN(host_, HostExperts::FromModel(model));
+  SY_ASSIGN_OR_RETURN(host_, HostTier(model));
   DeviceExpertCacheOptions cache_options;
   cache_options.num_slots = options_.num_slots;
   cache_options.policy = options_.cache_policy;

@@ -4,7 +4,8 @@
 // for it, run it on the device (RunSwigluExpert on the slot's chunks), release it. Serial: nothing
 // is fetched before the gate asks for it, and no copy overlaps an expert's compute.
 //
-// Attach copies the model's routed experts to pinned host memory (HostExperts::FromModel) and
+// Attach takes the host tier (ExpertProvider::HostTier: the one set, or the model's routed
+// experts copied to pinned host memory) and
 // allocates OnDemandOptions::num_slots device slots; from then on every expert is computed from
 // the slots, never from the model's own expert weights.
 //
@@ -47,7 +48,7 @@ class OnDemandExpertProvider final : public ExpertProvider {
  private:
   OnDemandOptions options_;
   // Destroyed in reverse: the engine (its pins) before the cache before the host tier.
-  std::unique_ptr<HostExperts> host_;
+  std::shared_ptr<HostExpertSource> host_;
   std::unique_ptr<DeviceExpertCache> cache_;
   std::unique_ptr<TransferEngine> engine_;
 };
