@@ -336,11 +336,15 @@ void ExpertStore::ReleaseReadRefLocked(uint64_t offset) {
 
 // ---- reads ----
 
-void ExpertStore::ReadAsync(ExpertKey key, ExtentKind kind, std::span<std::byte> dst,
-                            ReadDone done) {
+void ExpertStore::ReadAsync(ExpertKey key, ExtentKind kind, std::span<std::byte> dst, ReadDone done,
+                            IoDone io_done) {
   ReadRequest request{key, kind, dst};
-  ReadBatch(std::span<const ReadRequest>(&request, 1),
-            [done = std::move(done)](size_t, Status status) { done(std::move(status)); });
+  std::function<void(size_t)> batch_io_done;
+  if (io_done) batch_io_done = [io_done = std::move(io_done)](size_t) { io_done(); };
+  ReadBatch(
+      std::span<const ReadRequest>(&request, 1),
+      [done = std::move(done)](size_t, Status status) { done(std::move(status)); },
+      std::move(batch_io_done));
 }
 
 std::future<Status> ExpertStore::Read(ExpertKey key, ExtentKind kind, std::span<std::byte> dst) {
@@ -351,7 +355,8 @@ std::future<Status> ExpertStore::Read(ExpertKey key, ExtentKind kind, std::span<
 }
 
 void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
-                            std::function<void(size_t, Status)> done) {
+                            std::function<void(size_t, Status)> done,
+                            std::function<void(size_t)> io_done) {
   auto contexts = std::make_shared<std::vector<ReadContext>>();
   auto indices = std::make_shared<std::vector<size_t>>();
   std::vector<IoOp> ops;
@@ -397,19 +402,25 @@ void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
       ops.push_back(IoOp{IoKind::kRead, e.offset, request.dst.data(), length});
     }
   }
-  for (auto& [i, status] : rejected) done(i, std::move(status));
+  for (auto& [i, status] : rejected) {
+    if (io_done) io_done(i);
+    done(i, std::move(status));
+  }
   if (ops.empty()) return;
   auto shared_done = std::make_shared<std::function<void(size_t, Status)>>(std::move(done));
-  file_->SubmitBatch(ops, [this, contexts, indices, shared_done](size_t j, Status status) {
-    (void)workers_->Submit([this, contexts, indices, shared_done, j, status] {
-      size_t index = (*indices)[j];
-      FinishRead((*contexts)[j], status,
-                 [shared_done, index](Status s) { (*shared_done)(index, std::move(s)); });
-    });
-    std::lock_guard<std::mutex> lock(mutex_);
-    --read_handoffs_;
-    cv_.notify_all();
-  });
+  auto shared_io_done = std::make_shared<std::function<void(size_t)>>(std::move(io_done));
+  file_->SubmitBatch(
+      ops, [this, contexts, indices, shared_done, shared_io_done](size_t j, Status status) {
+        if (*shared_io_done) (*shared_io_done)((*indices)[j]);
+        (void)workers_->Submit([this, contexts, indices, shared_done, j, status] {
+          size_t index = (*indices)[j];
+          FinishRead((*contexts)[j], status,
+                     [shared_done, index](Status s) { (*shared_done)(index, std::move(s)); });
+        });
+        std::lock_guard<std::mutex> lock(mutex_);
+        --read_handoffs_;
+        cv_.notify_all();
+      });
 }
 
 void ExpertStore::FinishRead(const ReadContext& read, Status status, const ReadDone& done) {

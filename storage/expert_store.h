@@ -128,8 +128,15 @@ class ExpertStore {
   // payload bytes; when it holds the full stride (payload rounded up to 4 KiB) and is 4 KiB
   // aligned, the read is direct with no bounce. `done` gets DataLoss if the checksum fails,
   // NotFound if the expert was never written.
+  // `io_done`, when given, runs first, as soon as the file system has finished the I/O (or the
+  // request was rejected), on the completion thread and before the checksum check: the device is
+  // free for the next read while this one is verified (a streaming reader counts its reads in
+  // flight at the device with it, as fio's iodepth does). It must not block; `dst` stays borrowed
+  // until `done`.
   using ReadDone = std::function<void(Status)>;
-  void ReadAsync(ExpertKey key, ExtentKind kind, std::span<std::byte> dst, ReadDone done);
+  using IoDone = std::function<void()>;
+  void ReadAsync(ExpertKey key, ExtentKind kind, std::span<std::byte> dst, ReadDone done,
+                 IoDone io_done = nullptr);
   std::future<Status> Read(ExpertKey key, ExtentKind kind, std::span<std::byte> dst);
 
   struct ReadRequest {
@@ -137,8 +144,10 @@ class ExpertStore {
     ExtentKind kind = ExtentKind::kWeights;
     std::span<std::byte> dst;
   };
-  // One file submission for the whole batch; `done(i, status)` once per request.
-  void ReadBatch(std::span<const ReadRequest> requests, std::function<void(size_t, Status)> done);
+  // One file submission for the whole batch; `done(i, status)` once per request, each after
+  // `io_done(i)` when that is given (as ReadAsync's io_done).
+  void ReadBatch(std::span<const ReadRequest> requests, std::function<void(size_t, Status)> done,
+                 std::function<void(size_t)> io_done = nullptr);
 
   // ---- writes ----
   // Writes a new version of (key, kind) from `data` (at least the payload bytes; with the full

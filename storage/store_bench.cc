@@ -69,14 +69,18 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// Reads every expert of `order` through the store with `in_flight` reads outstanding (the way a
-// prefetcher streams experts in); returns 1e9 bytes/s.
+// Reads every expert of `order` through the store with `in_flight` reads at the device (the way a
+// prefetcher streams experts in, and what fio's iodepth counts): a read leaves the device's count
+// when its I/O completes (io_done) and frees its buffer when its checksum is verified (done), so
+// the checksum of one extent overlaps the I/O of the next. `num_buffers` (> in_flight) buffers of
+// `stride` bytes at `buffers`. Returns 1e9 bytes/s.
 Result<double> TimeReads(ExpertStore& store, const std::vector<uint32_t>& order, std::byte* buffers,
-                         uint64_t stride, int in_flight) {
+                         int num_buffers, uint64_t stride, int in_flight) {
   std::mutex mutex;
   std::condition_variable cv;
-  std::vector<int> free_slots(static_cast<size_t>(in_flight));
-  std::iota(free_slots.begin(), free_slots.end(), 0);
+  std::vector<int> free_buffers(static_cast<size_t>(num_buffers));
+  std::iota(free_buffers.begin(), free_buffers.end(), 0);
+  int at_device = 0;
   int outstanding = 0;
   Status first_error;
   auto start = std::chrono::steady_clock::now();
@@ -84,20 +88,26 @@ Result<double> TimeReads(ExpertStore& store, const std::vector<uint32_t>& order,
     int slot = 0;
     {
       std::unique_lock<std::mutex> lock(mutex);
-      cv.wait(lock, [&] { return !free_slots.empty(); });
-      slot = free_slots.back();
-      free_slots.pop_back();
+      cv.wait(lock, [&] { return !free_buffers.empty() && at_device < in_flight; });
+      slot = free_buffers.back();
+      free_buffers.pop_back();
+      ++at_device;
       ++outstanding;
     }
     std::span<std::byte> buffer(buffers + static_cast<uint64_t>(slot) * stride, stride);
+    auto io_done = [&] {
+      std::lock_guard<std::mutex> lock(mutex);
+      --at_device;
+      cv.notify_all();
+    };
     auto finish = [&, slot](Status status) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!status.ok() && first_error.ok()) first_error = status;
-      free_slots.push_back(slot);
+      free_buffers.push_back(slot);
       --outstanding;
       cv.notify_all();
     };
-    store.ReadAsync(ExpertKey{0, expert}, ExtentKind::kWeights, buffer, finish);
+    store.ReadAsync(ExpertKey{0, expert}, ExtentKind::kWeights, buffer, finish, io_done);
   }
   {
     std::unique_lock<std::mutex> lock(mutex);
@@ -203,13 +213,14 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
     layout.kinds.push_back(KindSpec{ExtentKind::kWeights, {extent}, experts});
     uint64_t pool_offset = 0;
     uint64_t pool_bytes = 0;
-    SY_ASSIGN_OR_RETURN(
-        std::shared_ptr<Buffer> buffers,
-        AllocateHostBuffer(extent * static_cast<uint64_t>(options.extents_in_flight)));
+    // Reads keep extents_in_flight at the device plus one buffer per verifying worker.
+    const StoreOptions default_store;
+    const int num_buffers = options.extents_in_flight + default_store.worker_threads;
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffers,
+                        AllocateHostBuffer(extent * static_cast<uint64_t>(num_buffers)));
     auto* data = static_cast<std::byte*>(buffers->data());
     std::mt19937_64 fill(options.seed);
-    for (uint64_t i = 0; i + 8 <= extent * static_cast<uint64_t>(options.extents_in_flight);
-         i += 8) {
+    for (uint64_t i = 0; i + 8 <= extent * static_cast<uint64_t>(num_buffers); i += 8) {
       uint64_t word = fill();
       std::memcpy(data + i, &word, 8);
     }
@@ -277,9 +288,10 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
               SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertStore> store,
                                   ExpertStore::Open(fs.get(), path, store_options));
               const std::vector<uint32_t>& order = random ? shuffled : sequential;
-              Result<double> gbps = kind == IoKind::kRead ? TimeReads(*store, order, data, extent,
-                                                                      options.extents_in_flight)
-                                                          : TimeWrites(*store, order, data, extent);
+              Result<double> gbps = kind == IoKind::kRead
+                                        ? TimeReads(*store, order, data, num_buffers, extent,
+                                                    options.extents_in_flight)
+                                        : TimeWrites(*store, order, data, extent);
               if (!gbps.ok()) {
                 return gbps.status().WithContext("bench store: " + row.op + " " + row.pattern +
                                                  " via " + fs_name + " on " + path);

@@ -7,8 +7,9 @@
 // in `dir`, every block of its pool written once, and the experts filled (all untimed), so the
 // timed writes and fio's both overwrite allocated blocks. Then, for read and write, sequential and
 // random order, and each file system:
-//   reads   the N experts stream in with `extents_in_flight` reads outstanding (as a prefetcher
-//           does), checksums verified;
+//   reads   the N experts stream in with `extents_in_flight` reads at the device (as a prefetcher
+//           does, and as fio's iodepth counts), checksums verified on the store's workers while
+//           the next reads run (one spare buffer per worker);
 //   writes  the N experts go out as one write-back batch (as ExpertCache::Flush does): submitted
 //           together, the file system's queue depth bounding what is in flight, timed until the
 //           last one is durable and published (group commits, one fdatasync each);

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -110,6 +112,62 @@ TEST_F(ExpertStoreTest, RejectsBadRequestsWithClearErrors) {
   EXPECT_EQ(w.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(ExpertStore::Create(&mem_, "/s/store", Layout(1, 1)).status().code(),
             StatusCode::kAlreadyExists);
+}
+
+// io_done marks the end of the I/O: it runs once per request, before done, also for a request
+// that fails its checksum or is rejected, so a streaming reader can count reads at the device.
+TEST_F(ExpertStoreTest, IoDoneRunsOnceBeforeDoneForEveryRead) {
+  StoreOptions options;
+  options.verify_on_open = false;
+  std::unique_ptr<ExpertStore> store = Create(&mem_);
+  ASSERT_NE(store, nullptr);
+  WriteExpert(*store, {0, 0}, 1);
+  WriteExpert(*store, {0, 1}, 1);
+  store.reset();
+  Result<std::unique_ptr<ExpertStore>> reopened = ExpertStore::Open(&mem_, "/s/store", options);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  Result<std::vector<uint8_t>> image = mem_.Contents("/s/store");
+  ASSERT_TRUE(image.ok());
+  Result<StoreMetadata> metadata = ParseStoreImage(*image);
+  ASSERT_TRUE(metadata.ok());
+  Poke(metadata->entries[1].offset + 7, 0x01);  // {0, 1} now fails its checksum
+
+  const std::vector<ExpertKey> keys = {{0, 0}, {0, 1}, {0, 2}, {9, 0}};  // ok, corrupt, unwritten,
+                                                                         // out of range
+  std::vector<std::vector<std::byte>> buffers(keys.size(), std::vector<std::byte>(4096));
+  std::mutex mutex;
+  std::vector<int> io_done(keys.size(), 0);
+  std::vector<int> done(keys.size(), 0);
+  std::vector<bool> io_before_done(keys.size(), false);
+  std::vector<std::promise<Status>> results(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    (*reopened)->ReadAsync(
+        keys[i], ExtentKind::kWeights, buffers[i],
+        [&, i](Status status) {
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            ++done[i];
+            io_before_done[i] = io_done[i] == 1;
+          }
+          results[i].set_value(std::move(status));
+        },
+        [&, i] {
+          std::lock_guard<std::mutex> lock(mutex);
+          ++io_done[i];
+        });
+  }
+  std::vector<Status> statuses;
+  for (auto& result : results) statuses.push_back(result.get_future().get());
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0].ToString();
+  EXPECT_EQ(statuses[1].code(), StatusCode::kDataLoss);
+  EXPECT_EQ(statuses[2].code(), StatusCode::kNotFound);
+  EXPECT_EQ(statuses[3].code(), StatusCode::kInvalidArgument);
+  std::lock_guard<std::mutex> lock(mutex);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(io_done[i], 1) << i;
+    EXPECT_EQ(done[i], 1) << i;
+    EXPECT_TRUE(io_before_done[i]) << i;
+  }
 }
 
 TEST_F(ExpertStoreTest, CorruptExtentIsReportedWithItsExpertAndNeverUsed) {
