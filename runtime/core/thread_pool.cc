@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "runtime/core/check.h"
 #include "runtime/core/env.h"
@@ -9,7 +11,34 @@
 namespace sy {
 namespace {
 thread_local bool t_inside_pool_task = false;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until `ready()` or `micros` have passed; returns ready().
+template <typename Ready>
+bool SpinUntil(int64_t micros, const Ready& ready) {
+  if (micros <= 0) return ready();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
 }  // namespace
+
+int64_t ThreadPool::spin_micros() {
+  static const int64_t micros = std::max<int64_t>(0, EnvInt("SY_POOL_SPIN_US", 100));
+  return micros;
+}
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -34,12 +63,14 @@ void ThreadPool::WorkerLoop() {
   t_inside_pool_task = true;
   for (;;) {
     std::packaged_task<void()> task;
+    SpinUntil(spin_micros(), [this] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     task();
   }
@@ -56,6 +87,7 @@ std::future<void> ThreadPool::Submit(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mutex_);
     SY_CHECK(!stopping_) << "Submit on a stopping ThreadPool";
     queue_.push_back(std::move(packaged));
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
   return future;
@@ -81,13 +113,21 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
       body(begin, std::min(n, begin + step));
     }
   };
+  std::atomic<int64_t> helpers_done{0};
+  auto helper = [&] {
+    run_ranges();
+    helpers_done.fetch_add(1, std::memory_order_release);
+  };
   std::vector<std::future<void>> helpers;
   helpers.reserve(static_cast<size_t>(chunks - 1));
-  for (int64_t i = 1; i < chunks; ++i) helpers.push_back(Submit(run_ranges));
+  for (int64_t i = 1; i < chunks; ++i) helpers.push_back(Submit(helper));
   bool was_inside = t_inside_pool_task;
   t_inside_pool_task = true;
   run_ranges();
   t_inside_pool_task = was_inside;
+  // Usually the helpers are finishing their last range: spin rather than sleep on the futures.
+  SpinUntil(spin_micros(),
+            [&] { return helpers_done.load(std::memory_order_acquire) == chunks - 1; });
   for (auto& f : helpers) f.get();
 }
 

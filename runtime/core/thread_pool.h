@@ -4,11 +4,18 @@
 // workers and the calling thread, and returns when all are done. Submit queues one task and
 // returns a future.
 //
+// Idle workers, and ParallelFor's caller waiting for its helpers, spin for up to spin_micros()
+// (SY_POOL_SPIN_US, default 100 us) before they sleep on the condition variable, as OpenMP
+// runtimes and llama.cpp's pool do: a decode step runs a hundred short parallel regions back to
+// back, and waking a sleeping thread costs tens of microseconds each time. SY_POOL_SPIN_US=0
+// turns spinning off.
+//
 // Ownership: the pool owns its threads; the destructor finishes queued tasks and joins.
 // Thread-safety: Submit and ParallelFor may be called from any thread, including from inside a
 // task (a nested ParallelFor runs its ranges inline, so it never deadlocks).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -35,6 +42,8 @@ class ThreadPool {
 
   // The default size: SY_NUM_THREADS if set, else the number of cores.
   static int DefaultNumThreads();
+  // How long an idle thread spins before it sleeps: SY_POOL_SPIN_US if set, else 100.
+  static int64_t spin_micros();
 
  private:
   void WorkerLoop();
@@ -45,6 +54,7 @@ class ThreadPool {
   std::condition_variable cv_;
   std::deque<std::packaged_task<void()>> queue_;  // guarded by mutex_
   bool stopping_ = false;                         // guarded by mutex_
+  std::atomic<int64_t> queued_{0};                // queue_.size(), read without the lock to spin
 };
 
 }  // namespace sy
