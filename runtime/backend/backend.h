@@ -141,6 +141,16 @@ class Backend {
   // f32/bf16/f16. trans_a must be false.
   virtual void GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
                            std::span<const int64_t> group_rows, GemmOptions options) = 0;
+  // GroupedGemm of one `a` with several weights of one shape and dtype (an expert layer's gate
+  // and up projections): cs[i] = GroupedGemm(a, bs[i]). A backend may run them as one launch or
+  // parallel region. Default: one GroupedGemm per weight.
+  virtual void GroupedGemmShared(const Tensor& a, std::span<const Tensor> bs,
+                                 std::span<const Tensor> cs, std::span<const int64_t> group_rows,
+                                 GemmOptions options) {
+    for (size_t i = 0; i < bs.size() && i < cs.size(); ++i) {
+      GroupedGemm(a, bs[i], cs[i], group_rows, options);
+    }
+  }
   // The weight gradient of GroupedGemm with trans_b: dw[g] = beta * dw[g] + dy_g^T * x_g, with
   // x [R,K], dy [R,N], dw f32 [G,N,K]. Empty groups give beta * dw[g].
   virtual void GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw,

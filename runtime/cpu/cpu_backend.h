@@ -65,6 +65,8 @@ class CpuBackend : public Backend {
   void BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) override;
   void GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
                    std::span<const int64_t> group_rows, GemmOptions options) override;
+  void GroupedGemmShared(const Tensor& a, std::span<const Tensor> bs, std::span<const Tensor> cs,
+                         std::span<const int64_t> group_rows, GemmOptions options) override;
   void GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw,
                              std::span<const int64_t> group_rows, float beta) override;
 

@@ -417,11 +417,13 @@ void CpuBackend::BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
   }
 }
 
-void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
-                             std::span<const int64_t> group_rows, GemmOptions options) {
-  CheckOperand(a, "GroupedGemm");
-  CheckOperand(b, "GroupedGemm");
-  CheckOperand(c, "GroupedGemm");
+namespace {
+
+// Checks one GroupedGemm's shapes and dtypes and appends its non-empty groups to `groups`;
+// `all_gemv` stays true while every group is a GEMV with b [N,K] of at most kGemvMaxRows rows.
+void AppendGemmGroups(const Tensor& a, const Tensor& b, const Tensor& c,
+                      std::span<const int64_t> group_rows, GemmOptions options,
+                      std::vector<GemmArgs>& groups, bool& all_gemv) {
   SY_CHECK(!options.trans_a) << "GroupedGemm: trans_a must be false";
   SY_CHECK(a.rank() == 2 && b.rank() == 3 && c.rank() == 2)
       << "GroupedGemm: expected a [R,K], b [G,K,N] or [G,N,K], c [R,N]; got a " << a.ToString()
@@ -441,8 +443,7 @@ void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
   GemmArgs g =
       MakeArgs(a.dim(0), a.dim(1), b.dim(1), b.dim(2), c.dim(0), c.dim(1), options, "GroupedGemm");
   const size_t b_stride = static_cast<size_t>(b.dim(1) * b.dim(2)) * DTypeSize(b.dtype());
-  std::vector<GemmArgs> groups;
-  bool all_gemv = g.trans_b && g.n > 0 && g.k > 0;
+  all_gemv = all_gemv && g.trans_b && g.n > 0 && g.k > 0;
   int64_t row = 0;
   for (size_t gi = 0; gi < group_rows.size(); ++gi) {
     int64_t rows = group_rows[gi];
@@ -457,12 +458,47 @@ void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
     all_gemv = all_gemv && rows <= kGemvMaxRows;
     row += rows;
   }
+}
+
+void RunGemmGroups(ThreadPool& pool, std::span<const GemmArgs> groups, bool all_gemv) {
   // A decode step's experts: every group's GEMV in one parallel region.
   if (all_gemv) {
-    GemvTransB(pool(), groups);
+    GemvTransB(pool, groups);
     return;
   }
-  for (const GemmArgs& grp : groups) GemmImpl(pool(), grp);
+  for (const GemmArgs& grp : groups) GemmImpl(pool, grp);
+}
+
+}  // namespace
+
+void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
+                             std::span<const int64_t> group_rows, GemmOptions options) {
+  CheckOperand(a, "GroupedGemm");
+  CheckOperand(b, "GroupedGemm");
+  CheckOperand(c, "GroupedGemm");
+  std::vector<GemmArgs> groups;
+  bool all_gemv = true;
+  AppendGemmGroups(a, b, c, group_rows, options, groups, all_gemv);
+  RunGemmGroups(pool(), groups, all_gemv);
+}
+
+void CpuBackend::GroupedGemmShared(const Tensor& a, std::span<const Tensor> bs,
+                                   std::span<const Tensor> cs, std::span<const int64_t> group_rows,
+                                   GemmOptions options) {
+  CheckOperand(a, "GroupedGemmShared");
+  SY_CHECK_EQ(bs.size(), cs.size())
+      << "GroupedGemmShared: " << bs.size() << " weights for " << cs.size() << " outputs";
+  std::vector<GemmArgs> groups;
+  bool all_gemv = true;
+  for (size_t i = 0; i < bs.size(); ++i) {
+    SY_CHECK(bs[i].shape() == bs[0].shape() && bs[i].dtype() == bs[0].dtype())
+        << "GroupedGemmShared: weight " << i << " " << bs[i].ToString() << " differs from "
+        << bs[0].ToString();
+    CheckOperand(bs[i], "GroupedGemmShared");
+    CheckOperand(cs[i], "GroupedGemmShared");
+    AppendGemmGroups(a, bs[i], cs[i], group_rows, options, groups, all_gemv);
+  }
+  RunGemmGroups(pool(), groups, all_gemv);
 }
 
 void CpuBackend::GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw,

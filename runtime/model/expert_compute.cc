@@ -57,8 +57,9 @@ Status LocalExpertCompute::Forward(Backend& backend, const Tensor& xs,
   SY_ASSIGN_OR_RETURN(g_, backend.Allocate(DType::kF32, Shape{r, inter}));
   SY_ASSIGN_OR_RETURN(u_, backend.Allocate(DType::kF32, Shape{r, inter}));
   SY_ASSIGN_OR_RETURN(act_, backend.Allocate(DType::kF32, Shape{r, inter}));
-  backend.GroupedGemm(xs, w_gate_, g_, group_rows_, GemmOptions{.trans_b = true});
-  backend.GroupedGemm(xs, w_up_, u_, group_rows_, GemmOptions{.trans_b = true});
+  const Tensor weights[] = {w_gate_, w_up_};
+  const Tensor outputs[] = {g_, u_};
+  backend.GroupedGemmShared(xs, weights, outputs, group_rows_, GemmOptions{.trans_b = true});
   backend.Swiglu(g_, u_, act_);
   backend.GroupedGemm(act_, w_down_, ys, group_rows_, GemmOptions{.trans_b = true});
   xs_ = xs;
@@ -83,5 +84,30 @@ Status LocalExpertCompute::Backward(Backend& backend, const Tensor& d_ys, const 
 }
 
 void LocalExpertCompute::Release() { xs_ = g_ = u_ = act_ = Tensor(); }
+
+Status AbsentExpertCompute::Missing() const {
+  return FailedPreconditionError(
+      "decoder layer " + std::to_string(layer_) +
+      " was built without its routed experts (they were kept on the host, not on the device); "
+      "install an expert provider that fetches them (a policy other than resident)");
+}
+
+Status AbsentExpertCompute::Forward(Backend& backend, const Tensor& xs,
+                                    std::span<const int64_t> group_rows, const Tensor& ys) {
+  (void)backend;
+  (void)xs;
+  (void)ys;
+  for (const int64_t rows : group_rows) {
+    if (rows > 0) return Missing();
+  }
+  return Status::Ok();
+}
+
+Status AbsentExpertCompute::Backward(Backend& backend, const Tensor& d_ys, const Tensor& d_xs) {
+  (void)backend;
+  (void)d_ys;
+  (void)d_xs;
+  return Missing();
+}
 
 }  // namespace sy

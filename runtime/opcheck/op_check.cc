@@ -464,6 +464,35 @@ void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
           c.Compare("c", d.Down(tc), reference::GroupedGemm(s.groups, s.n, s.k, a, b, c0, o));
         }));
   }
+  // GroupedGemmShared: one `a`, two weights (an expert layer's gate and up), each checked against
+  // its own reference GroupedGemm. The decode shape runs both weights' row blocks in one region.
+  const Spec shared_specs[] = {
+      {"bf16_decode_trans_b", DType::kBF16, {1, 2, 0, 3}, 10, 4096, true, 1.0f, 0.0f},
+      {"f32_prefill_trans_b", DType::kF32, {7, 0, 5}, 12, 20, true, 1.0f, 0.0f},
+      {"f16_alpha_beta", DType::kF16, {2, 0, 3}, 9, 14, false, 0.5f, 1.0f},
+  };
+  for (const Spec& s : shared_specs) {
+    cases.push_back(MakeCase(
+        "GroupedGemmShared", s.name, kF32Accumulate, [s](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t rows = Sum(s.groups), g = static_cast<int64_t>(s.groups.size());
+          Values a = RoundAll(DType::kF32, rng.Uniforms(rows * s.k, -1, 1));
+          Values b0 = RoundAll(s.w, rng.Uniforms(g * s.k * s.n, -1, 1));
+          Values b1 = RoundAll(s.w, rng.Uniforms(g * s.k * s.n, -1, 1));
+          Values c0 = s.beta == 0.0f ? NaNs(rows * s.n)
+                                     : RoundAll(DType::kF32, rng.Uniforms(rows * s.n, -1, 1));
+          Values c1 = s.beta == 0.0f ? NaNs(rows * s.n)
+                                     : RoundAll(DType::kF32, rng.Uniforms(rows * s.n, -1, 1));
+          const Shape b_shape = s.tb ? Shape{g, s.n, s.k} : Shape{g, s.k, s.n};
+          Tensor ta = d.Up(DType::kF32, {rows, s.k}, a);
+          const Tensor bs[] = {d.Up(s.w, b_shape, b0), d.Up(s.w, b_shape, b1)};
+          const Tensor cs[] = {d.Up(DType::kF32, {rows, s.n}, c0),
+                               d.Up(DType::kF32, {rows, s.n}, c1)};
+          GemmOptions o{false, s.tb, s.alpha, s.beta};
+          d.backend().GroupedGemmShared(ta, bs, cs, s.groups, o);
+          c.Compare("c0", d.Down(cs[0]), reference::GroupedGemm(s.groups, s.n, s.k, a, b0, c0, o));
+          c.Compare("c1", d.Down(cs[1]), reference::GroupedGemm(s.groups, s.n, s.k, a, b1, c1, o));
+        }));
+  }
 }
 
 void AddGroupedGemmWeightGradCases(std::vector<OpCheckCase>& cases) {
