@@ -4,12 +4,16 @@
 #include <string>
 
 #include "inference/offload/ondemand_expert_provider.h"
+#include "inference/offload/prefetch_all_expert_provider.h"
+#include "inference/offload/pregated_expert_provider.h"
+#include "inference/offload/ring_expert_provider.h"
 #include "inference/resident_expert_provider.h"
 
 namespace sy {
 namespace {
 
-constexpr std::array<std::string_view, 2> kPolicies = {"resident", "ondemand"};
+constexpr std::array<std::string_view, 5> kPolicies = {"resident", "ondemand", "prefetch-all",
+                                                       "ring", "pregated"};
 
 }  // namespace
 
@@ -38,6 +42,37 @@ Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view poli
     }
     return std::unique_ptr<ExpertProvider>(
         std::make_unique<offload::OnDemandExpertProvider>(ondemand));
+  }
+  if (policy == "prefetch-all") {
+    // SE-MoE's MoE-Prefetch: every expert of MoE layer m + 1 while m runs; 2 * E slots.
+    offload::PrefetchAllOptions prefetch;
+    prefetch.num_slots = options.device_slots;
+    if (!options.device_cache.empty()) {
+      SY_ASSIGN_OR_RETURN(prefetch.cache_policy,
+                          offload::ParseDeviceCachePolicy(options.device_cache));
+    }
+    return std::unique_ptr<ExpertProvider>(
+        std::make_unique<offload::PrefetchAllExpertProvider>(prefetch));
+  }
+  if (policy == "ring") {
+    // MoESys ring memory: K = 2 expert layers, or device_slots / E.
+    offload::RingOptions ring;
+    ring.num_slots = options.device_slots;
+    if (!options.device_cache.empty()) {
+      SY_ASSIGN_OR_RETURN(ring.cache_policy, offload::ParseDeviceCachePolicy(options.device_cache));
+    }
+    return std::unique_ptr<ExpertProvider>(std::make_unique<offload::RingExpertProvider>(ring));
+  }
+  if (policy == "pregated") {
+    // Pre-gated MoE: block m + 1's exact experts while block m runs; 2 * E slots at most.
+    offload::PregatedOptions pregated;
+    pregated.num_slots = options.device_slots;
+    if (!options.device_cache.empty()) {
+      SY_ASSIGN_OR_RETURN(pregated.cache_policy,
+                          offload::ParseDeviceCachePolicy(options.device_cache));
+    }
+    return std::unique_ptr<ExpertProvider>(
+        std::make_unique<offload::PregatedExpertProvider>(pregated));
   }
   return InvalidArgumentError("unknown expert policy '" + std::string(policy) +
                               "'; valid policies: " + ExpertPolicyList());

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "inference/offload/swiglu_expert.h"
+#include "inference/offload/slot_expert_runner.h"
 #include "runtime/core/check.h"
 
 namespace sy::offload {
@@ -24,23 +24,9 @@ Status OnDemandExpertProvider::Attach(MoeModel& model,
 Status OnDemandExpertProvider::RunExperts(Backend& backend, int moe_index, const Tensor& xs,
                                           std::span<const int64_t> group_rows, const Tensor& ys) {
   SY_CHECK(engine_ != nullptr) << "OnDemandExpertProvider::RunExperts before Install";
-  SY_CHECK_EQ(static_cast<int>(group_rows.size()), cache_->layout().num_experts) << "groups";
-  int64_t row = 0;
-  for (size_t e = 0; e < group_rows.size(); ++e) {
-    const int64_t rows = group_rows[e];
-    if (rows == 0) continue;
-    const ExpertKey key{static_cast<uint32_t>(moe_index), static_cast<uint32_t>(e)};
-    SY_ASSIGN_OR_RETURN(SlotHandle slot, engine_->Enqueue(TransferPriority::kHigh, key));
-    SY_RETURN_IF_ERROR(engine_->Wait(slot));
-    SY_RETURN_IF_ERROR(RunSwigluExpert(backend, cache_->chunk(slot.slot(), ExpertChunk::kGate),
-                                       cache_->chunk(slot.slot(), ExpertChunk::kUp),
-                                       cache_->chunk(slot.slot(), ExpertChunk::kDown),
-                                       xs.Slice(row, row + rows), ys.Slice(row, row + rows)));
-    row += rows;
-  }
-  const TransferStats transfers = engine_->stats();
-  mutable_stats().bytes_host_to_device = static_cast<int64_t>(transfers.bytes_host_to_device);
-  mutable_stats().stall_seconds = static_cast<double>(transfers.stall_ns) * 1e-9;
+  SY_RETURN_IF_ERROR(RunExpertsFromSlots(backend, *engine_, *cache_, moe_index, xs, group_rows, ys,
+                                         &slot_wait_ns_));
+  CopyTransferStats(*engine_, slot_wait_ns_, mutable_stats());
   return Status::Ok();
 }
 

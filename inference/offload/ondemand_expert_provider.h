@@ -13,6 +13,7 @@
 // ExpertProvider (one thread, the compute stream's); the engine's worker runs beside it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -51,6 +52,7 @@ class OnDemandExpertProvider final : public ExpertProvider {
   std::shared_ptr<HostExpertSource> host_;
   std::unique_ptr<DeviceExpertCache> cache_;
   std::unique_ptr<TransferEngine> engine_;
+  uint64_t slot_wait_ns_ = 0;  // waiting for a slot a finished copy still pins
 };
 
 }  // namespace sy::offload
