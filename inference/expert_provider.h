@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -86,6 +87,11 @@ class ExpertProvider {
   Status EndStep(Backend& backend);
 
   const ExpertProviderStats& stats() const { return stats_; }
+  // Policy-specific figures since Install, by name, for `switchyard bench infer` (which reports
+  // every one). Names it shows in its table: "device_cache_hit_rate" (0..1; without it, bench
+  // infer derives the rate from bytes moved), "predictor_accuracy" (0..1, predicted experts the
+  // gate then chose). Default: none.
+  virtual std::map<std::string, double> extra_metrics() const { return {}; }
 
   // The host tier the experts come from, set before Install when they are not (only) on the
   // device: a loader that kept them on the host, or the SSD/PMem store behind a host cache.

@@ -1,6 +1,7 @@
 #include "inference/model_loader.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <utility>
 #include <vector>
@@ -132,6 +133,91 @@ Status UploadParameter(Backend& backend, Parameter& param, std::span<const float
   return Status::Ok();
 }
 
+namespace {
+
+// Our parameter `name` of shape `want` from the checkpoint, converted to f32 into `f32`; its
+// Hugging Face name goes into `used`.
+Status ReadTensor(const storage::SafetensorsCheckpoint& ckpt, HfFamily family,
+                  const std::string& name, const Shape& want_shape, std::set<std::string>& used,
+                  std::vector<float>& f32) {
+  const std::string& dir = ckpt.dir();
+  const std::string hf_name = HfTensorName(family, name);
+  if (hf_name.empty()) {
+    return InternalError("no Hugging Face name for parameter " + name + " of " +
+                         std::string(HfFamilyModelType(family)));
+  }
+  Result<storage::TensorBytes> tensor = ckpt.Get(hf_name);
+  if (!tensor.ok()) {
+    return NotFoundError(dir + ": tensor \"" + hf_name + "\" is missing (needed for " + name +
+                         " of this " + std::string(HfFamilyModelType(family)) +
+                         " config); the checkpoint does not match config.json");
+  }
+  used.insert(hf_name);
+  const std::span<const int64_t> want = want_shape.dims();
+  const std::vector<int64_t>& have = tensor->info->shape;
+  if (!std::equal(want.begin(), want.end(), have.begin(), have.end())) {
+    return InvalidArgumentError(*tensor->file + ": tensor \"" + hf_name + "\" has shape " +
+                                ShapeText(have) + ", but config.json implies " + ShapeText(want) +
+                                "; the checkpoint does not match config.json");
+  }
+  f32.resize(static_cast<size_t>(want_shape.numel()));
+  return storage::ConvertToF32(*tensor, f32);
+}
+
+const char* ExpertWeightName(offload::ExpertChunk c) {
+  switch (c) {
+    case offload::ExpertChunk::kGate:
+      return "w_gate";
+    case offload::ExpertChunk::kUp:
+      return "w_up";
+    case offload::ExpertChunk::kDown:
+      return "w_down";
+  }
+  return "";
+}
+
+// Every routed expert of the checkpoint, converted to the layout's dtype straight into `host`'s
+// pinned memory (host-accessible on every backend: AllocateHost).
+Status LoadHostExperts(const storage::SafetensorsCheckpoint& ckpt, HfFamily family,
+                       const ModelConfig& config, offload::HostExperts& host,
+                       std::set<std::string>& used, std::vector<float>& f32) {
+  const offload::ExpertLayout& layout = host.layout();
+  for (int layer = 0; layer < config.num_layers; ++layer) {
+    const int m = config.MoeIndex(layer);
+    if (m < 0) continue;
+    for (int e = 0; e < layout.num_experts; ++e) {
+      const offload::ExpertKey key{static_cast<uint32_t>(m), static_cast<uint32_t>(e)};
+      const std::string base =
+          "experts/layer" + std::to_string(layer) + "/expert" + std::to_string(e) + "/";
+      for (const offload::ExpertChunk c : offload::kExpertChunks) {
+        const Tensor dst = host.chunk(key, c);
+        SY_RETURN_IF_ERROR(
+            ReadTensor(ckpt, family, base + ExpertWeightName(c), dst.shape(), used, f32));
+        const size_t n = f32.size();
+        switch (dst.dtype()) {
+          case DType::kF32:
+            std::memcpy(dst.data(), f32.data(), n * sizeof(float));
+            break;
+          case DType::kBF16:
+            ConvertF32ToBF16(f32.data(), static_cast<BF16*>(dst.data()), n);
+            break;
+          case DType::kF16:
+            ConvertF32ToF16(f32.data(), static_cast<F16*>(dst.data()), n);
+            break;
+          case DType::kI32:
+          case DType::kI64:
+          case DType::kU8:
+          case DType::kI8:
+            return InvalidArgumentError("host experts need a float weight dtype");
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
                                 const LoadOptions& options) {
   LoadedModel loaded;
@@ -141,34 +227,21 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
   ModelOptions model_options;
   model_options.with_grad = false;
   model_options.weight_dtype = options.weight_dtype;
+  model_options.routed_experts = !options.experts_on_host;
   SY_ASSIGN_OR_RETURN(loaded.model, MoeModel::Create(backend, loaded.hf.config, model_options));
 
   std::set<std::string> used;
   std::vector<float> f32;
   std::vector<uint16_t> half;
+  if (options.experts_on_host && loaded.hf.config.NumMoeLayers() > 0) {
+    SY_ASSIGN_OR_RETURN(offload::ExpertLayout layout, offload::ExpertLayoutOf(*loaded.model));
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<offload::HostExperts> host,
+                        offload::HostExperts::Create(backend, layout));
+    SY_RETURN_IF_ERROR(LoadHostExperts(*ckpt, family, loaded.hf.config, *host, used, f32));
+    loaded.host_experts = std::move(host);
+  }
   for (Parameter& param : loaded.model->parameters()) {
-    const std::string hf_name = HfTensorName(family, param.name);
-    if (hf_name.empty()) {
-      return InternalError("no Hugging Face name for parameter " + param.name + " of " +
-                           std::string(HfFamilyModelType(family)));
-    }
-    Result<storage::TensorBytes> tensor = ckpt->Get(hf_name);
-    if (!tensor.ok()) {
-      return NotFoundError(dir + ": tensor \"" + hf_name + "\" is missing (needed for " +
-                           param.name + " of this " + std::string(HfFamilyModelType(family)) +
-                           " config); the checkpoint does not match config.json");
-    }
-    used.insert(hf_name);
-    const Tensor& value = param.value;
-    const std::span<const int64_t> want = value.shape().dims();
-    const std::vector<int64_t>& have = tensor->info->shape;
-    if (!std::equal(want.begin(), want.end(), have.begin(), have.end())) {
-      return InvalidArgumentError(*tensor->file + ": tensor \"" + hf_name + "\" has shape " +
-                                  ShapeText(have) + ", but config.json implies " + ShapeText(want) +
-                                  "; the checkpoint does not match config.json");
-    }
-    f32.resize(static_cast<size_t>(value.numel()));
-    SY_RETURN_IF_ERROR(storage::ConvertToF32(*tensor, f32));
+    SY_RETURN_IF_ERROR(ReadTensor(*ckpt, family, param.name, param.value.shape(), used, f32));
     SY_RETURN_IF_ERROR(UploadParameter(backend, param, f32, half));
   }
   std::vector<std::string> unexpected;

@@ -14,6 +14,14 @@
 // error names the tensor. Weights are converted from the file's dtype (F32, F16, BF16, F64) to
 // LoadOptions::weight_dtype.
 //
+// Experts on the host (LoadOptions::experts_on_host): the routed experts are converted straight
+// into pinned host memory (offload::HostExperts, one allocation per MoE layer) and never
+// allocated on the device; the model is built with ModelOptions::routed_experts = false, so its
+// MoE layers hold no expert weights and fail until an expert provider that fetches experts is
+// installed with the host tier (ExpertProvider::set_host_experts(loaded.host_experts) before
+// Install). The device then holds only the non-expert weights. `resident` needs the experts on
+// the device: load without the option for it.
+//
 // Ownership: LoadedModel owns its model, which lives on the backend passed in (the backend must
 // outlive it). The checkpoint's memory maps are released before LoadHfModel returns.
 // Thread-safety: LoadHfModel drives the backend's compute stream; call it from that thread.
@@ -26,6 +34,7 @@
 #include <vector>
 
 #include "inference/hf_config.h"
+#include "inference/offload/host_experts.h"
 #include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
 #include "runtime/model/moe_model.h"
@@ -35,11 +44,17 @@ namespace sy {
 struct LoadOptions {
   // Storage dtype of the loaded weights (f32, bf16 or f16). Default: f32.
   DType weight_dtype = DType::kF32;
+  // Load the routed experts into pinned host memory (LoadedModel::host_experts) instead of onto
+  // the device. Default: false (every weight on the device).
+  bool experts_on_host = false;
 };
 
 struct LoadedModel {
   HfModelConfig hf;
   std::unique_ptr<MoeModel> model;
+  // With experts_on_host: every routed expert, in weight_dtype, on the model's backend's pinned
+  // host memory. Null otherwise.
+  std::shared_ptr<offload::HostExperts> host_experts;
 };
 
 // The Hugging Face tensor name of our parameter `name` for `family`, or "" when it has none.

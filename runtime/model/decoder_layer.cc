@@ -6,9 +6,9 @@
 
 namespace sy {
 
-Result<std::unique_ptr<DecoderLayer>> DecoderLayer::Create(Backend& backend, ParameterStore& store,
-                                                           const ModelConfig& config, int layer,
-                                                           DType weight_dtype, bool with_grad) {
+Result<std::unique_ptr<DecoderLayer>> DecoderLayer::Create(
+    Backend& backend, ParameterStore& store, const ModelConfig& config, int layer,
+    DType weight_dtype, bool with_grad, const ExpertComputeFactory& make_experts) {
   std::unique_ptr<DecoderLayer> d(new DecoderLayer());
   const std::string p = "layers/" + std::to_string(layer) + "/";
   const float eps = static_cast<float>(config.rms_norm_eps);
@@ -21,8 +21,8 @@ Result<std::unique_ptr<DecoderLayer>> DecoderLayer::Create(Backend& backend, Par
       d->post_norm_, RmsNormLayer::Create(backend, store, p + "post_attention_norm",
                                           config.hidden_size, weight_dtype, with_grad, layer, eps));
   if (config.IsMoeLayer(layer)) {
-    SY_ASSIGN_OR_RETURN(d->moe_,
-                        MoeLayer::Create(backend, store, config, layer, weight_dtype, with_grad));
+    SY_ASSIGN_OR_RETURN(d->moe_, MoeLayer::Create(backend, store, config, layer, weight_dtype,
+                                                  with_grad, make_experts));
   } else {
     SY_ASSIGN_OR_RETURN(
         d->mlp_, SwigluMlp::Create(backend, store, p + "mlp/", config.hidden_size,

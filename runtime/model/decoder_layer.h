@@ -28,9 +28,10 @@ namespace sy {
 
 class DecoderLayer {
  public:
-  static Result<std::unique_ptr<DecoderLayer>> Create(Backend& backend, ParameterStore& store,
-                                                      const ModelConfig& config, int layer,
-                                                      DType weight_dtype, bool with_grad);
+  // `make_experts`: passed to MoeLayer::Create for an MoE layer (empty: LocalExpertCompute).
+  static Result<std::unique_ptr<DecoderLayer>> Create(
+      Backend& backend, ParameterStore& store, const ModelConfig& config, int layer,
+      DType weight_dtype, bool with_grad, const ExpertComputeFactory& make_experts = {});
 
   // x [N, H] -> out [N, H]. routed_logits and stats: see MoeLayer::Forward (ignored by a dense
   // layer). x and routed_logits must stay unchanged until Backward when recomputing.

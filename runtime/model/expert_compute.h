@@ -62,6 +62,22 @@ class ExpertCompute {
   virtual void Release() = 0;
 };
 
+// The expert computation of an MoE layer built without its routed experts
+// (ModelOptions::routed_experts = false): every call fails with FailedPrecondition saying that
+// an expert provider must bring the experts. Zero rows succeed (nothing to compute).
+class AbsentExpertCompute final : public ExpertCompute {
+ public:
+  explicit AbsentExpertCompute(int layer) : layer_(layer) {}
+  Status Forward(Backend& backend, const Tensor& xs, std::span<const int64_t> group_rows,
+                 const Tensor& ys) override;
+  Status Backward(Backend& backend, const Tensor& d_ys, const Tensor& d_xs) override;
+  void Release() override {}
+
+ private:
+  Status Missing() const;
+  int layer_;
+};
+
 class LocalExpertCompute final : public ExpertCompute {
  public:
   // Registers the experts of decoder layer `layer` in `store`, expert by expert: `num_experts`

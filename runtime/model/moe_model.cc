@@ -35,6 +35,10 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
   if (!IsFloatingPoint(options.weight_dtype) || options.weight_dtype == DType::kI32) {
     return InvalidArgumentError("model options: weight_dtype must be f32, bf16 or f16");
   }
+  if (options.with_grad && !options.routed_experts) {
+    return InvalidArgumentError(
+        "model options: routed_experts = false is forward-only; set with_grad = false");
+  }
   std::unique_ptr<MoeModel> model(new MoeModel(backend, config, options));
   SY_RETURN_IF_ERROR(model->Build());
   return model;
@@ -47,8 +51,16 @@ Status MoeModel::Build() {
                                                              config_.hidden_size, wd, grad));
   const Tensor table = embedding.table(), table_grad = embedding.table_grad();
   embedding_ = std::make_unique<Embedding>(std::move(embedding));
+  ExpertComputeFactory experts;  // empty: LocalExpertCompute over every routed expert
+  if (!options_.routed_experts) {
+    experts = [](Backend&, ParameterStore&, int layer, DType,
+                 bool) -> Result<std::unique_ptr<ExpertCompute>> {
+      return std::unique_ptr<ExpertCompute>(std::make_unique<AbsentExpertCompute>(layer));
+    };
+  }
   for (int l = 0; l < config_.num_layers; ++l) {
-    SY_ASSIGN_OR_RETURN(auto layer, DecoderLayer::Create(backend_, params_, config_, l, wd, grad));
+    SY_ASSIGN_OR_RETURN(auto layer,
+                        DecoderLayer::Create(backend_, params_, config_, l, wd, grad, experts));
     layers_.push_back(std::move(layer));
     if (config_.IsMoeLayer(l)) moe_layer_ids_.push_back(l);
   }

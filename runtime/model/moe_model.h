@@ -64,6 +64,11 @@ struct ModelOptions {
   DType weight_dtype = DType::kF32;
   // Allocate gradients and keep activations for Backward. Default: true.
   bool with_grad = true;
+  // Allocate and register the routed experts of every MoE layer. false (forward-only): the model
+  // holds no routed-expert parameters and its MoE layers compute through AbsentExpertCompute,
+  // which fails until an expert provider (inference/expert_provider.h) brings the experts from
+  // elsewhere (a loader that kept them on the host, inference/model_loader.h). Default: true.
+  bool routed_experts = true;
 };
 
 struct LossReport {
