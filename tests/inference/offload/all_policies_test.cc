@@ -1,0 +1,224 @@
+// Every registered expert policy (ExpertPolicyNames(): whatever is registered when this is built)
+// against resident, on the sim backend with a throttled link and a small f32 model with
+// pre-gates (so `pregated` has them): greedy decoding at batch 1 and at batch 3 (prompts of
+// different lengths, prefilled one after another, then batched decode steps) gives exactly
+// resident's tokens, and every logit of the prefills and of the decode steps is within 1e-5.
+//
+// Each non-resident policy runs twice: on a model that holds its experts on the device (the
+// policy copies them to its host tier), and on one built without routed experts
+// (ModelOptions::routed_experts = false, the loader's experts_on_host path) whose host tier is
+// given with set_host_experts. Policies get few device slots (4 of 3 x 6 experts) where they
+// accept them; a policy that refuses that at Install gets 12, then its defaults (logged).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "inference/expert_policy.h"
+#include "inference/kv_cache_decoder.h"
+#include "inference/resident_expert_provider.h"
+#include "tests/inference/decoder_test_util.h"
+#include "tests/inference/offload/offload_test_util.h"
+
+namespace sy::offload {
+namespace {
+
+constexpr uint64_t kSeed = 11;
+
+ModelConfig Config() {
+  ModelConfig c;
+  c.vocab_size = 48;
+  c.hidden_size = 32;
+  c.num_layers = 4;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.intermediate_size = 24;
+  c.num_experts = 6;
+  c.moe_intermediate_size = 16;
+  c.top_k = 2;
+  c.first_k_dense = 1;  // MoE index != decoder layer
+  c.num_shared_experts = 1;
+  c.pregate = true;
+  return c;
+}
+
+struct Greedy {
+  std::vector<std::vector<int32_t>> tokens;  // [batch][steps]
+  std::vector<float> logits;                 // every prefill's and every step's, concatenated
+};
+
+const std::vector<std::vector<int32_t>>& Prompts(int batch) {
+  static const std::vector<std::vector<int32_t>> one = {{3, 17, 22, 5, 39}};
+  static const std::vector<std::vector<int32_t>> three = {
+      {3, 17, 22, 5, 39}, {44, 2, 9}, {12, 30, 7, 7, 1, 46, 25}};
+  return batch == 1 ? one : three;
+}
+
+constexpr int kSteps = 6;
+
+Result<Greedy> Decode(MoeModel& model, ExpertProvider& provider, int batch) {
+  Greedy out;
+  const std::vector<std::vector<int32_t>>& prompts = Prompts(batch);
+  SY_ASSIGN_OR_RETURN(auto decoder, KvCacheDecoder::Create(model, 24, batch, &provider));
+  const int64_t vocab = model.config().vocab_size;
+  out.tokens.resize(static_cast<size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    SY_ASSIGN_OR_RETURN(std::vector<float> logits,
+                        decoder->Prefill(b, prompts[static_cast<size_t>(b)]));
+    out.logits.insert(out.logits.end(), logits.begin(), logits.end());
+    const auto last = logits.end() - vocab;
+    out.tokens[static_cast<size_t>(b)].push_back(
+        static_cast<int32_t>(std::max_element(last, logits.end()) - last));
+  }
+  for (int step = 1; step < kSteps; ++step) {
+    std::vector<int32_t> next;
+    for (const auto& seq : out.tokens) next.push_back(seq.back());
+    SY_ASSIGN_OR_RETURN(std::vector<float> logits, decoder->Decode(next));
+    out.logits.insert(out.logits.end(), logits.begin(), logits.end());
+    for (int b = 0; b < batch; ++b) {
+      const auto row = logits.begin() + b * vocab;
+      out.tokens[static_cast<size_t>(b)].push_back(
+          static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+    }
+  }
+  return out;
+}
+
+// The same random weights without routed experts: every other parameter has the same name, and
+// InitializeParameters depends only on (seed, name).
+std::unique_ptr<MoeModel> ModelWithoutExperts(Backend& backend) {
+  ModelOptions options;
+  options.with_grad = false;
+  options.routed_experts = false;
+  auto model = MoeModel::Create(backend, Config(), options).value();
+  SY_CHECK_OK(model->InitializeParameters(kSeed, 0.3f));
+  return model;
+}
+
+// Parameters: (policy, batch).
+class AllPoliciesTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  const std::string& policy() const { return std::get<0>(GetParam()); }
+  int batch() const { return std::get<1>(GetParam()); }
+
+  void SetUp() override {
+    sim_ = MakeSim(/*gbps=*/2.0, size_t{256} << 20, /*latency_us=*/10.0);
+    reference_model_ = testing::RandomModel(*sim_, Config(), kSeed).value();
+    Result<Greedy> expected = Decode(*reference_model_, resident_, batch());
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    expected_ = std::move(*expected);
+    host_ = HostExperts::FromModel(*reference_model_).value();
+  }
+
+  void ExpectSameAsResident(const std::string& policy, bool without_experts) {
+    SCOPED_TRACE(policy + (without_experts ? " (model without routed experts)" : ""));
+    std::unique_ptr<MoeModel> model;
+    std::unique_ptr<ExpertProvider> provider;
+    // Small slot counts first. A refusal at Install may leave the model half-installed, so each
+    // try gets a fresh model.
+    for (const int slots : {4, 12, 0}) {
+      ExpertPolicyOptions options;
+      options.device_slots = slots;
+      Result<std::unique_ptr<ExpertProvider>> made = MakeExpertProvider(policy, options);
+      if (!made.ok()) {
+        std::printf("%s: %d slots refused: %s\n", policy.c_str(), slots,
+                    made.status().ToString().c_str());
+        continue;
+      }
+      model = without_experts ? ModelWithoutExperts(*sim_)
+                              : testing::RandomModel(*sim_, Config(), kSeed).value();
+      if (without_experts) (*made)->set_host_experts(host_);
+      const Status installed = (*made)->Install(*model);
+      if (installed.ok()) {
+        std::printf("%s: %d device slots (0: its default)%s\n", policy.c_str(), slots,
+                    without_experts ? ", host tier given" : "");
+        provider = std::move(*made);
+        break;
+      }
+      std::printf("%s: %d slots refused at Install: %s\n", policy.c_str(), slots,
+                  installed.ToString().c_str());
+    }
+    ASSERT_NE(provider, nullptr) << policy << " could not be installed";
+    Result<Greedy> got = Decode(*model, *provider, batch());
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->tokens, expected_.tokens);
+    ASSERT_EQ(got->logits.size(), expected_.logits.size());
+    EXPECT_LE(MaxRelError(got->logits, expected_.logits), 1e-5);
+    EXPECT_EQ(provider->stats().experts_run, resident_.stats().experts_run);
+    EXPECT_EQ(provider->stats().rows, resident_.stats().rows);
+    std::printf("%s batch %d: %lld experts run, %.2f MiB host to device, %.2f ms stalled\n",
+                policy.c_str(), batch(), static_cast<long long>(provider->stats().experts_run),
+                static_cast<double>(provider->stats().bytes_host_to_device) / (1 << 20),
+                provider->stats().stall_seconds * 1e3);
+  }
+
+  std::unique_ptr<SimBackend> sim_;
+  std::unique_ptr<MoeModel> reference_model_;
+  ResidentExpertProvider resident_;
+  Greedy expected_;
+  std::shared_ptr<HostExperts> host_;
+};
+
+TEST_P(AllPoliciesTest, GivesResidentsTokensAndLogits) {
+  ASSERT_EQ(expected_.tokens.size(), static_cast<size_t>(batch()));
+  ExpectSameAsResident(policy(), /*without_experts=*/false);
+  if (policy() != "resident") ExpectSameAsResident(policy(), /*without_experts=*/true);
+}
+
+std::vector<std::string> RegisteredPolicies() {
+  std::vector<std::string> names;
+  for (const std::string_view name : ExpertPolicyNames()) names.emplace_back(name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Registered, AllPoliciesTest,
+                         ::testing::Combine(::testing::ValuesIn(RegisteredPolicies()),
+                                            ::testing::Values(1, 3)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
+                           std::string name = std::get<0>(info.param) + "_batch" +
+                                              std::to_string(std::get<1>(info.param));
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
+
+TEST(AllPoliciesListTest, ResidentAndOndemandAreRegistered) {
+  const std::vector<std::string> names = RegisteredPolicies();
+  EXPECT_NE(std::find(names.begin(), names.end(), "resident"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "ondemand"), names.end());
+}
+
+TEST(ModelWithoutRoutedExpertsTest, ResidentFailsClearlyAndTheDeviceHoldsNoExperts) {
+  auto sim = MakeSim(/*gbps=*/2.0, size_t{256} << 20);
+  const auto in_use = [&] { return static_cast<int64_t>(sim->memory_stats().bytes_in_use); };
+  const int64_t before = in_use();
+  auto full = testing::RandomModel(*sim, Config(), kSeed).value();
+  const int64_t with_experts = in_use() - before;
+  const ExpertLayout layout = ExpertLayoutOf(*full).value();
+  full.reset();
+  const int64_t before_bare = in_use();
+  auto bare = ModelWithoutExperts(*sim);
+  const int64_t without_experts = in_use() - before_bare;
+  const auto expert_bytes =
+      static_cast<int64_t>(layout.num_layers * layout.num_experts * layout.expert_bytes());
+  std::printf("device bytes: %lld with routed experts, %lld without; experts %lld\n",
+              static_cast<long long>(with_experts), static_cast<long long>(without_experts),
+              static_cast<long long>(expert_bytes));
+  EXPECT_GE(with_experts - without_experts, expert_bytes);
+  for (const Parameter& p : bare->parameters()) EXPECT_FALSE(p.is_expert) << p.name;
+
+  ResidentExpertProvider resident;
+  Result<Greedy> got = Decode(*bare, resident, 1);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kFailedPrecondition) << got.status().ToString();
+  EXPECT_NE(got.status().ToString().find("without its routed experts"), std::string::npos)
+      << got.status().ToString();
+}
+
+}  // namespace
+}  // namespace sy::offload
