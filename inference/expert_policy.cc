@@ -4,6 +4,7 @@
 #include <string>
 
 #include "inference/offload/ondemand_expert_provider.h"
+#include "inference/offload/predictive_expert_provider.h"
 #include "inference/offload/prefetch_all_expert_provider.h"
 #include "inference/offload/pregated_expert_provider.h"
 #include "inference/offload/ring_expert_provider.h"
@@ -12,8 +13,8 @@
 namespace sy {
 namespace {
 
-constexpr std::array<std::string_view, 5> kPolicies = {"resident", "ondemand", "prefetch-all",
-                                                       "ring", "pregated"};
+constexpr std::array<std::string_view, 6> kPolicies = {"resident", "ondemand", "prefetch-all",
+                                                       "ring",     "pregated", "predictive"};
 
 }  // namespace
 
@@ -73,6 +74,34 @@ Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view poli
     }
     return std::unique_ptr<ExpertProvider>(
         std::make_unique<offload::PregatedExpertProvider>(pregated));
+  }
+  if (policy == "predictive") {
+    // ProMoE: predicted experts of m + stride as LOW, the gate's as HIGH, stale LOW dropped,
+    // experts run in readiness order. The skip-gate predictor unless a predictor file is given.
+    offload::PredictiveOptions predictive;
+    if (options.device_slots > 0) predictive.num_slots = options.device_slots;
+    if (!options.device_cache.empty()) {
+      SY_ASSIGN_OR_RETURN(predictive.cache_policy,
+                          offload::ParseDeviceCachePolicy(options.device_cache));
+    }
+    const int stride = options.predictor_stride;
+    if (stride != 0 && stride != 1 && stride != 2) {
+      return InvalidArgumentError("predictor stride " + std::to_string(stride) +
+                                  " is not supported; use 1 or 2");
+    }
+    if (stride != 0) predictive.stride = stride;
+    if (!options.predictor.empty()) {
+      SY_ASSIGN_OR_RETURN(std::unique_ptr<offload::MlpPredictor> mlp,
+                          offload::LoadMlpPredictor(options.predictor));
+      if (stride != 0 && mlp->stride() != stride) {
+        return InvalidArgumentError("predictor file " + options.predictor + " has stride " +
+                                    std::to_string(mlp->stride()) + ", not the " +
+                                    std::to_string(stride) + " asked for");
+      }
+      predictive.predictor = std::move(mlp);
+    }
+    return std::unique_ptr<ExpertProvider>(
+        std::make_unique<offload::PredictiveExpertProvider>(std::move(predictive)));
   }
   return InvalidArgumentError("unknown expert policy '" + std::string(policy) +
                               "'; valid policies: " + ExpertPolicyList());
