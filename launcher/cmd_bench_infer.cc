@@ -266,7 +266,9 @@ class BenchInferCommand : public Command {
     const Status status = RunPolicyStatus(policy, sim, r);
     if (!status.ok()) {
       r.error = status.ToString();
-      r.did_not_fit = status.code() == StatusCode::kResourceExhausted;
+      // Resident's weights past the device budget. Any other policy's ResourceExhausted (its
+      // slots, pins) is a failure.
+      r.did_not_fit = policy == "resident" && status.code() == StatusCode::kResourceExhausted;
     }
     return r;
   }
