@@ -3,6 +3,9 @@
 #include <array>
 #include <string>
 
+#include "inference/offload/cpu_compute_expert_provider.h"
+#include "inference/offload/hot_cold_expert_provider.h"
+#include "inference/offload/layer_split_expert_provider.h"
 #include "inference/offload/ondemand_expert_provider.h"
 #include "inference/offload/predictive_expert_provider.h"
 #include "inference/offload/prefetch_all_expert_provider.h"
@@ -13,8 +16,9 @@
 namespace sy {
 namespace {
 
-constexpr std::array<std::string_view, 6> kPolicies = {"resident", "ondemand", "prefetch-all",
-                                                       "ring",     "pregated", "predictive"};
+constexpr std::array<std::string_view, 9> kPolicies = {
+    "resident",   "ondemand",    "prefetch-all", "ring",       "pregated",
+    "predictive", "cpu-compute", "hot-cold",     "layer-split"};
 
 }  // namespace
 
@@ -102,6 +106,38 @@ Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view poli
     }
     return std::unique_ptr<ExpertProvider>(
         std::make_unique<offload::PredictiveExpertProvider>(std::move(predictive)));
+  }
+  if (policy == "cpu-compute") {
+    // Fiddler: resident -> device; cpu(s) > device(s) + transfer -> fetch; else the CPU.
+    // Static cache of the profile's popular experts; a quarter of the experts' slots by default.
+    offload::CpuComputeOptions cpu_compute;
+    cpu_compute.num_slots = options.device_slots;
+    cpu_compute.profile = options.profile;
+    if (!options.device_cache.empty()) {
+      SY_ASSIGN_OR_RETURN(cpu_compute.cache_policy,
+                          offload::ParseDeviceCachePolicy(options.device_cache));
+    }
+    return std::unique_ptr<ExpertProvider>(
+        std::make_unique<offload::CpuComputeExpertProvider>(std::move(cpu_compute)));
+  }
+  if (policy == "hot-cold") {
+    // MoNDE: the top H experts by rows copied to the device, the rest on the CPU.
+    offload::HotColdOptions hot_cold;
+    hot_cold.num_slots = options.device_slots;
+    hot_cold.profile = options.profile;
+    if (!options.device_cache.empty()) {
+      SY_ASSIGN_OR_RETURN(hot_cold.cache_policy,
+                          offload::ParseDeviceCachePolicy(options.device_cache));
+    }
+    return std::unique_ptr<ExpertProvider>(
+        std::make_unique<offload::HotColdExpertProvider>(std::move(hot_cold)));
+  }
+  if (policy == "layer-split") {
+    // llama.cpp's -ngl: the first whole MoE layers that fit on the device, the rest on the CPU.
+    offload::LayerSplitOptions split;
+    split.num_slots = options.device_slots;
+    return std::unique_ptr<ExpertProvider>(
+        std::make_unique<offload::LayerSplitExpertProvider>(split));
   }
   return InvalidArgumentError("unknown expert policy '" + std::string(policy) +
                               "'; valid policies: " + ExpertPolicyList());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "inference/offload/device_expert_cache.h"
@@ -191,9 +192,20 @@ Result<ExpertLatencyModel> CalibrateLatencyModel(Backend& backend, HostExpertSou
     SlotHandle pin;
     for (int r = 0; r < options.repeats; ++r) {
       pin.Release();
+      // The engine drops its own pin just after a fill completes; until then the expert stays in
+      // the slot and the next Enqueue would be a hit, not a copy.
+      for (int wait = 0; wait < 100000 && cache->Lookup(options.key) >= 0; ++wait) {
+        std::this_thread::sleep_for(std::chrono::microseconds(10));
+      }
+      const uint64_t copies_before = engine->stats().tasks_queued;
       const auto t0 = std::chrono::steady_clock::now();
       SY_ASSIGN_OR_RETURN(pin, engine->Enqueue(TransferPriority::kHigh, options.key));
       SY_RETURN_IF_ERROR(engine->Wait(pin));
+      if (engine->stats().tasks_queued == copies_before) {
+        return InternalError(
+            "CalibrateLatencyModel: the expert stayed in the device slot, so no "
+            "copy could be timed");
+      }
       transfers.push_back(Since(t0));
     }
     model.transfer_seconds = Median(std::move(transfers));

@@ -1,0 +1,64 @@
+#include "inference/offload/cpu_compute_expert_provider.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "inference/offload/expert_profile.h"
+#include "runtime/core/check.h"
+
+namespace sy::offload {
+
+Status CpuComputeExpertProvider::Attach(MoeModel& model,
+                                        std::vector<std::unique_ptr<ExpertCompute>> computes) {
+  computes.clear();  // every expert comes from the host tier or the slots
+  SY_RETURN_IF_ERROR(AttachHost(model, options_.cpu_threads));
+  const int slots = options_.num_slots > 0 ? options_.num_slots : DefaultDeviceSlots(layout());
+  std::vector<ExpertKey> static_experts;
+  if (options_.cache_policy == DeviceCachePolicy::kStatic) {
+    const int scratch = options_.scratch_slots > 0 ? std::min(options_.scratch_slots, slots)
+                                                   : std::max(1, slots / 8);
+    SY_ASSIGN_OR_RETURN(static_experts, StaticPlacementOrder(layout(), options_.profile));
+    static_experts.resize(static_cast<size_t>(std::max(0, slots - scratch)));
+  }
+  if (options_.latency_model) {
+    latency_ = *options_.latency_model;
+  } else {
+    SY_ASSIGN_OR_RETURN(
+        latency_, CalibrateLatencyModel(model.backend(), host(), executor(), options_.calibration));
+  }
+  SY_RETURN_IF_ERROR(AttachDevice(model, slots, options_.cache_policy, std::move(static_experts)));
+  placement_.assign(static_cast<size_t>(layout().num_experts), ExpertPlacement::kCpu);
+  if (options_.log) std::fprintf(stderr, "%s\n", Describe().c_str());
+  return Status::Ok();
+}
+
+std::string CpuComputeExpertProvider::Describe() const {
+  const DeviceExpertCache* slots = cache();
+  const size_t num_static = slots ? slots->options().static_experts.size() : 0;
+  return "cpu-compute: " + std::to_string(device_slots()) + " device slots (" +
+         std::to_string(num_static) + " static from " +
+         (options_.profile.empty() ? std::string("a uniform placement") : options_.profile) + ", " +
+         std::to_string(fetch_slots()) + " for fetches, cache " +
+         (slots ? DeviceCachePolicyName(slots->options().policy) : "none") + ") of " +
+         std::to_string(layout().num_layers * layout().num_experts) + " experts; " +
+         (options_.latency_model ? "given" : "calibrated") +
+         " latency model: " + latency_.ToString();
+}
+
+Status CpuComputeExpertProvider::RunExperts(Backend& backend, int moe_index, const Tensor& xs,
+                                            std::span<const int64_t> group_rows, const Tensor& ys) {
+  (void)backend;
+  SY_CHECK_EQ(group_rows.size(), placement_.size()) << "cpu-compute: groups";
+  const bool can_fetch = fetch_slots() > 0;
+  for (size_t e = 0; e < group_rows.size(); ++e) {
+    if (group_rows[e] == 0) continue;
+    const ExpertKey key{static_cast<uint32_t>(moe_index), static_cast<uint32_t>(e)};
+    ExpertPlacement p = FiddlerPlacement(latency_, group_rows[e], Resident(key));
+    if (p == ExpertPlacement::kFetch && !can_fetch) p = ExpertPlacement::kCpu;
+    placement_[e] = p;
+  }
+  return RunPlaced(moe_index, xs, group_rows, placement_, ys);
+}
+
+}  // namespace sy::offload

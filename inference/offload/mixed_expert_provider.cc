@@ -1,0 +1,69 @@
+#include "inference/offload/mixed_expert_provider.h"
+
+#include <utility>
+
+#include "runtime/core/check.h"
+
+namespace sy::offload {
+
+const PlacementStats& MixedExpertProvider::placement_stats() const {
+  SY_CHECK(runner_ != nullptr) << "MixedExpertProvider::placement_stats before Install";
+  return runner_->stats();
+}
+
+Status MixedExpertProvider::AttachHost(MoeModel& model, int cpu_threads) {
+  SY_ASSIGN_OR_RETURN(host_, HostTier(model));
+  CpuExpertExecutorOptions options;
+  options.num_threads = cpu_threads;
+  executor_ = std::make_unique<CpuExpertExecutor>(*host_, options);
+  return Status::Ok();
+}
+
+Status MixedExpertProvider::AttachDevice(MoeModel& model, int num_slots, DeviceCachePolicy policy,
+                                         std::vector<ExpertKey> static_experts) {
+  SY_CHECK(executor_ != nullptr) << "MixedExpertProvider: AttachDevice before AttachHost";
+  if (num_slots > 0) {
+    DeviceExpertCacheOptions options;
+    options.num_slots = num_slots;
+    options.policy = policy;
+    if (policy == DeviceCachePolicy::kStatic) {
+      if (static_cast<int>(static_experts.size()) > num_slots) static_experts.resize(num_slots);
+      options.static_experts = std::move(static_experts);
+    }
+    SY_ASSIGN_OR_RETURN(cache_, DeviceExpertCache::Create(model.backend(), layout(), options));
+    engine_ = std::make_unique<TransferEngine>(model.backend(), *host_, *cache_);
+    // The static experts go to their slots now (the pins are dropped at once: static stays).
+    for (const ExpertKey& key : cache_->options().static_experts) {
+      SY_ASSIGN_OR_RETURN(SlotHandle pin, engine_->Enqueue(TransferPriority::kLow, key));
+      (void)pin;
+    }
+    engine_->Drain();
+    const TransferStats loaded = engine_->stats();
+    if (loaded.tasks_failed > 0) {
+      return InternalError(
+          "MixedExpertProvider: loading the static experts into device slots "
+          "failed; the host tier could not provide them");
+    }
+    placement_bytes_ = loaded.bytes_host_to_device;
+  }
+  runner_ =
+      std::make_unique<MixedExpertRunner>(model.backend(), cache_.get(), engine_.get(), *executor_);
+  return Status::Ok();
+}
+
+Status MixedExpertProvider::RunPlaced(int moe_index, const Tensor& xs,
+                                      std::span<const int64_t> group_rows,
+                                      std::span<const ExpertPlacement> placement,
+                                      const Tensor& ys) {
+  SY_CHECK(runner_ != nullptr) << "MixedExpertProvider: RunExperts before Install";
+  SY_RETURN_IF_ERROR(runner_->Run(moe_index, xs, group_rows, placement, ys));
+  if (engine_) {
+    const TransferStats transfers = engine_->stats();
+    mutable_stats().bytes_host_to_device =
+        static_cast<int64_t>(transfers.bytes_host_to_device - placement_bytes_);
+    mutable_stats().stall_seconds = static_cast<double>(transfers.stall_ns) * 1e-9;
+  }
+  return Status::Ok();
+}
+
+}  // namespace sy::offload
