@@ -78,6 +78,26 @@ Result<bool> PredictiveExpertProvider::EnqueueHigh(int moe_index, int32_t expert
   return true;
 }
 
+void PredictiveExpertProvider::CountGateRequest(int moe_index, int32_t expert) {
+  const int slot = cache_->Lookup(Key(moe_index, expert));
+  ++gate_requests_;
+  gate_hits_ += slot >= 0 && cache_->Ready(slot) ? 1 : 0;
+}
+
+std::map<std::string, double> PredictiveExpertProvider::extra_metrics() const {
+  std::map<std::string, double> metrics;
+  if (engine_ == nullptr) return metrics;
+  if (options_.prefetch) metrics["predictor_accuracy"] = accuracy_.fraction();
+  if (gate_requests_ > 0) {
+    metrics["device_cache_hit_rate"] =
+        static_cast<double>(gate_hits_) / static_cast<double>(gate_requests_);
+  }
+  const TransferStats t = engine_->stats();
+  metrics["predictions_cancelled"] = static_cast<double>(t.tasks_cancelled);
+  metrics["promoted"] = static_cast<double>(t.promoted);
+  return metrics;
+}
+
 int PredictiveExpertProvider::ReadyChunks(const Held& held) const {
   int ready = 0;
   for (ExpertChunk c : kExpertChunks) ready += cache_->ChunkReady(held.handle.slot(), c) ? 1 : 0;
@@ -111,6 +131,7 @@ Status PredictiveExpertProvider::Routed(Backend& backend, const MoeRouting& rout
   if (has_prediction_[static_cast<size_t>(m)]) {
     accuracy_.Add(gate_set, predicted_[static_cast<size_t>(m)]);
   }
+  for (const int32_t e : gate_set) CountGateRequest(m, e);
 
   if (options_.early_preemption) {
     // The gate's whole choice is known now: queue all of it at HIGH (promoting correct

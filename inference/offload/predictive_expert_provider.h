@@ -21,6 +21,7 @@
 // worker runs beside it.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -59,6 +60,10 @@ class PredictiveExpertProvider final : public ExpertProvider {
   // How much of each gate's choice had been predicted (layers with a prediction only).
   const PredictorAccuracy& predictor_accuracy() const { return accuracy_; }
   const PredictiveOptions& options() const { return options_; }
+  // For `switchyard bench infer`: "predictor_accuracy" (when predictions are made),
+  // "device_cache_hit_rate" (gate experts already on the device when the gate chose them),
+  // "predictions_cancelled" and "promoted" (transfer tasks).
+  std::map<std::string, double> extra_metrics() const override;
   // Blocks until no transfer is queued or in flight (stale predictions included), then refreshes
   // stats(): for a benchmark or test that counts every byte a policy moved.
   void DrainTransfers();
@@ -76,6 +81,8 @@ class PredictiveExpertProvider final : public ExpertProvider {
     int32_t expert = 0;
     SlotHandle handle;
   };
+  // Counts a gate request of `expert` of layer m (a hit when it is ready on the device).
+  void CountGateRequest(int moe_index, int32_t expert);
   // Queues `expert` of layer m as HIGH into `held`; false (and OK) when every slot is pinned.
   Result<bool> EnqueueHigh(int moe_index, int32_t expert, std::vector<Held>& held);
   // Chunks of the held expert already on the device (0 .. 3).
@@ -96,6 +103,8 @@ class PredictiveExpertProvider final : public ExpertProvider {
   std::vector<std::vector<int32_t>> predicted_;
   std::vector<bool> has_prediction_;
   PredictorAccuracy accuracy_;
+  int64_t gate_requests_ = 0;  // gate experts asked for
+  int64_t gate_hits_ = 0;      // of those, already ready on the device
 };
 
 }  // namespace sy::offload

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -118,6 +119,12 @@ void ExpectStatsAddUp(PredictiveExpertProvider& p, const ResidentExpertProvider&
   EXPECT_GT(acc.layers, 0);
   EXPECT_GT(acc.gate, 0);
   EXPECT_LE(acc.covered, acc.gate);
+  const std::map<std::string, double> extra = p.extra_metrics();
+  ASSERT_TRUE(extra.count("predictor_accuracy"));
+  EXPECT_DOUBLE_EQ(extra.at("predictor_accuracy"), acc.fraction());
+  ASSERT_TRUE(extra.count("device_cache_hit_rate"));
+  EXPECT_GE(extra.at("device_cache_hit_rate"), 0.0);
+  EXPECT_LE(extra.at("device_cache_hit_rate"), 1.0);
 }
 
 TEST(PredictiveExpertProviderTest, GreedyDecodeEqualsResidentWithEveryPredictorAndAblation) {

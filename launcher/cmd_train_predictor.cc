@@ -1,0 +1,240 @@
+// `switchyard train-predictor`: records (hidden, gate) traces of a model and trains the
+// `predictive` policy's MLP expert predictor from them (ProMoE; inference/offload/
+// expert_predictor.h, docs/offload.md "The predictive policy").
+//
+//   switchyard train-predictor --model DIR|CKPT (--prompt-ids 1,2,3 | --prompts FILE)
+//                              --out FILE [--stride 1|2] [--hidden N] [--epochs N] [--batch N]
+//                              [--lr X] [--seed S] [--holdout F] [--gen-tokens N]
+//                              [--device cpu] [--dtype f32|bf16|f16]
+//
+// The model runs resident over each prompt (a KV-cache prefill, then --gen-tokens greedy decode
+// steps); every MoE layer's input rows and the gate's top-k are recorded
+// (PredictorTraceRecorder). One 2-layer MLP per MoE layer m < layers - stride learns the top-k of
+// layer m + stride from layer m's input. Progress goes to stderr per epoch; at the end, each
+// layer's train and held-out top-k accuracy, next to the skip-gate predictor's on the same rows.
+// The file is written atomically (FILE.tmp, then renamed); `generate --policy predictive` and
+// `bench infer` take it as the predictor.
+//
+// --prompts FILE: one prompt per line, token ids separated by commas or spaces; empty lines and
+// lines starting with # are skipped.
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "inference/kv_cache_decoder.h"
+#include "inference/model_loader.h"
+#include "inference/offload/expert_predictor.h"
+#include "inference/offload/predictor_trace.h"
+#include "launcher/command.h"
+#include "launcher/trained_model.h"
+#include "runtime/backend/backend.h"
+
+namespace sy::launcher {
+namespace {
+
+// Token ids separated by commas and/or whitespace.
+Result<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& where) {
+  std::vector<int32_t> ids;
+  std::string item;
+  auto flush = [&]() -> Status {
+    if (item.empty()) return Status::Ok();
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
+      return InvalidArgumentError(where + ": \"" + item +
+                                  "\" is not a token id; use non-negative integers separated by "
+                                  "commas or spaces");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    item.clear();
+    return Status::Ok();
+  };
+  for (const char c : text) {
+    if (c == ',' || c == ' ' || c == '\t' || c == '\r') {
+      SY_RETURN_IF_ERROR(flush());
+    } else {
+      item += c;
+    }
+  }
+  SY_RETURN_IF_ERROR(flush());
+  return ids;
+}
+
+class TrainPredictorCommand : public Command {
+ public:
+  void Configure(CLI::App& app) override {
+    app.add_option("--model", model_dir_,
+                   "Hugging Face model directory, or a switchyard training checkpoint")
+        ->required();
+    auto* ids =
+        app.add_option("--prompt-ids", prompt_ids_, "One prompt: token ids, comma-separated");
+    auto* file = app.add_option("--prompts", prompts_file_,
+                                "A file of prompts, one per line, token ids separated by commas "
+                                "or spaces (# comments)");
+    ids->excludes(file);
+    file->excludes(ids);
+    app.add_option("--out", out_, "Predictor file to write (atomically)")->required();
+    app.add_option("--stride", options_.stride,
+                   "Predict MoE layer m + stride from m: 1 or 2 "
+                   "(default 1)");
+    app.add_option("--hidden", options_.mlp_hidden, "MLP hidden width (default 128)");
+    app.add_option("--epochs", options_.epochs, "Passes over the traces (default 20)");
+    app.add_option("--batch", options_.batch, "Rows per Adam step (default 32)");
+    app.add_option("--lr", options_.lr, "Adam learning rate (default 1e-3)");
+    app.add_option("--seed", options_.seed, "Initialisation and shuffling seed (default 0)");
+    app.add_option("--holdout", options_.holdout,
+                   "Fraction of rows held out for the accuracy check (default 0.1)");
+    app.add_option("--gen-tokens", gen_tokens_,
+                   "Greedy decode steps after each prompt, recorded too (default 0)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--device", device_, "cpu, sim or cuda:N (default cpu)");
+    app.add_option("--dtype", dtype_, "Weight dtype on the device: f32, bf16, f16 (default f32)");
+  }
+
+  int Run() override { return ExitCode(RunStatus()); }
+
+ private:
+  Result<std::vector<std::vector<int32_t>>> Prompts() const {
+    std::vector<std::vector<int32_t>> prompts;
+    if (!prompt_ids_.empty()) {
+      SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIdList(prompt_ids_, "--prompt-ids"));
+      prompts.push_back(std::move(ids));
+    } else if (!prompts_file_.empty()) {
+      std::ifstream in(prompts_file_);
+      if (!in) return NotFoundError("--prompts: cannot open " + prompts_file_);
+      std::string line;
+      int number = 0;
+      while (std::getline(in, line)) {
+        ++number;
+        if (line.empty() || line[0] == '#') continue;
+        SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                            ParseIdList(line, prompts_file_ + ":" + std::to_string(number)));
+        if (!ids.empty()) prompts.push_back(std::move(ids));
+      }
+    } else {
+      return InvalidArgumentError("pass --prompt-ids 1,2,3 or --prompts FILE");
+    }
+    if (prompts.empty()) return InvalidArgumentError("no prompts: every line was empty");
+    return prompts;
+  }
+
+  Status RunStatus() {
+    if (options_.stride != 1 && options_.stride != 2) {
+      return InvalidArgumentError("--stride " + std::to_string(options_.stride) + ": use 1 or 2");
+    }
+    SY_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> prompts, Prompts());
+    SY_ASSIGN_OR_RETURN(Device device, ParseDevice(device_));
+    SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(dtype_));
+    SY_ASSIGN_OR_RETURN(auto backend, CreateBackend(device));
+    // Destroyed after the model (which points at it) and before the backend.
+    offload::PredictorTraceRecorder recorder;
+    std::unique_ptr<MoeModel> model;
+    if (IsTrainCheckpointPath(model_dir_)) {
+      SY_ASSIGN_OR_RETURN(TrainedModel trained, LoadTrainedModel(*backend, model_dir_, dtype));
+      model = std::move(trained.model);
+    } else {
+      LoadOptions options;
+      options.weight_dtype = dtype;
+      SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, model_dir_, options));
+      model = std::move(loaded.model);
+    }
+    const ModelConfig& config = model->config();
+    std::fprintf(stderr, "loaded %s\n", config.ToString().c_str());
+    if (config.NumMoeLayers() <= options_.stride) {
+      return InvalidArgumentError("the model has " + std::to_string(config.NumMoeLayers()) +
+                                  " MoE layers: nothing to predict at stride " +
+                                  std::to_string(options_.stride));
+    }
+    SY_RETURN_IF_ERROR(recorder.Install(*model));
+    for (const std::vector<int32_t>& prompt : prompts) {
+      SY_RETURN_IF_ERROR(Record(*model, recorder, prompt));
+    }
+    const offload::PredictorTraces& traces = recorder.traces();
+    std::fprintf(stderr, "recorded %lld rows per MoE layer from %zu prompts (%d MoE layers)\n",
+                 static_cast<long long>(traces.rows()), prompts.size(), traces.num_layers);
+
+    std::vector<offload::MlpLayerReport> reports;
+    SY_ASSIGN_OR_RETURN(
+        std::unique_ptr<offload::MlpPredictor> mlp,
+        offload::TrainMlpPredictor(
+            traces, options_,
+            [this, &traces](const offload::MlpLayerReport& r) {
+              std::fprintf(stderr,
+                           "layer %d -> %d: epoch %d/%d, loss %.4f, held-out top-%d accuracy "
+                           "%.3f\n",
+                           r.source, r.source + options_.stride, r.epoch, options_.epochs, r.loss,
+                           traces.top_k, r.heldout_accuracy);
+            },
+            &reports));
+    // The skip-gate baseline on the same rows (all of them: it was not trained on any).
+    SY_ASSIGN_OR_RETURN(auto skip, offload::SkipGatePredictor::Create(*model, options_.stride));
+    double sum_train = 0, sum_heldout = 0, sum_skip = 0;
+    for (const offload::MlpLayerReport& r : reports) {
+      const int64_t rows = traces.rows();
+      std::vector<float> scores(static_cast<size_t>(rows * traces.num_experts));
+      skip->Scores(r.source, traces.h[static_cast<size_t>(r.source)], rows, scores);
+      const double skip_acc = offload::TopKAccuracy(
+          traces.experts[static_cast<size_t>(r.source + options_.stride)],
+          offload::TopKExperts(scores, rows, traces.num_experts, traces.top_k), rows, traces.top_k);
+      std::printf(
+          "layer %d -> %d: loss %.4f -> %.4f; top-%d accuracy train %.3f (%lld rows), held-out "
+          "%.3f (%lld rows); skip-gate %.3f\n",
+          r.source, r.source + options_.stride, r.first_loss, r.loss, traces.top_k,
+          r.train_accuracy, static_cast<long long>(r.train_rows), r.heldout_accuracy,
+          static_cast<long long>(r.heldout_rows), skip_acc);
+      sum_train += r.train_accuracy;
+      sum_heldout += r.heldout_accuracy;
+      sum_skip += skip_acc;
+    }
+    const double n = static_cast<double>(reports.size());
+    std::printf("mean top-%d accuracy: train %.3f, held-out %.3f, skip-gate %.3f (chance %.3f)\n",
+                traces.top_k, sum_train / n, sum_heldout / n, sum_skip / n,
+                static_cast<double>(traces.top_k) / traces.num_experts);
+    SY_RETURN_IF_ERROR(offload::SaveMlpPredictor(*mlp, out_));
+    std::printf("wrote %s (stride %d, %d MoE layers, MLP hidden %d)\n", out_.c_str(),
+                options_.stride, traces.num_layers, options_.mlp_hidden);
+    return Status::Ok();
+  }
+
+  Status Record(MoeModel& model, ExpertProvider& recorder, const std::vector<int32_t>& prompt) {
+    SY_ASSIGN_OR_RETURN(
+        auto decoder,
+        KvCacheDecoder::Create(model, static_cast<int64_t>(prompt.size()) + gen_tokens_ + 1, 1,
+                               &recorder));
+    SY_ASSIGN_OR_RETURN(std::vector<float> logits, decoder->Append(prompt));
+    const int64_t vocab = model.config().vocab_size;
+    for (int step = 0; step < gen_tokens_; ++step) {
+      const float* last = logits.data() + logits.size() - static_cast<size_t>(vocab);
+      int32_t next = 0;
+      for (int64_t v = 1; v < vocab; ++v) {
+        if (last[v] > last[next]) next = static_cast<int32_t>(v);
+      }
+      SY_ASSIGN_OR_RETURN(logits, decoder->Append(std::span<const int32_t>(&next, 1)));
+    }
+    return Status::Ok();
+  }
+
+  std::string model_dir_;
+  std::string prompt_ids_;
+  std::string prompts_file_;
+  std::string out_;
+  std::string device_ = "cpu";
+  std::string dtype_ = "f32";
+  int gen_tokens_ = 0;
+  offload::MlpTrainOptions options_;
+};
+
+}  // namespace
+
+SY_REGISTER_COMMAND("train-predictor",
+                    "Record (hidden, gate) traces and train the predictive policy's MLP predictor",
+                    TrainPredictorCommand);
+
+}  // namespace sy::launcher
