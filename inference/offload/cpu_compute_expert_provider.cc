@@ -61,4 +61,12 @@ Status CpuComputeExpertProvider::RunExperts(Backend& backend, int moe_index, con
   return RunPlaced(moe_index, xs, group_rows, placement_, ys);
 }
 
+std::map<std::string, double> CpuComputeExpertProvider::extra_metrics() const {
+  std::map<std::string, double> metrics = MixedExpertProvider::extra_metrics();
+  metrics["latency_transfer_ms"] = latency_.TransferSeconds() * 1e3;
+  metrics["latency_cpu1_ms"] = latency_.CpuSeconds(1) * 1e3;
+  metrics["latency_device1_ms"] = latency_.DeviceSeconds(1) * 1e3;
+  return metrics;
+}
+
 }  // namespace sy::offload

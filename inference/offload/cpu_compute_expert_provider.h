@@ -19,6 +19,7 @@
 // Ownership and thread-safety: as MixedExpertProvider.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,6 +53,9 @@ class CpuComputeExpertProvider final : public MixedExpertProvider {
   const ExpertLatencyModel& latency_model() const { return latency_; }
   // One line: slots, static experts, the model.
   std::string Describe() const;
+  // MixedExpertProvider's, plus the latency model (latency_transfer_ms, latency_cpu1_ms,
+  // latency_device1_ms).
+  std::map<std::string, double> extra_metrics() const override;
 
  protected:
   Status Attach(MoeModel& model, std::vector<std::unique_ptr<ExpertCompute>> computes) override;

@@ -84,4 +84,14 @@ Status HotColdExpertProvider::RunExperts(Backend& backend, int moe_index, const 
   return Status::Ok();
 }
 
+std::map<std::string, double> HotColdExpertProvider::extra_metrics() const {
+  std::map<std::string, double> metrics = MixedExpertProvider::extra_metrics();
+  metrics["latency_transfer_ms"] = latency_.TransferSeconds() * 1e3;
+  metrics["latency_cpu1_ms"] = latency_.CpuSeconds(1) * 1e3;
+  metrics["latency_device1_ms"] = latency_.DeviceSeconds(1) * 1e3;
+  metrics["alpha"] = alpha_;
+  metrics["alpha_tunings"] = tunings_;
+  return metrics;
+}
+
 }  // namespace sy::offload

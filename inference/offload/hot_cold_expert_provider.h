@@ -19,6 +19,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -54,6 +55,9 @@ class HotColdExpertProvider final : public MixedExpertProvider {
   double alpha() const { return alpha_; }
   int tunings() const { return tunings_; }  // times alpha was re-tuned
   std::string Describe() const;
+  // MixedExpertProvider's, plus the latency model (latency_transfer_ms, latency_cpu1_ms,
+  // latency_device1_ms), alpha and alpha_tunings.
+  std::map<std::string, double> extra_metrics() const override;
 
  protected:
   Status Attach(MoeModel& model, std::vector<std::unique_ptr<ExpertCompute>> computes) override;

@@ -11,6 +11,26 @@ const PlacementStats& MixedExpertProvider::placement_stats() const {
   return runner_->stats();
 }
 
+std::map<std::string, double> MixedExpertProvider::extra_metrics() const {
+  std::map<std::string, double> metrics;
+  if (runner_ == nullptr) return metrics;
+  const PlacementStats& s = runner_->stats();
+  const int64_t run = s.resident_experts + s.fetched_experts + s.cpu_experts;
+  if (run > 0) {
+    metrics["device_cache_hit_rate"] =
+        static_cast<double>(s.resident_experts) / static_cast<double>(run);
+  }
+  metrics["experts_resident"] = static_cast<double>(s.resident_experts);
+  metrics["experts_fetched"] = static_cast<double>(s.fetched_experts);
+  metrics["experts_cpu"] = static_cast<double>(s.cpu_experts);
+  metrics["rows_device"] = static_cast<double>(s.device_rows);
+  metrics["rows_cpu"] = static_cast<double>(s.cpu_rows);
+  metrics["cpu_wait_seconds"] = s.cpu_wait_seconds;
+  metrics["activation_bytes"] = static_cast<double>(s.activation_bytes);
+  metrics["placement_bytes"] = static_cast<double>(placement_bytes_);
+  return metrics;
+}
+
 Status MixedExpertProvider::AttachHost(MoeModel& model, int cpu_threads) {
   SY_ASSIGN_OR_RETURN(host_, HostTier(model));
   CpuExpertExecutorOptions options;

@@ -14,8 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "inference/expert_provider.h"
@@ -36,6 +38,10 @@ class MixedExpertProvider : public ExpertProvider {
   int device_slots() const { return cache_ ? cache_->num_slots() : 0; }
   const DeviceExpertCache* cache() const { return cache_.get(); }  // null: no device slots
   TransferStats transfer_stats() const { return engine_ ? engine_->stats() : TransferStats{}; }
+  // For bench infer: device_cache_hit_rate (resident / experts run), experts_resident,
+  // experts_fetched, experts_cpu, rows_cpu, rows_device, cpu_wait_seconds, placement_bytes,
+  // activation_bytes; subclasses add their own.
+  std::map<std::string, double> extra_metrics() const override;
 
  protected:
   MixedExpertProvider() = default;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,12 @@ class CpuPoliciesTest : public ::testing::Test {
       EXPECT_EQ(static_cast<int64_t>(stats.bytes_host_to_device),
                 placed.fetched_experts * static_cast<int64_t>(layout.expert_bytes()));
     }
+    const std::map<std::string, double> metrics = provider.extra_metrics();
+    EXPECT_EQ(metrics.at("experts_cpu"), static_cast<double>(placed.cpu_experts));
+    EXPECT_EQ(metrics.at("experts_fetched"), static_cast<double>(placed.fetched_experts));
+    EXPECT_DOUBLE_EQ(
+        metrics.at("device_cache_hit_rate"),
+        static_cast<double>(placed.resident_experts) / static_cast<double>(stats.experts_run));
     if (placed.fetched_experts > 0) {
       EXPECT_GT(stats.stall_seconds, 0.0);
     }
