@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/model/pregate_init.h"
 #include "storage/formats/safetensors.h"
 
 namespace sy {
@@ -223,6 +224,14 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
   LoadedModel loaded;
   SY_ASSIGN_OR_RETURN(loaded.hf, LoadHfConfig(dir));
   const HfFamily family = loaded.hf.family;
+  if (options.pregate) {
+    if (loaded.hf.config.NumMoeLayers() < 2) {
+      return InvalidArgumentError(dir + ": a pre-gated load needs at least two MoE layers; this " +
+                                  std::string(HfFamilyModelType(family)) + " config has " +
+                                  std::to_string(loaded.hf.config.NumMoeLayers()));
+    }
+    loaded.hf.config.pregate = true;
+  }
   SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(dir));
   ModelOptions model_options;
   model_options.with_grad = false;
@@ -241,7 +250,9 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
     loaded.host_experts = std::move(host);
   }
   for (Parameter& param : loaded.model->parameters()) {
-    SY_RETURN_IF_ERROR(ReadTensor(*ckpt, family, param.name, param.value.shape(), used, f32));
+    // A pre-gate reads the next MoE layer's gate; every other name is its own source.
+    const std::string source = PregateSourceName(loaded.hf.config, param.name);
+    SY_RETURN_IF_ERROR(ReadTensor(*ckpt, family, source, param.value.shape(), used, f32));
     SY_RETURN_IF_ERROR(UploadParameter(backend, param, f32, half));
   }
   std::vector<std::string> unexpected;

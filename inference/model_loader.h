@@ -47,6 +47,12 @@ struct LoadOptions {
   // Load the routed experts into pinned host memory (LoadedModel::host_experts) instead of onto
   // the device. Default: false (every weight on the device).
   bool experts_on_host = false;
+  // Load a conventional checkpoint as a pre-gated model (Pre-gated MoE, IV-B; the `pregated`
+  // policy needs one): MoE layer m's pre-gate is MoE layer m + 1's gate
+  // (runtime/model/pregate_init.h), without the paper's fine-tuning, so the routing of MoE layers
+  // m >= 1 reads the previous layer's input. InvalidArgument for a model with fewer than two MoE
+  // layers. Default: false.
+  bool pregate = false;
 };
 
 struct LoadedModel {

@@ -150,6 +150,9 @@ class BenchInferCommand : public Command {
     app.add_option("--host-cache-experts", host_cache_experts_,
                    "With --store: host cache slots, in experts (default: two MoE layers' worth)")
         ->check(CLI::NonNegativeNumber);
+    app.add_flag("--pregate", pregate_,
+                 "Load the checkpoint as a pre-gated model (MoE layer m's pre-gate = layer m+1's "
+                 "gate), for the pregated policy; every policy then runs that model");
     app.add_option("--dtype", dtype_, "Weight dtype: f32, bf16, f16 (default bf16)");
     app.add_option("--repeats", repeats_, "Timed runs per policy; times are medians (default 1)")
         ->check(CLI::PositiveNumber);
@@ -287,6 +290,7 @@ class BenchInferCommand : public Command {
     LoadOptions load;
     load.weight_dtype = dtype_value_;
     load.experts_on_host = on_host;
+    load.pregate = pregate_;
     SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, model_dir_, load));
     r.device_bytes_after_load = backend->memory_stats().bytes_in_use;
     offload::StoreHostExperts* store = nullptr;
@@ -549,6 +553,7 @@ class BenchInferCommand : public Command {
   std::string store_;
   int64_t host_cache_experts_ = 0;
   std::string dtype_ = "bf16";
+  bool pregate_ = false;
   int repeats_ = 1;
   unsigned seed_ = 0;
   int threads_ = 0;

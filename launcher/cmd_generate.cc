@@ -4,8 +4,8 @@
 //
 //   switchyard generate --model DIR|CKPT --prompt-ids 1,2,3 --dump-logits FILE [--device cpu]
 //                       [--dtype f32|bf16|f16] [--max-tokens N] [--temperature T --top-k K
-//                       --top-p P --seed S --stop-tokens 2,7] [--beam W] [--policy
-//                       resident|ondemand]
+//                       --top-p P --seed S --stop-tokens 2,7] [--beam W] [--policy NAME]
+//                       [--pregate]
 //
 // --dump-logits writes the logits of every prompt position: FILE holds raw little-endian f32,
 // row-major [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
@@ -18,6 +18,8 @@
 // --policy NAME picks the expert provider (inference/expert_policy.h; default resident): every
 // forward, the prompt's logits included, computes its experts through it; its counters (experts
 // run, rows, bytes moved host -> device, stall) go to stderr at the end.
+// --pregate loads a Hugging Face checkpoint as a pre-gated model (LoadOptions::pregate), as the
+// `pregated` policy needs.
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -100,6 +102,9 @@ class GenerateCommand : public Command {
     app.add_option("--policy", policy_,
                    "Expert policy: where the experts live and how they reach the compute (" +
                        ExpertPolicyList() + "; default resident)");
+    app.add_flag("--pregate", pregate_,
+                 "Load a Hugging Face checkpoint as a pre-gated model (MoE layer m's pre-gate = "
+                 "layer m+1's gate), as the pregated policy needs");
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -125,6 +130,11 @@ class GenerateCommand : public Command {
     SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertProvider> provider, MakeExpertProvider(policy_));
     std::unique_ptr<MoeModel> owned;
     if (IsTrainCheckpointPath(model_dir_)) {
+      if (pregate_) {
+        return InvalidArgumentError("--pregate converts a Hugging Face checkpoint; " + model_dir_ +
+                                    " is a Switchyard checkpoint, whose model.pregate is set when "
+                                    "it is trained");
+      }
       SY_ASSIGN_OR_RETURN(TrainedModel trained, LoadTrainedModel(*backend, model_dir_, dtype));
       owned = std::move(trained.model);
       std::fprintf(stderr, "loaded switchyard checkpoint %s (step %lld): %s\n",
@@ -133,6 +143,7 @@ class GenerateCommand : public Command {
     } else {
       LoadOptions options;
       options.weight_dtype = dtype;
+      options.pregate = pregate_;
       SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, model_dir_, options));
       owned = std::move(loaded.model);
       std::fprintf(stderr, "loaded %s: %s\n",
@@ -285,6 +296,7 @@ class GenerateCommand : public Command {
   int beam_ = 0;
   std::string stop_tokens_;
   std::string policy_ = "resident";
+  bool pregate_ = false;
   SamplerOptions sampler_ = [] {
     SamplerOptions o;
     o.temperature = 0.0f;  // greedy unless asked

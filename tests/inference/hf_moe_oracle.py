@@ -256,8 +256,11 @@ def rope(x, theta):
 class Family:
     """Forward of one family; `bug` injects a plausible loader bug (for the sensitivity check)."""
 
-    def __init__(self, fam, c, w, bug=None):
+    def __init__(self, fam, c, w, bug=None, pregate=False):
         self.fam, self.c, self.w, self.bug = fam, c, w, bug
+        # Pre-gated (`generate --pregate`): MoE layer m >= 1 routes on MoE layer m-1's input
+        # through its own gate (Pre-gated MoE: the pre-gate in layer m-1 is layer m's gate).
+        self.pregate = pregate
         self.min_gap = float("inf")  # smallest gap between the k-th and (k+1)-th router prob
 
     def linear(self, x, name, bias=None):
@@ -300,8 +303,9 @@ class Family:
         out = torch.einsum("hts,shd->thd", torch.softmax(scores, -1), v).reshape(t, nh * hd)
         return self.linear(out, p + "o_proj.weight")
 
-    def moe(self, l, x):
+    def moe(self, l, x, route_x=None):
         c, fam, bug = self.c, self.fam, self.bug
+        route_x = x if route_x is None else route_x
         p = f"model.layers.{l}."
         if fam == "mixtral":
             gate, experts, names = p + "block_sparse_moe.gate.weight", \
@@ -315,7 +319,7 @@ class Family:
             renorm = c.get("norm_topk_prob", False)
         if bug == "flip_renorm":
             renorm = not renorm
-        probs = torch.softmax(self.linear(x, gate), dim=-1)
+        probs = torch.softmax(self.linear(route_x, gate), dim=-1)
         k = c["num_experts_per_tok"]
         weights, chosen = torch.topk(probs, k, dim=-1)
         if k < probs.shape[1]:
@@ -341,12 +345,15 @@ class Family:
         c, w = self.c, self.w
         eps = c["rms_norm_eps"]
         x = w["model.embed_tokens.weight"][torch.tensor(ids)]
+        previous_moe_input = None
         for l in range(c["num_hidden_layers"]):
             p = f"model.layers.{l}."
             x = x + self.attention(l, rms_norm(x, w[p + "input_layernorm.weight"], eps))
             h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
             if layer_is_moe(self.fam, c, l):
-                x = x + self.moe(l, h)
+                route = previous_moe_input if self.pregate else None
+                previous_moe_input = h
+                x = x + self.moe(l, h, route)
             else:
                 x = x + self.mlp(h, p + "mlp")
         x = rms_norm(x, w["model.norm.weight"], eps)
@@ -358,9 +365,9 @@ class Family:
 # ---------------------------------------------------------------- running switchyard
 
 
-def run_switchyard(binary, model_dir, out_file):
+def run_switchyard(binary, model_dir, out_file, extra=()):
     cmd = [binary, "generate", "--model", model_dir, "--prompt-ids",
-           ",".join(map(str, PROMPT)), "--dump-logits", out_file]
+           ",".join(map(str, PROMPT)), "--dump-logits", out_file, *extra]
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
@@ -384,11 +391,13 @@ def main():
     binary, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     failures = []
+    all_values = {}
     for fam, (config, dtype, shards) in CASES.items():
         rng = np.random.default_rng(sum(map(ord, fam)))
         tensors = make_tensors(fam, config, rng)
         model_dir = os.path.join(work, fam)
         values = write_model(model_dir, config, tensors, dtype, shards)
+        all_values[fam] = values
         out_file = os.path.join(work, fam + ".logits")
         r = run_switchyard(binary, model_dir, out_file)
         if r.returncode != 0:
@@ -412,6 +421,7 @@ def main():
             if moved <= 10 * TOL * scale:
                 failures.append(f"{fam}: injected bug {bug} moves the logits only {moved:.2e}")
             print(f"     bug {bug:15s} moves logits by {moved:.3e} (> {10 * TOL * scale:.1e})")
+    failures += pregate_check(binary, work, all_values)
     for fam in CASES:
         failures += greedy_check(binary, work, fam)
     failures += error_checks(binary, work)
@@ -420,6 +430,42 @@ def main():
         return 1
     print("\nall families match")
     return 0
+
+
+def pregate_check(binary, work, all_values):
+    """`generate --pregate` (a conventional checkpoint loaded as a pre-gated model) against the
+    oracle's pre-gated forward, where MoE layer m >= 1 routes on layer m-1's input with its own
+    gate; the pre-gated logits must also differ from the conventional ones."""
+    failures = []
+    # qwen2_moe's case has one MoE layer: nothing to pre-gate, and the load must say so.
+    r = run_switchyard(binary, os.path.join(work, "qwen2_moe"),
+                       os.path.join(work, "qwen2_moe.pregate.logits"), ["--pregate"])
+    ok = r.returncode != 0 and "at least two MoE layers" in r.stderr
+    print(f"{'ok  ' if ok else 'FAIL'} qwen2_moe  --pregate with one MoE layer: {r.stderr.strip()}")
+    if not ok:
+        failures.append("qwen2_moe --pregate with one MoE layer: no clear error")
+    for fam in ("mixtral", "olmoe"):
+        config, _, _ = CASES[fam]
+        if fam not in all_values:
+            continue  # its conventional run failed, reported already
+        values = all_values[fam]
+        out_file = os.path.join(work, fam + ".pregate.logits")
+        r = run_switchyard(binary, os.path.join(work, fam), out_file, ["--pregate"])
+        if r.returncode != 0:
+            failures.append(f"{fam} --pregate: switchyard failed: {r.stderr.strip()}")
+            continue
+        ours = read_logits(out_file)
+        ref = Family(fam, config, values, pregate=True).forward(PROMPT)
+        conventional = Family(fam, config, values).forward(PROMPT)
+        scale = max(1.0, float(ref.abs().max()))
+        err = float((ours - ref).abs().max())
+        moved = float((conventional - ref).abs().max())
+        ok = ours.shape == ref.shape and err <= TOL * scale and moved > 10 * TOL * scale
+        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} --pregate max abs err={err:.3e} "
+              f"(tolerance {TOL * scale:.3e}); pre-gating moves the logits by {moved:.3e}")
+        if not ok:
+            failures.append(f"{fam} --pregate: max abs err {err:.3e}, moved {moved:.3e}")
+    return failures
 
 
 GREEDY_STEPS = 6
