@@ -2,6 +2,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "inference/offload/cpu_compute_expert_provider.h"
 #include "inference/offload/hot_cold_expert_provider.h"
@@ -16,13 +17,49 @@
 namespace sy {
 namespace {
 
-constexpr std::array<std::string_view, 9> kPolicies = {
-    "resident",   "ondemand",    "prefetch-all", "ring",       "pregated",
-    "predictive", "cpu-compute", "hot-cold",     "layer-split"};
+constexpr std::array<std::string_view, 9> kPolicies = {"resident",    "ondemand", "prefetch-all",
+                                                       "ring",        "pregated", "predictive",
+                                                       "cpu-compute", "hot-cold", "layer-split"};
+
+}  // namespace
+
+namespace {
+
+// The ablation variants `bench infer` compares a policy with (docs/offload.md, "Variants").
+struct PolicyVariant {
+  std::string_view policy;
+  std::string_view variant;
+  std::string_view meaning;
+};
+constexpr std::array<PolicyVariant, 6> kVariants = {{
+    {"predictive", "lru", "no prediction: the gate's experts on demand through the LRU cache"},
+    {"predictive", "prefetch",
+     "predicted experts prefetched as LOW, nothing cancelled, gate order"},
+    {"predictive", "preempt", "prefetch + early preemption (stale LOW dropped), gate order"},
+    {"predictive", "reorder", "prefetch + preemption + readiness order (the full policy)"},
+    {"hot-cold", "all-copy", "every active expert copied to the device (H = active)"},
+    {"hot-cold", "all-cpu", "every expert not resident runs on the CPU (H = 0)"},
+}};
+
+std::string VariantList() {
+  std::string list;
+  for (const PolicyVariant& v : kVariants) {
+    list += (list.empty() ? "" : ", ") + std::string(v.policy) + ":" + std::string(v.variant);
+  }
+  return list;
+}
 
 }  // namespace
 
 std::span<const std::string_view> ExpertPolicyNames() { return kPolicies; }
+
+std::vector<std::string> ExpertPolicyVariants() {
+  std::vector<std::string> specs;
+  for (const PolicyVariant& v : kVariants) {
+    specs.push_back(std::string(v.policy) + ":" + std::string(v.variant));
+  }
+  return specs;
+}
 
 std::string ExpertPolicyList() {
   std::string list;
@@ -32,8 +69,21 @@ std::string ExpertPolicyList() {
   return list;
 }
 
-Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy,
+Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view spec,
                                                            const ExpertPolicyOptions& options) {
+  // NAME or NAME:VARIANT.
+  const size_t colon = spec.find(':');
+  const std::string_view policy = spec.substr(0, colon);
+  const std::string_view variant = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
+  if (colon != std::string_view::npos) {
+    bool known = false;
+    for (const PolicyVariant& v : kVariants)
+      known = known || (v.policy == policy && v.variant == variant);
+    if (!known) {
+      return InvalidArgumentError("unknown expert policy variant '" + std::string(spec) +
+                                  "'; valid variants: " + VariantList());
+    }
+  }
   if (policy == "resident") {
     return std::unique_ptr<ExpertProvider>(std::make_unique<ResidentExpertProvider>());
   }
@@ -94,6 +144,11 @@ Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view poli
                                   " is not supported; use 1 or 2");
     }
     if (stride != 0) predictive.stride = stride;
+    if (!variant.empty()) {
+      predictive.prefetch = variant != "lru";
+      predictive.early_preemption = variant == "preempt" || variant == "reorder";
+      predictive.reorder = variant == "reorder";
+    }
     if (!options.predictor.empty()) {
       SY_ASSIGN_OR_RETURN(std::unique_ptr<offload::MlpPredictor> mlp,
                           offload::LoadMlpPredictor(options.predictor));
@@ -125,6 +180,11 @@ Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view poli
     offload::HotColdOptions hot_cold;
     hot_cold.num_slots = options.device_slots;
     hot_cold.profile = options.profile;
+    if (!variant.empty()) {
+      // H clamps to [0, active]: alpha 0 gives none, a huge alpha every active expert.
+      hot_cold.alpha = variant == "all-copy" ? 1e9 : 0.0;
+      hot_cold.tune_alpha = false;
+    }
     if (!options.device_cache.empty()) {
       SY_ASSIGN_OR_RETURN(hot_cold.cache_policy,
                           offload::ParseDeviceCachePolicy(options.device_cache));
@@ -139,8 +199,9 @@ Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view poli
     return std::unique_ptr<ExpertProvider>(
         std::make_unique<offload::LayerSplitExpertProvider>(split));
   }
-  return InvalidArgumentError("unknown expert policy '" + std::string(policy) +
-                              "'; valid policies: " + ExpertPolicyList());
+  return InvalidArgumentError("unknown expert policy '" + std::string(spec) +
+                              "'; valid policies: " + ExpertPolicyList() +
+                              "; variants: " + VariantList());
 }
 
 }  // namespace sy

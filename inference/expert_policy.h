@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "inference/expert_provider.h"
 #include "runtime/core/status.h"
@@ -17,6 +18,8 @@ namespace sy {
 
 // The valid policy names, in the order the help text lists them.
 std::span<const std::string_view> ExpertPolicyNames();
+// Every NAME:VARIANT MakeExpertProvider takes (below), e.g. "predictive:prefetch".
+std::vector<std::string> ExpertPolicyVariants();
 // The names joined with ", " (for help texts and errors).
 std::string ExpertPolicyList();
 
@@ -37,7 +40,11 @@ struct ExpertPolicyOptions {
   int predictor_stride = 0;  // 1 or 2 layers ahead; 0: 1
 };
 
-// InvalidArgument naming the valid policies when `policy` is none of them.
+// `policy` is a name, or NAME:VARIANT for an ablation the benchmarks compare the policy with:
+// predictive:lru|prefetch|preempt|reorder (ProMoE's ablation: no prediction, prefetch alone, +
+// early preemption, + reordering = the full policy) and hot-cold:all-copy|all-cpu (MoNDE's H rule
+// against copying every active expert, or running every non-resident one on the CPU).
+// InvalidArgument naming the valid policies and variants when `policy` is none of them.
 Result<std::unique_ptr<ExpertProvider>> MakeExpertProvider(std::string_view policy,
                                                            const ExpertPolicyOptions& options = {});
 

@@ -296,6 +296,13 @@ TEST(ExpertProviderMisuseTest, IsRefused) {
   Result<std::unique_ptr<ExpertProvider>> resident = MakeExpertProvider("resident");
   ASSERT_TRUE(resident.ok());
   EXPECT_EQ((*resident)->name(), "resident");
+  Result<std::unique_ptr<ExpertProvider>> variant = MakeExpertProvider("predictive:prefetch");
+  EXPECT_TRUE(variant.ok()) << variant.status().ToString();
+  Result<std::unique_ptr<ExpertProvider>> bad_variant = MakeExpertProvider("ondemand:prefetch");
+  ASSERT_FALSE(bad_variant.ok());
+  EXPECT_NE(bad_variant.status().message().find("valid variants: predictive:lru"),
+            std::string::npos)
+      << bad_variant.status().ToString();
   Result<std::unique_ptr<ExpertProvider>> unknown = MakeExpertProvider("ondemand-typo");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);

@@ -1,4 +1,5 @@
-// Every registered expert policy (ExpertPolicyNames(): whatever is registered when this is built)
+// Every registered expert policy (ExpertPolicyNames(): whatever is registered when this is built,
+// and the ablation variants, ExpertPolicyVariants())
 // against resident, on the sim backend with a throttled link and a small f32 model with
 // pre-gates (so `pregated` has them): greedy decoding at batch 1 and at batch 3 (prompts of
 // different lengths, prefilled one after another, then batched decode steps) gives exactly
@@ -172,6 +173,8 @@ TEST_P(AllPoliciesTest, GivesResidentsTokensAndLogits) {
 std::vector<std::string> RegisteredPolicies() {
   std::vector<std::string> names;
   for (const std::string_view name : ExpertPolicyNames()) names.emplace_back(name);
+  // The ablation variants the benchmarks run (predictive:prefetch, hot-cold:all-cpu, ...).
+  for (const std::string& spec : ExpertPolicyVariants()) names.push_back(spec);
   return names;
 }
 
@@ -182,7 +185,7 @@ INSTANTIATE_TEST_SUITE_P(Registered, AllPoliciesTest,
                            std::string name = std::get<0>(info.param) + "_batch" +
                                               std::to_string(std::get<1>(info.param));
                            for (char& c : name) {
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == ':') c = '_';
                            }
                            return name;
                          });
