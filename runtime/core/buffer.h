@@ -42,4 +42,13 @@ class Buffer {
 inline constexpr size_t kHostAlignment = 4096;
 Result<std::shared_ptr<Buffer>> AllocateHostBuffer(size_t bytes);
 
+// The host allocation every CPU-side buffer uses: `bytes` rounded up to kHostAlignment, aligned to
+// it; a block of kHugePageBytes or more is aligned to kHugePageBytes and advised
+// MADV_HUGEPAGE, so weights that a decode step streams through (and the STREAM-like bench that
+// measures the machine) walk 2 MiB pages, not 4 KiB ones, where transparent huge pages are in
+// `madvise` mode (Debian's default; as PyTorch's THP_MEM_ALLOC_ENABLE). Null when out of memory.
+// Free with std::free.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+void* AllocateHostMemory(size_t bytes);
+
 }  // namespace sy

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/core/buffer.h"
 #include "runtime/core/check.h"
 
 namespace sy {
@@ -27,12 +28,7 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   // OpenBLAS keeps its own threads; give it the same count so the two never oversubscribe.
   openblas_set_num_threads(threads);
   allocator_ = std::make_unique<CachingAllocator>(
-      Device::Cpu(),
-      [](size_t bytes) {
-        // aligned_alloc needs a size that is a multiple of the alignment; the cache rounds to less.
-        return std::aligned_alloc(kHostAlignment,
-                                  (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
-      },
+      Device::Cpu(), [](size_t bytes) { return AllocateHostMemory(bytes); },
       [](void* p, size_t) { std::free(p); }, /*limit_bytes=*/0);
 }
 

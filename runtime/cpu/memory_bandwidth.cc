@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
+#include "runtime/core/buffer.h"
 #include "runtime/core/check.h"
 
 namespace sy::cpu {
@@ -70,9 +72,16 @@ MemoryBandwidth MeasureMemoryBandwidth(ThreadPool& pool, int64_t bytes, int repe
   SY_CHECK_GE(bytes, 64) << "MeasureMemoryBandwidth: array too small";
   SY_CHECK_GE(repeats, 1) << "MeasureMemoryBandwidth: repeats";
   const int64_t read_words = bytes / 8, copy_words = bytes / 16;
-  auto read = std::make_unique_for_overwrite<uint64_t[]>(static_cast<size_t>(read_words));
-  auto src = std::make_unique_for_overwrite<uint64_t[]>(static_cast<size_t>(copy_words));
-  auto dst = std::make_unique_for_overwrite<uint64_t[]>(static_cast<size_t>(copy_words));
+  // The arrays come from the allocator the weights do (AllocateHostMemory: huge pages where
+  // the kernel gives them), so both sides of the ratio walk the same kind of pages.
+  auto allocate = [](int64_t words) {
+    auto* p = static_cast<uint64_t*>(AllocateHostMemory(static_cast<size_t>(words) * 8));
+    SY_CHECK(p != nullptr) << "MeasureMemoryBandwidth: out of memory for " << words * 8 << " bytes";
+    return std::unique_ptr<uint64_t[], decltype(&std::free)>(p, &std::free);
+  };
+  auto read = allocate(read_words);
+  auto src = allocate(copy_words);
+  auto dst = allocate(copy_words);
   // First touch on the pool, so the pages are mapped before any timed pass.
   pool.ParallelFor(read_words, int64_t{1} << 16, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) read[i] = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;

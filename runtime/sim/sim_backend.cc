@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/core/buffer.h"
 #include "runtime/core/check.h"
 
 namespace sy {
@@ -47,8 +48,7 @@ SimBackend::SimBackend(const BackendOptions& options)
           reserved->fetch_sub(bytes);
           return nullptr;
         }
-        void* p = std::aligned_alloc(
-            kHostAlignment, (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
+        void* p = AllocateHostMemory(bytes);
         if (p == nullptr) reserved->fetch_sub(bytes);
         return p;
       },
