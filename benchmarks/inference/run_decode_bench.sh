@@ -66,17 +66,20 @@ print("stream:    %d MiB read, 2 x %d MiB copy (memcpy), 5 passes before and 5 a
 print("\`\`\`\n")
 print("| run | tokens/s | weight MiB/token | achieved GB/s | stream copy GB/s | stream read GB/s "
       "| ratio to copy | ratio to read | medians: step GB/s, copy, read | median ratio to copy "
-      "| to read |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+      "| to read | steal ms (steps) | steal-free steps: GB/s, ratio to copy, to read |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for i, r in enumerate(res, 1):
     mark = " (median)" if r is med else ""
+    stolen = sum(1 for s in r["steps"] if s["steal_seconds"] > 0)
     print("| %d%s | %.2f | %.1f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f, %.2f, %.2f | %.3f "
-          "| %.3f |" % (
+          "| %.3f | %.0f (%d) | %.2f, %.3f, %.3f |" % (
               i, mark, r["tokens_per_s"], r["weight_bytes_per_token"] / mib,
               r["achieved_gb_per_s"], r["stream_copy_gb_per_s"], r["stream_read_gb_per_s"],
               r["ratio_to_stream_copy"], r["ratio_to_stream_read"], r["median_step_gb_per_s"],
               r["stream_copy_median_gb_per_s"], r["stream_read_median_gb_per_s"],
-              r["median_ratio_to_stream_copy"], r["median_ratio_to_stream_read"]))
+              r["median_ratio_to_stream_copy"], r["median_ratio_to_stream_read"],
+              r["steal_seconds"] * 1e3, stolen, r["steal_free_gb_per_s"],
+              r["steal_free_ratio_to_stream_copy"], r["steal_free_ratio_to_stream_read"]))
 print()
 print("Median run: **%.2f tokens/s = %.2f GB/s of weights, %.2f of stream copy (%.2f GB/s), "
       "%.2f of stream read (%.2f GB/s)**; non-expert %.1f MiB/token, KV cache %.2f MiB/token "
@@ -85,4 +88,9 @@ print("Median run: **%.2f tokens/s = %.2f GB/s of weights, %.2f of stream copy (
                           med["ratio_to_stream_read"], med["stream_read_gb_per_s"],
                           med["non_expert_bytes_per_token"] / mib,
                           med["kv_bytes_per_token"] / mib))
+print()
+print("Steal-free steps (the hypervisor took no CPU time during the step, from /proc/stat), median "
+      "over runs: **%.3f of stream copy, %.3f of stream read**." % (
+          statistics.median(r["steal_free_ratio_to_stream_copy"] for r in res),
+          statistics.median(r["steal_free_ratio_to_stream_read"] for r in res)))
 PY
