@@ -172,9 +172,14 @@ class BenchInferCommand : public Command {
     for (const std::string& p : policies) {
       bool known = false;
       for (const std::string_view name : ExpertPolicyNames()) known = known || name == p;
+      for (const std::string& spec : ExpertPolicyVariants()) known = known || spec == p;
       if (!known) {
-        return InvalidArgumentError("--policies: unknown policy '" + p +
-                                    "'; valid policies: " + ExpertPolicyList());
+        std::string variants;
+        for (const std::string& spec : ExpertPolicyVariants()) {
+          variants += (variants.empty() ? "" : ", ") + spec;
+        }
+        return InvalidArgumentError("--policies: unknown policy '" + p + "'; valid policies: " +
+                                    ExpertPolicyList() + "; variants: " + variants);
       }
     }
     if (std::find(policies.begin(), policies.end(), "resident") == policies.end()) {
