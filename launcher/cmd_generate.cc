@@ -5,7 +5,8 @@
 //   switchyard generate --model DIR|CKPT --prompt-ids 1,2,3 --dump-logits FILE [--device cpu]
 //                       [--dtype f32|bf16|f16] [--max-tokens N] [--temperature T --top-k K
 //                       --top-p P --seed S --stop-tokens 2,7] [--beam W] [--policy NAME]
-//                       [--pregate]
+//                       [--pregate] [--device-slots N --device-cache lru --profile F
+//                       --predictor F --predictor-stride 1|2]
 //
 // --dump-logits writes the logits of every prompt position: FILE holds raw little-endian f32,
 // row-major [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
@@ -17,7 +18,9 @@
 // tokens/s and the time to the first token on stderr.
 // --policy NAME picks the expert provider (inference/expert_policy.h; default resident): every
 // forward, the prompt's logits included, computes its experts through it; its counters (experts
-// run, rows, bytes moved host -> device, stall) go to stderr at the end.
+// run, rows, bytes moved host -> device, stall) go to stderr at the end. With a policy other than
+// resident, a Hugging Face checkpoint's experts are loaded into pinned host memory, not onto the
+// device (LoadOptions::experts_on_host).
 // --pregate loads a Hugging Face checkpoint as a pre-gated model (LoadOptions::pregate), as the
 // `pregated` policy needs.
 #include <cerrno>
@@ -102,6 +105,16 @@ class GenerateCommand : public Command {
     app.add_option("--policy", policy_,
                    "Expert policy: where the experts live and how they reach the compute (" +
                        ExpertPolicyList() + "; default resident)");
+    app.add_option("--device-slots", policy_options_.device_slots,
+                   "Device expert slots for an offload policy (default: the policy's own)");
+    app.add_option("--device-cache", policy_options_.device_cache,
+                   "Device cache of the slots: none, lru, lfu, static (default: the policy's)");
+    app.add_option("--profile", policy_options_.profile,
+                   "Expert popularity profile (JSON) for static placements");
+    app.add_option("--predictor", policy_options_.predictor,
+                   "predictive: a file from `switchyard train-predictor` (default: skip-gate)");
+    app.add_option("--predictor-stride", policy_options_.predictor_stride,
+                   "predictive: predict 1 or 2 MoE layers ahead (default 1)");
     app.add_flag("--pregate", pregate_,
                  "Load a Hugging Face checkpoint as a pre-gated model (MoE layer m's pre-gate = "
                  "layer m+1's gate), as the pregated policy needs");
@@ -127,7 +140,8 @@ class GenerateCommand : public Command {
     SY_ASSIGN_OR_RETURN(auto backend, CreateBackend(device));
     // After the backend, before the model: destroyed after the model, which points at it, and
     // before the backend, whose memory its expert weights hold.
-    SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertProvider> provider, MakeExpertProvider(policy_));
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertProvider> provider,
+                        MakeExpertProvider(policy_, policy_options_));
     std::unique_ptr<MoeModel> owned;
     if (IsTrainCheckpointPath(model_dir_)) {
       if (pregate_) {
@@ -144,7 +158,11 @@ class GenerateCommand : public Command {
       LoadOptions options;
       options.weight_dtype = dtype;
       options.pregate = pregate_;
+      // An offload policy gets the experts in pinned host memory; they never occupy the device
+      // outside its slots.
+      options.experts_on_host = policy_ != "resident";
       SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, model_dir_, options));
+      if (loaded.host_experts != nullptr) provider->set_host_experts(loaded.host_experts);
       owned = std::move(loaded.model);
       std::fprintf(stderr, "loaded %s: %s\n",
                    std::string(HfFamilyModelType(loaded.hf.family)).c_str(),
@@ -297,6 +315,7 @@ class GenerateCommand : public Command {
   std::string stop_tokens_;
   std::string policy_ = "resident";
   bool pregate_ = false;
+  ExpertPolicyOptions policy_options_;
   SamplerOptions sampler_ = [] {
     SamplerOptions o;
     o.temperature = 0.0f;  // greedy unless asked

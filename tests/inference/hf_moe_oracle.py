@@ -465,6 +465,20 @@ def pregate_check(binary, work, all_values):
               f"(tolerance {TOL * scale:.3e}); pre-gating moves the logits by {moved:.3e}")
         if not ok:
             failures.append(f"{fam} --pregate: max abs err {err:.3e}, moved {moved:.3e}")
+        # The same pre-gated model through the pregated offload policy on the sim device, its
+        # experts loaded into host memory and copied into device slots as the pre-gates ask.
+        out_file = os.path.join(work, fam + ".pregated-policy.logits")
+        r = run_switchyard(binary, os.path.join(work, fam), out_file,
+                           ["--pregate", "--policy", "pregated", "--device", "sim"])
+        if r.returncode != 0:
+            failures.append(f"{fam} --policy pregated: switchyard failed: {r.stderr.strip()}")
+            continue
+        err = float((read_logits(out_file) - ref).abs().max())
+        ok = err <= TOL * scale
+        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} --pregate --policy pregated --device sim "
+              f"max abs err={err:.3e}")
+        if not ok:
+            failures.append(f"{fam} --policy pregated: max abs err {err:.3e}")
     return failures
 
 
