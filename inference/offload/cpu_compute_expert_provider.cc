@@ -1,10 +1,8 @@
 #include "inference/offload/cpu_compute_expert_provider.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <utility>
 
-#include "inference/offload/expert_profile.h"
 #include "runtime/core/check.h"
 
 namespace sy::offload {
@@ -12,22 +10,15 @@ namespace sy::offload {
 Status CpuComputeExpertProvider::Attach(MoeModel& model,
                                         std::vector<std::unique_ptr<ExpertCompute>> computes) {
   computes.clear();  // every expert comes from the host tier or the slots
-  SY_RETURN_IF_ERROR(AttachHost(model, options_.cpu_threads));
-  const int slots = options_.num_slots > 0 ? options_.num_slots : DefaultDeviceSlots(layout());
-  std::vector<ExpertKey> static_experts;
-  if (options_.cache_policy == DeviceCachePolicy::kStatic) {
-    const int scratch = options_.scratch_slots > 0 ? std::min(options_.scratch_slots, slots)
-                                                   : std::max(1, slots / 8);
-    SY_ASSIGN_OR_RETURN(static_experts, StaticPlacementOrder(layout(), options_.profile));
-    static_experts.resize(static_cast<size_t>(std::max(0, slots - scratch)));
-  }
-  if (options_.latency_model) {
-    latency_ = *options_.latency_model;
-  } else {
-    SY_ASSIGN_OR_RETURN(
-        latency_, CalibrateLatencyModel(model.backend(), host(), executor(), options_.calibration));
-  }
-  SY_RETURN_IF_ERROR(AttachDevice(model, slots, options_.cache_policy, std::move(static_experts)));
+  LatencyPlacementSetup setup;
+  setup.num_slots = options_.num_slots;
+  setup.scratch_slots = options_.scratch_slots;
+  setup.cache_policy = options_.cache_policy;
+  setup.profile = options_.profile;
+  setup.latency_model = options_.latency_model;
+  setup.calibration = options_.calibration;
+  setup.cpu_threads = options_.cpu_threads;
+  SY_ASSIGN_OR_RETURN(latency_, AttachWithLatencyModel(model, setup));
   placement_.assign(static_cast<size_t>(layout().num_experts), ExpertPlacement::kCpu);
   if (options_.log) std::fprintf(stderr, "%s\n", Describe().c_str());
   return Status::Ok();

@@ -5,7 +5,6 @@
 #include <numeric>
 #include <utility>
 
-#include "inference/offload/expert_profile.h"
 #include "runtime/core/check.h"
 
 namespace sy::offload {
@@ -15,20 +14,15 @@ Status HotColdExpertProvider::Attach(MoeModel& model,
   computes.clear();  // every expert comes from the host tier or the slots
   if (!(options_.alpha >= 0)) return InvalidArgumentError("hot-cold: alpha must be >= 0");
   alpha_ = options_.alpha;
-  SY_RETURN_IF_ERROR(AttachHost(model, options_.cpu_threads));
-  const int slots = options_.num_slots > 0 ? options_.num_slots : DefaultDeviceSlots(layout());
-  std::vector<ExpertKey> static_experts;
-  if (options_.cache_policy == DeviceCachePolicy::kStatic) {
-    SY_ASSIGN_OR_RETURN(static_experts, StaticPlacementOrder(layout(), options_.profile));
-    static_experts.resize(static_cast<size_t>(std::max(0, slots - std::max(1, slots / 8))));
-  }
-  if (options_.latency_model) {
-    latency_ = *options_.latency_model;
-  } else {
-    SY_ASSIGN_OR_RETURN(
-        latency_, CalibrateLatencyModel(model.backend(), host(), executor(), options_.calibration));
-  }
-  SY_RETURN_IF_ERROR(AttachDevice(model, slots, options_.cache_policy, std::move(static_experts)));
+  LatencyPlacementSetup setup;
+  setup.num_slots = options_.num_slots;
+  setup.scratch_slots = 0;
+  setup.cache_policy = options_.cache_policy;
+  setup.profile = options_.profile;
+  setup.latency_model = options_.latency_model;
+  setup.calibration = options_.calibration;
+  setup.cpu_threads = options_.cpu_threads;
+  SY_ASSIGN_OR_RETURN(latency_, AttachWithLatencyModel(model, setup));
   placement_.assign(static_cast<size_t>(layout().num_experts), ExpertPlacement::kCpu);
   if (options_.log) std::fprintf(stderr, "%s\n", Describe().c_str());
   return Status::Ok();

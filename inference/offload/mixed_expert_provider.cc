@@ -1,7 +1,9 @@
 #include "inference/offload/mixed_expert_provider.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "inference/offload/expert_profile.h"
 #include "runtime/core/check.h"
 
 namespace sy::offload {
@@ -37,6 +39,28 @@ Status MixedExpertProvider::AttachHost(MoeModel& model, int cpu_threads) {
   options.num_threads = cpu_threads;
   executor_ = std::make_unique<CpuExpertExecutor>(*host_, options);
   return Status::Ok();
+}
+
+Result<ExpertLatencyModel> MixedExpertProvider::AttachWithLatencyModel(
+    MoeModel& model, const LatencyPlacementSetup& setup) {
+  SY_RETURN_IF_ERROR(AttachHost(model, setup.cpu_threads));
+  const int slots = setup.num_slots > 0 ? setup.num_slots : DefaultDeviceSlots(layout());
+  std::vector<ExpertKey> static_experts;
+  if (setup.cache_policy == DeviceCachePolicy::kStatic) {
+    const int scratch =
+        setup.scratch_slots > 0 ? std::min(setup.scratch_slots, slots) : std::max(1, slots / 8);
+    SY_ASSIGN_OR_RETURN(static_experts, StaticPlacementOrder(layout(), setup.profile));
+    static_experts.resize(static_cast<size_t>(std::max(0, slots - scratch)));
+  }
+  ExpertLatencyModel latency;
+  if (setup.latency_model) {
+    latency = *setup.latency_model;
+  } else {
+    SY_ASSIGN_OR_RETURN(
+        latency, CalibrateLatencyModel(model.backend(), host(), executor(), setup.calibration));
+  }
+  SY_RETURN_IF_ERROR(AttachDevice(model, slots, setup.cache_policy, std::move(static_experts)));
+  return latency;
 }
 
 Status MixedExpertProvider::AttachDevice(MoeModel& model, int num_slots, DeviceCachePolicy policy,

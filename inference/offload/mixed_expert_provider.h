@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +52,20 @@ class MixedExpertProvider : public ExpertProvider {
   // `static_experts` loaded into their slots now (kStatic), and the runner.
   Status AttachDevice(MoeModel& model, int num_slots, DeviceCachePolicy policy,
                       std::vector<ExpertKey> static_experts);
+  // What the latency-driven policies (cpu-compute, hot-cold) set up at Attach.
+  struct LatencyPlacementSetup {
+    int num_slots = 0;      // 0: DefaultDeviceSlots
+    int scratch_slots = 0;  // kStatic: slots kept for fetches; 0: slots / 8, at least 1
+    DeviceCachePolicy cache_policy = DeviceCachePolicy::kNone;
+    std::string profile;  // kStatic: the popularity profile ("": uniform)
+    std::optional<ExpertLatencyModel> latency_model;  // unset: calibrate on this machine
+    CalibrationOptions calibration;
+    int cpu_threads = 0;
+  };
+  // AttachHost, the static popular experts (kStatic: every slot but the scratch ones), the
+  // latency model (given, or calibrated on a real expert), then AttachDevice. Returns the model.
+  Result<ExpertLatencyModel> AttachWithLatencyModel(MoeModel& model,
+                                                    const LatencyPlacementSetup& setup);
   Status RunPlaced(int moe_index, const Tensor& xs, std::span<const int64_t> group_rows,
                    std::span<const ExpertPlacement> placement, const Tensor& ys);
 

@@ -40,15 +40,8 @@ Status PrefetchAllExpertProvider::Attach(MoeModel& model,
 Status PrefetchAllExpertProvider::Prefetch(int moe_index) {
   std::vector<SlotHandle>& pins = pins_[static_cast<size_t>(moe_index)];
   if (!pins.empty()) return Status::Ok();
-  const int num_experts = cache_->layout().num_experts;
-  pins.reserve(static_cast<size_t>(num_experts));
-  for (int e = 0; e < num_experts; ++e) {
-    const ExpertKey key{static_cast<uint32_t>(moe_index), static_cast<uint32_t>(e)};
-    SY_ASSIGN_OR_RETURN(SlotHandle pin,
-                        EnqueueWhenSlotFree(*engine_, TransferPriority::kLow, key, &slot_wait_ns_));
-    pins.push_back(std::move(pin));
-  }
-  return Status::Ok();
+  return EnqueueLayer(*engine_, TransferPriority::kLow, moe_index, cache_->layout().num_experts,
+                      pins, &slot_wait_ns_);
 }
 
 Status PrefetchAllExpertProvider::OnBeginStep(Backend& backend, const ExpertStep& step) {

@@ -44,6 +44,17 @@ Result<SlotHandle> EnqueueWhenSlotFree(TransferEngine& engine, TransferPriority 
   return pin;
 }
 
+Status EnqueueLayer(TransferEngine& engine, TransferPriority priority, int moe_index,
+                    int num_experts, std::vector<SlotHandle>& pins, uint64_t* waited_ns) {
+  pins.reserve(pins.size() + static_cast<size_t>(num_experts));
+  for (int e = 0; e < num_experts; ++e) {
+    const ExpertKey key{static_cast<uint32_t>(moe_index), static_cast<uint32_t>(e)};
+    SY_ASSIGN_OR_RETURN(SlotHandle pin, EnqueueWhenSlotFree(engine, priority, key, waited_ns));
+    pins.push_back(std::move(pin));
+  }
+  return Status::Ok();
+}
+
 Status RunExpertsFromSlots(Backend& backend, TransferEngine& engine, DeviceExpertCache& cache,
                            int moe_index, const Tensor& xs, std::span<const int64_t> group_rows,
                            const Tensor& ys, uint64_t* waited_ns) {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "inference/expert_provider.h"
 #include "inference/offload/device_expert_cache.h"
@@ -32,6 +33,10 @@ namespace sy::offload {
 
 Result<SlotHandle> EnqueueWhenSlotFree(TransferEngine& engine, TransferPriority priority,
                                        ExpertKey key, uint64_t* waited_ns);
+// Every expert of MoE layer `moe_index` through EnqueueWhenSlotFree at `priority`, appended to
+// `pins` in expert order (prefetch-all's next layer, a ring group's layer).
+Status EnqueueLayer(TransferEngine& engine, TransferPriority priority, int moe_index,
+                    int num_experts, std::vector<SlotHandle>& pins, uint64_t* waited_ns);
 
 // xs [R, H] rows grouped by expert, group_rows[e] for expert e of MoE layer `moe_index`;
 // ys [R, H] is overwritten, on the compute stream. As ExpertProvider::RunExperts. Time spent
