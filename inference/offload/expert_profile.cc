@@ -1,6 +1,7 @@
 #include "inference/offload/expert_profile.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -37,9 +38,11 @@ Result<int64_t> ReadCount(const json& value, std::string_view file, const std::s
     v = value.get<int64_t>();
   } else if (value.is_number_float()) {
     const double d = value.get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d)) && d >= 0 &&
-        d <= static_cast<double>(max)) {
+    // Range first: converting a double outside int64's range is undefined (NaN fails both).
+    if (d >= 0 && d <= static_cast<double>(max) && d == std::floor(d)) {
       v = static_cast<int64_t>(d);
+    } else if (d > static_cast<double>(max)) {
+      v = -2;
     }
   }
   if (v == -2 || v > max) {

@@ -12,7 +12,8 @@
 //   }
 // Unknown keys are refused (a misspelt field would otherwise be ignored silently).
 //
-// Thread-safety: a value type; the functions are pure (LoadExpertProfile reads one file).
+// Ownership: ExpertProfile is a value type. Thread-safety: a value type; the functions are pure
+// (LoadExpertProfile reads one file).
 #pragma once
 
 #include <cstdint>

@@ -24,6 +24,7 @@
 // CalibrateLatencyModel measures the three costs on a real expert of the host tier with a
 // one-slot device cache of its own, so it runs before the policy's own cache exists.
 //
+// Ownership: ExpertLatencyModel is a value type; CalibrateLatencyModel borrows what it is given.
 // Thread-safety: the model is a value type; CalibrateLatencyModel drives the backend's compute
 // stream (one thread, the provider's).
 #pragma once

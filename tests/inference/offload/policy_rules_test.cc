@@ -166,7 +166,13 @@ TEST(ExpertProfileTest, ErrorsNameTheFileAndField) {
               "counts[0][1]: must be a non-negative integer");
   ExpectError(R"({"num_moe_layers": 1, "num_experts": 2, "counts": [[0, 1.5]]})", "counts[0][1]");
   ExpectError(R"({"num_moe_layers": 1, "num_experts": 2, "counts": [[0, null]]})", "counts[0][1]");
-  ExpectError(R"({"num_moe_layers": 1, "num_experts": 1, "counts": [[1e300]]})", "counts[0][0]");
+  // Floats beyond int64 are refused before any conversion (the fuzzer found 2e35 converted).
+  ExpectError(R"({"num_moe_layers": 1, "num_experts": 1, "counts": [[1e300]]})",
+              "counts[0][0]: must be at most");
+  ExpectError(R"({"num_moe_layers": 1, "num_experts": 1, "counts": [[2e35]]})",
+              "counts[0][0]: must be at most");
+  ExpectError(R"({"num_moe_layers": 1, "num_experts": 1, "counts": [[-1e300]]})",
+              "counts[0][0]: must be a non-negative integer");
   ExpectError(R"({"num_moe_layers": 1, "num_moe_layers": 1, "num_experts": 1, "counts": [[0]]})",
               "prof.json");  // duplicate key
   ExpectError(R"({"num_moe_layers": 99999999999, "num_experts": 1, "counts": [[0]]})",
