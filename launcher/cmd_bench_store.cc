@@ -1,10 +1,10 @@
 // `switchyard bench store`: expert-sized extent reads and writes through the expert store on
 // posix, io_uring and pmem, sequential and random, each beside fio (io_uring, direct) on the same
-// file with the same sizes, with the ratio to fio (storage/store_bench.h).
+// file with the same sizes, with the ratio to fio (storage/tools/store_bench.h).
 //
 // `switchyard bench cache`: hit rates of MoESys LFU, LRU and W-TinyLFU against Belady's optimum on
 // expert access traces (recorded routing traces, or the standard Zipf traces), at cache sizes of
-// 10-50% of the experts (storage/policy_bench.h). It lives here, beside the store benchmark, as
+// 10-50% of the experts (storage/tools/policy_bench.h). It lives here, beside the store benchmark, as
 // the other half of the storage stack's measurements.
 #include <cstdio>
 #include <fstream>
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "launcher/command.h"
-#include "storage/access_trace.h"
-#include "storage/checksum.h"
-#include "storage/io_tune.h"
-#include "storage/policy_bench.h"
-#include "storage/store_bench.h"
+#include "storage/cache/access_trace.h"
+#include "storage/store/checksum.h"
+#include "storage/tools/io_tune.h"
+#include "storage/tools/policy_bench.h"
+#include "storage/tools/store_bench.h"
 
 namespace sy::launcher {
 namespace {

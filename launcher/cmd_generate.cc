@@ -1,5 +1,5 @@
 // `switchyard generate`: loads a Hugging Face MoE model directory (inference/model_loader.h) or a
-// Switchyard training checkpoint (launcher/trained_model.h: a step-*.h5 file, or the run's
+// Switchyard training checkpoint (launcher/training/trained_model.h: a step-*.h5 file, or the run's
 // checkpoint.dir, whose latest step is taken) and runs it on token ids.
 //
 //   switchyard generate --model DIR|CKPT --prompt-ids 1,2,3 --dump-logits FILE [--device cpu]
@@ -43,7 +43,7 @@
 #include "inference/sampler.h"
 #include "inference/tokenizer.h"
 #include "launcher/command.h"
-#include "launcher/trained_model.h"
+#include "launcher/training/trained_model.h"
 #include "runtime/backend/backend.h"
 
 namespace sy::launcher {

@@ -1,5 +1,5 @@
 // `switchyard train --config FILE.json [--set key=value ...] [--resume] [--log-all-ranks]`:
-// training (launcher/trainer.h), in one process or under mpirun
+// training (launcher/training/trainer.h), in one process or under mpirun
 // (`mpirun -np 4 switchyard train --config examples/configs/ep4.json`; several nodes through
 // mpirun's --hostfile). Rank and world come from MPI; the config's "parallel" block says how the
 // ranks split the model (docs/parallel.md). Only rank 0 prints progress, metrics and checkpoints,
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "launcher/command.h"
-#include "launcher/rank_output.h"
-#include "launcher/trainer.h"
+#include "launcher/training/rank_output.h"
+#include "launcher/training/trainer.h"
 #include "runtime/core/build_info.h"
 
 #if SY_HAVE_MPI

@@ -32,7 +32,7 @@
 #include "inference/offload/expert_predictor.h"
 #include "inference/offload/predictor_trace.h"
 #include "launcher/command.h"
-#include "launcher/trained_model.h"
+#include "launcher/training/trained_model.h"
 #include "runtime/backend/backend.h"
 
 namespace sy::launcher {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "launcher/command.h"
-#include "storage/io_tune.h"
+#include "storage/tools/io_tune.h"
 
 namespace sy::launcher {
 namespace {

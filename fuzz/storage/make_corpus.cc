@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "storage/access_trace.h"
-#include "storage/expert_store.h"
-#include "storage/mem_file_system.h"
+#include "storage/cache/access_trace.h"
+#include "storage/store/expert_store.h"
+#include "storage/fs/mem_file_system.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the expert store's superblock and index parser (storage/store_format.h).
+// libFuzzer target for the expert store's superblock and index parser (storage/store/store_format.h).
 //
 // Each input is a store image. It is parsed as it is, and again after ResealImage recomputes its
 // checksums, so that mutations also reach the structural checks that sit behind the CRCs (a
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "storage/store_format.h"
+#include "storage/store/store_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sy::storage;

@@ -1,10 +1,10 @@
-// libFuzzer target for the expert access trace parser (storage/access_trace.h): any input must
+// libFuzzer target for the expert access trace parser (storage/cache/access_trace.h): any input must
 // parse or give a Status, and whatever parses must survive a format/parse round trip unchanged.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "storage/access_trace.h"
+#include "storage/cache/access_trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sy::storage;

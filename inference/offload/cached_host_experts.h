@@ -1,6 +1,6 @@
 // CachedHostExperts: the host tier backed by the SSD/PMem expert store (DESIGN.md, "Tiers"): a
 // HostExpertSource over a storage::ExpertCache of kind kWeights, whose extent per expert is
-// gate | up | down in the compute dtype (storage/store_format.h). The store's `layer` is the MoE
+// gate | up | down in the compute dtype (storage/store/store_format.h). The store's `layer` is the MoE
 // layer index, as everywhere in the offload stack.
 //
 // Get(key) acquires the cache entry (reading it from the store on a miss, evicting by the cache's
@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "inference/offload/host_experts.h"
-#include "storage/expert_cache.h"
+#include "storage/cache/expert_cache.h"
 
 namespace sy::offload {
 

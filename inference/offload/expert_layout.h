@@ -17,7 +17,7 @@
 #include "runtime/core/dtype.h"
 #include "runtime/core/shape.h"
 #include "runtime/core/status.h"
-#include "storage/expert_key.h"
+#include "storage/store/expert_key.h"
 
 namespace sy::offload {
 

@@ -25,9 +25,9 @@
 
 #include "inference/offload/cached_host_experts.h"
 #include "inference/offload/host_experts.h"
-#include "storage/expert_cache.h"
-#include "storage/expert_store.h"
-#include "storage/file_system.h"
+#include "storage/cache/expert_cache.h"
+#include "storage/store/expert_store.h"
+#include "storage/fs/file_system.h"
 
 namespace sy::offload {
 

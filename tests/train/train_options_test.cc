@@ -1,6 +1,6 @@
 // The train config: every block binds; unknown keys get a suggestion, wrong types and bad values
 // name the file and the key.
-#include "launcher/train_options.h"
+#include "launcher/training/train_options.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The trainer: the tiny config learns the synthetic tasks, resume is bit-exact, and missing,
 // truncated or mismatched checkpoints are clear errors.
-#include "launcher/trainer.h"
+#include "launcher/training/trainer.h"
 
 #include <gtest/gtest.h>
 

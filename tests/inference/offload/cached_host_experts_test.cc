@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "inference/offload/cpu_expert_executor.h"
-#include "storage/mem_file_system.h"
+#include "storage/fs/mem_file_system.h"
 #include "tests/inference/offload/offload_test_util.h"
 
 namespace sy::offload {

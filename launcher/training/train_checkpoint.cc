@@ -1,0 +1,197 @@
+#include "launcher/training/train_checkpoint.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/shape.h"
+#include "storage/store/checksum.h"
+#include "storage/hdf5/checkpoint_layout.h"
+#include "storage/hdf5/checkpoint_reader.h"
+#include "storage/hdf5/checkpoint_writer.h"
+
+namespace sy::launcher {
+namespace {
+
+constexpr std::string_view kStepsTensor = "optim/steps";
+constexpr std::string_view kChecksumsKey = "tensor_crc32c";
+
+uint32_t TensorCrc(const std::vector<float>& data) {
+  return storage::Crc32c(data.data(), data.size() * sizeof(float));
+}
+
+Status AddF32(CheckpointWriter& writer, const std::string& name, const CheckpointTensor& t,
+              nlohmann::json* crcs) {
+  const Shape shape{std::span<const int64_t>(t.shape)};
+  if (shape.numel() != static_cast<int64_t>(t.data.size())) {
+    return InternalError("checkpoint tensor '" + name + "': shape " + shape.ToString() +
+                         " does not match its " + std::to_string(t.data.size()) + " values");
+  }
+  (*crcs)[name] = TensorCrc(t.data);
+  return writer.AddTensor(name, DType::kF32, shape, t.data.data());
+}
+
+Status ReadF32(const CheckpointReader& reader, const std::string& name,
+               const std::vector<int64_t>& shape, const nlohmann::json& crcs,
+               CheckpointTensor* out) {
+  const std::string where = "checkpoint " + reader.path() + ": ";
+  const CheckpointTensorInfo* info = reader.FindTensor(name);
+  if (info == nullptr) {
+    return FailedPreconditionError(where + "has no tensor '" + name +
+                                   "'; it was written for another model");
+  }
+  const Shape want{std::span<const int64_t>(shape)};
+  if (info->shape != want || info->dtype != DType::kF32) {
+    return FailedPreconditionError(where + "tensor '" + name + "' is " +
+                                   std::string(DTypeName(info->dtype)) + " " +
+                                   info->shape.ToString() + ", the model expects f32 " +
+                                   want.ToString() + "; it was written for another model");
+  }
+  out->name = name;
+  out->shape = shape;
+  out->data.resize(static_cast<size_t>(want.numel()));
+  SY_RETURN_IF_ERROR(reader.ReadTensor(name, DType::kF32, want, out->data.data()));
+  auto it = crcs.find(name);
+  if (it == crcs.end() || !it->is_number_unsigned()) {
+    return DataLossError(where + "no checksum recorded for tensor '" + name +
+                         "'; the file is corrupt");
+  }
+  if (it->get<uint32_t>() != TensorCrc(out->data)) {
+    return DataLossError(where + "tensor '" + name +
+                         "' fails its checksum; the file is corrupt. Resume from an earlier "
+                         "checkpoint");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteTrainCheckpoint(const std::string& path, const TrainCheckpoint& ckpt) {
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer, CheckpointWriter::Create(path));
+  nlohmann::json crcs = nlohmann::json::object();
+  for (size_t i = 0; i < ckpt.params.size(); ++i) {
+    const CheckpointTensor& p = ckpt.params[i];
+    SY_RETURN_IF_ERROR(AddF32(*writer, p.name, p, &crcs));
+    if (i < ckpt.optimizer_m.size() && !ckpt.optimizer_m[i].data.empty()) {
+      SY_RETURN_IF_ERROR(
+          AddF32(*writer, OptimizerStateName("m", p.name), ckpt.optimizer_m[i], &crcs));
+    }
+    if (i < ckpt.optimizer_v.size() && !ckpt.optimizer_v[i].data.empty()) {
+      SY_RETURN_IF_ERROR(
+          AddF32(*writer, OptimizerStateName("v", p.name), ckpt.optimizer_v[i], &crcs));
+    }
+  }
+  SY_RETURN_IF_ERROR(writer->AddTensor(kStepsTensor, DType::kI64,
+                                       Shape{static_cast<int64_t>(ckpt.optimizer_steps.size())},
+                                       ckpt.optimizer_steps.data()));
+  writer->SetStep(ckpt.step);
+  SY_RETURN_IF_ERROR(writer->SetText(kCheckpointConfigKey, ckpt.config_json));
+  uint8_t seed[8];
+  for (int i = 0; i < 8; ++i) seed[i] = static_cast<uint8_t>(ckpt.seed >> (8 * i));
+  SY_RETURN_IF_ERROR(writer->SetBytes(kCheckpointRngStateKey, seed));
+  SY_RETURN_IF_ERROR(writer->SetText(kCheckpointDataPositionKey, ckpt.data_position));
+  SY_RETURN_IF_ERROR(writer->SetText(kChecksumsKey, crcs.dump()));
+  return writer->Commit();
+}
+
+Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
+                                            const std::vector<std::string>& param_names,
+                                            const std::vector<std::vector<int64_t>>& param_shapes,
+                                            bool with_m, bool with_v) {
+  SY_CHECK_EQ(param_names.size(), param_shapes.size());
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(path));
+  const std::string where = "checkpoint " + path + ": ";
+  TrainCheckpoint ckpt;
+  ckpt.step = reader->step();
+  if (ckpt.step < 0) return DataLossError(where + "negative step " + std::to_string(ckpt.step));
+  SY_ASSIGN_OR_RETURN(ckpt.config_json, reader->ReadText(kCheckpointConfigKey));
+  SY_ASSIGN_OR_RETURN(ckpt.data_position, reader->ReadText(kCheckpointDataPositionKey));
+  SY_ASSIGN_OR_RETURN(std::vector<uint8_t> seed, reader->ReadBytes(kCheckpointRngStateKey));
+  if (seed.size() != 8) {
+    return DataLossError(where + "meta/rng_state holds " + std::to_string(seed.size()) +
+                         " bytes, expected 8");
+  }
+  for (int i = 0; i < 8; ++i) ckpt.seed |= static_cast<uint64_t>(seed[i]) << (8 * i);
+  SY_ASSIGN_OR_RETURN(std::string crc_text, reader->ReadText(kChecksumsKey));
+  const nlohmann::json crcs = nlohmann::json::parse(crc_text, nullptr, false);
+  if (!crcs.is_object()) return DataLossError(where + "meta/tensor_crc32c is not a JSON object");
+
+  const int64_t n = static_cast<int64_t>(param_names.size());
+  const CheckpointTensorInfo* steps = reader->FindTensor(kStepsTensor);
+  if (steps == nullptr || steps->dtype != DType::kI64 || steps->shape != Shape{n}) {
+    return FailedPreconditionError(where +
+                                   "'optim/steps' is missing or does not hold one step "
+                                   "count per parameter (" +
+                                   std::to_string(n) + "); it was written for another model");
+  }
+  ckpt.optimizer_steps.resize(static_cast<size_t>(n));
+  SY_RETURN_IF_ERROR(
+      reader->ReadTensor(kStepsTensor, DType::kI64, Shape{n}, ckpt.optimizer_steps.data()));
+  for (size_t i = 0; i < param_names.size(); ++i) {
+    const std::string& name = param_names[i];
+    CheckpointTensor t;
+    SY_RETURN_IF_ERROR(ReadF32(*reader, name, param_shapes[i], crcs, &t));
+    ckpt.params.push_back(std::move(t));
+    CheckpointTensor m, v;
+    if (with_m) {
+      SY_RETURN_IF_ERROR(
+          ReadF32(*reader, OptimizerStateName("m", name), param_shapes[i], crcs, &m));
+    }
+    if (with_v) {
+      SY_RETURN_IF_ERROR(
+          ReadF32(*reader, OptimizerStateName("v", name), param_shapes[i], crcs, &v));
+    }
+    ckpt.optimizer_m.push_back(std::move(m));
+    ckpt.optimizer_v.push_back(std::move(v));
+  }
+  return ckpt;
+}
+
+Result<std::string> ReadTrainCheckpointConfig(const std::string& path) {
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(path));
+  return reader->ReadText(kCheckpointConfigKey);
+}
+
+std::string CheckpointPath(const std::string& dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "step-%08lld.h5", static_cast<long long>(step));
+  return (std::filesystem::path(dir) / name).string();
+}
+
+bool IsCheckpointFileName(const std::string& filename) {
+  // step-NNNNNNNN.h5 (more digits past step 99,999,999).
+  if (filename.size() < 16 || filename.rfind("step-", 0) != 0) return false;
+  if (filename.substr(filename.size() - 3) != ".h5") return false;
+  for (size_t i = 5; i + 3 < filename.size(); ++i) {
+    if (filename[i] < '0' || filename[i] > '9') return false;
+  }
+  return true;
+}
+
+Result<std::string> LatestCheckpoint(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) {
+    return NotFoundError("checkpoint.dir " + dir + ": cannot list (" + ec.message() +
+                         "); check the path, or start without --resume");
+  }
+  std::string best;
+  long long best_step = -1;
+  for (const auto& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (!IsCheckpointFileName(name)) continue;
+    const long long step = std::stoll(name.substr(5, name.size() - 8));
+    if (step > best_step) {
+      best_step = step;
+      best = entry.path().string();
+    }
+  }
+  if (best.empty()) {
+    return NotFoundError("checkpoint.dir " + dir +
+                         ": no step-*.h5 checkpoint to resume from; start without --resume");
+  }
+  return best;
+}
+
+}  // namespace sy::launcher

@@ -1,0 +1,146 @@
+// TrainConfig: every block of a `switchyard train` config, bound from one JSON file plus its
+// `--set` overrides.
+//
+//   {
+//     "model": {...ModelConfig fields...},          // runtime/model/model_config.h
+//     "data": {...},                                // runtime/data/data_options.h
+//     "train": {"device": "cpu", "steps": 300, "seed": 1, "grad_clip": 1.0,
+//               "eval_every": 100, "eval_batches": 4, "threads": 0},
+//     "optim": {"kind": "adamw", "lr": 3e-3, "min_lr": 0, "warmup_steps": 20,
+//               "schedule": "cosine", "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
+//               "weight_decay": 0.0},
+//     "checkpoint": {"dir": "", "every": 0, "resume": false},
+//     "log": {"metrics": "", "every": 10, "progress": "auto", "routing_trace": "",
+//             "routing_trace_tokens": 16},
+//     "parallel": {"ep_size": 1, "zero_stage": 0, "hierarchical_a2a": false,
+//                  "ranks_per_node": 0, "timeout_s": 300, "embedding_partition": false}
+//   }
+//
+// The "parallel" block only matters under mpirun (launcher/training/trainer.h): checks that need the world
+// size (world % ep_size) happen when the trainer is created, so a checkpoint written by a
+// distributed run still loads, config and all, in one process.
+//
+// Ownership: value types. Thread-safety: the schema functions return immutable statics and are
+// safe from any thread; LoadTrainConfig mutates the Config it is given (one thread).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "optim/lr_schedule.h"
+#include "optim/optimizer_options.h"
+#include "runtime/config/config.h"
+#include "runtime/config/config_schema.h"
+#include "runtime/data/data_options.h"
+#include "runtime/model/model_config.h"
+
+namespace sy::launcher {
+
+// The "train" block.
+struct TrainOptions {
+  std::string device = "cpu";  // Default: cpu. cpu | sim (| cuda:N when built)
+  int64_t steps = 100;         // Default: 100 optimizer steps in all (a resumed run included)
+  uint64_t seed = 1;           // Default: 1. Seeds the parameter initialisation
+  double init_stddev = 0.02;   // Default: 0.02. Stddev of the initial weight matrices
+  double grad_clip = 1.0;      // Default: 1.0. Global L2 gradient-norm limit; 0 disables
+  int64_t eval_every = 0;      // Default: 0 = evaluate only at the end (steps)
+  int64_t eval_batches = 4;    // Default: 4 batches of the held-out split per evaluation
+  int threads = 0;             // Default: 0 = SY_NUM_THREADS or every core
+};
+
+// The "optim" block: the optimizer math and the learning-rate schedule.
+struct OptimBlock {
+  OptimizerKind kind = OptimizerKind::kAdamW;               // Default: adamw
+  double lr = 3e-4;                                         // Default: 3e-4 peak learning rate
+  double min_lr = 0.0;                                      // Default: 0. End of the decay
+  int64_t warmup_steps = 0;                                 // Default: 0 steps
+  LrScheduleKind schedule = LrScheduleKind::kWarmupCosine;  // Default: cosine (to train.steps)
+  double beta1 = 0.9;                                       // Default: 0.9
+  double beta2 = 0.999;                                     // Default: 0.999
+  double eps = 1e-8;                                        // Default: 1e-8
+  double weight_decay = 0.0;                                // Default: 0 (decoupled for adamw)
+  double momentum = 0.0;                                    // Default: 0 (sgd only)
+};
+
+// The "checkpoint" block.
+struct CheckpointOptions {
+  std::string dir;      // Default: none = no checkpoints. Directory of step-NNNNNNNN.h5 files
+  int64_t every = 0;    // Default: 0 = only at the end (steps between checkpoints)
+  bool resume = false;  // Default: false. Continue from the latest checkpoint in dir
+  int keep = 0;         // Default: 0 = keep all. Newest checkpoints to keep
+};
+
+// How progress is shown on stdout.
+enum class ProgressStyle : uint8_t {
+  kAuto,   // a bar rewritten with \r on a TTY, plain lines otherwise
+  kBar,    // always the bar
+  kLines,  // always plain lines
+  kNone,   // nothing but the final summary
+};
+
+// The "log" block.
+struct LogOptions {
+  std::string metrics;                            // Default: none. JSON-lines metrics file
+  int64_t every = 10;                             // Default: 10. Steps between plain progress lines
+  ProgressStyle progress = ProgressStyle::kAuto;  // Default: auto
+  // Routing trace (storage/cache/access_trace.h format) written at the end of the run: the first
+  // routing_trace_tokens tokens of every train batch, each one trace step with the experts every
+  // MoE layer routed it to. Default: none.
+  std::string routing_trace;
+  int64_t routing_trace_tokens = 16;  // Default: 16
+};
+
+// The "parallel" block: how `mpirun -np W switchyard train` splits the work (docs/parallel.md).
+// Every rank is a data-parallel rank of the dense parameters; the experts of each MoE layer are
+// partitioned over EP groups of ep_size consecutive ranks and replicated over the W / ep_size
+// groups.
+struct ParallelOptions {
+  int ep_size = 1;     // Default: 1. Ranks per expert-parallel group; divides W and num_experts
+  int zero_stage = 0;  // Default: 0 (replicated dense state). 0 or 3 (ZeRO-3 sharding)
+  bool hierarchical_a2a = false;  // Default: false. Two-level (intra, inter-node) all-to-all
+  // Default: 0 = the real nodes (ranks that share memory). N > 0 emulates nodes of N consecutive
+  // ranks, so the hierarchical paths can run on one machine.
+  int ranks_per_node = 0;
+  // Default: 300 s. How long a rank waits in a collective for its peers before it aborts the job
+  // (a peer that died or hangs); 0 waits forever.
+  double timeout_s = 300;
+  // Default: false. Partition the token embedding table by columns over the W data-parallel
+  // ranks (MoESys IV-C; parallel/embedding_partition.h): each rank holds hidden_size / W columns
+  // and their optimizer state, and its gradient needs no all-reduce. Needs untied embeddings
+  // (model.tie_word_embeddings false), hidden_size % W == 0 (checked when the trainer starts) and
+  // zero_stage 0. No effect in one process.
+  bool embedding_partition = false;
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  DataOptions data;
+  TrainOptions train;
+  OptimBlock optim;
+  CheckpointOptions checkpoint;
+  LogOptions log;
+  ParallelOptions parallel;
+  // The effective config (every block with its defaults), as written into checkpoints.
+  std::string effective_json;
+
+  OptimizerOptions optimizer_options() const;
+  LrScheduleOptions schedule_options() const;
+};
+
+const ConfigSchema<ModelConfig>& ModelConfigSchema();
+const ConfigSchema<TrainOptions>& TrainOptionsSchema();
+const ConfigSchema<OptimBlock>& OptimBlockSchema();
+const ConfigSchema<CheckpointOptions>& CheckpointOptionsSchema();
+const ConfigSchema<LogOptions>& LogOptionsSchema();
+const ConfigSchema<ParallelOptions>& ParallelOptionsSchema();
+
+// Binds every block of `config` (rejecting unknown blocks with a suggestion), validates the model,
+// checks the model against the data (vocabulary) and parallel.ep_size against model.num_experts.
+// Errors name the config file and the key.
+Result<TrainConfig> LoadTrainConfig(Config& config);
+
+// Config::Load(path), the overrides, then LoadTrainConfig.
+Result<TrainConfig> LoadTrainConfigFile(const std::string& path,
+                                        const std::vector<std::string>& overrides);
+
+}  // namespace sy::launcher

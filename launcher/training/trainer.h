@@ -1,0 +1,205 @@
+// Trainer: training of an MoeModel on one Backend (cpu or sim; cuda when built), in one process or
+// as one rank of an MPI job (`mpirun -np W switchyard train`).
+//
+// One step: the next train batch from the Batcher -> ZeroGrads -> Forward -> Backward -> global
+// gradient-norm clipping -> AdamW (or Adam/SGD) over fp32 master weights at the learning rate of
+// the warmup + decay schedule. On a host backend the model's f32 parameters are the masters and are
+// updated in place; on another backend the trainer keeps host masters and copies the updated
+// values back after each step. A step whose gradient norm is inf or NaN is skipped (no update).
+//
+// Distributed (a world of W > 1 ranks given to Create; docs/parallel.md). Every rank
+// is a data-parallel rank: it takes rows [r*B/W, (r+1)*B/W) of the same global batch of B rows
+// (data.batch_size, which W must divide). The experts of each MoE layer are partitioned over EP
+// groups of parallel.ep_size consecutive ranks (parallel/expert_parallel_compute.h: flat or
+// hierarchical all-to-all) and replicated over the W / ep_size groups; the rest of the model is
+// replicated on every rank (parallel.zero_stage 0), or sharded over the world with ZeRO-3
+// (zero_stage 3, parallel/zero3.h: gathered unit by unit through the model's layer hooks, the
+// optimizer on each rank's shards). After Backward the dense gradients are summed over the world
+// (ZeRO-3: reduce-scattered into the shards) and the expert gradients over the ranks holding the
+// same experts. Each rank's loss enters with its share
+// of the global targets, n_r / N (loss_share_expert_compute.h), so the logged loss, the gradients,
+// the gradient norm (each expert counted once) and so the update equal those of one process on the
+// global batch, up to floating-point rounding, as long as the router's batch statistics do not
+// matter: capacity_factor 0 (dropless) and no aux/z loss (docs/parallel.md). A world of 1 is the
+// single-process trainer, bit for bit.
+//
+// Evaluation runs train.eval_batches held-out batches (the batcher is rewound first, so every
+// evaluation sees the same examples) and reports the loss and the per-task accuracy of the argmax
+// predictions. In a distributed run every rank evaluates the whole batches (the expert layers are
+// collective), so every rank gets the same report.
+//
+// Checkpoints (see TrainCheckpoint below) hold the effective config, the step, the init seed (the
+// loop draws no other randomness), the data position, every parameter under the model's names
+// (experts under global ids) and the optimizer state, so a resumed run is bit-identical to one
+// that never stopped (on cpu, at a fixed thread count). A distributed run writes the same file
+// from rank 0 (the experts gathered from their owners), so one process or `switchyard generate`
+// loads it; a distributed resume reads it on rank 0 and broadcasts it.
+//
+// Ownership: the Trainer owns its backend, model, dataset, batchers, optimizer and states; it does
+// not own the world communicator, which must outlive it.
+// Thread-safety: none; one thread drives a Trainer.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launcher/training/train_checkpoint.h"
+#include "launcher/training/train_options.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "parallel/communicator.h"
+#include "runtime/backend/backend.h"
+#include "runtime/core/thread_pool.h"
+#include "runtime/data/batcher.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/task_accuracy.h"
+#include "runtime/model/moe_model.h"
+#include "storage/cache/access_trace.h"
+
+namespace sy::launcher {
+
+struct StepReport {
+  int64_t step = 0;  // steps taken after this one
+  float loss = 0;    // total loss of the batch (CE + weighted router losses)
+  float ce_loss = 0;
+  float aux_loss = 0;
+  double lr = 0;
+  float grad_norm = 0;           // before clipping
+  bool skipped = false;          // non-finite gradient: no update
+  int64_t tokens = 0;            // tokens in the (global) batch
+  double seconds = 0;            // wall time of the step, and its phases:
+  double data_seconds = 0;       // next batch
+  double forward_seconds = 0;    // ZeroGrads + Forward
+  double backward_seconds = 0;   // Backward (+ gradient copies to the host)
+  double optimizer_seconds = 0;  // clipping + optimizer (+ value copies back)
+  // Time in collectives (expert all-to-alls, gradient all-reduces, loss and norm reductions),
+  // taken out of the phases above, whose sum with it is `seconds`. 0 in one process.
+  double communication_seconds = 0;
+  // Per MoE layer, the token-slots routed to each expert in this step (over all ranks).
+  std::vector<std::vector<int64_t>> expert_load;
+};
+
+struct EvalReport {
+  int64_t step = 0;
+  float loss = 0;  // mean CE over the evaluated batches
+  TaskAccuracy accuracy{1};
+  std::string summary;  // TaskAccuracy::ToString
+};
+
+class Trainer {
+ public:
+  // Opens the dataset, creates the backend and the model (vocab_size 0 takes the dataset's),
+  // initialises the parameters from train.seed, and builds the optimizer and schedule. Errors
+  // name the config key. `world` (optional, not owned) makes this trainer one rank of a
+  // distributed run when it has more than one rank; Create is then collective over it, and so are
+  // Step, Evaluate, SaveCheckpoint, LoadCheckpoint and Run. InvalidArgument when parallel.ep_size
+  // does not divide the world or data.batch_size is not a multiple of it, or for ep_size > 1 or
+  // zero_stage 3 in one process; FailedPrecondition from Zero3 for a model it cannot shard.
+  // `concurrent_mpi`: MPI runs at MPI_THREAD_MULTIPLE, so ZeRO-3 may prefetch the next unit's
+  // all-gather on its own thread while this one runs the expert exchanges.
+  static Result<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
+                                                 Communicator* world = nullptr,
+                                                 bool concurrent_mpi = false);
+  ~Trainer();
+
+  // One optimizer step on the next train batch (recording its routing with log.routing_trace).
+  Result<StepReport> Step();
+  // Loss and per-task accuracy on train.eval_batches held-out batches.
+  Result<EvalReport> Evaluate();
+
+  // Writes a checkpoint of the current state to `path` (atomically: a crash leaves either the old
+  // file or the new one). Distributed: rank 0 writes; every rank returns rank 0's status.
+  Status SaveCheckpoint(const std::string& path);
+  // Restores the state saved at `path`. NotFound for a missing file, DataLoss for a truncated or
+  // corrupt one, FailedPrecondition naming the differing key when it was written for another
+  // model or data config. Distributed: rank 0 reads `path` (the other ranks' `path` is ignored)
+  // and every rank returns its status.
+  Status LoadCheckpoint(const std::string& path);
+
+  // The whole run: resume when checkpoint.resume, then steps up to train.steps with progress on
+  // `out`, metrics to log.metrics, evaluations every train.eval_every and at the end,
+  // checkpoints every checkpoint.every and at the end. Returns the final evaluation.
+  // Distributed: every rank prints its progress to its `out` (the same global numbers); only
+  // rank 0 writes metrics, checkpoints and the routing trace.
+  Result<EvalReport> Run(std::FILE* out);
+
+  int64_t step() const { return step_; }
+  // Parameters of the whole model, and of its experts (over all ranks in a distributed run).
+  int64_t num_parameters() const;
+  int64_t num_expert_parameters() const;
+  // ZeRO-3's memory report for this rank (parallel/zero3.h), or "" without parallel.zero_stage 3.
+  std::string ShardingReport() const;
+  // This rank and the number of ranks (0 and 1 in one process).
+  int rank() const;
+  int world_size() const;
+  const TrainConfig& config() const { return config_; }
+  MoeModel& model() { return *model_; }
+  // The routing recorded so far by this process (log.routing_trace).
+  const storage::AccessTrace& routing_trace() const { return trace_; }
+  const Dataset& dataset() const { return *dataset_; }
+  // Every parameter's current fp32 value, in ParameterStore order (a host copy). Distributed: the
+  // parameters this rank holds (the dense ones and its own experts).
+  std::vector<std::vector<float>> ParameterValues();
+
+ private:
+  struct ParamState {
+    Parameter* param = nullptr;
+    Tensor host_value;  // the master: aliases param->value on a host backend
+    Tensor host_grad;   // aliases param->grad on a host backend
+    std::vector<float> m, v;
+    int64_t opt_step = 0;
+  };
+
+  struct Distributed;  // the rank's communicators and experts; trainer.cc
+  // One parameter of the whole model, as a single process registers it.
+  struct ParamInfo {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    bool is_expert = false;
+    int expert = -1;
+  };
+
+  explicit Trainer(const TrainConfig& config);
+  Status Init(Communicator* world);
+  // Distributed parts of Init: validation, communicators, batch shard, expert-parallel layers.
+  Status InitDistributed(Communicator& world, const ModelConfig& model_config);
+  Status InitParamStates();
+  // Distributed parts of Step, after Backward: the gradient sums, the global loss and norm (into
+  // `report`) and the clipping. `share` is this rank's n_r / N.
+  Status SyncGradients(const LossReport& local, float share, StepReport* report);
+  Status SaveDistributedCheckpoint(const std::string& path);
+  Status LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* ckpt);
+  // Copies `ckpt` (every parameter of the model, in ParameterStore order) into this trainer.
+  Status RestoreState(TrainCheckpoint& ckpt);
+  // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
+  void RecordRouting();
+  // FailedPrecondition naming the first model or data key in which `saved_json` (a
+  // checkpoint's config) differs from this run's.
+  Status CheckCheckpointConfig(const std::string& path, const std::string& saved_json);
+  bool host_backend() const;
+  bool is_root() const { return rank() == 0; }
+
+  TrainConfig config_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Dataset> dataset_;
+  std::unique_ptr<Batcher> train_batcher_, eval_batcher_;
+  std::unique_ptr<MoeModel> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::vector<ParamState> states_;
+  // Every parameter of the model in ParameterStore order, recorded at creation: the checkpoint's
+  // contents (a distributed rank holds only its own experts).
+  std::vector<ParamInfo> all_params_;
+  Batch batch_;
+  int64_t step_ = 0;
+  bool concurrent_mpi_ = false;        // MPI_THREAD_MULTIPLE: ZeRO-3 prefetches (see Create)
+  storage::AccessTrace trace_;         // with log.routing_trace
+  std::unique_ptr<Distributed> dist_;  // null in one process
+};
+
+}  // namespace sy::launcher

@@ -1,0 +1,477 @@
+#include "storage/cache/expert_cache.h"
+
+#include <algorithm>
+#include <future>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/core/check.h"
+
+namespace sy::storage {
+
+// ---- CacheHandle ----
+
+CacheHandle::CacheHandle(CacheHandle&& other) noexcept { *this = std::move(other); }
+
+CacheHandle& CacheHandle::operator=(CacheHandle&& other) noexcept {
+  if (this != &other) {
+    Release();
+    cache_ = std::exchange(other.cache_, nullptr);
+    slot_index_ = std::exchange(other.slot_index_, -1);
+    mode_ = other.mode_;
+    key_ = other.key_;
+    data_ = other.data_;
+    payload_ = other.payload_;
+    stride_ = other.stride_;
+  }
+  return *this;
+}
+
+void CacheHandle::Release() {
+  if (cache_ == nullptr) return;
+  cache_->Release(slot_index_, mode_);
+  cache_ = nullptr;
+  slot_index_ = -1;
+}
+
+// ---- ExpertCache ----
+
+Result<std::unique_ptr<ExpertCache>> ExpertCache::Create(ExpertStore* store,
+                                                         const CacheOptions& options) {
+  if (options.num_slots == 0) {
+    return InvalidArgumentError("expert cache: num_slots must be at least 1");
+  }
+  SY_ASSIGN_OR_RETURN(KindInfo kind, store->Kind(options.kind));
+  HostSlotAllocator* allocator =
+      options.allocator != nullptr ? options.allocator : DefaultHostSlotAllocator();
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(uint64_t{options.num_slots}, kind.stride, &bytes)) {
+    return InvalidArgumentError("expert cache: num_slots x slot size overflows");
+  }
+  Result<std::shared_ptr<Buffer>> slab = allocator->Allocate(bytes);
+  if (!slab.ok()) {
+    return slab.status().WithContext(
+        "expert cache: allocating " + std::to_string(options.num_slots) + " slots of " +
+        std::to_string(kind.stride) + " bytes with " + allocator->name() + " (lower num_slots)");
+  }
+  return std::unique_ptr<ExpertCache>(new ExpertCache(store, options, kind, std::move(*slab)));
+}
+
+ExpertCache::ExpertCache(ExpertStore* store, const CacheOptions& options, KindInfo kind,
+                         std::shared_ptr<Buffer> slab)
+    : store_(store), options_(options), kind_(std::move(kind)), slab_(std::move(slab)) {
+  policy_ = MakeCachePolicy(options_.policy, options_.num_slots);
+  slots_.resize(options_.num_slots);
+  auto* base = static_cast<std::byte*>(slab_->data());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    slots_[i].data = base + i * kind_.stride;
+    free_slots_.push_back(static_cast<int>(slots_.size() - 1 - i));
+  }
+  if (options_.register_buffers) {
+    // io_uring limits one fixed buffer to 1 GiB: register the slab in slot-aligned pieces.
+    size_t per_region = std::max<size_t>(1, (size_t{1} << 30) / kind_.stride);
+    std::vector<iovec> regions;
+    for (size_t i = 0; i < slots_.size(); i += per_region) {
+      size_t n = std::min(per_region, slots_.size() - i);
+      regions.push_back(iovec{slots_[i].data, n * kind_.stride});
+    }
+    Status status = store_->file_system()->RegisterBuffers(regions);
+    if (status.ok()) {
+      registered_ = true;
+    } else {
+      spdlog::info("expert cache: slots not registered as fixed buffers: {}", status.message());
+    }
+  }
+}
+
+ExpertCache::~ExpertCache() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return loads_in_flight_ == 0 && writing_back_.empty(); });
+  size_t dirty = 0;
+  for (const Slot& slot : slots_) {
+    SY_CHECK_EQ(slot.pins, 0) << "a CacheHandle of " << slot.key.ToString()
+                              << " outlives its ExpertCache";
+    if (slot.state == SlotState::kReady && slot.dirty) ++dirty;
+  }
+  if (dirty > 0) {
+    spdlog::warn(
+        "expert cache destroyed with {} dirty entries that were never written back; "
+        "call Flush() first to keep them",
+        dirty);
+  }
+  lock.unlock();
+  if (registered_) store_->file_system()->UnregisterBuffers();
+}
+
+bool ExpertCache::EvictableLocked(uint64_t key) const {
+  auto it = index_.find(key);
+  if (it == index_.end()) return false;
+  const Slot& slot = slots_[it->second];
+  return slot.state == SlotState::kReady && slot.pins == 0 && !slot.flushing;
+}
+
+CacheHandle ExpertCache::MakeHandleLocked(int index, AccessMode mode) {
+  Slot& slot = slots_[index];
+  ++slot.pins;
+  if (mode == AccessMode::kWrite) {
+    ++slot.writers;
+    slot.dirty = true;
+  }
+  CacheHandle handle;
+  handle.cache_ = this;
+  handle.slot_index_ = index;
+  handle.mode_ = mode;
+  handle.key_ = slot.key;
+  handle.data_ = slot.data;
+  handle.payload_ = kind_.payload_bytes;
+  handle.stride_ = kind_.stride;
+  return handle;
+}
+
+void ExpertCache::Release(int index, AccessMode mode) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot& slot = slots_[index];
+  SY_CHECK_GT(slot.pins, 0) << "release of an unpinned cache slot";
+  --slot.pins;
+  if (mode == AccessMode::kWrite) --slot.writers;
+  cv_.notify_all();
+}
+
+void ExpertCache::FreeSlotLocked(int index) {
+  Slot& slot = slots_[index];
+  auto it = index_.find(slot.key.Packed());
+  if (it != index_.end() && it->second == index) index_.erase(it);
+  std::byte* data = slot.data;
+  slot = Slot{};
+  slot.data = data;
+  free_slots_.push_back(index);
+}
+
+Status ExpertCache::WaitLocked(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                               const std::string& what) {
+  if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    return DeadlineExceededError("expert cache: waited " +
+                                 std::to_string(options_.acquire_timeout_ms) + " ms for " + what +
+                                 "; all " + std::to_string(slots_.size()) +
+                                 " slots may be pinned: release handles or add slots");
+  }
+  return Status::Ok();
+}
+
+Status ExpertCache::BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey key, bool blocking,
+                                  bool prefetch, Clock::time_point deadline, bool* started,
+                                  int* loading_index) {
+  *started = false;
+  const uint64_t packed = key.Packed();
+  int index = -1;
+  std::optional<uint64_t> dirty_victim;
+  while (index < 0) {
+    if (index_.count(packed) > 0 || writing_back_.count(packed) > 0) return Status::Ok();
+    if (!free_slots_.empty()) {
+      index = free_slots_.back();
+      free_slots_.pop_back();
+      break;
+    }
+    std::optional<uint64_t> victim =
+        policy_->Evict(packed, [this](uint64_t k) { return EvictableLocked(k); });
+    if (victim) {
+      index = index_.at(*victim);
+      index_.erase(*victim);
+      ++stats_.evictions;
+      if (slots_[index].dirty) {
+        dirty_victim = *victim;
+        writing_back_[*victim] = index;
+      }
+      break;
+    }
+    if (!blocking) {
+      ++stats_.prefetches_dropped;
+      return ResourceExhaustedError("expert cache: no evictable slot for " + key.ToString() +
+                                    " (all " + std::to_string(slots_.size()) +
+                                    " slots pinned or busy)");
+    }
+    SY_RETURN_IF_ERROR(WaitLocked(lock, deadline, "a slot for " + key.ToString()));
+  }
+
+  Slot& slot = slots_[index];
+  ExpertKey victim_key = slot.key;
+  slot.state = SlotState::kLoading;
+  slot.key = key;
+  slot.dirty = false;
+  slot.prefetched = prefetch;
+  slot.status = Status::Ok();
+  index_[packed] = index;
+  policy_->OnInsert(packed);
+  ++loads_in_flight_;
+
+  if (dirty_victim) {
+    lock.unlock();
+    Result<uint64_t> written =
+        store_->Write(victim_key, options_.kind, {slot.data, kind_.stride}).get();
+    lock.lock();
+    writing_back_.erase(*dirty_victim);
+    if (!written.ok()) {
+      // Undo: the victim stays cached and dirty; the new key is not fetched.
+      ++stats_.write_back_failures;
+      --loads_in_flight_;
+      index_.erase(packed);
+      policy_->OnErase(packed);
+      slot.key = victim_key;
+      slot.state = SlotState::kReady;
+      slot.dirty = true;
+      slot.prefetched = false;
+      index_[*dirty_victim] = index;
+      policy_->OnInsert(*dirty_victim);
+      cv_.notify_all();
+      return written.status().WithContext("expert cache: write-back of evicted " +
+                                          victim_key.ToString() + " (to make room for " +
+                                          key.ToString() + ") failed; it stays cached and dirty");
+    }
+    ++stats_.write_backs;
+    stats_.bytes_written += kind_.payload_bytes;
+    cv_.notify_all();
+  }
+  if (prefetch) {
+    ++stats_.prefetches_started;
+  } else {
+    ++stats_.misses;
+  }
+  *started = true;
+  if (loading_index != nullptr) {
+    // The caller waits for this load: count it before the load can finish (even inline), so a
+    // failure stays in the slot for it to see.
+    *loading_index = index;
+    ++slot.waiters;
+  }
+  lock.unlock();
+  store_->ReadAsync(key, options_.kind, {slot.data, kind_.stride},
+                    [this, index, key](Status status) { OnLoaded(index, key, std::move(status)); });
+  lock.lock();
+  return Status::Ok();
+}
+
+void ExpertCache::OnLoaded(int index, ExpertKey key, Status status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Slot& slot = slots_[index];
+  SY_CHECK(slot.state == SlotState::kLoading && slot.key == key)
+      << "cache slot " << index << " changed while loading " << key.ToString();
+  --loads_in_flight_;
+  if (status.ok()) {
+    slot.state = SlotState::kReady;
+    stats_.bytes_read += kind_.payload_bytes;
+  } else {
+    ++stats_.load_failures;
+    policy_->OnErase(key.Packed());
+    if (slot.waiters == 0) {
+      FreeSlotLocked(index);
+    } else {
+      slot.state = SlotState::kFailed;
+      slot.status = status.WithContext("expert cache: fetch of " + key.ToString());
+    }
+  }
+  cv_.notify_all();
+}
+
+Status ExpertCache::AwaitLoadLocked(std::unique_lock<std::mutex>& lock, int index, ExpertKey key,
+                                    Clock::time_point deadline, bool registered) {
+  Slot& slot = slots_[index];
+  if (!registered) ++slot.waiters;
+  Status status;
+  while (status.ok() && slot.state == SlotState::kLoading && slot.key == key) {
+    status = WaitLocked(lock, deadline, key.ToString() + " to load");
+  }
+  --slot.waiters;
+  if (slot.state == SlotState::kFailed) {
+    bool mine = slot.key == key;
+    Status failure = slot.status;
+    if (slot.waiters == 0) FreeSlotLocked(index);
+    if (mine) return failure;
+  }
+  return status;
+}
+
+Result<CacheHandle> ExpertCache::Acquire(ExpertKey key, AccessMode mode) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::milliseconds(options_.acquire_timeout_ms);
+  const uint64_t packed = key.Packed();
+  std::unique_lock<std::mutex> lock(mutex_);
+  bool counted = false;
+  bool waited = false;
+  auto finish = [&](Result<CacheHandle> result) {
+    if (waited) {
+      stats_.stall_ns += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+    }
+    return result;
+  };
+  for (;;) {
+    auto it = index_.find(packed);
+    if (it == index_.end()) {
+      waited = true;
+      if (writing_back_.count(packed) > 0) {
+        // Its newest state is on its way to the store; fetch it once that is durable.
+        Status status = WaitLocked(lock, deadline, "the write-back of " + key.ToString());
+        if (!status.ok()) return finish(status);
+        continue;
+      }
+      bool started = false;
+      int index = -1;
+      Status status = BringInLocked(lock, key, /*blocking=*/true, /*prefetch=*/false, deadline,
+                                    &started, &index);
+      if (!status.ok()) return finish(status);
+      if (started) {
+        counted = true;  // this call's own fetch: counted as a miss
+        status = AwaitLoadLocked(lock, index, key, deadline, /*registered=*/true);
+        if (!status.ok()) return finish(status);
+      }
+      continue;
+    }
+    int index = it->second;
+    Slot& slot = slots_[index];
+    if (!counted && slot.state != SlotState::kFailed) {
+      counted = true;
+      ++stats_.hits;
+      if (slot.prefetched) {
+        slot.prefetched = false;
+      } else {
+        policy_->OnHit(packed);
+      }
+    }
+    if (slot.state == SlotState::kReady && !(mode == AccessMode::kWrite && slot.flushing)) {
+      return finish(MakeHandleLocked(index, mode));
+    }
+    if (slot.state == SlotState::kFailed) {
+      Status failure = slot.status;
+      if (slot.waiters == 0) FreeSlotLocked(index);
+      return finish(failure);
+    }
+    waited = true;
+    Status status = slot.state == SlotState::kLoading
+                        ? AwaitLoadLocked(lock, index, key, deadline, /*registered=*/false)
+                        : WaitLocked(lock, deadline, "the write-back of " + key.ToString());
+    if (!status.ok()) return finish(status);
+  }
+}
+
+Result<bool> ExpertCache::Prefetch(ExpertKey key) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t packed = key.Packed();
+  if (index_.count(packed) > 0 || writing_back_.count(packed) > 0) return false;
+  bool started = false;
+  Status status = BringInLocked(lock, key, /*blocking=*/false, /*prefetch=*/true, Clock::now(),
+                                &started, /*loading_index=*/nullptr);
+  if (!status.ok()) return status;
+  return started;
+}
+
+Result<CacheHandle> ExpertCache::PinResident(ExpertKey key, AccessMode mode) {
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::milliseconds(options_.acquire_timeout_ms);
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    auto it = index_.find(key.Packed());
+    if (it == index_.end()) {
+      return NotFoundError("expert cache: " + key.ToString() + " is not resident");
+    }
+    int index = it->second;
+    Slot& slot = slots_[index];
+    if (slot.state == SlotState::kReady && !(mode == AccessMode::kWrite && slot.flushing)) {
+      return MakeHandleLocked(index, mode);
+    }
+    if (slot.state == SlotState::kFailed) {
+      Status failure = slot.status;
+      if (slot.waiters == 0) FreeSlotLocked(index);
+      return failure;
+    }
+    Status status = slot.state == SlotState::kLoading
+                        ? AwaitLoadLocked(lock, index, key, deadline, /*registered=*/false)
+                        : WaitLocked(lock, deadline, "the write-back of " + key.ToString());
+    SY_RETURN_IF_ERROR(status);
+  }
+}
+
+Status ExpertCache::Step() {
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++steps_;
+    policy_->OnStep();
+    flush = options_.update_cycle > 0 && steps_ % options_.update_cycle == 0;
+  }
+  return flush ? Flush() : Status::Ok();
+}
+
+Status ExpertCache::Flush() {
+  std::vector<int> chosen;
+  std::vector<ExpertStore::WriteRequest> requests;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot& slot = slots_[i];
+      if (slot.state != SlotState::kReady || !slot.dirty || slot.writers > 0 || slot.flushing) {
+        continue;
+      }
+      slot.flushing = true;
+      chosen.push_back(static_cast<int>(i));
+      requests.push_back(ExpertStore::WriteRequest{
+          slot.key, options_.kind, std::span<const std::byte>(slot.data, kind_.stride)});
+    }
+  }
+  if (chosen.empty()) return Status::Ok();
+  // The callbacks run on the store's committer thread and may outlive this frame's locals by a
+  // few instructions, so everything they touch is shared.
+  struct Batch {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<Status> results;
+    size_t remaining = 0;
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->results.resize(chosen.size());
+  batch->remaining = chosen.size();
+  store_->WriteBatch(requests, [batch](size_t i, Result<uint64_t> result) {
+    std::lock_guard<std::mutex> batch_lock(batch->mutex);
+    batch->results[i] = result.ok() ? Status::Ok() : result.status();
+    if (--batch->remaining == 0) batch->cv.notify_all();
+  });
+  std::vector<Status> results;
+  {
+    std::unique_lock<std::mutex> batch_lock(batch->mutex);
+    batch->cv.wait(batch_lock, [&] { return batch->remaining == 0; });
+    results = batch->results;
+  }
+
+  Status first;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    Slot& slot = slots_[chosen[i]];
+    slot.flushing = false;
+    if (results[i].ok()) {
+      slot.dirty = false;
+      ++stats_.write_backs;
+      stats_.bytes_written += kind_.payload_bytes;
+    } else {
+      ++stats_.write_back_failures;
+      if (first.ok()) {
+        first = results[i].WithContext("expert cache: write-back of " + slot.key.ToString() +
+                                       " failed; it stays cached and dirty");
+      }
+    }
+  }
+  cv_.notify_all();
+  return first;
+}
+
+bool ExpertCache::Contains(ExpertKey key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = index_.find(key.Packed());
+  return it != index_.end() && slots_[it->second].state == SlotState::kReady;
+}
+
+CacheStats ExpertCache::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+}  // namespace sy::storage

@@ -1,0 +1,201 @@
+// ExpertCache: the CPU cache of expert states in front of an ExpertStore (MoESys Algorithm 2).
+//
+// - Fixed host slots, allocated once at Create through a HostSlotAllocator (see Note [pinned
+//   slots] in storage/cache/host_slot_allocator.h); a fetch never allocates. Each slot holds one extent
+//   of the cache's kind (its stride: payload rounded up to 4 KiB, so I/O is direct).
+// - A miss with a free slot fetches from the store. A miss when full asks the policy (MoESys LFU
+//   by default; LRU and W-TinyLFU behind the same interface) for a victim, writes the victim back
+//   first when it is dirty, and reuses its slot. Every K steps the LFU counts decay by beta.
+// - Dirty entries are also written back every `update_cycle` steps (Step) and by Flush, as one
+//   batch (one durable publish in the store).
+// - Acquire returns a CacheHandle that pins its entry: a pinned entry is never evicted, and an
+//   entry held for writing is not written back until released. Entries are pinned while a copy or
+//   a kernel uses them; a handle may be moved to another thread (e.g. a copy stream's callback).
+//
+// Failures: a store read error fails the Acquire that waited for it (the slot is freed); a failed
+// write-back of a victim fails the Acquire that needed the slot and leaves the victim cached and
+// dirty; a failed periodic write-back leaves the entries dirty. In every case the store stays at
+// its previous generation (storage/store/expert_store.h).
+//
+// Ownership: the cache borrows the store (which must outlive it) and owns its slots. Handles must
+// be released before the cache is destroyed. The destructor does not write back: call Flush().
+// Thread-safety: every method may be called from any thread. The policy runs under the cache's
+// mutex; store I/O runs outside it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/core/buffer.h"
+#include "storage/cache/cache_policy.h"
+#include "storage/store/expert_key.h"
+#include "storage/store/expert_store.h"
+#include "storage/cache/host_slot_allocator.h"
+
+namespace sy::storage {
+
+enum class AccessMode : uint8_t {
+  kRead,   // the holder only reads the slot
+  kWrite,  // the holder updates the state (an optimizer step): the entry becomes dirty
+};
+
+struct CacheOptions {
+  size_t num_slots = 0;                       // Required, >= 1.
+  ExtentKind kind = ExtentKind::kTrainState;  // Default: training state (master | m | v).
+  PolicyOptions policy;                       // Default: MoESys LFU (threshold 0, beta .5, K 25).
+  // Write back every dirty entry every this many Step() calls; 0 only on eviction and Flush.
+  // Default: 0.
+  int64_t update_cycle = 0;
+  // How long Acquire waits for a slot when every slot is pinned or busy. Default: 60000 ms.
+  int64_t acquire_timeout_ms = 60000;
+  // Where the slots come from. Default: DefaultHostSlotAllocator().
+  HostSlotAllocator* allocator = nullptr;
+  // Register the slots with the store's file system (io_uring fixed buffers). Default: true.
+  bool register_buffers = true;
+};
+
+struct CacheStats {
+  uint64_t hits = 0;    // Acquire found the entry resident or already on its way
+  uint64_t misses = 0;  // Acquire had to fetch it
+  uint64_t evictions = 0;
+  uint64_t write_backs = 0;  // extents written back (eviction, update cycle, Flush)
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  uint64_t stall_ns = 0;  // time Acquire spent waiting (fetch, write-back, no free slot)
+  uint64_t prefetches_started = 0;
+  uint64_t prefetches_dropped = 0;  // no evictable slot
+  uint64_t load_failures = 0;
+  uint64_t write_back_failures = 0;
+};
+
+class ExpertCache;
+
+// A pin on one cache entry. Move-only; releases on destruction.
+class CacheHandle {
+ public:
+  CacheHandle() = default;
+  ~CacheHandle() { Release(); }
+  CacheHandle(CacheHandle&& other) noexcept;
+  CacheHandle& operator=(CacheHandle&& other) noexcept;
+  CacheHandle(const CacheHandle&) = delete;
+  CacheHandle& operator=(const CacheHandle&) = delete;
+
+  bool valid() const { return cache_ != nullptr; }
+  ExpertKey key() const { return key_; }
+  AccessMode mode() const { return mode_; }
+  // The extent's payload (the parts, back to back).
+  std::span<std::byte> data() const { return {data_, payload_}; }
+  // The whole slot (payload plus padding to 4 KiB).
+  std::span<std::byte> slot() const { return {data_, stride_}; }
+  void Release();
+
+ private:
+  friend class ExpertCache;
+  ExpertCache* cache_ = nullptr;
+  int slot_index_ = -1;
+  AccessMode mode_ = AccessMode::kRead;
+  ExpertKey key_;
+  std::byte* data_ = nullptr;
+  size_t payload_ = 0;
+  size_t stride_ = 0;
+};
+
+class ExpertCache {
+ public:
+  static Result<std::unique_ptr<ExpertCache>> Create(ExpertStore* store,
+                                                     const CacheOptions& options);
+  ~ExpertCache();
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  // Returns the entry pinned, fetching it (and evicting) when needed; blocks until it is
+  // resident. One policy access.
+  Result<CacheHandle> Acquire(ExpertKey key, AccessMode mode = AccessMode::kRead);
+
+  // Starts bringing `key` in without waiting for the data: true when a fetch started, false when
+  // it was already resident or on its way. Blocks only to write back a dirty victim. Fails with
+  // ResourceExhausted when no slot can be freed (the prefetch is dropped). A started prefetch is
+  // the entry's policy access; the Acquire that later consumes it does not count again.
+  Result<bool> Prefetch(ExpertKey key);
+
+  // Pins `key` if it is resident or on its way (waiting for it to land), without a policy access
+  // and without fetching: NotFound when it is neither. For moving an entry one hop further.
+  Result<CacheHandle> PinResident(ExpertKey key, AccessMode mode = AccessMode::kRead);
+
+  // Ends a step: LFU decay bookkeeping, and a write-back of dirty entries every update_cycle.
+  Status Step();
+  // Writes back every dirty entry not held for writing, as one batch. Returns the first failure.
+  Status Flush();
+
+  bool Contains(ExpertKey key) const;  // resident and ready
+  size_t num_slots() const { return slots_.size(); }
+  size_t slot_bytes() const { return kind_.stride; }
+  size_t payload_bytes() const { return kind_.payload_bytes; }
+  const CachePolicy& policy() const { return *policy_; }
+  CacheStats stats() const;
+
+ private:
+  enum class SlotState : uint8_t { kFree, kLoading, kReady, kFailed };
+  struct Slot {
+    SlotState state = SlotState::kFree;
+    ExpertKey key;
+    std::byte* data = nullptr;
+    int pins = 0;
+    int writers = 0;
+    int waiters = 0;
+    bool dirty = false;
+    bool flushing = false;
+    bool prefetched = false;  // fetched by Prefetch and not yet acquired
+    Status status;            // the load error, in kFailed
+  };
+  using Clock = std::chrono::steady_clock;
+
+  ExpertCache(ExpertStore* store, const CacheOptions& options, KindInfo kind,
+              std::shared_ptr<Buffer> slab);
+  // Claims a slot for `key` (evicting, writing a dirty victim back) and starts its load
+  // (*started = true). OK with *started = false when someone else brought `key` in meanwhile.
+  // With `loading_index`, the caller is registered as a waiter of the slot it returns there.
+  // Needs `lock` held; releases it for I/O.
+  Status BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey key, bool blocking,
+                       bool prefetch, Clock::time_point deadline, bool* started,
+                       int* loading_index);
+  // Waits, as a waiter of slot `index`, until it no longer loads `key`. The load's error when it
+  // failed; OK otherwise (the caller looks `key` up again). `registered`: already a waiter.
+  Status AwaitLoadLocked(std::unique_lock<std::mutex>& lock, int index, ExpertKey key,
+                         Clock::time_point deadline, bool registered);
+  void OnLoaded(int index, ExpertKey key, Status status);
+  void FreeSlotLocked(int index);
+  bool EvictableLocked(uint64_t key) const;
+  CacheHandle MakeHandleLocked(int index, AccessMode mode);
+  void Release(int index, AccessMode mode);
+  Status WaitLocked(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                    const std::string& what);
+  friend class CacheHandle;
+
+  ExpertStore* store_;
+  CacheOptions options_;
+  KindInfo kind_;
+  std::shared_ptr<Buffer> slab_;
+  bool registered_ = false;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;                         // guarded by mutex_
+  std::vector<int> free_slots_;                     // guarded by mutex_
+  std::unordered_map<uint64_t, int> index_;         // guarded by mutex_; key -> slot
+  std::unordered_map<uint64_t, int> writing_back_;  // guarded by mutex_; evicted, not yet durable
+  std::unique_ptr<CachePolicy> policy_;             // guarded by mutex_
+  int64_t steps_ = 0;                               // guarded by mutex_
+  int loads_in_flight_ = 0;                         // guarded by mutex_
+  CacheStats stats_;                                // guarded by mutex_
+};
+
+}  // namespace sy::storage

@@ -1,0 +1,47 @@
+// MoESysLfuPolicy: the LFU CPU cache policy of MoESys (SE-MoE) Algorithm 2.
+//
+//   hit            hits[p] += 1
+//   miss, room     hits[p] = 1
+//   miss, full     evict the entry whose count is the minimum among those >= threshold
+//                  (ties: least recently used); if none reaches the threshold, the minimum of all
+//   every K steps  every count *= beta
+//
+// Evict scans the resident entries (O(capacity)); caches hold hundreds to a few thousand experts.
+//
+// Ownership and thread-safety: see storage/cache/cache_policy.h.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "storage/cache/cache_policy.h"
+
+namespace sy::storage {
+
+class MoESysLfuPolicy : public CachePolicy {
+ public:
+  explicit MoESysLfuPolicy(const LfuOptions& options);
+
+  std::string name() const override { return "moesys-lfu"; }
+  void OnHit(uint64_t key) override;
+  void OnInsert(uint64_t key) override;
+  void OnErase(uint64_t key) override;
+  std::optional<uint64_t> Evict(uint64_t incoming, const Evictable& evictable) override;
+  void OnStep() override;
+
+  // The current (decayed) count of a resident key, or -1.
+  double Count(uint64_t key) const;
+
+ private:
+  struct Entry {
+    double count = 0;
+    uint64_t last_use = 0;
+  };
+
+  LfuOptions options_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  uint64_t clock_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace sy::storage

@@ -1,0 +1,95 @@
+#include "storage/cache/prefetcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+namespace sy::storage {
+
+Prefetcher::Prefetcher(ExpertCache* cache, const PrefetcherOptions& options)
+    : cache_(cache), options_(options) {
+  int threads = std::max(1, options_.threads);
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkLoop(); });
+}
+
+Prefetcher::~Prefetcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    high_.clear();
+    low_.clear();
+    queued_.clear();
+  }
+  cv_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+void Prefetcher::Prefetch(uint32_t layer, std::span<const uint32_t> experts,
+                          PrefetchPriority priority) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (uint32_t expert : experts) {
+      ExpertKey key{layer, expert};
+      if (!queued_.insert(key.Packed()).second) continue;
+      (priority == PrefetchPriority::kHigh ? high_ : low_).push_back(key);
+      ++stats_.requested;
+    }
+  }
+  cv_.notify_all();
+}
+
+Result<CacheHandle> Prefetcher::Acquire(uint32_t layer, uint32_t expert, AccessMode mode) {
+  return cache_->Acquire(ExpertKey{layer, expert}, mode);
+}
+
+void Prefetcher::Drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return high_.empty() && low_.empty() && active_ == 0; });
+}
+
+PrefetcherStats Prefetcher::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Prefetcher::WorkLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !high_.empty() || !low_.empty(); });
+    if (stopping_) return;
+    std::deque<ExpertKey>& queue = !high_.empty() ? high_ : low_;
+    ExpertKey key = queue.front();
+    queue.pop_front();
+    queued_.erase(key.Packed());
+    ++active_;
+    lock.unlock();
+
+    Result<bool> started = cache_->Prefetch(key);
+    bool handed_on = false;
+    if (started.ok() && options_.next_hop != nullptr) {
+      Result<CacheHandle> handle = cache_->PinResident(key);
+      if (handle.ok()) {
+        options_.next_hop->OnHostReady(std::move(*handle));
+        handed_on = true;
+      } else {
+        spdlog::debug("prefetch of {}: not handed on: {}", key.ToString(),
+                      handle.status().message());
+      }
+    }
+
+    lock.lock();
+    --active_;
+    if (!started.ok()) {
+      ++stats_.dropped;
+    } else if (*started) {
+      ++stats_.started;
+    } else {
+      ++stats_.already_resident;
+    }
+    if (handed_on) ++stats_.handed_on;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace sy::storage

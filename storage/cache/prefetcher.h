@@ -1,0 +1,87 @@
+// Prefetcher: brings experts into an ExpertCache ahead of use, and optionally one hop further.
+//
+//   Prefetch(layer, experts, priority)  queues the experts; worker threads start their fetches,
+//                                       high priority before low, first come first served within
+//                                       a priority. Never blocks the caller.
+//   Acquire(layer, expert)              returns the pinned entry, waiting only if it has not
+//                                       landed yet (fetching it now if no prefetch asked for it).
+//
+// Next hop. When PrefetcherOptions::next_hop is set, every prefetched expert, once it lands in
+// its host slot, is pinned and handed to NextHop::OnHostReady, which takes it further: for a
+// device cache, an asynchronous host-to-device copy on a copy stream, releasing the handle when
+// the copy's event completes (runtime/backend/backend.h: CopyAsync + RecordEvent). The handle
+// keeps the host slot from being evicted or rewritten until the copy no longer needs it.
+//
+// Ownership: borrows the cache and the next hop; both must outlive the prefetcher. The
+// destructor drops queued requests and waits for the ones being worked on.
+// Thread-safety: every method may be called from any thread. OnHostReady runs on a prefetcher
+// worker thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "storage/cache/expert_cache.h"
+
+namespace sy::storage {
+
+enum class PrefetchPriority : uint8_t { kHigh, kLow };
+
+// The hop after the host slot (e.g. host -> device on a copy stream).
+class NextHop {
+ public:
+  virtual ~NextHop() = default;
+  // `handle` pins the landed expert (read mode). Keep it until the hop's copy has finished with
+  // the slot, then drop it (from any thread). Must not block for long: it runs on a worker.
+  virtual void OnHostReady(CacheHandle handle) = 0;
+};
+
+struct PrefetcherOptions {
+  int threads = 2;              // worker threads. Default: 2.
+  NextHop* next_hop = nullptr;  // Default: none (stop at the host slot).
+};
+
+struct PrefetcherStats {
+  uint64_t requested = 0;         // experts passed to Prefetch (after de-duplication)
+  uint64_t started = 0;           // fetches started by a prefetch
+  uint64_t already_resident = 0;  // nothing to do: resident or on its way
+  uint64_t dropped = 0;           // no evictable slot, or an error
+  uint64_t handed_on = 0;         // passed to the next hop
+};
+
+class Prefetcher {
+ public:
+  Prefetcher(ExpertCache* cache, const PrefetcherOptions& options = {});
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  void Prefetch(uint32_t layer, std::span<const uint32_t> experts, PrefetchPriority priority);
+  Result<CacheHandle> Acquire(uint32_t layer, uint32_t expert, AccessMode mode = AccessMode::kRead);
+  // Waits until every request queued so far has been worked on (not for the data to land).
+  void Drain();
+  PrefetcherStats stats() const;
+
+ private:
+  void WorkLoop();
+
+  ExpertCache* cache_;
+  PrefetcherOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<ExpertKey> high_;           // guarded by mutex_
+  std::deque<ExpertKey> low_;            // guarded by mutex_
+  std::unordered_set<uint64_t> queued_;  // guarded by mutex_
+  int active_ = 0;                       // guarded by mutex_
+  bool stopping_ = false;                // guarded by mutex_
+  PrefetcherStats stats_;                // guarded by mutex_
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace sy::storage

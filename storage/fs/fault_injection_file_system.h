@@ -1,0 +1,108 @@
+// FaultInjectionFileSystem: a wrapper that fails chosen operations of another file system, and
+// simulates power loss by dropping what was never synced (RocksDB's FaultInjectionTestFS).
+//
+// Faults are rules: "the 3rd write to a path containing 'store' fails with ENOSPC", "every sync
+// fails with EIO", "the next write stores only 100 bytes", "the next write is torn and the
+// machine dies". Once crashed, every operation fails until DropUnsyncedData() "reboots".
+//
+// To simulate power loss the wrapper keeps, per path, the old contents of every range written
+// since that path's last successful Sync. DropUnsyncedData() puts them back (all of them, or a
+// random subset of 512-byte sectors, for torn writes). Only file contents are tracked: creating,
+// renaming and removing files are durable at once.
+//
+// Ownership: borrows the base file system, which must outlive the wrapper and its Files.
+// Thread-safety: fully thread-safe. Operations run synchronously on the calling thread (batch
+// callbacks run inline), so rules fire in a well-defined order.
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "storage/fs/file_system.h"
+
+namespace sy::storage {
+
+enum class FaultOp : uint8_t { kRead, kWrite, kSync };
+
+enum class FaultKind : uint8_t {
+  kError,       // the op fails with `error` and changes nothing
+  kShortWrite,  // a write stores only its first `short_bytes` bytes and fails
+  kTornWrite,   // a write stores a random subset of its 512-byte sectors; then the system crashes
+  kCrash,       // the system crashes before the op runs: it and every later op fail
+};
+
+struct FaultRule {
+  FaultOp op = FaultOp::kWrite;        // Default: writes.
+  FaultKind kind = FaultKind::kError;  // Default: fail with `error`.
+  int error = EIO;                     // errno for kError. Default: EIO.
+  std::string path_contains;           // only paths containing this. Default: "" (every path).
+  int64_t skip = 0;        // matching ops let through before the rule fires. Default: 0.
+  int64_t times = 1;       // how many times it fires; -1 forever. Default: 1.
+  size_t short_bytes = 0;  // bytes a kShortWrite stores. Default: 0.
+};
+
+class FaultInjectionFileSystem : public FileSystem {
+ public:
+  explicit FaultInjectionFileSystem(FileSystem* base, uint64_t seed = 1);
+  ~FaultInjectionFileSystem() override;
+  FaultInjectionFileSystem(const FaultInjectionFileSystem&) = delete;
+  FaultInjectionFileSystem& operator=(const FaultInjectionFileSystem&) = delete;
+
+  std::string name() const override;
+  Result<std::unique_ptr<File>> Open(const std::string& path, const OpenOptions& options) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  Status Remove(const std::string& path) override;
+  Result<bool> Exists(const std::string& path) override;
+  Status SyncDir(const std::string& dir) override;
+
+  void AddRule(const FaultRule& rule);
+  void ClearRules();
+  // Faults fired so far, over all rules.
+  int64_t faults_fired() const;
+  bool crashed() const;
+
+  // Simulates power loss and reboot: reverts every byte written since its path's last successful
+  // Sync (or, with `tear`, each unsynced 512-byte sector independently with probability 1/2),
+  // then clears the crash. Close every File of this wrapper first.
+  Status DropUnsyncedData(bool tear = false);
+
+  // Internal, used by the wrapper's Files.
+  struct Undo {
+    uint64_t offset = 0;
+    std::vector<uint8_t> old_bytes;  // what the range held before (up to the old size)
+    uint64_t length = 0;             // bytes the write covered
+    uint64_t old_size = 0;           // file size before the write
+  };
+  struct Decision {
+    bool fire = false;
+    FaultRule rule;
+  };
+  Decision Check(FaultOp op, const std::string& path);
+  void RecordUndo(const std::string& path, Undo undo);
+  void ForgetUndo(const std::string& path);
+  void Crash();
+  uint64_t NextRandom();
+
+ private:
+  struct RuleState {
+    FaultRule rule;
+    int64_t seen = 0;
+    int64_t fired = 0;
+  };
+
+  FileSystem* base_;
+  mutable std::mutex mutex_;
+  std::vector<RuleState> rules_;                   // guarded by mutex_
+  std::map<std::string, std::vector<Undo>> undo_;  // guarded by mutex_
+  bool crashed_ = false;                           // guarded by mutex_
+  int64_t fired_ = 0;                              // guarded by mutex_
+  std::mt19937_64 rng_;                            // guarded by mutex_
+};
+
+}  // namespace sy::storage

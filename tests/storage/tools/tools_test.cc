@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "storage/tools/io_tune.h"
+#include "storage/tools/store_bench.h"
+#include "tests/storage/test_util.h"
+
+namespace sy::storage {
+namespace {
+
+TEST(BytesTest, ParsesAndFormatsBinaryUnits) {
+  EXPECT_EQ(*ParseBytes("4096"), 4096u);
+  EXPECT_EQ(*ParseBytes("4k"), 4096u);
+  EXPECT_EQ(*ParseBytes("4MiB"), 4u << 20);
+  EXPECT_EQ(*ParseBytes("1G"), 1ull << 30);
+  EXPECT_FALSE(ParseBytes("M4").ok());
+  EXPECT_FALSE(ParseBytes("4Q").ok());
+  EXPECT_FALSE(ParseBytes("99999999999999999999").ok());
+  EXPECT_EQ(FormatBytes(4u << 20), "4 MiB");
+  EXPECT_EQ(FormatBytes(512u << 10), "512 KiB");
+  EXPECT_EQ(FormatBytes(100), "100 B");
+}
+
+TEST(IoTuneTest, SweepsEveryPointAndPicksTheBest) {
+  testing::TempDir dir;
+  TuneOptions options;
+  options.dir = dir.path();
+  options.file_bytes = 8 << 20;
+  options.bytes_per_point = 8 << 20;
+  options.block_sizes = {64 << 10, 1 << 20};
+  options.queue_depths = {1, 8};
+  int progress = 0;
+  Result<TuneResult> result = RunIoTune(options, [&](const TunePoint&) { ++progress; });
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->points.size(), 8u);  // 2 x 2 x (read, write)
+  EXPECT_EQ(progress, 8);
+  double best_read = 0;
+  for (const TunePoint& p : result->points) {
+    EXPECT_GT(p.gbps, 0);
+    if (p.kind == IoKind::kRead) best_read = std::max(best_read, p.gbps);
+  }
+  EXPECT_EQ(result->best_read.gbps, best_read);
+  std::printf("[ tune-io ran on %s, direct=%d ]\n", result->file_system.c_str(), result->direct);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("switchyard-tune-io.dat")));
+}
+
+TEST(IoTuneTest, RejectsBadSettings) {
+  TuneOptions options;
+  EXPECT_EQ(RunIoTune(options).status().code(), StatusCode::kInvalidArgument);
+  options.dir = "/tmp";
+  options.block_sizes = {1000};
+  EXPECT_EQ(RunIoTune(options).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(StoreBenchTest, SmallRunProducesEveryRowWithFio) {
+  if (std::system("fio --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "fio not installed";
+  testing::TempDir dir;
+  StoreBenchOptions options;
+  options.dir = dir.path();
+  options.extent_bytes = {256 << 10};
+  options.bytes_per_size = 4 << 20;
+  options.file_systems = {"posix", "io_uring"};
+  options.extents_in_flight = 2;
+  Result<StoreBenchReport> report = RunStoreBench(options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->rows.size(), 8u);  // {read, write} x {seq, rand} x 2 file systems
+  for (const StoreBenchRow& row : report->rows) {
+    EXPECT_GT(row.gbps, 0) << row.op << " " << row.pattern << " " << row.file_system;
+    EXPECT_GT(row.fio_gbps, 0);
+  }
+  std::string table = FormatStoreBench(*report);
+  EXPECT_NE(table.find("| 256 KiB | read | seq |"), std::string::npos) << table;
+  std::printf("%s", table.c_str());
+  EXPECT_FALSE(std::filesystem::exists(dir.File("switchyard-bench-256k.store")));
+}
+
+TEST(FioTest, ReportsAFailedRunAsAStatus) {
+  if (std::system("fio --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "fio not installed";
+  testing::TempDir dir;
+  Result<double> gbps = RunFio(
+      "fio", {"--name=x", "--filename=" + dir.File("f"), "--size=1M", "--rw=sideways"}, "read");
+  EXPECT_FALSE(gbps.ok());
+  EXPECT_EQ(RunFio("/no/such/fio", {"--name=x"}, "read").status().code(), StatusCode::kIOError);
+}
+
+}  // namespace
+}  // namespace sy::storage
