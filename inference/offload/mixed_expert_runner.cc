@@ -74,8 +74,10 @@ Status MixedExpertRunner::EnsureStaging(int64_t rows, int64_t hidden) {
   const bool allocated = host_x_.data() != nullptr;
   if (allocated && host_x_.dim(0) >= rows) return Status::Ok();
   const int64_t capacity = std::max<int64_t>(rows, allocated ? 2 * host_x_.dim(0) : 16);
-  SY_ASSIGN_OR_RETURN(host_x_, backend_.AllocateHost(DType::kF32, Shape{capacity, hidden}));
-  SY_ASSIGN_OR_RETURN(host_y_, backend_.AllocateHost(DType::kF32, Shape{capacity, hidden}));
+  SY_ASSIGN_OR_RETURN(host_x_,
+                      backend_.AllocatePersistentHost(DType::kF32, Shape{capacity, hidden}));
+  SY_ASSIGN_OR_RETURN(host_y_,
+                      backend_.AllocatePersistentHost(DType::kF32, Shape{capacity, hidden}));
   return Status::Ok();
 }
 

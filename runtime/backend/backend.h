@@ -24,11 +24,13 @@
 // driven from other threads.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/core/device.h"
@@ -36,6 +38,8 @@
 #include "runtime/core/tensor.h"
 
 namespace sy {
+
+class Workspace;
 
 // A queue of work on a device. Owned by whoever created it; must outlive the work queued on it.
 class Stream {
@@ -98,10 +102,23 @@ class Backend {
   virtual std::string name() const = 0;  // "cpu", "sim", "cuda:0 (NVIDIA H100 ...)"
 
   // ---- memory ----
-  // An uninitialised contiguous tensor in device memory.
-  virtual Result<Tensor> Allocate(DType dtype, Shape shape) = 0;
-  // A contiguous tensor in host memory (page-locked where caps().pinned_host).
-  virtual Result<Tensor> AllocateHost(DType dtype, Shape shape) = 0;
+  // An uninitialised contiguous tensor in device memory, from the caching allocator, or, while a
+  // Workspace is bound to this backend on the calling thread (runtime/backend/workspace.h),
+  // carved from that workspace: step-lifetime memory, no allocator call.
+  Result<Tensor> Allocate(DType dtype, Shape shape);
+  // A contiguous tensor in host memory (page-locked where caps().pinned_host); from a bound
+  // workspace's host arena likewise.
+  Result<Tensor> AllocateHost(DType dtype, Shape shape);
+  // As Allocate and AllocateHost, but always from the allocator, bound workspace or not: for
+  // memory that outlives the step it is allocated in (a staging buffer grown on first use).
+  Result<Tensor> AllocatePersistent(DType dtype, Shape shape) {
+    return AllocateDevice(dtype, shape);
+  }
+  Result<Tensor> AllocatePersistentHost(DType dtype, Shape shape);
+  // AllocateHost calls that reached the host allocator (not a workspace), since creation.
+  uint64_t host_allocations() const { return host_allocations_.load(std::memory_order_relaxed); }
+  // The workspace bound on the calling thread, or null.
+  Workspace* bound_workspace() const;
   virtual MemoryStats memory_stats() const = 0;
   virtual void ResetPeakMemory() = 0;
   // Returns cached, unused device memory to the device.
@@ -230,6 +247,19 @@ class Backend {
   // out [N,H], all f32; weights f32 [M] or undefined (all 1).
   virtual void ScatterAddRows(const Tensor& src, const Tensor& indices, const Tensor& weights,
                               const Tensor& out) = 0;
+
+ protected:
+  // The allocators behind Allocate and AllocateHost, which a workspace bypasses.
+  virtual Result<Tensor> AllocateDevice(DType dtype, Shape shape) = 0;
+  virtual Result<Tensor> AllocatePinnedHost(DType dtype, Shape shape) = 0;
+
+ private:
+  friend class Workspace;
+  friend class WorkspaceBinding;
+  // The bound workspace and the thread it is bound for (set before the pointer is published).
+  std::atomic<Workspace*> workspace_{nullptr};
+  std::atomic<std::thread::id> workspace_thread_{};
+  std::atomic<uint64_t> host_allocations_{0};
 };
 
 struct SimOptions {

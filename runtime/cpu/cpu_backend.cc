@@ -42,7 +42,7 @@ std::string CpuBackend::name() const {
   return "cpu (" + std::to_string(pool_->num_threads()) + " threads, OpenBLAS)";
 }
 
-Result<Tensor> CpuBackend::Allocate(DType dtype, Shape shape) {
+Result<Tensor> CpuBackend::AllocateDevice(DType dtype, Shape shape) {
   // Rounded up to the host alignment so every tensor starts on a fresh cache line and page.
   size_t bytes = static_cast<size_t>(shape.numel()) * DTypeSize(dtype);
   size_t aligned = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
@@ -50,7 +50,7 @@ Result<Tensor> CpuBackend::Allocate(DType dtype, Shape shape) {
   return Tensor(std::move(buffer), dtype, shape);
 }
 
-Result<Tensor> CpuBackend::AllocateHost(DType dtype, Shape shape) {
+Result<Tensor> CpuBackend::AllocatePinnedHost(DType dtype, Shape shape) {
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
                       AllocateHostBuffer(static_cast<size_t>(shape.numel()) * DTypeSize(dtype)));
   return Tensor(std::move(buffer), dtype, shape);

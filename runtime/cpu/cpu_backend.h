@@ -29,8 +29,6 @@ class CpuBackend : public Backend {
   BackendCaps caps() const override;
   std::string name() const override;
 
-  Result<Tensor> Allocate(DType dtype, Shape shape) override;
-  Result<Tensor> AllocateHost(DType dtype, Shape shape) override;
   MemoryStats memory_stats() const override;
   void ResetPeakMemory() override;
   void EmptyCache() override;
@@ -106,6 +104,8 @@ class CpuBackend : public Backend {
   ThreadPool& pool() { return *pool_; }
 
  protected:
+  Result<Tensor> AllocateDevice(DType dtype, Shape shape) override;
+  Result<Tensor> AllocatePinnedHost(DType dtype, Shape shape) override;
   // Aborts unless `t` is defined, contiguous and on device(); `what` names the operator.
   void CheckOperand(const Tensor& t, const char* what) const;
 

@@ -111,14 +111,14 @@ std::string CudaBackend::name() const {
 
 // ---- memory ----
 
-Result<Tensor> CudaBackend::Allocate(DType dtype, Shape shape) {
+Result<Tensor> CudaBackend::AllocateDevice(DType dtype, Shape shape) {
   ReclaimRetired();
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
                       allocator_->Allocate(static_cast<size_t>(shape.numel()) * DTypeSize(dtype)));
   return Tensor(std::move(buffer), dtype, shape);
 }
 
-Result<Tensor> CudaBackend::AllocateHost(DType dtype, Shape shape) {
+Result<Tensor> CudaBackend::AllocatePinnedHost(DType dtype, Shape shape) {
   ScopedCudaDevice guard(info_.index);
   const size_t bytes = static_cast<size_t>(shape.numel()) * DTypeSize(dtype);
   void* data = nullptr;

@@ -56,8 +56,6 @@ class CudaBackend final : public Backend {
   BackendCaps caps() const override;
   std::string name() const override;
 
-  Result<Tensor> Allocate(DType dtype, Shape shape) override;
-  Result<Tensor> AllocateHost(DType dtype, Shape shape) override;
   MemoryStats memory_stats() const override;
   void ResetPeakMemory() override;
   void EmptyCache() override;
@@ -121,6 +119,8 @@ class CudaBackend final : public Backend {
                              std::span<const int64_t> group_rows, float beta) override;
 
  private:
+  Result<Tensor> AllocateDevice(DType dtype, Shape shape) override;
+  Result<Tensor> AllocatePinnedHost(DType dtype, Shape shape) override;
   // Temporary device memory for one operator call; see "Scratch" above. Open one per operator,
   // take blocks with Get, enqueue the work; the destructor records the retiring event.
   class Scratch {

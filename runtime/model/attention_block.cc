@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/core/check.h"
+#include "runtime/model/kv_cache.h"
 
 namespace sy {
 
@@ -11,6 +12,7 @@ Result<AttentionBlock> AttentionBlock::Create(Backend& backend, ParameterStore& 
                                               const ModelConfig& config, int layer,
                                               DType weight_dtype, bool with_grad) {
   AttentionBlock a;
+  a.layer_ = layer;
   a.num_heads_ = config.num_heads;
   a.num_kv_heads_ = config.kv_heads();
   a.head_dim_ = config.dim_per_head();
@@ -96,8 +98,14 @@ Status AttentionBlock::Forward(Backend& backend, const TokenBatch& batch, const 
   SY_RETURN_IF_ERROR(NormRope(backend, batch, &q_norm_, num_heads_, q_raw_, q_rot_));
   SY_RETURN_IF_ERROR(NormRope(backend, batch, &k_norm_, num_kv_heads_, k_raw_, k_rot_));
 
-  const int64_t b = batch.batch, t = batch.seq_len;
   SY_ASSIGN_OR_RETURN(attn_, backend.Allocate(DType::kF32, Shape{n, q_out}));
+  if (batch.kv_cache != nullptr) {
+    SY_RETURN_IF_ERROR(batch.kv_cache->Attend(backend, layer_, q_rot_, k_rot_, v_, attn_));
+    SY_RETURN_IF_ERROR(wo_.Forward(backend, attn_, y));
+    Release();  // incremental mode is forward-only
+    return Status::Ok();
+  }
+  const int64_t b = batch.batch, t = batch.seq_len;
   SY_ASSIGN_OR_RETURN(lse_, backend.Allocate(DType::kF32, Shape{b, num_heads_, t}));
   backend.Attention(q_rot_.Reshape({b, t, num_heads_, head_dim_}),
                     k_rot_.Reshape({b, t, num_kv_heads_, head_dim_}),

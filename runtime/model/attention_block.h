@@ -7,7 +7,9 @@
 //   o = causal_attention(q, k, v) with scale 1/sqrt(D), query head h reading kv head h/(Hq/Hkv)
 //   y = o Wo^T        [N, hidden]
 // Tokens are N = B*T rows in (batch, position) order; q is [B,T,Hq,D] and k, v are [B,S,Hkv,D]
-// (S = T here; the layout a KV cache extends).
+// (S = T here). In incremental mode (TokenBatch::kv_cache) the same projections, norms and RoPE
+// run on the new tokens, whose keys and values join the KV cache, and the queries attend over the
+// cache (runtime/model/kv_cache.h): prefill and decode run this one block.
 //
 // Forward keeps what Backward needs (x, the projections before and after norm/RoPE, the attention
 // output and its log-sum-exp); Release drops it. Parameter gradients accumulate.
@@ -26,11 +28,17 @@
 
 namespace sy {
 
+class KvCache;
+
 // The shape of a batch of sequences and the position of every token.
 struct TokenBatch {
   int64_t batch = 0;    // B
   int64_t seq_len = 0;  // T
   Tensor positions;     // i32 [B*T] on the backend: position of each token in its sequence
+  // Incremental mode: when set, the B rows x T tokens are the current step of this KV cache
+  // (runtime/model/kv_cache.h; KvCache::Begin was called); attention appends their keys and
+  // values to it and attends over everything cached. Null: the batch attends over itself.
+  KvCache* kv_cache = nullptr;
   int64_t num_tokens() const { return batch * seq_len; }
 };
 
@@ -42,7 +50,8 @@ class AttentionBlock {
                                        const ModelConfig& config, int layer, DType weight_dtype,
                                        bool with_grad);
 
-  // x [N, hidden] -> y [N, hidden].
+  // x [N, hidden] -> y [N, hidden]. With batch.kv_cache set, over the cache (forward only: keeps
+  // nothing for Backward).
   Status Forward(Backend& backend, const TokenBatch& batch, const Tensor& x, const Tensor& y);
   // dy [N, hidden] -> dx [N, hidden] (overwritten).
   Status Backward(Backend& backend, const TokenBatch& batch, const Tensor& dy, const Tensor& dx);
@@ -56,6 +65,7 @@ class AttentionBlock {
                           const Tensor& drot, const Tensor& draw);
   AttentionOptions Options() const;
 
+  int layer_ = 0;
   int num_heads_ = 0;
   int num_kv_heads_ = 0;
   int64_t head_dim_ = 0;

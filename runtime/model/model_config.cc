@@ -1,6 +1,7 @@
 #include "runtime/model/model_config.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace sy {
@@ -96,6 +97,55 @@ int ModelConfig::NumMoeLayers() const {
   int n = 0;
   for (int l = 0; l < num_layers; ++l) n += IsMoeLayer(l) ? 1 : 0;
   return n;
+}
+
+int64_t ModelConfig::NumExpertParameters() const {
+  return static_cast<int64_t>(NumMoeLayers()) * num_experts * 3 * hidden_size *
+         moe_intermediate_size;
+}
+
+int64_t ModelConfig::NumParameters() const {
+  const int64_t h = hidden_size, d = dim_per_head();
+  const int64_t q_out = num_heads * d, kv_out = kv_heads() * d;
+  int64_t per_layer_attention = h * q_out + 2 * h * kv_out + q_out * h + 2 * h;  // + 2 norms
+  if (attention_bias) per_layer_attention += q_out + 2 * kv_out;
+  if (qk_norm) per_layer_attention += qk_norm_per_head ? 2 * d : q_out + kv_out;
+  int64_t total = vocab_size * h + h;  // embedding, final norm
+  if (!tie_word_embeddings) total += vocab_size * h;
+  for (int l = 0; l < num_layers; ++l) {
+    total += per_layer_attention;
+    const int m = MoeIndex(l);
+    if (m < 0) {
+      total += 3 * h * intermediate_size;
+      continue;
+    }
+    if (MoeLayerHasGate(m)) total += num_experts * h;
+    if (MoeLayerHasPregate(m)) total += num_experts * h;
+    total += 3 * h * shared_intermediate() + (shared_expert_gate ? h : 0);
+  }
+  return total + NumExpertParameters();
+}
+
+std::string ModelConfig::Summary() const {
+  std::ostringstream s;
+  const int moe = NumMoeLayers();
+  s << num_layers << (num_layers == 1 ? " layer" : " layers");
+  if (moe > 0 && moe < num_layers) s << " (" << moe << " MoE)";
+  if (num_experts > 0) {
+    s << ", " << num_experts << " experts (top-" << top_k << ")";
+    if (num_shared_experts > 0) s << " + " << num_shared_experts << " shared";
+  }
+  if (pregate) s << ", pre-gated";
+  s << ", hidden " << hidden_size << ", ";
+  const double params = static_cast<double>(NumParameters());
+  char count[32];
+  if (params >= 1e9) {
+    std::snprintf(count, sizeof(count), "%.1f B", params / 1e9);
+  } else {
+    std::snprintf(count, sizeof(count), "%.1f M", params / 1e6);
+  }
+  s << count << " parameters";
+  return s.str();
 }
 
 std::string ModelConfig::ToString() const {

@@ -103,7 +103,14 @@ struct ModelConfig {
   // Whether MoE layer m holds a pre-gate for MoE layer m + 1.
   bool MoeLayerHasPregate(int moe_index) const { return pregate && moe_index + 1 < NumMoeLayers(); }
 
-  // One line, for logs: "layers=4 hidden=64 heads=4/2x16 experts=8 top2 ...".
+  // Parameters of the whole model, the routed experts included (on a validated config).
+  int64_t NumParameters() const;
+  // The routed experts' parameters alone.
+  int64_t NumExpertParameters() const;
+
+  // One line for people: "2 layers (2 MoE), 4 experts (top-2), hidden 64, 0.3 M parameters".
+  std::string Summary() const;
+  // Every field on one line, for logs and --verbose: "vocab=... hidden=64 layers=4 ...".
   std::string ToString() const;
 };
 

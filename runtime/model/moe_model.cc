@@ -3,8 +3,10 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/backend/workspace.h"
 #include "runtime/core/check.h"
 #include "runtime/model/host_transfer.h"
+#include "runtime/model/kv_cache.h"
 
 namespace sy {
 namespace {
@@ -198,6 +200,72 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
                 static_cast<float>(config_.router_aux_loss_coef) * report.aux_loss +
                 static_cast<float>(config_.router_z_loss_coef) * report.z_loss;
   return report;
+}
+
+Status MoeModel::ForwardCached(const Tensor& ids, const TokenBatch& batch, const Tensor& logits) {
+  SY_CHECK(batch.kv_cache != nullptr) << "MoeModel::ForwardCached without a KV cache";
+  const int64_t n = batch.num_tokens(), h = config_.hidden_size;
+  SY_CHECK(ids.dtype() == DType::kI32 && ids.numel() == n &&
+           logits.shape() == (Shape{n, config_.vocab_size}))
+      << "MoeModel::ForwardCached: ids " << ids.ToString() << ", logits " << logits.ToString();
+  ReleaseActivations();
+  // Live for the whole step: the residual stream (two buffers, in and out of each layer), the
+  // pre-gate logits routing the next MoE layer (pre-gated models), the unused router stats.
+  // Everything a layer allocates after `mark` is given back once the layer is done.
+  Tensor residual[2], routed[2];
+  for (Tensor& x : residual) {
+    SY_ASSIGN_OR_RETURN(x, backend_.Allocate(DType::kF32, Shape{n, h}));
+  }
+  if (config_.pregate) {
+    for (Tensor& r : routed) {
+      SY_ASSIGN_OR_RETURN(r, backend_.Allocate(DType::kF32, Shape{n, config_.num_experts}));
+    }
+  }
+  SY_ASSIGN_OR_RETURN(Tensor stats, backend_.Allocate(DType::kF32, Shape{2}));
+  Workspace* workspace = backend_.bound_workspace();
+  const auto give_back = [workspace, mark = workspace ? workspace->mark() : Workspace::Mark{}] {
+    if (workspace != nullptr) workspace->Rewind(mark);
+  };
+
+  SY_RETURN_IF_ERROR(HookBeforeForward(0));
+  SY_RETURN_IF_ERROR(embedding_->Forward(backend_, ids, residual[0]));
+  embedding_->Release();
+  SY_RETURN_IF_ERROR(HookAfterForward(0));
+  give_back();
+  int cur = 0;
+  bool have_routed = false;  // routed[cur_routed] holds the previous MoE layer's pre-gate logits
+  int cur_routed = 0;
+  for (int l = 0; l < config_.num_layers; ++l) {
+    DecoderLayer& layer = *layers_[static_cast<size_t>(l)];
+    MoeLayer* moe = layer.moe();
+    Tensor routed_in;
+    if (moe != nullptr && !moe->has_gate()) {
+      SY_CHECK(have_routed) << "MoE layer of decoder layer " << l << " has no routing logits";
+      routed_in = routed[cur_routed];
+    }
+    SY_RETURN_IF_ERROR(HookBeforeForward(l + 1));
+    SY_RETURN_IF_ERROR(
+        layer.Forward(backend_, batch, residual[cur], routed_in, stats, residual[1 - cur]));
+    SY_RETURN_IF_ERROR(HookAfterForward(l + 1));
+    if (moe != nullptr) {
+      have_routed = moe->has_pregate();
+      if (have_routed) {
+        cur_routed = 1 - cur_routed;
+        backend_.CopyAsync(moe->pregate_logits(), routed[cur_routed], backend_.compute_stream());
+      }
+    }
+    layer.Release();
+    give_back();
+    cur = 1 - cur;
+  }
+  SY_ASSIGN_OR_RETURN(Tensor final_hidden, backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_RETURN_IF_ERROR(HookBeforeForward(num_units() - 1));
+  SY_RETURN_IF_ERROR(final_norm_.Forward(backend_, residual[cur], final_hidden));
+  SY_RETURN_IF_ERROR(lm_head_.Forward(backend_, final_hidden, logits));
+  SY_RETURN_IF_ERROR(HookAfterForward(num_units() - 1));
+  final_norm_.Release();
+  give_back();
+  return Status::Ok();
 }
 
 Status MoeModel::Backward() {

@@ -22,8 +22,9 @@
 //
 // Forward-only use (inference, evaluation): ModelOptions{.with_grad = false} allocates no
 // gradients and releases each layer's activations as soon as the next layer has its input; the
-// weights may then be bf16 or f16 (ModelOptions::weight_dtype). Attention runs over the batch's
-// own keys and values; a KV-cache decode path can reuse AttentionBlock's layout ([B, S, Hkv, D]).
+// weights may then be bf16 or f16 (ModelOptions::weight_dtype). Forward attends over the batch's
+// own keys and values; ForwardCached is the same layers in incremental mode, over a KV cache
+// (prefill and decode; inference/kv_cache_decoder.h drives it).
 //
 // Layer hooks (runtime/model/layer_hooks.h): with set_layer_hooks, Forward and Backward call the
 // hooks around the embedding, every decoder layer and the head (ZeRO-3 uses them to gather and free
@@ -98,6 +99,16 @@ class MoeModel {
   Result<LossReport> Forward(const Tensor& tokens, const Tensor& targets);
   // f32 [B*T, vocab] on the backend, from the last Forward.
   const Tensor& logits() const { return logits_; }
+
+  // The incremental mode: one forward step over a KV cache. `batch` describes the step's tokens
+  // (rows x tokens per row) and their positions, and batch.kv_cache is the cache whose step it
+  // is (KvCache::Begin called; the caller commits). ids i32 [N] on the backend; logits f32
+  // [N, vocab] on the backend, overwritten. Each decoder layer runs its one Forward (attention
+  // over the cache, the MoE or dense FFN) and is released at once; with a Workspace bound
+  // (runtime/backend/workspace.h) each layer's activations are given back after it, so the step
+  // needs the memory of one layer, not of all. Keeps nothing for Backward; router stats are not
+  // reported.
+  Status ForwardCached(const Tensor& ids, const TokenBatch& batch, const Tensor& logits);
 
   // Gradient of the last Forward's loss; adds into every parameter's grad. Needs targets and
   // with_grad. FailedPrecondition otherwise.

@@ -77,7 +77,7 @@ std::string SimBackend::name() const {
   return text;
 }
 
-Result<Tensor> SimBackend::AllocateHost(DType dtype, Shape shape) {
+Result<Tensor> SimBackend::AllocatePinnedHost(DType dtype, Shape shape) {
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> host,
                       AllocateHostBuffer(static_cast<size_t>(shape.numel()) * DTypeSize(dtype)));
   // Mark it pinned: the sim link models DMA from page-locked memory.

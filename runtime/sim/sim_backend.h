@@ -35,7 +35,6 @@ class SimBackend final : public CpuBackend {
   BackendCaps caps() const override;
   std::string name() const override;
 
-  Result<Tensor> AllocateHost(DType dtype, Shape shape) override;
 
   Stream& compute_stream() override;
   std::unique_ptr<Stream> CreateStream() override;
@@ -52,6 +51,7 @@ class SimBackend final : public CpuBackend {
   void ResetLinkStats();
 
  private:
+  Result<Tensor> AllocatePinnedHost(DType dtype, Shape shape) override;
   SimStream& AsSim(Stream& stream);
 
   SimOptions options_;

@@ -1,10 +1,12 @@
 // KvCacheDecoder (inference/kv_cache_decoder.h) against MoeModel::Forward on the whole sequence:
 // prefill a prefix, decode the rest one token at a time, and every row of logits must match, on
 // the cpu and sim backends, for configs covering each family's features and a pre-gated model, with
-// the experts computed through the resident expert provider.
+// the experts computed through the resident expert provider. Also: sequences stepping in any
+// subset (continuous batching), and a steady decode step that makes no allocator call.
 #include "inference/kv_cache_decoder.h"
 
 #include "inference/resident_expert_provider.h"
+#include "inference/sampler.h"
 #include "tests/inference/decoder_test_util.h"
 
 #include <gtest/gtest.h>
@@ -275,6 +277,122 @@ TEST_P(KvCacheDecoderTest, SharedPrefixMatchesCopyingAndFullForward) {
               StatusCode::kInvalidArgument);
     EXPECT_EQ((*copying)->PrefillShared({&one, 1}).status().code(),
               StatusCode::kFailedPrecondition);
+  }
+}
+
+// Continuous batching: sequences step in any subset and order (DecodeSequences), each row equal
+// to the full forward over that sequence; the sequences left out keep their caches untouched; a
+// slot reset for a new sequence starts from position 0.
+TEST_P(KvCacheDecoderTest, DecodeSequencesStepsAnySubset) {
+  Result<Device> device = ParseDevice(GetParam());
+  ASSERT_TRUE(device.ok());
+  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
+  if (!backend.ok() && device->type == DeviceType::kCuda) {
+    GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
+  }
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  const std::vector<std::vector<int32_t>> seqs = {{3, 17, 22, 5, 39, 0, 7},
+                                                  {8, 30, 1, 2, 6, 9, 13},
+                                                  {21, 4, 7, 33, 16, 2, 25},
+                                                  {5, 5, 12, 19, 1, 0, 38}};
+  // Which sequences step together at each decode step after a one-token prompt each.
+  const std::vector<std::vector<int>> schedule = {
+      {0, 1, 2, 3}, {3, 1}, {2}, {0, 2, 3}, {1, 0}, {1, 3, 2}, {0, 2}, {3, 0, 1}, {2, 3}, {0, 1}};
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 13);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const auto vocab = static_cast<size_t>(c.config.vocab_size);
+    std::vector<std::vector<float>> want;
+    for (const auto& ids : seqs) want.push_back(FullLogits(**model, ids));
+    ResidentExpertProvider provider;
+    Result<std::unique_ptr<KvCacheDecoder>> dec = KvCacheDecoder::Create(**model, 7, 4, &provider);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    float max_err = 0, max_abs = 0;
+    auto compare = [&](int seq, int64_t position, const float* row) {
+      const float* ref =
+          want[static_cast<size_t>(seq)].data() + static_cast<size_t>(position) * vocab;
+      for (size_t v = 0; v < vocab; ++v) {
+        max_err = std::max(max_err, std::abs(row[v] - ref[v]));
+        max_abs = std::max(max_abs, std::abs(ref[v]));
+      }
+    };
+    for (int b = 0; b < 4; ++b) {
+      Result<std::vector<float>> rows =
+          (*dec)->Prefill(b, {seqs[static_cast<size_t>(b)].data(), 1});
+      ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    }
+    for (const std::vector<int>& step : schedule) {
+      std::vector<int32_t> tokens;
+      std::vector<int64_t> positions;
+      for (const int seq : step) {
+        positions.push_back((*dec)->length(seq));
+        tokens.push_back(seqs[static_cast<size_t>(seq)][static_cast<size_t>(positions.back())]);
+      }
+      Result<std::vector<float>> rows = (*dec)->DecodeSequences(step, tokens);
+      ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+      for (size_t i = 0; i < step.size(); ++i)
+        compare(step[i], positions[i], rows->data() + i * vocab);
+    }
+    EXPECT_LE(max_err, 1e-4f * std::max(1.0f, max_abs)) << "max |logit| " << max_abs;
+    // A slot taken over by a new sequence: sequence 2's prompt again, from position 0.
+    (*dec)->ResetSequence(1);
+    Result<std::vector<float>> rows = (*dec)->Prefill(1, seqs[2]);
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    max_err = 0;
+    for (size_t i = 0; i < seqs[2].size(); ++i)
+      compare(2, static_cast<int64_t>(i), rows->data() + i * vocab);
+    EXPECT_LE(max_err, 1e-4f * std::max(1.0f, max_abs));
+    const std::vector<int> twice = {0, 0};
+    const std::vector<int32_t> two = {1, 1};
+    EXPECT_EQ((*dec)->DecodeSequences(twice, two).status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+// After warm-up a decode step makes no allocator call, device or host: 100 steps of a batch of
+// two, through every family's layers and the resident provider, leave the allocator's counters
+// where they were, and the workspace never overflows.
+TEST_P(KvCacheDecoderTest, SteadyDecodeAllocatesNothing) {
+  Result<Device> device = ParseDevice(GetParam());
+  ASSERT_TRUE(device.ok());
+  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
+  if (!backend.ok() && device->type == DeviceType::kCuda) {
+    GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
+  }
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  constexpr int kWarmup = 2, kSteps = 100;
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 5);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ResidentExpertProvider provider;
+    Result<std::unique_ptr<KvCacheDecoder>> dec =
+        KvCacheDecoder::Create(**model, 4 + kWarmup + kSteps, 2, &provider);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    ASSERT_TRUE((*dec)->Prefill(0, std::vector<int32_t>{3, 17, 22}).ok());
+    ASSERT_TRUE((*dec)->Prefill(1, std::vector<int32_t>{8, 30, 1, 2}).ok());
+    std::vector<int32_t> next = {5, 9};
+    auto step = [&] {
+      Result<std::vector<float>> rows = (*dec)->Decode(next);
+      ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+      for (size_t b = 0; b < next.size(); ++b) {  // greedy: the model picks the next tokens
+        const size_t vocab = static_cast<size_t>(c.config.vocab_size);
+        next[b] = GreedyArgmax(std::span<const float>(rows->data() + b * vocab, vocab));
+      }
+    };
+    for (int i = 0; i < kWarmup; ++i) step();
+    const MemoryStats before = (*backend)->memory_stats();
+    const uint64_t host_before = (*backend)->host_allocations();
+    const int64_t overflows_before = (*dec)->workspace().overflows();
+    const int64_t takes_before = (*dec)->workspace().takes();
+    for (int i = 0; i < kSteps && !HasFatalFailure(); ++i) step();
+    EXPECT_EQ((*backend)->memory_stats().num_allocs - before.num_allocs, 0u)
+        << "device allocator calls in " << kSteps << " decode steps";
+    EXPECT_EQ((*backend)->host_allocations() - host_before, 0u)
+        << "host allocator calls in " << kSteps << " decode steps";
+    EXPECT_EQ((*dec)->workspace().overflows() - overflows_before, 0);
+    // The step's tensors did come from the workspace: the counters are not idle.
+    EXPECT_GE((*dec)->workspace().takes() - takes_before, int64_t{kSteps} * c.config.num_layers);
   }
 }
 

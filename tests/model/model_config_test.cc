@@ -2,11 +2,14 @@
 // helpers, and DispatchPlan's bookkeeping (grouping, capacity, token-order drops).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/backend/backend.h"
 #include "runtime/model/dispatch_plan.h"
 #include "runtime/model/model_config.h"
+#include "runtime/model/moe_model.h"
 #include "runtime/model/pregate_init.h"
 #include "tests/model/model_test_util.h"
 
@@ -123,6 +126,59 @@ TEST(ModelConfigTest, PregateSourceNames) {
   EXPECT_EQ(PregateSourceName(c, "layers/1/moe/gate"), "layers/1/moe/gate");
   EXPECT_EQ(PregateSourceName(c, "layers/3/moe/pregate_x"), "layers/3/moe/pregate_x");
   EXPECT_EQ(PregateSourceName(c, "embed_tokens"), "embed_tokens");
+}
+
+// NumParameters is arithmetic on the config; the model's ParameterStore counts what was really
+// registered. They must agree for every family's features.
+TEST(ModelConfigTest, NumParametersCountsWhatTheModelRegisters) {
+  std::unique_ptr<Backend> backend = CreateBackend(Device::Cpu()).value();
+  std::vector<ModelConfig> configs;
+  ModelConfig base = testing::TinyConfig();
+  configs.push_back(base);
+  ModelConfig c = base;
+  c.attention_bias = true;
+  c.num_shared_experts = 2;
+  c.shared_expert_gate = true;
+  c.first_k_dense = 1;
+  c.intermediate_size = 24;
+  configs.push_back(c);
+  c = base;
+  c.qk_norm = true;
+  c.head_dim = 8;
+  c.tie_word_embeddings = true;
+  configs.push_back(c);
+  c = base;
+  c.qk_norm = true;
+  c.qk_norm_per_head = false;
+  c.num_layers = 4;
+  c.pregate = true;
+  configs.push_back(c);
+  for (const ModelConfig& config : configs) {
+    SCOPED_TRACE(config.ToString());
+    ModelOptions options;
+    options.with_grad = false;
+    Result<std::unique_ptr<MoeModel>> model = MoeModel::Create(*backend, config, options);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    int64_t registered = 0, experts = 0;
+    for (const Parameter& p : (*model)->parameters()) {
+      registered += p.value.numel();
+      if (p.is_expert) experts += p.value.numel();
+    }
+    EXPECT_EQ(config.NumParameters(), registered);
+    EXPECT_EQ(config.NumExpertParameters(), experts);
+  }
+}
+
+TEST(ModelConfigTest, SummarySpeaksToPeople) {
+  ModelConfig c = testing::TinyConfig();
+  c.num_layers = 2;
+  c.first_k_dense = 0;
+  c.num_experts = 4;
+  c.top_k = 2;
+  c.hidden_size = 64;
+  const std::string summary = c.Summary();
+  EXPECT_EQ(summary.rfind("2 layers, 4 experts (top-2), hidden 64, ", 0), 0u) << summary;
+  EXPECT_NE(summary.find(" M parameters"), std::string::npos) << summary;
 }
 
 TEST(DispatchPlanTest, Capacity) {
