@@ -265,6 +265,22 @@ Result<HfModelConfig> ParseFamily(const Fields& f, HfFamily family) {
 
 }  // namespace
 
+std::string_view HfFamilyDisplayName(HfFamily family) {
+  switch (family) {
+    case HfFamily::kMixtral:
+      return "Mixtral";
+    case HfFamily::kQwen2Moe:
+      return "Qwen2-MoE";
+    case HfFamily::kQwen3Moe:
+      return "Qwen3-MoE";
+    case HfFamily::kOlmoe:
+      return "OLMoE";
+    case HfFamily::kDeepseek:
+      return "DeepSeek-MoE";
+  }
+  return "?";
+}
+
 std::string_view HfFamilyModelType(HfFamily family) {
   switch (family) {
     case HfFamily::kMixtral:

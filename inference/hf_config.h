@@ -25,7 +25,8 @@ namespace sy {
 
 enum class HfFamily : uint8_t { kMixtral, kQwen2Moe, kQwen3Moe, kOlmoe, kDeepseek };
 
-std::string_view HfFamilyModelType(HfFamily family);  // "mixtral", "qwen2_moe", ...
+std::string_view HfFamilyModelType(HfFamily family);    // "mixtral", "qwen2_moe", ...
+std::string_view HfFamilyDisplayName(HfFamily family);  // "Mixtral", "Qwen2-MoE", ...
 
 struct HfModelConfig {
   HfFamily family = HfFamily::kMixtral;

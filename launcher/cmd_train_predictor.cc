@@ -27,13 +27,9 @@
 #include <utility>
 #include <vector>
 
-#include "inference/kv_cache_decoder.h"
-#include "inference/model_loader.h"
-#include "inference/offload/expert_predictor.h"
-#include "inference/offload/predictor_trace.h"
+#include "inference/offload/predictor_training.h"
 #include "launcher/command.h"
-#include "launcher/training/trained_model.h"
-#include "runtime/backend/backend.h"
+#include "launcher/inference_session.h"
 
 namespace sy::launcher {
 namespace {
@@ -70,7 +66,7 @@ Result<std::vector<int32_t>> ParseIdList(const std::string& text, const std::str
 class TrainPredictorCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
-    app.add_option("--model", model_dir_,
+    app.add_option("--model", session_options_.model_path,
                    "Hugging Face model directory, or a switchyard training checkpoint")
         ->required();
     auto* ids =
@@ -94,7 +90,8 @@ class TrainPredictorCommand : public Command {
     app.add_option("--gen-tokens", gen_tokens_,
                    "Greedy decode steps after each prompt, recorded too (default 0)")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--device", device_, "cpu, sim or cuda:N (default cpu)");
+    app.add_option("--device", session_options_.device, "cpu, sim or cuda:N (default cpu)");
+    AddThreadsOption(app, &session_options_.threads);
     app.add_option("--dtype", dtype_, "Weight dtype on the device: f32, bf16, f16 (default f32)");
   }
 
@@ -130,102 +127,45 @@ class TrainPredictorCommand : public Command {
       return InvalidArgumentError("--stride " + std::to_string(options_.stride) + ": use 1 or 2");
     }
     SY_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> prompts, Prompts());
-    SY_ASSIGN_OR_RETURN(Device device, ParseDevice(device_));
-    SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(dtype_));
-    SY_ASSIGN_OR_RETURN(auto backend, CreateBackend(device));
-    // Destroyed after the model (which points at it) and before the backend.
-    offload::PredictorTraceRecorder recorder;
-    std::unique_ptr<MoeModel> model;
-    if (IsTrainCheckpointPath(model_dir_)) {
-      SY_ASSIGN_OR_RETURN(TrainedModel trained, LoadTrainedModel(*backend, model_dir_, dtype));
-      model = std::move(trained.model);
-    } else {
-      LoadOptions options;
-      options.weight_dtype = dtype;
-      SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, model_dir_, options));
-      model = std::move(loaded.model);
-    }
-    const ModelConfig& config = model->config();
-    std::fprintf(stderr, "loaded %s\n", config.ToString().c_str());
-    if (config.NumMoeLayers() <= options_.stride) {
-      return InvalidArgumentError("the model has " + std::to_string(config.NumMoeLayers()) +
-                                  " MoE layers: nothing to predict at stride " +
-                                  std::to_string(options_.stride));
-    }
-    SY_RETURN_IF_ERROR(recorder.Install(*model));
-    for (const std::vector<int32_t>& prompt : prompts) {
-      SY_RETURN_IF_ERROR(Record(*model, recorder, prompt));
-    }
-    const offload::PredictorTraces& traces = recorder.traces();
-    std::fprintf(stderr, "recorded %lld rows per MoE layer from %zu prompts (%d MoE layers)\n",
-                 static_cast<long long>(traces.rows()), prompts.size(), traces.num_layers);
-
-    std::vector<offload::MlpLayerReport> reports;
+    SY_ASSIGN_OR_RETURN(session_options_.weight_dtype, ParseDType(dtype_));
+    auto owned = std::make_unique<offload::PredictorTraceRecorder>();
+    offload::PredictorTraceRecorder& recorder = *owned;
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session,
+                        InferenceSession::Open(session_options_, std::move(owned)));
+    std::fprintf(stderr, "loaded %s: %s\n", session->path().c_str(), session->Describe().c_str());
     SY_ASSIGN_OR_RETURN(
-        std::unique_ptr<offload::MlpPredictor> mlp,
-        offload::TrainMlpPredictor(
-            traces, options_,
-            [this, &traces](const offload::MlpLayerReport& r) {
+        offload::PredictorTrainingResult result,
+        offload::TrainPredictorFromPrompts(
+            session->model(), recorder, prompts, gen_tokens_, options_, out_,
+            [this](const offload::MlpLayerReport& r) {
               std::fprintf(stderr,
-                           "layer %d -> %d: epoch %d/%d, loss %.4f, held-out top-%d accuracy "
-                           "%.3f\n",
+                           "layer %d -> %d: epoch %d/%d, loss %.4f, held-out accuracy %.3f\n",
                            r.source, r.source + options_.stride, r.epoch, options_.epochs, r.loss,
-                           traces.top_k, r.heldout_accuracy);
-            },
-            &reports));
-    // The skip-gate baseline on the same rows (all of them: it was not trained on any).
-    SY_ASSIGN_OR_RETURN(auto skip, offload::SkipGatePredictor::Create(*model, options_.stride));
-    double sum_train = 0, sum_heldout = 0, sum_skip = 0;
-    for (const offload::MlpLayerReport& r : reports) {
-      const int64_t rows = traces.rows();
-      std::vector<float> scores(static_cast<size_t>(rows * traces.num_experts));
-      skip->Scores(r.source, traces.h[static_cast<size_t>(r.source)], rows, scores);
-      const double skip_acc = offload::TopKAccuracy(
-          traces.experts[static_cast<size_t>(r.source + options_.stride)],
-          offload::TopKExperts(scores, rows, traces.num_experts, traces.top_k), rows, traces.top_k);
+                           r.heldout_accuracy);
+            }));
+    std::fprintf(stderr, "recorded %lld rows per MoE layer from %zu prompts (%d MoE layers)\n",
+                 static_cast<long long>(result.rows), prompts.size(), result.num_layers);
+    for (const offload::PredictorLayerResult& layer : result.layers) {
+      const offload::MlpLayerReport& r = layer.report;
       std::printf(
           "layer %d -> %d: loss %.4f -> %.4f; top-%d accuracy train %.3f (%lld rows), held-out "
           "%.3f (%lld rows); skip-gate %.3f\n",
-          r.source, r.source + options_.stride, r.first_loss, r.loss, traces.top_k,
+          r.source, r.source + options_.stride, r.first_loss, r.loss, result.top_k,
           r.train_accuracy, static_cast<long long>(r.train_rows), r.heldout_accuracy,
-          static_cast<long long>(r.heldout_rows), skip_acc);
-      sum_train += r.train_accuracy;
-      sum_heldout += r.heldout_accuracy;
-      sum_skip += skip_acc;
+          static_cast<long long>(r.heldout_rows), layer.skip_gate_accuracy);
     }
-    const double n = static_cast<double>(reports.size());
     std::printf("mean top-%d accuracy: train %.3f, held-out %.3f, skip-gate %.3f (chance %.3f)\n",
-                traces.top_k, sum_train / n, sum_heldout / n, sum_skip / n,
-                static_cast<double>(traces.top_k) / traces.num_experts);
-    SY_RETURN_IF_ERROR(offload::SaveMlpPredictor(*mlp, out_));
+                result.top_k, result.mean_train_accuracy, result.mean_heldout_accuracy,
+                result.mean_skip_gate_accuracy, result.chance);
     std::printf("wrote %s (stride %d, %d MoE layers, MLP hidden %d)\n", out_.c_str(),
-                options_.stride, traces.num_layers, options_.mlp_hidden);
+                options_.stride, result.num_layers, options_.mlp_hidden);
     return Status::Ok();
   }
 
-  Status Record(MoeModel& model, ExpertProvider& recorder, const std::vector<int32_t>& prompt) {
-    SY_ASSIGN_OR_RETURN(
-        auto decoder,
-        KvCacheDecoder::Create(model, static_cast<int64_t>(prompt.size()) + gen_tokens_ + 1, 1,
-                               &recorder));
-    SY_ASSIGN_OR_RETURN(std::vector<float> logits, decoder->Append(prompt));
-    const int64_t vocab = model.config().vocab_size;
-    for (int step = 0; step < gen_tokens_; ++step) {
-      const float* last = logits.data() + logits.size() - static_cast<size_t>(vocab);
-      int32_t next = 0;
-      for (int64_t v = 1; v < vocab; ++v) {
-        if (last[v] > last[next]) next = static_cast<int32_t>(v);
-      }
-      SY_ASSIGN_OR_RETURN(logits, decoder->Append(std::span<const int32_t>(&next, 1)));
-    }
-    return Status::Ok();
-  }
-
-  std::string model_dir_;
+  InferenceOptions session_options_;
   std::string prompt_ids_;
   std::string prompts_file_;
   std::string out_;
-  std::string device_ = "cpu";
   std::string dtype_ = "f32";
   int gen_tokens_ = 0;
   offload::MlpTrainOptions options_;

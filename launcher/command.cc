@@ -14,6 +14,40 @@ CommandRegistrar::CommandRegistrar(std::string path, std::string help,
   CommandRegistry().push_back({std::move(path), std::move(help), std::move(make)});
 }
 
+void AddThreadsOption(CLI::App& app, int* threads) {
+  app.add_option("--threads", *threads,
+                 "CPU threads for compute (default 0: SY_NUM_THREADS, else every core)")
+      ->check(CLI::Range(0, 4096).description("an integer from 0 to 4096"));
+}
+
+void AddInferenceOptions(CLI::App& app, InferenceOptions* options, std::string* dtype) {
+  app.add_option("--model", options->model_path,
+                 "Hugging Face model directory (config.json + safetensors), or a switchyard "
+                 "training checkpoint: a step-*.h5 file or its checkpoint.dir (latest step)")
+      ->required();
+  app.add_option("--device", options->device, "cpu, sim or cuda:N (default cpu)");
+  app.add_option("--dtype", *dtype, "Weight dtype on the device: f32, bf16, f16 (default f32)");
+  AddThreadsOption(app, &options->threads);
+  app.add_option("--policy", options->policy,
+                 "Expert policy: where the experts live and how they reach the compute (" +
+                     ExpertPolicyList() + "; default resident)");
+  app.add_option("--device-slots", options->policy_options.device_slots,
+                 "Device expert slots for an offload policy (default: the policy's own)")
+      ->check(CLI::Range(0, 1 << 20).description("an integer from 0 to 1048576"));
+  app.add_option("--device-cache", options->policy_options.device_cache,
+                 "Device cache of the slots: none, lru, lfu, static (default: the policy's)");
+  app.add_option("--profile", options->policy_options.profile,
+                 "Expert popularity profile (JSON) for static placements");
+  app.add_option("--predictor", options->policy_options.predictor,
+                 "predictive: a file from `switchyard train-predictor` (default: skip-gate)");
+  app.add_option("--predictor-stride", options->policy_options.predictor_stride,
+                 "predictive: predict 1 or 2 MoE layers ahead (default 1)")
+      ->check(CLI::Range(1, 2).description("1 or 2"));
+  app.add_flag("--pregate", options->pregate,
+               "Load a Hugging Face checkpoint as a pre-gated model (MoE layer m's pre-gate = "
+               "layer m+1's gate), as the pregated policy needs");
+}
+
 void PrintError(const Status& status) {
   std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/inference_session.h"
 #include "runtime/core/status.h"
 
 namespace sy::launcher {
@@ -45,6 +46,12 @@ struct CommandRegistrar {
   CommandRegistrar(std::string path, std::string help,
                    std::function<std::unique_ptr<Command>()> make);
 };
+
+// --threads N: threads of the cpu backend (0: SY_NUM_THREADS, else every core).
+void AddThreadsOption(CLI::App& app, int* threads);
+// The flags of a command that opens a model for inference (InferenceSession): --model, --device,
+// --dtype, --threads, --policy and the policy's options, --pregate.
+void AddInferenceOptions(CLI::App& app, InferenceOptions* options, std::string* dtype);
 
 // Prints "error: <status message>" to stderr.
 void PrintError(const Status& status);

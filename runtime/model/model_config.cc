@@ -141,6 +141,8 @@ std::string ModelConfig::Summary() const {
   char count[32];
   if (params >= 1e9) {
     std::snprintf(count, sizeof(count), "%.1f B", params / 1e9);
+  } else if (params < 5e4) {
+    std::snprintf(count, sizeof(count), "%.1f K", params / 1e3);
   } else {
     std::snprintf(count, sizeof(count), "%.1f M", params / 1e6);
   }
