@@ -208,7 +208,10 @@ Status MoeModel::ForwardCached(const Tensor& ids, const TokenBatch& batch, const
   SY_CHECK(ids.dtype() == DType::kI32 && ids.numel() == n &&
            logits.shape() == (Shape{n, config_.vocab_size}))
       << "MoeModel::ForwardCached: ids " << ids.ToString() << ", logits " << logits.ToString();
-  ReleaseActivations();
+  // What a Forward kept for its Backward goes (each layer's own is released as the layer runs).
+  residual_.clear();
+  routed_logits_.clear();
+  final_hidden_ = targets_ = ce_lse_ = Tensor();
   // Live for the whole step: the residual stream (two buffers, in and out of each layer), the
   // pre-gate logits routing the next MoE layer (pre-gated models), the unused router stats.
   // Everything a layer allocates after `mark` is given back once the layer is done.

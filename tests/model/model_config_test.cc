@@ -176,6 +176,7 @@ TEST(ModelConfigTest, SummarySpeaksToPeople) {
   c.num_experts = 4;
   c.top_k = 2;
   c.hidden_size = 64;
+  c.vocab_size = 32000;
   const std::string summary = c.Summary();
   EXPECT_EQ(summary.rfind("2 layers, 4 experts (top-2), hidden 64, ", 0), 0u) << summary;
   EXPECT_NE(summary.find(" M parameters"), std::string::npos) << summary;
