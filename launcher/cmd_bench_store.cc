@@ -4,16 +4,14 @@
 //
 // `switchyard bench cache`: hit rates of MoESys LFU, LRU and W-TinyLFU against Belady's optimum on
 // expert access traces (recorded routing traces, or the standard Zipf traces), at cache sizes of
-// 10-50% of the experts (storage/tools/policy_bench.h). It lives here, beside the store benchmark, as
-// the other half of the storage stack's measurements.
+// 10-50% of the experts (storage/tools/policy_bench.h). It lives here, beside the store benchmark,
+// as the other half of the storage stack's measurements.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "launcher/command.h"
-#include "storage/cache/access_trace.h"
+#include "storage/formats/text_file.h"
 #include "storage/store/checksum.h"
 #include "storage/tools/io_tune.h"
 #include "storage/tools/policy_bench.h"
@@ -21,19 +19,6 @@
 
 namespace sy::launcher {
 namespace {
-
-int Fail(const Status& status) {
-  PrintError(status);
-  return 1;
-}
-
-Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) return IOError("cannot write " + path);
-  return Status::Ok();
-}
 
 class BenchStoreCommand : public Command {
  public:
@@ -63,23 +48,18 @@ class BenchStoreCommand : public Command {
 
   int Run() override {
     if (!sizes_.empty()) {
-      options_.extent_bytes.clear();
-      std::stringstream stream(sizes_);
-      std::string item;
-      while (std::getline(stream, item, ',')) {
-        Result<uint64_t> bytes = storage::ParseBytes(item);
-        if (!bytes.ok()) return Fail(bytes.status().WithContext("--sizes"));
-        options_.extent_bytes.push_back(*bytes);
-      }
+      Result<std::vector<uint64_t>> sizes = storage::ParseByteList(sizes_, "--sizes");
+      if (!sizes.ok()) return ExitCode(sizes.status());
+      options_.extent_bytes = *sizes;
     }
     if (!bytes_.empty()) {
       Result<uint64_t> bytes = storage::ParseBytes(bytes_);
-      if (!bytes.ok()) return Fail(bytes.status().WithContext("--bytes"));
+      if (!bytes.ok()) return ExitCode(bytes.status().WithContext("--bytes"));
       options_.bytes_per_size = *bytes;
     }
     if (!block_size_.empty()) {
       Result<uint64_t> bytes = storage::ParseBytes(block_size_);
-      if (!bytes.ok()) return Fail(bytes.status().WithContext("--block-size"));
+      if (!bytes.ok()) return ExitCode(bytes.status().WithContext("--block-size"));
       options_.io.block_size = static_cast<size_t>(*bytes);
     }
     if (queue_depth_ > 0) {
@@ -88,7 +68,7 @@ class BenchStoreCommand : public Command {
     }
     if (!checksum_.empty()) {
       Result<storage::ChecksumKind> kind = storage::ParseChecksumKind(checksum_);
-      if (!kind.ok()) return Fail(kind.status().WithContext("--checksum"));
+      if (!kind.ok()) return ExitCode(kind.status().WithContext("--checksum"));
       options_.checksum = *kind;
     }
     std::printf("bench store on %s (block %s, queue depth %s, %d in flight, checksum %s)\n",
@@ -105,15 +85,11 @@ class BenchStoreCommand : public Command {
                       row.ratio());
           std::fflush(stdout);
         });
-    if (!report.ok()) return Fail(report.status());
+    if (!report.ok()) return ExitCode(report.status());
     std::string table = storage::FormatStoreBench(*report);
     std::printf("\n%s", table.c_str());
     if (!report->fio_version.empty()) std::printf("fio: %s\n", report->fio_version.c_str());
-    if (!output_.empty()) {
-      Status status = WriteText(output_, table);
-      if (!status.ok()) return Fail(status);
-    }
-    return 0;
+    return output_.empty() ? 0 : ExitCode(storage::WriteTextFile(output_, table));
   }
 
  private:
@@ -147,35 +123,16 @@ class BenchCacheCommand : public Command {
   }
 
   int Run() override {
-    std::vector<storage::NamedTrace> traces;
-    for (const std::string& path : traces_) {
-      Result<storage::AccessTrace> trace = storage::ReadTraceFile(path);
-      if (!trace.ok()) return Fail(trace.status());
-      traces.push_back(storage::NamedTrace{path, std::move(*trace)});
-    }
-    if (traces_.empty() || zipf_) {
-      Result<std::vector<storage::NamedTrace>> zipf = storage::StandardZipfTraces(seed_);
-      if (!zipf.ok()) return Fail(zipf.status());
-      for (storage::NamedTrace& trace : *zipf) {
-        if (!save_dir_.empty()) {
-          Status status =
-              storage::WriteTraceFile(save_dir_ + "/" + trace.name + ".trace", trace.trace);
-          if (!status.ok()) return Fail(status);
-        }
-        traces.push_back(std::move(trace));
-      }
-    }
-    std::vector<storage::PolicyBenchRow> rows = storage::RunPolicyBench(traces, options_);
+    Result<std::vector<storage::NamedTrace>> traces =
+        storage::CollectBenchTraces(traces_, zipf_, seed_, save_dir_);
+    if (!traces.ok()) return ExitCode(traces.status());
+    std::vector<storage::PolicyBenchRow> rows = storage::RunPolicyBench(*traces, options_);
     std::string table = storage::FormatPolicyBench(rows);
     std::printf("MoESys LFU: threshold %g, beta %g, K %lld steps; warm-up %.0f%% of steps\n\n%s",
                 options_.lfu.threshold, options_.lfu.beta,
                 static_cast<long long>(options_.lfu.decay_every), options_.warmup_fraction * 100,
                 table.c_str());
-    if (!output_.empty()) {
-      Status status = WriteText(output_, table);
-      if (!status.ok()) return Fail(status);
-    }
-    return 0;
+    return output_.empty() ? 0 : ExitCode(storage::WriteTextFile(output_, table));
   }
 
  private:

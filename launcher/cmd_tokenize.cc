@@ -4,28 +4,20 @@
 //   switchyard tokenize --model DIR --decode 1,2,3     prints the text
 //   switchyard tokenize --model DIR --texts FILE       FILE: a JSON array of strings; prints
 //                                                      {"ids": [[...], ...], "decoded": [...]}
-// The --texts form is what tests/inference/hf_tokenizer_oracle.py compares with the Hugging Face
-// tokenizers library.
+// The --texts form (inference/tokenizer_round_trip.h) is what
+// tests/inference/hf_tokenizer_oracle.py compares with the Hugging Face tokenizers library.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "inference/token_ids.h"
 #include "inference/tokenizer.h"
+#include "inference/tokenizer_round_trip.h"
 #include "launcher/command.h"
-#include "storage/formats/text_file.h"
 
 namespace sy::launcher {
 namespace {
-
-std::string JoinIds(const std::vector<int32_t>& ids) {
-  std::string out;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i > 0) out += ',';
-    out += std::to_string(ids[i]);
-  }
-  return out;
-}
 
 class TokenizeCommand : public Command {
  public:
@@ -43,43 +35,25 @@ class TokenizeCommand : public Command {
   Status RunStatus() {
     SY_ASSIGN_OR_RETURN(auto tok, LoadTokenizer(model_dir_));
     if (!decode_.empty()) {
-      std::vector<int32_t> ids;
-      size_t begin = 0;
-      while (begin <= decode_.size()) {
-        size_t comma = decode_.find(',', begin);
-        if (comma == std::string::npos) comma = decode_.size();
-        try {
-          ids.push_back(std::stoi(decode_.substr(begin, comma - begin)));
-        } catch (const std::exception&) {
-          return InvalidArgumentError("--decode: \"" + decode_.substr(begin, comma - begin) +
-                                      "\" is not a token id");
-        }
-        begin = comma + 1;
-      }
+      SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseTokenIds(decode_, "--decode"));
       SY_ASSIGN_OR_RETURN(std::string text, tok->Decode(ids));
       std::printf("%s\n", text.c_str());
       return Status::Ok();
     }
     if (!texts_file_.empty()) {
-      SY_ASSIGN_OR_RETURN(std::string text,
-                          storage::ReadTextFile(texts_file_, size_t{64} << 20, "JSON text list"));
-      SY_ASSIGN_OR_RETURN(nlohmann::json list,
-                          storage::ParseStrictJson(text, texts_file_, "the text list"));
-      if (!list.is_array()) return InvalidArgumentError(texts_file_ + ": not a JSON array");
+      SY_ASSIGN_OR_RETURN(std::vector<std::string> texts, ReadTextList(texts_file_));
+      SY_ASSIGN_OR_RETURN(std::vector<TokenizedText> done, RoundTripTexts(*tok, texts));
       nlohmann::json out = {{"ids", nlohmann::json::array()}, {"decoded", nlohmann::json::array()}};
-      for (const auto& item : list) {
-        if (!item.is_string()) return InvalidArgumentError(texts_file_ + ": not all strings");
-        SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok->Encode(item.get<std::string>()));
-        SY_ASSIGN_OR_RETURN(std::string back, tok->Decode(ids));
-        out["ids"].push_back(ids);
-        out["decoded"].push_back(back);
+      for (const TokenizedText& t : done) {
+        out["ids"].push_back(t.ids);
+        out["decoded"].push_back(t.decoded);
       }
       std::printf("%s\n",
                   out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       return Status::Ok();
     }
     SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok->Encode(text_));
-    std::printf("%s\n", JoinIds(ids).c_str());
+    std::printf("%s\n", FormatTokenIds(ids).c_str());
     return Status::Ok();
   }
 

@@ -2,7 +2,6 @@
 // on a scratch file in DIR (the device to tune), in the manner of DeepSpeed's ds_nvme_tune, and
 // prints every point and the best setting for reads and for writes.
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,20 +10,6 @@
 
 namespace sy::launcher {
 namespace {
-
-// "128K,1M,4M" -> bytes.
-Result<std::vector<size_t>> ParseSizeList(const std::string& text, const std::string& flag) {
-  std::vector<size_t> out;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    Result<uint64_t> bytes = storage::ParseBytes(item);
-    if (!bytes.ok()) return bytes.status().WithContext(flag);
-    out.push_back(static_cast<size_t>(*bytes));
-  }
-  if (out.empty()) return InvalidArgumentError(flag + ": give at least one size");
-  return out;
-}
 
 class TuneIoCommand : public Command {
  public:
@@ -46,18 +31,18 @@ class TuneIoCommand : public Command {
 
   int Run() override {
     if (!block_sizes_.empty()) {
-      Result<std::vector<size_t>> sizes = ParseSizeList(block_sizes_, "--block-sizes");
-      if (!sizes.ok()) return Fail(sizes.status());
-      options_.block_sizes = *sizes;
+      Result<std::vector<uint64_t>> sizes = storage::ParseByteList(block_sizes_, "--block-sizes");
+      if (!sizes.ok()) return ExitCode(sizes.status());
+      options_.block_sizes.assign(sizes->begin(), sizes->end());
     }
     if (!file_size_.empty()) {
       Result<uint64_t> bytes = storage::ParseBytes(file_size_);
-      if (!bytes.ok()) return Fail(bytes.status().WithContext("--file-size"));
+      if (!bytes.ok()) return ExitCode(bytes.status().WithContext("--file-size"));
       options_.file_bytes = *bytes;
     }
     if (!bytes_per_point_.empty()) {
       Result<uint64_t> bytes = storage::ParseBytes(bytes_per_point_);
-      if (!bytes.ok()) return Fail(bytes.status().WithContext("--bytes-per-point"));
+      if (!bytes.ok()) return ExitCode(bytes.status().WithContext("--bytes-per-point"));
       options_.bytes_per_point = *bytes;
     }
     std::printf("tune-io on %s: %zu block sizes x %zu queue depths, reads and writes\n",
@@ -70,7 +55,7 @@ class TuneIoCommand : public Command {
               storage::FormatBytes(point.block_size).c_str(), point.queue_depth, point.gbps);
           std::fflush(stdout);
         });
-    if (!result.ok()) return Fail(result.status());
+    if (!result.ok()) return ExitCode(result.status());
     std::printf("\nfile system: %s, O_DIRECT: %s\n", result->file_system.c_str(),
                 result->direct ? "yes" : "no (the file system refused it)");
     auto best = [](const char* what, const storage::TunePoint& p) {
@@ -86,11 +71,6 @@ class TuneIoCommand : public Command {
   }
 
  private:
-  static int Fail(const Status& status) {
-    PrintError(status);
-    return 1;
-  }
-
   storage::TuneOptions options_;
   std::string block_sizes_;
   std::string file_size_;

@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/shape.h"
-#include "storage/store/checksum.h"
 #include "storage/hdf5/checkpoint_layout.h"
 #include "storage/hdf5/checkpoint_reader.h"
 #include "storage/hdf5/checkpoint_writer.h"
+#include "storage/store/checksum.h"
 
 namespace sy::launcher {
 namespace {

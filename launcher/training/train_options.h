@@ -16,8 +16,8 @@
 //                  "ranks_per_node": 0, "timeout_s": 300, "embedding_partition": false}
 //   }
 //
-// The "parallel" block only matters under mpirun (launcher/training/trainer.h): checks that need the world
-// size (world % ep_size) happen when the trainer is created, so a checkpoint written by a
+// The "parallel" block only matters under mpirun (launcher/training/trainer.h): checks that need
+// the world size (world % ep_size) happen when the trainer is created, so a checkpoint written by a
 // distributed run still loads, config and all, in one process.
 //
 // Ownership: value types. Thread-safety: the schema functions return immutable statics and are

@@ -1,9 +1,9 @@
-// LoadTrainedModel: a Switchyard training checkpoint (launcher/training/train_checkpoint.h, written by
-// `switchyard train`) -> a forward-only MoeModel on a backend, for `switchyard generate`.
+// LoadTrainedModel: a Switchyard training checkpoint (launcher/training/train_checkpoint.h, written
+// by `switchyard train`) -> a forward-only MoeModel on a backend, for `switchyard generate`.
 //
 // The model config comes from the checkpoint's own meta/config (the run's effective config),
-// bound by the trainer's schema (launcher/training/train_options.h LoadTrainConfig), so inference and
-// training read the same fields. A "model.vocab_size" of 0 (= the data's) is resolved from the
+// bound by the trainer's schema (launcher/training/train_options.h LoadTrainConfig), so inference
+// and training read the same fields. A "model.vocab_size" of 0 (= the data's) is resolved from the
 // stored embed_tokens shape. Parameters are read by the model's names with ReadTrainCheckpoint,
 // which checks each one's shape and its crc32c in meta/tensor_crc32c; the optimizer moments are
 // not read.

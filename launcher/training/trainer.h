@@ -1,51 +1,44 @@
 // Trainer: training of an MoeModel on one Backend (cpu or sim; cuda when built), in one process or
-// as one rank of an MPI job (`mpirun -np W switchyard train`).
+// as one rank of an MPI job (`mpirun -np W switchyard train`). The loop around it (progress,
+// metrics, evaluation and checkpoint cadence, resume) is RunTrainingLoop (training_loop.h).
 //
-// One step: the next train batch from the Batcher -> ZeroGrads -> Forward -> Backward -> global
-// gradient-norm clipping -> AdamW (or Adam/SGD) over fp32 master weights at the learning rate of
-// the warmup + decay schedule. On a host backend the model's f32 parameters are the masters and are
-// updated in place; on another backend the trainer keeps host masters and copies the updated
-// values back after each step. A step whose gradient norm is inf or NaN is skipped (no update).
+// One step (Step, trainer_step.cc): the next train batch from the Batcher -> ZeroGrads -> Forward
+// -> Backward -> global gradient-norm clipping -> AdamW (or Adam/SGD) over fp32 master weights at
+// the learning rate of the warmup + decay schedule. On a host backend the model's f32 parameters
+// are the masters and are updated in place; on another backend the trainer keeps host masters and
+// copies the updated values back after each step (param_state.h). A step whose gradient norm is
+// inf or NaN is skipped (no update).
 //
-// Distributed (a world of W > 1 ranks given to Create; docs/parallel.md). Every rank
-// is a data-parallel rank: it takes rows [r*B/W, (r+1)*B/W) of the same global batch of B rows
-// (data.batch_size, which W must divide). The experts of each MoE layer are partitioned over EP
-// groups of parallel.ep_size consecutive ranks (parallel/expert_parallel_compute.h: flat or
-// hierarchical all-to-all) and replicated over the W / ep_size groups; the rest of the model is
-// replicated on every rank (parallel.zero_stage 0), or sharded over the world with ZeRO-3
-// (zero_stage 3, parallel/zero3.h: gathered unit by unit through the model's layer hooks, the
-// optimizer on each rank's shards). After Backward the dense gradients are summed over the world
-// (ZeRO-3: reduce-scattered into the shards) and the expert gradients over the ranks holding the
-// same experts. Each rank's loss enters with its share
-// of the global targets, n_r / N (loss_share_expert_compute.h), so the logged loss, the gradients,
-// the gradient norm (each expert counted once) and so the update equal those of one process on the
-// global batch, up to floating-point rounding, as long as the router's batch statistics do not
-// matter: capacity_factor 0 (dropless) and no aux/z loss (docs/parallel.md). A world of 1 is the
-// single-process trainer, bit for bit.
+// Distributed (a world of W > 1 ranks given to Create): every rank takes rows
+// [r*B/W, (r+1)*B/W) of the same global batch of B rows (data.batch_size, which W must divide);
+// the experts, ZeRO-3, the embedding partition and the collectives of the step are the
+// DistributedRank's (distributed_rank.h). A world of 1 is the single-process trainer, bit for bit.
 //
-// Evaluation runs train.eval_batches held-out batches (the batcher is rewound first, so every
-// evaluation sees the same examples) and reports the loss and the per-task accuracy of the argmax
-// predictions. In a distributed run every rank evaluates the whole batches (the expert layers are
-// collective), so every rank gets the same report.
+// Evaluation (Evaluate, trainer_evaluation.cc) runs train.eval_batches held-out batches (the
+// batcher is rewound first, so every evaluation sees the same examples) and reports the loss and
+// the per-task accuracy of the argmax predictions. In a distributed run every rank evaluates the
+// whole batches (the expert layers are collective), so every rank gets the same report.
 //
-// Checkpoints (see TrainCheckpoint below) hold the effective config, the step, the init seed (the
-// loop draws no other randomness), the data position, every parameter under the model's names
-// (experts under global ids) and the optimizer state, so a resumed run is bit-identical to one
-// that never stopped (on cpu, at a fixed thread count). A distributed run writes the same file
-// from rank 0 (the experts gathered from their owners), so one process or `switchyard generate`
-// loads it; a distributed resume reads it on rank 0 and broadcasts it.
+// Checkpoints (SaveCheckpoint / LoadCheckpoint, trainer_checkpointing.cc; the file is
+// train_checkpoint.h) hold the effective config, the step, the init seed (the loop draws no other
+// randomness), the data position, every parameter under the model's names (experts under global
+// ids) and the optimizer state, so a resumed run is bit-identical to one that never stopped (on
+// cpu, at a fixed thread count). A distributed run writes the same file from rank 0 (the experts
+// gathered from their owners, ZeRO-3's shards and the embedding columns consolidated), so one
+// process or `switchyard generate` loads it; a distributed resume reads it on rank 0 and
+// broadcasts it.
 //
-// Ownership: the Trainer owns its backend, model, dataset, batchers, optimizer and states; it does
-// not own the world communicator, which must outlive it.
+// Ownership: the Trainer owns its backend, model, dataset, batchers, optimizer and states, and its
+// DistributedRank; it does not own the world communicator, which must outlive it.
 // Thread-safety: none; one thread drives a Trainer.
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "launcher/training/param_state.h"
 #include "launcher/training/train_checkpoint.h"
 #include "launcher/training/train_options.h"
 #include "optim/lr_schedule.h"
@@ -60,6 +53,8 @@
 #include "storage/cache/access_trace.h"
 
 namespace sy::launcher {
+
+class DistributedRank;
 
 struct StepReport {
   int64_t step = 0;  // steps taken after this one
@@ -95,11 +90,11 @@ class Trainer {
   // initialises the parameters from train.seed, and builds the optimizer and schedule. Errors
   // name the config key. `world` (optional, not owned) makes this trainer one rank of a
   // distributed run when it has more than one rank; Create is then collective over it, and so are
-  // Step, Evaluate, SaveCheckpoint, LoadCheckpoint and Run. InvalidArgument when parallel.ep_size
-  // does not divide the world or data.batch_size is not a multiple of it, or for ep_size > 1 or
-  // zero_stage 3 in one process; FailedPrecondition from Zero3 for a model it cannot shard.
-  // `concurrent_mpi`: MPI runs at MPI_THREAD_MULTIPLE, so ZeRO-3 may prefetch the next unit's
-  // all-gather on its own thread while this one runs the expert exchanges.
+  // Step, Evaluate, SaveCheckpoint, LoadCheckpoint and BroadcastRootStatus. InvalidArgument when
+  // parallel.ep_size does not divide the world or data.batch_size is not a multiple of it, or for
+  // ep_size > 1 or zero_stage 3 in one process; FailedPrecondition from Zero3 for a model it cannot
+  // shard. `concurrent_mpi`: MPI runs at MPI_THREAD_MULTIPLE, so ZeRO-3 may prefetch the next
+  // unit's all-gather on its own thread while this one runs the expert exchanges.
   static Result<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
                                                  Communicator* world = nullptr,
                                                  bool concurrent_mpi = false);
@@ -119,12 +114,10 @@ class Trainer {
   // and every rank returns its status.
   Status LoadCheckpoint(const std::string& path);
 
-  // The whole run: resume when checkpoint.resume, then steps up to train.steps with progress on
-  // `out`, metrics to log.metrics, evaluations every train.eval_every and at the end,
-  // checkpoints every checkpoint.every and at the end. Returns the final evaluation.
-  // Distributed: every rank prints its progress to its `out` (the same global numbers); only
-  // rank 0 writes metrics, checkpoints and the routing trace.
-  Result<EvalReport> Run(std::FILE* out);
+  // Every rank returns the `status` rank 0 passes in (collective), so a failure that rank 0 sees
+  // (say, in writing a file only it writes) ends the operation on every rank. In one process:
+  // `status`.
+  Status BroadcastRootStatus(const Status& status);
 
   int64_t step() const { return step_; }
   // Parameters of the whole model, and of its experts (over all ranks in a distributed run).
@@ -135,6 +128,8 @@ class Trainer {
   // This rank and the number of ranks (0 and 1 in one process).
   int rank() const;
   int world_size() const;
+  // Rank 0, which alone writes the run's files; true in one process.
+  bool is_root() const { return rank() == 0; }
   const TrainConfig& config() const { return config_; }
   MoeModel& model() { return *model_; }
   // The routing recorded so far by this process (log.routing_trace).
@@ -145,15 +140,6 @@ class Trainer {
   std::vector<std::vector<float>> ParameterValues();
 
  private:
-  struct ParamState {
-    Parameter* param = nullptr;
-    Tensor host_value;  // the master: aliases param->value on a host backend
-    Tensor host_grad;   // aliases param->grad on a host backend
-    std::vector<float> m, v;
-    int64_t opt_step = 0;
-  };
-
-  struct Distributed;  // the rank's communicators and experts; trainer.cc
   // One parameter of the whole model, as a single process registers it.
   struct ParamInfo {
     std::string name;
@@ -164,24 +150,18 @@ class Trainer {
   };
 
   explicit Trainer(const TrainConfig& config);
-  Status Init(Communicator* world);
-  // Distributed parts of Init: validation, communicators, batch shard, expert-parallel layers.
-  Status InitDistributed(Communicator& world, const ModelConfig& model_config);
+  Status Init(Communicator* world, bool concurrent_mpi);
   Status InitParamStates();
-  // Distributed parts of Step, after Backward: the gradient sums, the global loss and norm (into
-  // `report`) and the clipping. `share` is this rank's n_r / N.
-  Status SyncGradients(const LossReport& local, float share, StepReport* report);
+  // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
+  void RecordRouting();
   Status SaveDistributedCheckpoint(const std::string& path);
   Status LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* ckpt);
   // Copies `ckpt` (every parameter of the model, in ParameterStore order) into this trainer.
   Status RestoreState(TrainCheckpoint& ckpt);
-  // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
-  void RecordRouting();
   // FailedPrecondition naming the first model or data key in which `saved_json` (a
   // checkpoint's config) differs from this run's.
   Status CheckCheckpointConfig(const std::string& path, const std::string& saved_json);
   bool host_backend() const;
-  bool is_root() const { return rank() == 0; }
 
   TrainConfig config_;
   std::unique_ptr<ThreadPool> pool_;
@@ -191,15 +171,16 @@ class Trainer {
   std::unique_ptr<MoeModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
+  // The parameters this rank steps, in ParameterStore order: distributed, its own experts and
+  // (without ZeRO-3, which keeps its own) the dense ones.
   std::vector<ParamState> states_;
   // Every parameter of the model in ParameterStore order, recorded at creation: the checkpoint's
   // contents (a distributed rank holds only its own experts).
   std::vector<ParamInfo> all_params_;
   Batch batch_;
   int64_t step_ = 0;
-  bool concurrent_mpi_ = false;        // MPI_THREAD_MULTIPLE: ZeRO-3 prefetches (see Create)
-  storage::AccessTrace trace_;         // with log.routing_trace
-  std::unique_ptr<Distributed> dist_;  // null in one process
+  storage::AccessTrace trace_;             // with log.routing_trace
+  std::unique_ptr<DistributedRank> dist_;  // null in one process
 };
 
 }  // namespace sy::launcher

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <set>
 #include <vector>
 
@@ -39,6 +40,14 @@ Result<std::string> ReadTextFile(const std::string& path, size_t max_bytes,
   }
   ::close(fd);
   return text;
+}
+
+Status WriteTextFile(const std::string& path, std::string_view text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) return IOError("cannot write " + path);
+  return Status::Ok();
 }
 
 std::string Quote(std::string_view s) {

@@ -1,6 +1,7 @@
 // ReadTextFile: reads a small whole file (a config.json, a safetensors index) into a string, with
-// a size cap so a wrong path to a huge file fails fast. ParseStrictJson: JSON from an untrusted
-// file, refusing duplicate keys and deep nesting. Quote: a string from a file, made safe to print.
+// a size cap so a wrong path to a huge file fails fast. WriteTextFile: the other way, for reports.
+// ParseStrictJson: JSON from an untrusted file, refusing duplicate keys and deep nesting. Quote: a
+// string from a file, made safe to print.
 //
 // Ownership: returns the text by value. Thread-safety: a pure function of the file.
 #pragma once
@@ -18,6 +19,10 @@ namespace sy::storage {
 // when the file is larger than `max_bytes` (the message says it is not a `what`).
 Result<std::string> ReadTextFile(const std::string& path, size_t max_bytes,
                                  const std::string& what);
+
+// Writes `text` to `path`, replacing the file (not atomically: a report or a table, not state).
+// IOError naming the path.
+Status WriteTextFile(const std::string& path, std::string_view text);
 
 // Deepest nesting of objects and arrays that ParseStrictJson accepts.
 inline constexpr int kMaxJsonDepth = 64;

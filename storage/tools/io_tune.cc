@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <sstream>
 
 #include "runtime/core/buffer.h"
 
@@ -68,6 +69,19 @@ Result<uint64_t> ParseBytes(const std::string& text) {
     return InvalidArgumentError("size '" + text + "' is too large");
   }
   return value << shift;
+}
+
+Result<std::vector<uint64_t>> ParseByteList(const std::string& text, const std::string& flag) {
+  std::vector<uint64_t> out;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    Result<uint64_t> bytes = ParseBytes(item);
+    if (!bytes.ok()) return bytes.status().WithContext(flag);
+    out.push_back(*bytes);
+  }
+  if (out.empty()) return InvalidArgumentError(flag + ": give at least one size");
+  return out;
 }
 
 Result<TuneResult> RunIoTune(const TuneOptions& options,

@@ -58,5 +58,8 @@ Result<TuneResult> RunIoTune(const TuneOptions& options,
 std::string FormatBytes(uint64_t bytes);
 // Parses "4M", "4MiB", "512k", "1G", "4096" (binary units).
 Result<uint64_t> ParseBytes(const std::string& text);
+// Parses a comma-separated list of sizes, "128K,1M,4M", each as ParseBytes does. InvalidArgument
+// naming `flag` for a bad size or an empty list.
+Result<std::vector<uint64_t>> ParseByteList(const std::string& text, const std::string& flag);
 
 }  // namespace sy::storage

@@ -35,6 +35,25 @@ Result<std::vector<NamedTrace>> StandardZipfTraces(uint64_t seed) {
   return traces;
 }
 
+Result<std::vector<NamedTrace>> CollectBenchTraces(const std::vector<std::string>& files,
+                                                   bool with_zipf, uint64_t seed,
+                                                   const std::string& save_dir) {
+  std::vector<NamedTrace> traces;
+  for (const std::string& path : files) {
+    SY_ASSIGN_OR_RETURN(AccessTrace trace, ReadTraceFile(path));
+    traces.push_back(NamedTrace{path, std::move(trace)});
+  }
+  if (!files.empty() && !with_zipf) return traces;
+  SY_ASSIGN_OR_RETURN(std::vector<NamedTrace> zipf, StandardZipfTraces(seed));
+  for (NamedTrace& trace : zipf) {
+    if (!save_dir.empty()) {
+      SY_RETURN_IF_ERROR(WriteTraceFile(save_dir + "/" + trace.name + ".trace", trace.trace));
+    }
+    traces.push_back(std::move(trace));
+  }
+  return traces;
+}
+
 std::vector<PolicyBenchRow> RunPolicyBench(const std::vector<NamedTrace>& traces,
                                            const PolicyBenchOptions& options) {
   std::vector<PolicyBenchRow> rows;

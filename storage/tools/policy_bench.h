@@ -6,7 +6,7 @@
 // model) or synthetic Zipf traces (GenerateZipfTrace). The first `warmup_fraction` of each
 // trace's steps fill the cache but are not counted.
 //
-// Thread-safety: pure functions.
+// Thread-safety: pure functions, but for the files CollectBenchTraces reads and writes.
 #pragma once
 
 #include <string>
@@ -46,6 +46,13 @@ struct PolicyBenchRow {
 // drifting Zipf (s = 1.0, the ranking rotates every 500 steps). 8 layers x 64 experts, top-2,
 // 4 tokens per step, 5000 steps.
 Result<std::vector<NamedTrace>> StandardZipfTraces(uint64_t seed = 1);
+
+// The traces of one `switchyard bench cache` run: each trace file in `files` (named by its path)
+// and, when `files` is empty or `with_zipf`, StandardZipfTraces(seed), each of those also written
+// to `save_dir`/<name>.trace when `save_dir` is not empty. The first read or write error.
+Result<std::vector<NamedTrace>> CollectBenchTraces(const std::vector<std::string>& files,
+                                                   bool with_zipf, uint64_t seed,
+                                                   const std::string& save_dir);
 
 std::vector<PolicyBenchRow> RunPolicyBench(const std::vector<NamedTrace>& traces,
                                            const PolicyBenchOptions& options);

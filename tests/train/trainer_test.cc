@@ -1,6 +1,7 @@
 // The trainer: the tiny config learns the synthetic tasks, resume is bit-exact, and missing,
 // truncated or mismatched checkpoints are clear errors.
 #include "launcher/training/trainer.h"
+#include "launcher/training/training_loop.h"
 
 #include <gtest/gtest.h>
 
@@ -54,7 +55,7 @@ TEST(TrainerTest, TinyConfigLearnsCopyAndModularAddition) {
   auto trainer = Trainer::Create(LoadTiny({"train.eval_batches=16", "train.threads=2"}));
   ASSERT_TRUE(trainer.ok()) << trainer.status().message();
   std::FILE* sink = std::tmpfile();
-  Result<EvalReport> result = (*trainer)->Run(sink);
+  Result<EvalReport> result = RunTrainingLoop(**trainer, sink);
   std::fclose(sink);
   ASSERT_TRUE(result.ok()) << result.status().message();
   const double seconds =
@@ -139,7 +140,7 @@ TEST(TrainerTest, RunResumesFromLatestCheckpointInDir) {
     auto t = Trainer::Create(LoadTiny(sets));
     ASSERT_TRUE(t.ok());
     std::FILE* sink = std::tmpfile();
-    ASSERT_TRUE((*t)->Run(sink).ok());
+    ASSERT_TRUE(RunTrainingLoop(**t, sink).ok());
     std::fclose(sink);
   }
   EXPECT_TRUE(std::filesystem::exists(dir / "step-00000003.h5"));
@@ -152,7 +153,7 @@ TEST(TrainerTest, RunResumesFromLatestCheckpointInDir) {
   auto t = Trainer::Create(LoadTiny(sets));
   ASSERT_TRUE(t.ok());
   std::FILE* sink = std::tmpfile();
-  ASSERT_TRUE((*t)->Run(sink).ok());
+  ASSERT_TRUE(RunTrainingLoop(**t, sink).ok());
   std::fclose(sink);
   EXPECT_EQ((*t)->step(), 8);
   EXPECT_TRUE(std::filesystem::exists(dir / "step-00000008.h5"));
@@ -171,7 +172,7 @@ TEST(TrainerTest, MissingCheckpointIsNotFound) {
       LoadTiny({"train.steps=2", "checkpoint.dir=" + dir.path(), "checkpoint.resume=true"}));
   ASSERT_TRUE(r.ok());
   std::FILE* sink = std::tmpfile();
-  Result<EvalReport> run = (*r)->Run(sink);
+  Result<EvalReport> run = RunTrainingLoop(**r, sink);
   std::fclose(sink);
   EXPECT_EQ(run.status().code(), StatusCode::kNotFound);
   EXPECT_NE(run.status().message().find("--resume"), std::string::npos);
@@ -275,7 +276,7 @@ TEST(TrainerTest, RoutingTraceHoldsEachRecordedTokensTopK) {
                 "log.routing_trace=" + path, "log.routing_trace_tokens=5", "model.num_experts=8"}));
   ASSERT_TRUE(t.ok()) << t.status().message();
   std::FILE* sink = std::tmpfile();
-  ASSERT_TRUE((*t)->Run(sink).ok());
+  ASSERT_TRUE(RunTrainingLoop(**t, sink).ok());
   std::fclose(sink);
   Result<storage::AccessTrace> trace = storage::ReadTraceFile(path);
   ASSERT_TRUE(trace.ok()) << trace.status().message();

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "storage/tools/io_tune.h"
+#include "storage/tools/policy_bench.h"
 #include "storage/tools/store_bench.h"
 #include "tests/storage/test_util.h"
 
@@ -20,6 +21,48 @@ TEST(BytesTest, ParsesAndFormatsBinaryUnits) {
   EXPECT_EQ(FormatBytes(4u << 20), "4 MiB");
   EXPECT_EQ(FormatBytes(512u << 10), "512 KiB");
   EXPECT_EQ(FormatBytes(100), "100 B");
+}
+
+TEST(BytesTest, ParsesCommaSeparatedLists) {
+  Result<std::vector<uint64_t>> sizes = ParseByteList("128K,1M,4096", "--sizes");
+  ASSERT_TRUE(sizes.ok()) << sizes.status().ToString();
+  EXPECT_EQ(*sizes, (std::vector<uint64_t>{128u << 10, 1u << 20, 4096u}));
+  for (const char* bad : {"", "4M,x", ",", "1M,,2M"}) {
+    Result<std::vector<uint64_t>> r = ParseByteList(bad, "--sizes");
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("--sizes"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(PolicyBenchTest, CollectsTraceFilesAndTheSavedZipfTraces) {
+  testing::TempDir dir;
+  // The Zipf traces, saved.
+  Result<std::vector<NamedTrace>> zipf = CollectBenchTraces({}, false, 7, dir.path());
+  ASSERT_TRUE(zipf.ok()) << zipf.status().ToString();
+  ASSERT_EQ(zipf->size(), 3u);
+  const NamedTrace& drift = (*zipf)[2];
+  EXPECT_EQ(drift.name, "zipf-1.0-drift");
+  const std::string file = dir.File("zipf-1.0-drift.trace");
+  // Read back from the file alone: the same accesses, named by the path.
+  Result<std::vector<NamedTrace>> files = CollectBenchTraces({file}, false, 7, "");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  ASSERT_EQ(files->size(), 1u);
+  EXPECT_EQ((*files)[0].name, file);
+  const AccessTrace& back = (*files)[0].trace;
+  EXPECT_EQ(back.num_layers, drift.trace.num_layers);
+  EXPECT_EQ(back.num_experts, drift.trace.num_experts);
+  ASSERT_EQ(back.accesses.size(), drift.trace.accesses.size());
+  for (size_t i = 0; i < back.accesses.size(); ++i) {
+    ASSERT_EQ(back.accesses[i].step, drift.trace.accesses[i].step) << i;
+    ASSERT_EQ(back.accesses[i].layer, drift.trace.accesses[i].layer) << i;
+    ASSERT_EQ(back.accesses[i].expert, drift.trace.accesses[i].expert) << i;
+  }
+  // The file and the Zipf traces too.
+  Result<std::vector<NamedTrace>> both = CollectBenchTraces({file}, true, 7, "");
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->size(), 4u);
+  EXPECT_EQ(CollectBenchTraces({dir.File("missing.trace")}, false, 7, "").status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST(IoTuneTest, SweepsEveryPointAndPicksTheBest) {

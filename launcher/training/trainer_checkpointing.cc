@@ -1,0 +1,298 @@
+// Trainer::SaveCheckpoint / LoadCheckpoint: the trainer's state to and from a TrainCheckpoint
+// (train_checkpoint.h is the file). A distributed save consolidates the one-process layout on
+// rank 0: the experts gathered from the first EP group, ZeRO-3's dense values and optimizer
+// shards gathered, the partitioned embedding's columns joined. A distributed load reads the file
+// on rank 0, broadcasts it, and each rank keeps its part.
+#include "launcher/training/trainer.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "launcher/training/distributed_rank.h"
+#include "launcher/training/rank_collectives.h"
+#include "parallel/embedding_partition.h"
+#include "parallel/zero3.h"
+
+namespace sy::launcher {
+namespace {
+
+// The keys of `a` and `b` (model and data blocks of two effective configs) that differ.
+std::string FirstDifference(const nlohmann::json& a, const nlohmann::json& b,
+                            const std::string& prefix) {
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [k, v] : a.items()) {
+      const std::string key = prefix + "." + k;
+      if (!b.contains(k)) return key;
+      std::string d = FirstDifference(v, b.at(k), key);
+      if (!d.empty()) return d;
+    }
+    for (const auto& [k, v] : b.items()) {
+      if (!a.contains(k)) return prefix + "." + k;
+    }
+    return "";
+  }
+  return a == b ? "" : prefix;
+}
+
+}  // namespace
+
+Status Trainer::SaveCheckpoint(const std::string& path) {
+  if (dist_) return SaveDistributedCheckpoint(path);
+  TrainCheckpoint ckpt;
+  ckpt.config_json = config_.effective_json;
+  ckpt.step = step_;
+  ckpt.seed = config_.train.seed;
+  ckpt.data_position = train_batcher_->SavePosition();
+  std::vector<std::vector<float>> values = ParameterValues();
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const ParamState& s = states_[i];
+    const auto dims = s.param->value.shape().dims();
+    const std::vector<int64_t> shape(dims.begin(), dims.end());
+    ckpt.optimizer_steps.push_back(s.opt_step);
+    ckpt.params.push_back({s.param->name, shape, std::move(values[i])});
+    ckpt.optimizer_m.push_back({s.param->name, shape, s.m});
+    ckpt.optimizer_v.push_back({s.param->name, shape, s.v});
+  }
+  return WriteTrainCheckpoint(path, ckpt);
+}
+
+Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
+  DistributedRank& d = *dist_;
+  std::vector<std::vector<float>> values = ParameterValues();
+  // The first EP group (world ranks 0 .. ep_size-1, EP rank = world rank) holds every expert
+  // once; rank 0 gathers them from it: per expert parameter, in ParameterStore order, the value
+  // then m and v where the optimizer keeps them.
+  std::vector<float> gathered;
+  std::vector<int64_t> gathered_steps;
+  std::vector<size_t> offsets, step_offsets;
+  if (rank() < d.ep_size()) {
+    std::vector<float> mine;
+    std::vector<int64_t> my_steps;
+    for (size_t i = 0; i < states_.size(); ++i) {
+      const ParamState& s = states_[i];
+      if (!s.param->is_expert) continue;
+      mine.insert(mine.end(), values[i].begin(), values[i].end());
+      mine.insert(mine.end(), s.m.begin(), s.m.end());
+      mine.insert(mine.end(), s.v.begin(), s.v.end());
+      my_steps.push_back(s.opt_step);
+    }
+    SY_RETURN_IF_ERROR(AllGatherVector(d.ep_group(), mine, &gathered, &offsets));
+    SY_RETURN_IF_ERROR(AllGatherVector(d.ep_group(), my_steps, &gathered_steps, &step_offsets));
+  }
+  // Under ZeRO-3 the dense values are gathered into the model's tensors for the save, and the
+  // dense optimizer state comes from the shards.
+  std::unordered_map<std::string, DenseOptimizerState> dense_state;
+  Zero3* zero = d.zero();
+  if (zero) {
+    SY_RETURN_IF_ERROR(zero->GatherFullParameters());
+    SY_ASSIGN_OR_RETURN(std::vector<DenseOptimizerState> states, zero->GatherOptimizerState());
+    for (DenseOptimizerState& st : states) dense_state[st.name] = std::move(st);
+  }
+  // Column shards (the partitioned embedding): the whole [rows, full_cols] value, m and v,
+  // gathered from every rank's columns onto every rank (the file has the one-process layout).
+  std::unordered_map<std::string, size_t> held;
+  for (size_t i = 0; i < states_.size(); ++i) held[states_[i].param->name] = i;
+  std::unordered_map<size_t, std::vector<float>> full_m, full_v;
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const ParamState& s = states_[i];
+    if (!s.param->is_column_shard()) continue;
+    const int64_t rows = s.param->value.dim(0), full = s.param->full_cols;
+    SY_ASSIGN_OR_RETURN(values[i], GatherColumnShards(d.world(), rows, full, values[i]));
+    if (!s.m.empty()) {
+      SY_ASSIGN_OR_RETURN(full_m[i], GatherColumnShards(d.world(), rows, full, s.m));
+    }
+    if (!s.v.empty()) {
+      SY_ASSIGN_OR_RETURN(full_v[i], GatherColumnShards(d.world(), rows, full, s.v));
+    }
+  }
+  Status written = Status::Ok();
+  if (is_root()) {
+    TrainCheckpoint ckpt;
+    ckpt.config_json = config_.effective_json;
+    ckpt.step = step_;
+    ckpt.seed = config_.train.seed;
+    ckpt.data_position = train_batcher_->SavePosition();
+    const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
+    for (const ParamInfo& p : all_params_) {
+      const std::vector<int64_t>& shape = p.shape;
+      const size_t n = static_cast<size_t>(p.numel);
+      std::vector<float> value, m, v;
+      int64_t opt_step = 0;
+      if (!p.is_expert && zero) {
+        // The gathered full values; ZeRO-3 runs on the cpu backend only.
+        const float* data = model_->parameters().Find(p.name)->value.data<float>();
+        value.assign(data, data + n);
+        DenseOptimizerState& st = dense_state.at(p.name);
+        m = std::move(st.m);
+        v = std::move(st.v);
+        opt_step = st.step;
+      } else if (!p.is_expert) {
+        const size_t i = held.at(p.name);
+        value = std::move(values[i]);
+        m = full_m.count(i) ? std::move(full_m[i]) : states_[i].m;
+        v = full_v.count(i) ? std::move(full_v[i]) : states_[i].v;
+        opt_step = states_[i].opt_step;
+      } else {
+        const size_t owner = static_cast<size_t>(p.expert / d.experts_per_rank());
+        auto take = [&](std::vector<float>& out) {
+          SY_CHECK_LE(offsets[owner] + n, offsets[owner + 1]) << "expert data of rank " << owner;
+          const auto first = gathered.begin() + static_cast<std::ptrdiff_t>(offsets[owner]);
+          out.assign(first, first + static_cast<std::ptrdiff_t>(n));
+          offsets[owner] += n;
+        };
+        take(value);
+        if (with_m) take(m);
+        if (with_v) take(v);
+        SY_CHECK_LT(step_offsets[owner], step_offsets[owner + 1]) << "steps of rank " << owner;
+        opt_step = gathered_steps[step_offsets[owner]++];
+      }
+      ckpt.optimizer_steps.push_back(opt_step);
+      ckpt.params.push_back({p.name, shape, std::move(value)});
+      ckpt.optimizer_m.push_back({p.name, shape, std::move(m)});
+      ckpt.optimizer_v.push_back({p.name, shape, std::move(v)});
+    }
+    written = WriteTrainCheckpoint(path, ckpt);
+  }
+  if (zero) zero->ReleaseFullParameters();
+  return BroadcastStatus(d.world(), written);
+}
+
+Status Trainer::CheckCheckpointConfig(const std::string& path, const std::string& saved_json) {
+  nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
+  nlohmann::json ours = nlohmann::json::parse(config_.effective_json, nullptr, false);
+  if (saved.is_discarded() || !saved.is_object()) {
+    return DataLossError("checkpoint " + path + ": its config is not valid JSON");
+  }
+  for (const char* block : {"model", "data"}) {
+    const nlohmann::json a = saved.value(block, nlohmann::json::object());
+    const nlohmann::json b = ours.value(block, nlohmann::json::object());
+    const std::string diff = FirstDifference(a, b, block);
+    if (!diff.empty()) {
+      return FailedPreconditionError(
+          "checkpoint " + path + " was written for a different config: '" + diff +
+          "' differs from the requested one; use the config the checkpoint was trained with, "
+          "or point checkpoint.dir elsewhere");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Trainer::LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* ckpt) {
+  SY_ASSIGN_OR_RETURN(std::string saved_config, ReadTrainCheckpointConfig(path));
+  SY_RETURN_IF_ERROR(CheckCheckpointConfig(path, saved_config));
+  // Every parameter of the model (distributed: every expert too, as the file holds them).
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ParamInfo& p : all_params_) {
+    names.push_back(p.name);
+    shapes.push_back(p.shape);
+  }
+  SY_ASSIGN_OR_RETURN(*ckpt,
+                      ReadTrainCheckpoint(path, names, shapes, optimizer_->NeedsFirstMoment(),
+                                          optimizer_->NeedsSecondMoment()));
+  return Status::Ok();
+}
+
+Status Trainer::LoadCheckpoint(const std::string& path) {
+  TrainCheckpoint ckpt;
+  if (!dist_) {
+    SY_RETURN_IF_ERROR(LoadCheckpointOnRoot(path, &ckpt));
+    return RestoreState(ckpt);
+  }
+  Communicator& world = dist_->world();
+  const Status read = is_root() ? LoadCheckpointOnRoot(path, &ckpt) : Status::Ok();
+  SY_RETURN_IF_ERROR(BroadcastStatus(world, read));
+  // Rank 0's checkpoint, packed (values, then m and v, per parameter in ParameterStore order).
+  std::vector<float> packed;
+  std::vector<uint8_t> position(ckpt.data_position.begin(), ckpt.data_position.end());
+  std::vector<int64_t> step_and_steps = {ckpt.step};
+  if (is_root()) {
+    for (size_t i = 0; i < ckpt.params.size(); ++i) {
+      for (const std::vector<float>* part :
+           {&ckpt.params[i].data, &ckpt.optimizer_m[i].data, &ckpt.optimizer_v[i].data}) {
+        packed.insert(packed.end(), part->begin(), part->end());
+      }
+    }
+    step_and_steps.insert(step_and_steps.end(), ckpt.optimizer_steps.begin(),
+                          ckpt.optimizer_steps.end());
+  }
+  SY_RETURN_IF_ERROR(BroadcastVector(world, packed));
+  SY_RETURN_IF_ERROR(BroadcastVector(world, position));
+  SY_RETURN_IF_ERROR(BroadcastVector(world, step_and_steps));
+  if (!is_root()) {
+    ckpt.step = step_and_steps[0];
+    ckpt.optimizer_steps.assign(step_and_steps.begin() + 1, step_and_steps.end());
+    ckpt.data_position.assign(position.begin(), position.end());
+    const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
+    size_t at = 0;
+    auto take = [&](size_t n) {
+      SY_CHECK_LE(at + n, packed.size()) << "broadcast checkpoint is short";
+      std::vector<float> out(packed.begin() + static_cast<std::ptrdiff_t>(at),
+                             packed.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += n;
+      return out;
+    };
+    for (const ParamInfo& p : all_params_) {
+      const size_t n = static_cast<size_t>(p.numel);
+      const std::vector<int64_t>& shape = p.shape;
+      ckpt.params.push_back({p.name, shape, take(n)});
+      ckpt.optimizer_m.push_back({p.name, shape, with_m ? take(n) : std::vector<float>()});
+      ckpt.optimizer_v.push_back({p.name, shape, with_v ? take(n) : std::vector<float>()});
+    }
+  }
+  return RestoreState(ckpt);
+}
+
+Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
+  SY_CHECK_EQ(ckpt.params.size(), ckpt.optimizer_steps.size()) << "checkpoint step counts";
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < ckpt.params.size(); ++i) index[ckpt.params[i].name] = i;
+  // Everything is read and checked; only now does the trainer's state change.
+  SY_RETURN_IF_ERROR(train_batcher_->RestorePosition(ckpt.data_position));
+  for (ParamState& s : states_) {
+    const size_t i = index.at(s.param->name);
+    if (s.param->is_column_shard()) {
+      // The file holds the whole [rows, full_cols] table; this rank takes its columns.
+      const int64_t rows = s.param->value.dim(0), full = s.param->full_cols;
+      const int r = rank(), n = world_size();
+      auto take = [&](std::vector<float>& whole) {
+        if (!whole.empty()) whole = TakeColumnShard(r, n, rows, full, whole);
+      };
+      take(ckpt.params[i].data);
+      take(ckpt.optimizer_m[i].data);
+      take(ckpt.optimizer_v[i].data);
+    }
+    SY_CHECK_EQ(ckpt.params[i].data.size(), static_cast<size_t>(s.host_value.numel()))
+        << "checkpoint size of " << s.param->name;
+    std::copy(ckpt.params[i].data.begin(), ckpt.params[i].data.end(), s.host_value.data<float>());
+    s.m = std::move(ckpt.optimizer_m[i].data);
+    s.v = std::move(ckpt.optimizer_v[i].data);
+    s.opt_step = ckpt.optimizer_steps[i];
+    if (!host_backend()) {
+      backend_->CopyAsync(s.host_value, s.param->value, backend_->compute_stream());
+    }
+  }
+  backend_->Synchronize();
+  if (dist_ && dist_->zero()) {
+    // The dense values go into the model's tensors (every rank the same), from which each rank
+    // takes its shard; likewise the optimizer state.
+    std::vector<DenseOptimizerState> states;
+    for (Parameter& p : model_->parameters()) {
+      if (p.is_expert) continue;
+      const size_t i = index.at(p.name);
+      std::copy(ckpt.params[i].data.begin(), ckpt.params[i].data.end(), p.value.data<float>());
+      states.push_back({p.name, std::move(ckpt.optimizer_m[i].data),
+                        std::move(ckpt.optimizer_v[i].data), ckpt.optimizer_steps[i]});
+    }
+    SY_RETURN_IF_ERROR(dist_->zero()->LoadFullParameters());
+    SY_RETURN_IF_ERROR(dist_->zero()->LoadOptimizerState(states));
+  }
+  step_ = ckpt.step;
+  return Status::Ok();
+}
+
+}  // namespace sy::launcher

@@ -1,0 +1,156 @@
+// Trainer::Step: one optimizer step on the next train batch, timed by phase, and the routing
+// trace it records (trainer.h).
+#include "launcher/training/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "launcher/training/distributed_rank.h"
+#include "optim/grad_clip.h"
+
+namespace sy::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+Result<StepReport> Trainer::Step() {
+  // Communication time is read at each phase boundary and taken out of that phase.
+  auto comm = [this] { return dist_ ? dist_->communication_seconds() : 0.0; };
+  const double comm_start = comm();
+  const auto start = Clock::now();
+  SY_RETURN_IF_ERROR(train_batcher_->Next(&batch_));
+  const auto data_done = Clock::now();
+  const double comm_data = comm();
+  if (dist_) {
+    dist_->ZeroGrads();
+  } else {
+    model_->ZeroGrads();
+  }
+  SY_ASSIGN_OR_RETURN(LossReport loss, model_->Forward(batch_.tokens, batch_.targets));
+  backend_->Synchronize();
+  float share = 1.0f;
+  if (dist_) {
+    // This rank's share of the global targets weights its loss (LossShareExpertCompute).
+    SY_ASSIGN_OR_RETURN(share, dist_->ShareLoss(loss.num_targets));
+  }
+  const auto forward_done = Clock::now();
+  const double comm_forward = comm();
+  SY_RETURN_IF_ERROR(model_->Backward());
+  if (!host_backend()) {
+    for (ParamState& s : states_) {
+      backend_->CopyAsync(s.param->grad, s.host_grad, backend_->compute_stream());
+    }
+  }
+  backend_->Synchronize();
+  const auto backward_done = Clock::now();
+  const double comm_backward = comm();
+
+  StepReport report;
+  if (dist_) {
+    SY_ASSIGN_OR_RETURN(GlobalStepLoss global,
+                        dist_->ReduceGradients(states_, loss, share, config_.train.grad_clip));
+    report.loss = global.loss;
+    report.ce_loss = global.ce_loss;
+    report.aux_loss = global.aux_loss;
+    report.grad_norm = global.grad_norm;
+  } else {
+    std::vector<std::span<float>> grads;
+    grads.reserve(states_.size());
+    for (ParamState& s : states_) {
+      grads.emplace_back(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
+    }
+    report.grad_norm =
+        config_.train.grad_clip > 0
+            ? ClipGradNorm(grads, static_cast<float>(config_.train.grad_clip), pool_.get())
+            : GlobalGradNorm(grads, pool_.get());
+    report.loss = loss.loss;
+    report.ce_loss = loss.ce_loss;
+    report.aux_loss = loss.aux_loss;
+  }
+  report.lr = schedule_->Lr(step_);
+  report.skipped = !std::isfinite(report.grad_norm);
+  if (!report.skipped) {
+    std::vector<ParamGroup> groups;
+    groups.reserve(states_.size());
+    for (ParamState& s : states_) {
+      ParamGroup g;
+      g.param = s.host_value.data<float>();
+      g.grad = s.host_grad.data<float>();
+      g.m = s.m.empty() ? nullptr : s.m.data();
+      g.v = s.v.empty() ? nullptr : s.v.data();
+      g.n = static_cast<size_t>(s.host_value.numel());
+      g.step = &s.opt_step;
+      groups.push_back(g);
+    }
+    optimizer_->Step(groups, report.lr);
+    if (dist_ && dist_->zero()) SY_RETURN_IF_ERROR(dist_->zero()->Step(report.lr));
+    if (!host_backend()) {
+      for (ParamState& s : states_) {
+        backend_->CopyAsync(s.host_value, s.param->value, backend_->compute_stream());
+      }
+      backend_->Synchronize();
+    }
+  }
+  const auto optimizer_done = Clock::now();
+  const double comm_optimizer = comm();
+  if (!config_.log.routing_trace.empty()) RecordRouting();
+  ++step_;
+  for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
+    report.expert_load.push_back(model_->moe_layer(m).plan().routed);
+  }
+  // The global load: every rank's routing, summed.
+  if (dist_) SY_RETURN_IF_ERROR(dist_->SumOverWorld(report.expert_load));
+  model_->ReleaseActivations();
+  report.step = step_;
+  report.tokens = batch_.batch_size() * batch_.seq_len() * world_size();
+  report.seconds = Seconds(start, Clock::now());
+  report.data_seconds = Seconds(start, data_done) - (comm_data - comm_start);
+  report.forward_seconds = Seconds(data_done, forward_done) - (comm_forward - comm_data);
+  report.backward_seconds = Seconds(forward_done, backward_done) - (comm_backward - comm_forward);
+  report.optimizer_seconds =
+      Seconds(backward_done, optimizer_done) - (comm_optimizer - comm_backward);
+  report.communication_seconds = comm() - comm_start;
+  return report;
+}
+
+void Trainer::RecordRouting() {
+  const int moe_layers = model_->config().NumMoeLayers();
+  if (moe_layers == 0) return;
+  trace_.num_layers = static_cast<uint32_t>(moe_layers);
+  trace_.num_experts = static_cast<uint32_t>(model_->config().num_experts);
+  const uint32_t first_step = trace_.num_steps();
+  // experts[layer][token]: the experts token `token` was routed to in `layer`, in expert order.
+  const int64_t tokens =
+      std::min<int64_t>(config_.log.routing_trace_tokens, batch_.batch_size() * batch_.seq_len());
+  std::vector<std::vector<std::vector<uint32_t>>> experts(
+      moe_layers, std::vector<std::vector<uint32_t>>(static_cast<size_t>(tokens)));
+  for (int m = 0; m < moe_layers; ++m) {
+    const DispatchPlan& plan = model_->moe_layer(m).plan();
+    int64_t row = 0;
+    for (int e = 0; e < plan.num_experts; ++e) {
+      for (int64_t i = 0; i < plan.group_rows[e]; ++i, ++row) {
+        const int64_t token = plan.row_token[row];
+        if (token < tokens) experts[m][token].push_back(static_cast<uint32_t>(e));
+      }
+    }
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int m = 0; m < moe_layers; ++m) {
+      for (uint32_t e : experts[m][t]) {
+        trace_.accesses.push_back(
+            {first_step + static_cast<uint32_t>(t), static_cast<uint32_t>(m), e});
+      }
+    }
+  }
+}
+
+}  // namespace sy::launcher
