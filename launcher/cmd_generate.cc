@@ -14,10 +14,8 @@
 // [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
 // --dump-decode-logits writes the logits each generated token was drawn from, likewise.
 // Every flag is checked before the model is loaded.
-#include <cerrno>
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -25,34 +23,13 @@
 #include <vector>
 
 #include "inference/generate_engine.h"
+#include "inference/token_ids.h"
 #include "inference/tokenizer.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
 
 namespace sy::launcher {
 namespace {
-
-Result<std::vector<int32_t>> ParseIds(const std::string& text, const std::string& flag) {
-  std::vector<int32_t> ids;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t comma = text.find(',', begin);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string item = text.substr(begin, comma - begin);
-    char* end = nullptr;
-    errno = 0;
-    const long v = item.empty() ? -1 : std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
-      return InvalidArgumentError(flag + ": \"" + item +
-                                  "\" is not a token id; pass non-negative integers separated by "
-                                  "commas, e.g. " +
-                                  flag + " 1,2,3");
-    }
-    ids.push_back(static_cast<int32_t>(v));
-    begin = comma + 1;
-  }
-  return ids;
-}
 
 // FILE: raw little-endian f32 rows of `vocab`; FILE.json: {"shape": [rows, vocab]}.
 Status WriteLogits(const std::string& file, const std::vector<float>& logits, int64_t vocab) {
@@ -111,13 +88,14 @@ class GenerateCommand : public Command {
     }
     std::vector<int32_t> ids;
     if (!prompt_ids_.empty()) {
-      SY_ASSIGN_OR_RETURN(ids, ParseIds(prompt_ids_, "--prompt-ids"));
+      SY_ASSIGN_OR_RETURN(ids, ParseTokenIds(prompt_ids_, "--prompt-ids"));
     }
     GenerateRequest request;
     request.sampling = sampler_;
     request.sampling.max_new_tokens = max_tokens_;
     if (!stop_tokens_.empty()) {
-      SY_ASSIGN_OR_RETURN(request.sampling.stop_tokens, ParseIds(stop_tokens_, "--stop-tokens"));
+      SY_ASSIGN_OR_RETURN(request.sampling.stop_tokens,
+                          ParseTokenIds(stop_tokens_, "--stop-tokens"));
     }
     SamplerOptions check = request.sampling;
     check.max_new_tokens = std::max<int64_t>(1, check.max_new_tokens);

@@ -26,6 +26,7 @@ class SelftestCommand : public Command {
     app.add_option("--sim-link-gbps", link_gbps_, "Sim link bandwidth for the link check, GB/s")
         ->check(CLI::PositiveNumber);
     app.add_flag("--verbose", verbose_, "Print every case, not one line per operator");
+    AddThreadsOption(app, &threads_);
   }
 
   int Run() override {
@@ -54,7 +55,9 @@ class SelftestCommand : public Command {
 
  private:
   int CheckDevice(const Device& device) {
-    Result<std::unique_ptr<Backend>> backend = CreateBackend(device);
+    BackendOptions options;
+    options.num_threads = threads_;
+    Result<std::unique_ptr<Backend>> backend = CreateBackend(device, options);
     if (!backend.ok()) {
       PrintError(backend.status());
       return 1;
@@ -109,6 +112,7 @@ class SelftestCommand : public Command {
   std::vector<std::string> devices_;
   double link_gbps_ = 25.0;
   bool verbose_ = false;
+  int threads_ = 0;
 };
 
 }  // namespace

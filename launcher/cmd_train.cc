@@ -21,9 +21,14 @@ class TrainCommand : public Command {
                  "Continue from the latest checkpoint in checkpoint.dir");
     app.add_flag("--log-all-ranks", options_.log_all_ranks,
                  "Under mpirun, every rank prints its progress, prefixed [rank r]");
+    app.add_option("--threads", threads_,
+                   "CPU threads per rank; the same as --set train.threads=N (default: the "
+                   "config's, 0 = SY_NUM_THREADS or every core)")
+        ->check(CLI::Range(0, 4096).description("an integer from 0 to 4096"));
   }
 
   int Run() override {
+    if (threads_ >= 0) options_.overrides.push_back("train.threads=" + std::to_string(threads_));
     const TrainingJobResult result = RunTrainingJob(options_);
     if (result.status.ok()) return 0;
     if (result.report_error) PrintError(result.status);
@@ -32,6 +37,7 @@ class TrainCommand : public Command {
 
  private:
   TrainingJobOptions options_;
+  int threads_ = -1;  // -1: the config's train.threads
 };
 
 SY_REGISTER_COMMAND("train", "Train a model, in one process or under mpirun (cpu or sim)",

@@ -17,8 +17,6 @@
 //
 // --prompts FILE: one prompt per line, token ids separated by commas or spaces; empty lines and
 // lines starting with # are skipped.
-#include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -28,40 +26,12 @@
 #include <vector>
 
 #include "inference/offload/predictor_training.h"
+#include "inference/token_ids.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
 
 namespace sy::launcher {
 namespace {
-
-// Token ids separated by commas and/or whitespace.
-Result<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& where) {
-  std::vector<int32_t> ids;
-  std::string item;
-  auto flush = [&]() -> Status {
-    if (item.empty()) return Status::Ok();
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
-      return InvalidArgumentError(where + ": \"" + item +
-                                  "\" is not a token id; use non-negative integers separated by "
-                                  "commas or spaces");
-    }
-    ids.push_back(static_cast<int32_t>(v));
-    item.clear();
-    return Status::Ok();
-  };
-  for (const char c : text) {
-    if (c == ',' || c == ' ' || c == '\t' || c == '\r') {
-      SY_RETURN_IF_ERROR(flush());
-    } else {
-      item += c;
-    }
-  }
-  SY_RETURN_IF_ERROR(flush());
-  return ids;
-}
 
 class TrainPredictorCommand : public Command {
  public:
@@ -101,7 +71,7 @@ class TrainPredictorCommand : public Command {
   Result<std::vector<std::vector<int32_t>>> Prompts() const {
     std::vector<std::vector<int32_t>> prompts;
     if (!prompt_ids_.empty()) {
-      SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseIdList(prompt_ids_, "--prompt-ids"));
+      SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseTokenIds(prompt_ids_, "--prompt-ids"));
       prompts.push_back(std::move(ids));
     } else if (!prompts_file_.empty()) {
       std::ifstream in(prompts_file_);
@@ -112,7 +82,7 @@ class TrainPredictorCommand : public Command {
         ++number;
         if (line.empty() || line[0] == '#') continue;
         SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
-                            ParseIdList(line, prompts_file_ + ":" + std::to_string(number)));
+                            ParseTokenIds(line, prompts_file_ + ":" + std::to_string(number)));
         if (!ids.empty()) prompts.push_back(std::move(ids));
       }
     } else {
