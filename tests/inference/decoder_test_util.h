@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -40,6 +41,29 @@ inline std::vector<float> FullLogits(MoeModel& model, std::vector<int32_t> ids) 
       model.Forward(Tensor::Wrap(ids.data(), DType::kI32, Shape{1, t}), Tensor());
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return ToHost(model.backend(), model.logits());
+}
+
+// A test run once per device ("cpu", "sim", "cuda:0"); SetUp makes backend_, and skips, saying
+// so, where the device is a GPU that is not present.
+class BackendTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    Result<Device> device = ParseDevice(GetParam());
+    ASSERT_TRUE(device.ok()) << device.status().ToString();
+    Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
+    if (!backend.ok() && device->type == DeviceType::kCuda) {
+      GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
+    }
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(backend).value();
+  }
+  std::unique_ptr<Backend> backend_;
+};
+
+// The devices BackendTest runs on, and their test-name suffixes.
+inline auto BackendParams() { return ::testing::Values("cpu", "sim", "cuda:0"); }
+inline std::string BackendParamName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param == "cuda:0" ? std::string("cuda") : info.param;
 }
 
 }  // namespace sy::testing

@@ -53,22 +53,15 @@ GenerateRequest Greedy(std::vector<int32_t> prompt, int64_t max_new_tokens) {
   return r;
 }
 
-class GenerateEngineTest : public ::testing::TestWithParam<std::string> {
+class GenerateEngineTest : public testing::BackendTest {
  protected:
   void SetUp() override {
-    Result<Device> device = ParseDevice(GetParam());
-    ASSERT_TRUE(device.ok());
-    Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
-    if (!backend.ok() && device->type == DeviceType::kCuda) {
-      GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
-    }
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(backend).value();
+    testing::BackendTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     Result<std::unique_ptr<MoeModel>> model = testing::RandomModel(*backend_, Config(), 21);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = std::move(model).value();
   }
-  std::unique_ptr<Backend> backend_;
   std::unique_ptr<MoeModel> model_;
 };
 
@@ -208,10 +201,8 @@ TEST_P(GenerateEngineTest, BadRequestsAreRefusedBeforeAnythingRuns) {
   EXPECT_FALSE(GenerateEngine::Create(*model_, &provider, {.max_batch = 0, .max_context = 8}).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GenerateEngineTest, ::testing::Values("cpu", "sim", "cuda:0"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "cuda:0" ? std::string("cuda") : info.param;
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, GenerateEngineTest, testing::BackendParams(),
+                         testing::BackendParamName);
 
 }  // namespace
 }  // namespace sy

@@ -76,21 +76,14 @@ std::vector<Case> Cases() {
 using testing::FullLogits;
 using testing::RandomModel;
 
-class KvCacheDecoderTest : public ::testing::TestWithParam<std::string> {};
+using KvCacheDecoderTest = testing::BackendTest;
 
 TEST_P(KvCacheDecoderTest, MatchesFullForward) {
-  Result<Device> device = ParseDevice(GetParam());
-  ASSERT_TRUE(device.ok());
-  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
-  if (!backend.ok() && device->type == DeviceType::kCuda) {
-    GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
-  }
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   const std::vector<int32_t> ids = {3, 17, 22, 5, 39, 0, 11, 8, 30};
   const size_t prefix = 4;
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
-    Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 7);
+    Result<std::unique_ptr<MoeModel>> model = RandomModel(*backend_, c.config, 7);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const std::vector<float> want = FullLogits(**model, ids);
     ResidentExpertProvider provider;
@@ -124,19 +117,12 @@ TEST_P(KvCacheDecoderTest, MatchesFullForward) {
 // Three sequences with prompts of different lengths, prefilled one by one, then decoded together
 // (one [3, H] pass per step, each sequence at its own position).
 TEST_P(KvCacheDecoderTest, BatchedDecodeMatchesEachSequence) {
-  Result<Device> device = ParseDevice(GetParam());
-  ASSERT_TRUE(device.ok());
-  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
-  if (!backend.ok() && device->type == DeviceType::kCuda) {
-    GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
-  }
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   const std::vector<std::vector<int32_t>> seqs = {
       {3, 17, 22, 5, 39, 0, 11}, {8, 30, 1, 2, 6, 9, 12, 14}, {21, 4, 7, 33, 16}};
   const std::vector<size_t> prompt = {2, 5, 1};
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
-    Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 11);
+    Result<std::unique_ptr<MoeModel>> model = RandomModel(*backend_, c.config, 11);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const int64_t vocab = c.config.vocab_size;
     std::vector<std::vector<float>> want;
@@ -192,19 +178,12 @@ TEST_P(KvCacheDecoderTest, BatchedDecodeMatchesEachSequence) {
 // fork before each (CopySequence), and every row of logits must match both the copying decoder
 // and the full forward over that sequence's whole history.
 TEST_P(KvCacheDecoderTest, SharedPrefixMatchesCopyingAndFullForward) {
-  Result<Device> device = ParseDevice(GetParam());
-  ASSERT_TRUE(device.ok());
-  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
-  if (!backend.ok() && device->type == DeviceType::kCuda) {
-    GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
-  }
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   const std::vector<int32_t> prompt = {3, 17, 22, 5, 39, 0};
   const int width = 3, steps = 4;
   const int64_t own = steps + 2;
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
-    Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 13);
+    Result<std::unique_ptr<MoeModel>> model = RandomModel(*backend_, c.config, 13);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const size_t vocab = static_cast<size_t>(c.config.vocab_size);
     ResidentExpertProvider provider;
@@ -284,13 +263,6 @@ TEST_P(KvCacheDecoderTest, SharedPrefixMatchesCopyingAndFullForward) {
 // to the full forward over that sequence; the sequences left out keep their caches untouched; a
 // slot reset for a new sequence starts from position 0.
 TEST_P(KvCacheDecoderTest, DecodeSequencesStepsAnySubset) {
-  Result<Device> device = ParseDevice(GetParam());
-  ASSERT_TRUE(device.ok());
-  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
-  if (!backend.ok() && device->type == DeviceType::kCuda) {
-    GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
-  }
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   const std::vector<std::vector<int32_t>> seqs = {{3, 17, 22, 5, 39, 0, 7},
                                                   {8, 30, 1, 2, 6, 9, 13},
                                                   {21, 4, 7, 33, 16, 2, 25},
@@ -300,7 +272,7 @@ TEST_P(KvCacheDecoderTest, DecodeSequencesStepsAnySubset) {
       {0, 1, 2, 3}, {3, 1}, {2}, {0, 2, 3}, {1, 0}, {1, 3, 2}, {0, 2}, {3, 0, 1}, {2, 3}, {0, 1}};
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
-    Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 13);
+    Result<std::unique_ptr<MoeModel>> model = RandomModel(*backend_, c.config, 13);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const auto vocab = static_cast<size_t>(c.config.vocab_size);
     std::vector<std::vector<float>> want;
@@ -353,17 +325,10 @@ TEST_P(KvCacheDecoderTest, DecodeSequencesStepsAnySubset) {
 // two, through every family's layers and the resident provider, leave the allocator's counters
 // where they were, and the workspace never overflows.
 TEST_P(KvCacheDecoderTest, SteadyDecodeAllocatesNothing) {
-  Result<Device> device = ParseDevice(GetParam());
-  ASSERT_TRUE(device.ok());
-  Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
-  if (!backend.ok() && device->type == DeviceType::kCuda) {
-    GTEST_SKIP() << "no GPU here: " << backend.status().ToString();
-  }
-  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   constexpr int kWarmup = 2, kSteps = 100;
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
-    Result<std::unique_ptr<MoeModel>> model = RandomModel(**backend, c.config, 5);
+    Result<std::unique_ptr<MoeModel>> model = RandomModel(*backend_, c.config, 5);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     ResidentExpertProvider provider;
     Result<std::unique_ptr<KvCacheDecoder>> dec =
@@ -381,14 +346,14 @@ TEST_P(KvCacheDecoderTest, SteadyDecodeAllocatesNothing) {
       }
     };
     for (int i = 0; i < kWarmup; ++i) step();
-    const MemoryStats before = (*backend)->memory_stats();
-    const uint64_t host_before = (*backend)->host_allocations();
+    const MemoryStats before = backend_->memory_stats();
+    const uint64_t host_before = backend_->host_allocations();
     const int64_t overflows_before = (*dec)->workspace().overflows();
     const int64_t takes_before = (*dec)->workspace().takes();
     for (int i = 0; i < kSteps && !HasFatalFailure(); ++i) step();
-    EXPECT_EQ((*backend)->memory_stats().num_allocs - before.num_allocs, 0u)
+    EXPECT_EQ(backend_->memory_stats().num_allocs - before.num_allocs, 0u)
         << "device allocator calls in " << kSteps << " decode steps";
-    EXPECT_EQ((*backend)->host_allocations() - host_before, 0u)
+    EXPECT_EQ(backend_->host_allocations() - host_before, 0u)
         << "host allocator calls in " << kSteps << " decode steps";
     EXPECT_EQ((*dec)->workspace().overflows() - overflows_before, 0);
     // The step's tensors did come from the workspace: the counters are not idle.
@@ -397,10 +362,8 @@ TEST_P(KvCacheDecoderTest, SteadyDecodeAllocatesNothing) {
 }
 
 // cuda:0 runs where a GPU is present (docs/gpu-validation.md) and skips elsewhere.
-INSTANTIATE_TEST_SUITE_P(Backends, KvCacheDecoderTest, ::testing::Values("cpu", "sim", "cuda:0"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "cuda:0" ? std::string("cuda") : info.param;
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, KvCacheDecoderTest, testing::BackendParams(),
+                         testing::BackendParamName);
 
 }  // namespace
 }  // namespace sy
