@@ -10,6 +10,19 @@
 // (ModelOptions::routed_experts = false, the loader's experts_on_host path) whose host tier is
 // given with set_host_experts. Policies get few device slots (4 of 3 x 6 experts) where they
 // accept them; a policy that refuses that at Install gets 12, then its defaults (logged).
+//
+// Every policy but resident offloads, and its counters say so:
+//   - a policy that only copies experts (ondemand, prefetch-all, ring, pregated, predictive and its
+//     variants) moved expert bytes to the device: stats().bytes_host_to_device > 0;
+//   - a policy that also runs experts on the CPU (MixedExpertProvider: cpu-compute, hot-cold,
+//     layer-split) ran some expert off the device, fetched or on the CPU; it counts bytes moved
+//     exactly when it fetched an expert. Such a policy may move no weights while serving here:
+//     hot-cold:all-cpu never copies, layer-split's 4 slots hold no whole layer, and cpu-compute's
+//     latency model (calibrated on this machine) may find the CPU faster than any copy. Their
+//     static placement at Install is placement_bytes(), not counted, as resident's load is not;
+//   - no policy counts more bytes than the sim link carried host to device from Install on.
+// resident moves none: its counter stays 0 and, during its decode, the link carries less than one
+// expert's bytes (token ids and positions only).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +34,7 @@
 
 #include "inference/expert_policy.h"
 #include "inference/kv_cache_decoder.h"
+#include "inference/offload/mixed_expert_provider.h"
 #include "inference/resident_expert_provider.h"
 #include "tests/inference/decoder_test_util.h"
 #include "tests/inference/offload/offload_test_util.h"
@@ -109,10 +123,23 @@ class AllPoliciesTest : public ::testing::TestWithParam<std::tuple<std::string, 
   void SetUp() override {
     sim_ = MakeSim(/*gbps=*/2.0, size_t{256} << 20, /*latency_us=*/10.0);
     reference_model_ = testing::RandomModel(*sim_, Config(), kSeed).value();
+    expert_bytes_ = static_cast<int64_t>(ExpertLayoutOf(*reference_model_).value().expert_bytes());
+    ASSERT_TRUE(resident_.Install(*reference_model_).ok());
+    sim_->ResetLinkStats();
     Result<Greedy> expected = Decode(*reference_model_, resident_, batch());
     ASSERT_TRUE(expected.ok()) << expected.status().ToString();
     expected_ = std::move(*expected);
+    ExpectNoExpertMoved(resident_, "resident (the reference)");
     host_ = HostExperts::FromModel(*reference_model_).value();
+  }
+
+  // What resident's decode may move host to device: token ids and positions, never an expert.
+  void ExpectNoExpertMoved(const ExpertProvider& provider, const std::string& what) {
+    const auto link_bytes = static_cast<int64_t>(sim_->host_to_device_stats().bytes);
+    std::printf("%s: %lld bytes host to device over the link during decode\n", what.c_str(),
+                static_cast<long long>(link_bytes));
+    EXPECT_EQ(provider.stats().bytes_host_to_device, 0) << what;
+    EXPECT_LT(link_bytes, expert_bytes_) << what << " moved expert weights to the device";
   }
 
   void ExpectSameAsResident(const std::string& policy, bool without_experts) {
@@ -133,6 +160,8 @@ class AllPoliciesTest : public ::testing::TestWithParam<std::tuple<std::string, 
       model = without_experts ? ModelWithoutExperts(*sim_)
                               : testing::RandomModel(*sim_, Config(), kSeed).value();
       if (without_experts) (*made)->set_host_experts(host_);
+      // From here on the link carries what the policy moves (its copies at Install included).
+      sim_->ResetLinkStats();
       const Status installed = (*made)->Install(*model);
       if (installed.ok()) {
         std::printf("%s: %d device slots (0: its default)%s\n", policy.c_str(), slots,
@@ -151,15 +180,37 @@ class AllPoliciesTest : public ::testing::TestWithParam<std::tuple<std::string, 
     EXPECT_LE(MaxRelError(got->logits, expected_.logits), 1e-5);
     EXPECT_EQ(provider->stats().experts_run, resident_.stats().experts_run);
     EXPECT_EQ(provider->stats().rows, resident_.stats().rows);
-    std::printf("%s batch %d: %lld experts run, %.2f MiB host to device, %.2f ms stalled\n",
-                policy.c_str(), batch(), static_cast<long long>(provider->stats().experts_run),
-                static_cast<double>(provider->stats().bytes_host_to_device) / (1 << 20),
-                provider->stats().stall_seconds * 1e3);
+    const int64_t moved = provider->stats().bytes_host_to_device;
+    if (policy == "resident") {
+      ExpectNoExpertMoved(*provider, policy);
+    } else if (const auto* mixed = dynamic_cast<const MixedExpertProvider*>(provider.get())) {
+      const PlacementStats& placed = mixed->placement_stats();
+      std::printf("%s: %s, placement %llu bytes\n", policy.c_str(), placed.ToString().c_str(),
+                  static_cast<unsigned long long>(mixed->placement_bytes()));
+      EXPECT_GT(placed.fetched_experts + placed.cpu_experts, 0)
+          << policy << " ran every expert from the device, as resident does";
+      EXPECT_EQ(moved > 0, placed.fetched_experts > 0)
+          << policy << ": " << moved << " bytes moved for " << placed.fetched_experts
+          << " fetched experts";
+    } else {
+      EXPECT_GT(moved, 0) << policy << " offloads experts but reports no bytes moved to the device";
+    }
+    EXPECT_LE(moved, static_cast<int64_t>(sim_->host_to_device_stats().bytes))
+        << policy << " reports more bytes moved than the link carried";
+    std::printf(
+        "%s batch %d%s: %lld experts run, %.3f MiB host to device (the link: %.3f MiB), %.2f ms "
+        "stalled\n",
+        policy.c_str(), batch(), without_experts ? " (host tier given)" : "",
+        static_cast<long long>(provider->stats().experts_run),
+        static_cast<double>(provider->stats().bytes_host_to_device) / (1 << 20),
+        static_cast<double>(sim_->host_to_device_stats().bytes) / (1 << 20),
+        provider->stats().stall_seconds * 1e3);
   }
 
   std::unique_ptr<SimBackend> sim_;
   std::unique_ptr<MoeModel> reference_model_;
   ResidentExpertProvider resident_;
+  int64_t expert_bytes_ = 0;  // one routed expert's weights
   Greedy expected_;
   std::shared_ptr<HostExperts> host_;
 };
