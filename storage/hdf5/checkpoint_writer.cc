@@ -16,10 +16,45 @@
 
 namespace sy {
 
+// Object time tracking is off for the root group (file creation list), every group and every
+// dataset: HDF5 would otherwise stamp each object header with its creation and modification
+// times, and the same checkpoint written twice would differ (tests/golden compares bytes).
 struct CheckpointWriter::File {
   Hdf5Id file;
-  Hdf5Id link_create;  // creates intermediate groups for '/'-separated names
+  Hdf5Id group_create;    // for the groups of '/'-separated names, created one by one
+  Hdf5Id dataset_create;  // for every dataset
 };
+
+namespace {
+
+// Creates every missing group on the way to `name` (each part but the last), with
+// `group_create`. AlreadyExists when a part is a dataset: a name cannot be both a tensor and a
+// group. Call with the HDF5 lock held.
+Status CreateParentGroups(hid_t file, hid_t group_create, const std::string& name,
+                          const std::string& where) {
+  for (size_t slash = name.find('/'); slash != std::string::npos;
+       slash = name.find('/', slash + 1)) {
+    const std::string prefix = name.substr(0, slash);
+    const htri_t exists = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
+    if (exists < 0) return IOError(where + "looking up '" + prefix + "': " + Hdf5ErrorText());
+    if (exists == 0) {
+      Hdf5Id group =
+          Hdf5Group(H5Gcreate2(file, prefix.c_str(), H5P_DEFAULT, group_create, H5P_DEFAULT));
+      if (!group.valid()) {
+        return IOError(where + "creating group '" + prefix + "': " + Hdf5ErrorText());
+      }
+      continue;
+    }
+    Hdf5Id object = Hdf5Object(H5Oopen(file, prefix.c_str(), H5P_DEFAULT));
+    if (!object.valid() || H5Iget_type(object.get()) != H5I_GROUP) {
+      return AlreadyExistsError(where + "tensor name '" + name + "' runs through tensor '" +
+                                prefix + "'; a name cannot be both a tensor and a group");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 CheckpointWriter::CheckpointWriter(std::string path, std::string temp_path,
                                    std::unique_ptr<File> file,
@@ -50,26 +85,25 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(
   Hdf5Lock lock;
   auto file = std::make_unique<File>();
   Hdf5Id access = Hdf5PropertyList(H5Pcreate(H5P_FILE_ACCESS));
-  // V18 format: readable by HDF5 1.8 and later (h5py, h5dump everywhere).
+  Hdf5Id create = Hdf5PropertyList(H5Pcreate(H5P_FILE_CREATE));
+  file->group_create = Hdf5PropertyList(H5Pcreate(H5P_GROUP_CREATE));
+  file->dataset_create = Hdf5PropertyList(H5Pcreate(H5P_DATASET_CREATE));
+  // V18 format: readable by HDF5 1.8 and later (h5py, h5dump everywhere). No object times (the
+  // root group's through the file creation list), so the bytes are a function of the content.
   if (!access.valid() || !ConfigureCheckpointFileAccess(access.get()) ||
-      H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18) < 0) {
+      H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18) < 0 || !create.valid() ||
+      H5Pset_obj_track_times(create.get(), false) < 0 || !file->group_create.valid() ||
+      H5Pset_obj_track_times(file->group_create.get(), false) < 0 ||
+      !file->dataset_create.valid() ||
+      H5Pset_obj_track_times(file->dataset_create.get(), false) < 0) {
     ::unlink(temp_path.c_str());
-    return InternalError("checkpoint " + path +
-                         ": HDF5 file access properties: " + Hdf5ErrorText());
+    return InternalError("checkpoint " + path + ": HDF5 file properties: " + Hdf5ErrorText());
   }
-  file->file = Hdf5File(H5Fcreate(temp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()));
+  file->file = Hdf5File(H5Fcreate(temp_path.c_str(), H5F_ACC_TRUNC, create.get(), access.get()));
   if (!file->file.valid()) {
     const std::string detail = Hdf5ErrorText();
     ::unlink(temp_path.c_str());
     return IOError("checkpoint " + path + ": cannot create HDF5 file " + temp_path + ": " + detail);
-  }
-  file->link_create = Hdf5PropertyList(H5Pcreate(H5P_LINK_CREATE));
-  if (!file->link_create.valid() ||
-      H5Pset_create_intermediate_group(file->link_create.get(), 1) < 0) {
-    const std::string detail = Hdf5ErrorText();
-    file->file.Close();
-    ::unlink(temp_path.c_str());
-    return InternalError("checkpoint " + path + ": HDF5 link properties: " + detail);
   }
   return std::unique_ptr<CheckpointWriter>(
       new CheckpointWriter(path, temp_path, std::move(file), options));
@@ -111,17 +145,8 @@ Status CheckpointWriter::AddTensor(std::string_view name, DType dtype, const Sha
 
   Hdf5Lock lock;
   const hid_t file = file_->file.get();
-  // Every proper prefix that exists must be a group, and the name itself must be new.
-  for (size_t slash = key.find('/'); slash != std::string::npos; slash = key.find('/', slash + 1)) {
-    const std::string prefix = key.substr(0, slash);
-    const htri_t exists = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
-    if (exists <= 0) break;
-    Hdf5Id object = Hdf5Object(H5Oopen(file, prefix.c_str(), H5P_DEFAULT));
-    if (!object.valid() || H5Iget_type(object.get()) != H5I_GROUP) {
-      return AlreadyExistsError(where + "tensor name '" + key + "' runs through tensor '" + prefix +
-                                "'; a name cannot be both a tensor and a group");
-    }
-  }
+  // Every proper prefix must be a group (created when missing), and the name itself must be new.
+  SY_RETURN_IF_ERROR(CreateParentGroups(file, file_->group_create.get(), key, where));
   if (H5Lexists(file, key.c_str(), H5P_DEFAULT) > 0) {
     return AlreadyExistsError(where + "tensor '" + key +
                               "' was already added (or names a group of other tensors)");
@@ -135,7 +160,7 @@ Status CheckpointWriter::AddTensor(std::string_view name, DType dtype, const Sha
     return InternalError(where + "dataspace for tensor '" + key + "': " + Hdf5ErrorText());
   }
   Hdf5Id dataset = Hdf5Dataset(H5Dcreate2(file, key.c_str(), Hdf5FileType(dtype), space.get(),
-                                          file_->link_create.get(), H5P_DEFAULT, H5P_DEFAULT));
+                                          H5P_DEFAULT, file_->dataset_create.get(), H5P_DEFAULT));
   if (!dataset.valid()) {
     return IOError(where + "creating tensor '" + key + "': " + Hdf5ErrorText());
   }
@@ -177,8 +202,9 @@ Status CheckpointWriter::SetText(std::string_view key, std::string_view text) {
     return InternalError(where + "string type for metadata '" + std::string(key) +
                          "': " + Hdf5ErrorText());
   }
-  Hdf5Id dataset = Hdf5Dataset(H5Dcreate2(file, name.c_str(), type.get(), space.get(),
-                                          file_->link_create.get(), H5P_DEFAULT, H5P_DEFAULT));
+  SY_RETURN_IF_ERROR(CreateParentGroups(file, file_->group_create.get(), name, where));
+  Hdf5Id dataset = Hdf5Dataset(H5Dcreate2(file, name.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                                          file_->dataset_create.get(), H5P_DEFAULT));
   if (!dataset.valid() ||
       H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) < 0) {
     return IOError(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
@@ -206,8 +232,9 @@ Status CheckpointWriter::SetBytes(std::string_view key, std::span<const uint8_t>
   }
   const hsize_t size = bytes.size();
   Hdf5Id space = Hdf5Dataspace(H5Screate_simple(1, &size, nullptr));
+  SY_RETURN_IF_ERROR(CreateParentGroups(file, file_->group_create.get(), name, where));
   Hdf5Id dataset = Hdf5Dataset(H5Dcreate2(file, name.c_str(), H5T_STD_U8LE, space.get(),
-                                          file_->link_create.get(), H5P_DEFAULT, H5P_DEFAULT));
+                                          H5P_DEFAULT, file_->dataset_create.get(), H5P_DEFAULT));
   if (!space.valid() || !dataset.valid() ||
       (size > 0 && H5Dwrite(dataset.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                             bytes.data()) < 0)) {
@@ -230,7 +257,8 @@ Status CheckpointWriter::Commit() {
     if (status.ok() && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) {
       status = IOError("flushing " + temp_path_ + ": " + Hdf5ErrorText());
     }
-    file_->link_create.Close();
+    file_->group_create.Close();
+    file_->dataset_create.Close();
     if (file_->file.Close() < 0 && status.ok()) {
       status = IOError("closing " + temp_path_ + ": " + Hdf5ErrorText());
     }
@@ -250,7 +278,8 @@ void CheckpointWriter::Discard() {
   if (file_ == nullptr) return;
   {
     Hdf5Lock lock;
-    file_->link_create.Close();
+    file_->group_create.Close();
+    file_->dataset_create.Close();
     file_->file.Close();
   }
   file_.reset();

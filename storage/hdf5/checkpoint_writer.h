@@ -20,6 +20,10 @@
 // memory, in any floating-point or integer DType; shapes of any rank, including 0-d and empty,
 // are kept exactly.
 //
+// Deterministic bytes: no object creation or modification times are stored (HDF5's object time
+// tracking is off for every group and dataset), so the same calls in the same order give the same
+// file byte for byte with the same HDF5 library (tests/golden holds such a file and compares).
+//
 // Errors are Status values naming the file: IOError for the file system, InvalidArgument for a
 // bad name or a non-host tensor, AlreadyExists for a name added twice (or one that collides with
 // another tensor's path). After a failed Commit the writer is finished; create a new one.
