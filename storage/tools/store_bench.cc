@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/buffer.h"
+#include "storage/fs/unique_fd.h"
 #include "storage/store/expert_store.h"
 #include "storage/tools/io_tune.h"
-#include "storage/fs/unique_fd.h"
 
 namespace sy::storage {
 namespace {
@@ -177,6 +177,12 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
   if (options.dir.empty()) return InvalidArgumentError("bench store: --path is required");
   if (options.extents_in_flight < 1) {
     return InvalidArgumentError("bench store: extents in flight must be >= 1");
+  }
+  // Checked before any file is made: the io_uring depth below divides by it.
+  if (options.io.block_size == 0 || options.io.block_size % 4096 != 0) {
+    return InvalidArgumentError("bench store: --block-size " +
+                                std::to_string(options.io.block_size) +
+                                " must be a positive multiple of 4 KiB (4K, 1M, 64M, ...)");
   }
   StoreBenchReport report;
   if (!options.fio.empty()) {
