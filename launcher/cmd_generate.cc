@@ -136,9 +136,10 @@ class GenerateCommand : public Command {
       const int64_t allowed = std::max<int64_t>(1, trained - prompt_len);
       if (allowed < max_tokens_) {
         std::fprintf(stderr,
-                     "note: generating at most %lld tokens, not --max-tokens %d: the model's "
+                     "note: generating at most %lld %s, not --max-tokens %d: the model's "
                      "context is %lld tokens and the prompt holds %lld\n",
-                     static_cast<long long>(allowed), max_tokens_, static_cast<long long>(trained),
+                     static_cast<long long>(allowed), allowed == 1 ? "token" : "tokens",
+                     max_tokens_, static_cast<long long>(trained),
                      static_cast<long long>(prompt_len));
         max_tokens_ = static_cast<int>(allowed);
         request.sampling.max_new_tokens = max_tokens_;

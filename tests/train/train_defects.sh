@@ -162,6 +162,13 @@ generate_context)
     "$dir/err.txt" || fail "no note on the bound"
   count=$(tr ',' '\n' <"$dir/tokens.txt" | grep -c .)
   (( count <= 13 )) || fail "$count tokens generated past the context"
+  # A prompt past the context is warned about (and still answered, one token).
+  prompt=8$(printf ',16%.0s' $(seq 16))
+  "$bin" generate --model "$dir/ckpt" --prompt-ids "$prompt" --max-tokens 4 \
+    >"$dir/tokens.txt" 2>"$dir/err.txt" || fail "generate: $(cat "$dir/err.txt")"
+  cat "$dir/err.txt"
+  grep -q "^warning: the prompt holds 17 tokens, past the 16 the model was made for" \
+    "$dir/err.txt" || fail "no warning for a prompt past the context"
   echo "PASS: --max-tokens is bounded by the model's context, and says so"
   ;;
 *)
