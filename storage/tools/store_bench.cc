@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/buffer.h"
-#include "storage/fs/unique_fd.h"
 #include "storage/store/expert_store.h"
 #include "storage/tools/io_tune.h"
+#include "storage/fs/unique_fd.h"
 
 namespace sy::storage {
 namespace {
