@@ -217,6 +217,26 @@ Status LoadHostExperts(const storage::SafetensorsCheckpoint& ckpt, HfFamily fami
   return Status::Ok();
 }
 
+// What config.json claims against what the files hold, before the model is allocated: a config
+// of 10^9 layers over a few tensors fails here, not after allocating them. Every decoder layer
+// of every family has an input norm; the layers are checked in order up to the first missing
+// one, so the check is bounded by the checkpoint, not by the config.
+Status CheckCheckpointCoversConfig(const storage::SafetensorsCheckpoint& ckpt, HfFamily family,
+                                   const ModelConfig& config) {
+  for (int layer = 0; layer < config.num_layers; ++layer) {
+    const std::string name =
+        HfTensorName(family, "layers/" + std::to_string(layer) + "/input_norm");
+    if (!ckpt.Contains(name)) {
+      return NotFoundError(ckpt.dir() + ": config.json says num_hidden_layers " +
+                           std::to_string(config.num_layers) + ", but tensor \"" + name +
+                           "\" is missing (the checkpoint holds " + std::to_string(layer) +
+                           (layer == 1 ? " layer" : " layers") +
+                           "); the checkpoint does not match config.json");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
@@ -233,6 +253,7 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
     loaded.hf.config.pregate = true;
   }
   SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(dir));
+  SY_RETURN_IF_ERROR(CheckCheckpointCoversConfig(*ckpt, family, loaded.hf.config));
   ModelOptions model_options;
   model_options.with_grad = false;
   model_options.weight_dtype = options.weight_dtype;

@@ -22,21 +22,22 @@ class BenchDecodeCommand : public Command {
         ->required();
     app.add_option("--prompt-len", options_.prompt_len,
                    "Prompt tokens prefilled first (default 16)")
-        ->check(CLI::Range(1, 1 << 20).description("an integer from 1 to 1048576"));
+        ->check(IntegerRange(1, 1 << 20));
     app.add_option("--gen-len", options_.gen_len, "Timed greedy decode steps (default 32)")
-        ->check(CLI::Range(1, 1 << 20).description("an integer from 1 to 1048576"));
+        ->check(IntegerRange(1, 1 << 20));
     app.add_option("--warmup", options_.warmup, "Untimed decode steps before them (default 2)")
-        ->check(CLI::Range(0, 1 << 20).description("an integer from 0 to 1048576"));
+        ->check(IntegerRange(0, 1 << 20));
     AddThreadsOption(app, &options_.threads);
     app.add_option("--dtype", dtype_, "Weight dtype: f32, bf16, f16 (default bf16)");
     app.add_option("--stream-mib", options_.stream_mib,
                    "Read array of the bandwidth probe in MiB; the copy uses two of half that. "
                    "Make it several times the last-level cache (default 1024)")
-        ->check(CLI::Range(1, 1 << 20).description("an integer from 1 to 1048576"));
+        ->check(IntegerRange(1, 1 << 20));
     app.add_option("--stream-repeats", options_.stream_repeats,
                    "Timed passes per probe (default 5)")
-        ->check(CLI::Range(1, 1000).description("an integer from 1 to 1000"));
-    app.add_option("--seed", options_.seed, "Seed of the random prompt ids (default 0)");
+        ->check(IntegerRange(1, 1000));
+    app.add_option("--seed", options_.seed, "Seed of the random prompt ids (default 0)")
+        ->check(IntegerRange(0, UINT32_MAX));
     app.add_option("--json", json_, "Also write the results to this JSON file");
   }
 

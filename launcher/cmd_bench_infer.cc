@@ -26,26 +26,26 @@ class BenchInferCommand : public Command {
                    "Expert policies, comma-separated (" + ExpertPolicyList() +
                        "); resident is the reference and always runs (default resident,ondemand)");
     app.add_option("--prompt-len", options_.prompt_len, "Prompt tokens per sequence (default 16)")
-        ->check(CLI::PositiveNumber);
+        ->check(IntegerRange(1, 1 << 20));
     app.add_option("--gen-len", options_.gen_len,
                    "Tokens generated per sequence, the first from the prefill (default 16)")
-        ->check(CLI::PositiveNumber);
+        ->check(IntegerRange(1, 1 << 20));
     app.add_option("--batch", options_.batch, "Sequences decoded together (default 1)")
-        ->check(CLI::PositiveNumber);
+        ->check(IntegerRange(1, 4096));
     app.add_option("--device", options_.device, "cpu, sim or cuda:N (default sim)");
     app.add_option("--link-gbps", options_.sim.link_gbps,
                    "sim: host <-> device link GB/s each way (default 25, PCIe 4.0 x16)")
-        ->check(CLI::PositiveNumber);
+        ->check(NumberRange(0.001, 100000));
     app.add_option("--link-latency-us", options_.sim.link_latency_us,
                    "sim: latency per copy in us (default 10)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(NumberRange(0, 1e6));
     app.add_option("--device-mem", options_.sim.memory_bytes,
                    "sim: device memory budget in bytes (default 8 GiB)")
-        ->check(CLI::PositiveNumber);
+        ->check(IntegerRange(1, int64_t{1} << 50));
     app.add_option("--device-slots", options_.policy_options.device_slots,
                    "Device expert slots for the policies that take them (default: each "
                    "policy's own)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(IntegerRange(0, 1 << 20));
     app.add_option("--device-cache", options_.policy_options.device_cache,
                    "Device cache policy of the slots: none, lru, lfu, static (default: each "
                    "policy's own)");
@@ -58,15 +58,16 @@ class BenchInferCommand : public Command {
                    "posix:PATH (written from the model when PATH is absent, reused otherwise)");
     app.add_option("--host-cache-experts", options_.host_cache_experts,
                    "With --store: host cache slots, in experts (default: two MoE layers' worth)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(IntegerRange(0, 1 << 24));
     app.add_flag("--pregate", options_.pregate,
                  "Load the checkpoint as a pre-gated model (MoE layer m's pre-gate = layer m+1's "
                  "gate), for the pregated policy; every policy then runs that model");
     app.add_option("--dtype", options_.dtype, "Weight dtype: f32, bf16, f16 (default bf16)");
     app.add_option("--repeats", options_.repeats,
                    "Timed runs per policy; times are medians (default 1)")
-        ->check(CLI::PositiveNumber);
-    app.add_option("--seed", options_.seed, "Seed of the random prompt ids (default 0)");
+        ->check(IntegerRange(1, 1000));
+    app.add_option("--seed", options_.seed, "Seed of the random prompt ids (default 0)")
+        ->check(IntegerRange(0, UINT32_MAX));
     AddThreadsOption(app, &options_.threads);
     app.add_option("--json", json_, "Also write the results to this JSON file");
   }

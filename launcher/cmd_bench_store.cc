@@ -30,16 +30,16 @@ class BenchStoreCommand : public Command {
         ->delimiter(',');
     app.add_option("--in-flight", options_.extents_in_flight,
                    "Extents in flight, and fio's iodepth (default 4)")
-        ->check(CLI::PositiveNumber);
+        ->check(IntegerRange(1, 4096));
     app.add_option("--block-size", block_size_,
                    "io_uring block size (default 64M: one request per extent up to 64 MiB)");
     app.add_option("--queue-depth", queue_depth_,
                    "io_uring queue depth (default: as many bytes in flight as fio, "
                    "in-flight x extent / block size)")
-        ->check(CLI::Range(1, 4096));
+        ->check(IntegerRange(1, 4096));
     app.add_option("--fio", options_.fio, "fio binary; '' skips fio (default fio)");
     app.add_option("--repeats", options_.repeats, "Runs per row; the median is reported")
-        ->check(CLI::PositiveNumber);
+        ->check(IntegerRange(1, 1000));
     app.add_option("--checksum", checksum_, "Extent checksum: xxh3 or crc32c");
     app.add_flag("!--no-verify", options_.verify_reads,
                  "Skip the checksum check of read extents (the I/O path alone)");
@@ -110,14 +110,20 @@ class BenchCacheCommand : public Command {
     app.add_flag("--zipf", zipf_, "Also run the standard Zipf traces when --trace is given");
     app.add_option("--fractions", options_.fractions,
                    "Cache sizes as fractions of all experts (default 0.1,0.2,0.3,0.4,0.5)")
-        ->delimiter(',');
-    app.add_option("--threshold", options_.lfu.threshold, "MoESys LFU hit threshold (default 0)");
-    app.add_option("--beta", options_.lfu.beta, "MoESys LFU decay factor (default 0.5)");
+        ->delimiter(',')
+        ->check(NumberRange(0, 1));
+    app.add_option("--threshold", options_.lfu.threshold, "MoESys LFU hit threshold (default 0)")
+        ->check(NumberRange(0, 1e9));
+    app.add_option("--beta", options_.lfu.beta, "MoESys LFU decay factor (default 0.5)")
+        ->check(NumberRange(0, 1));
     app.add_option("--decay-every", options_.lfu.decay_every,
-                   "MoESys LFU steps between decays, K (default 25)");
+                   "MoESys LFU steps between decays, K (default 25)")
+        ->check(IntegerRange(1, int64_t{1} << 40));
     app.add_option("--warmup", options_.warmup_fraction,
-                   "Leading fraction of steps not counted (default 0.1)");
-    app.add_option("--seed", seed_, "Seed of the Zipf traces (default 1)");
+                   "Leading fraction of steps not counted (default 0.1)")
+        ->check(NumberRange(0, 1));
+    app.add_option("--seed", seed_, "Seed of the Zipf traces (default 1)")
+        ->check(IntegerRange(0, INT64_MAX));
     app.add_option("--save-traces", save_dir_, "Write the Zipf traces into this directory");
     app.add_option("--output", output_, "Also write the Markdown table to this file");
   }

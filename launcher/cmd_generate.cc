@@ -10,10 +10,13 @@
 //
 // Tokens go to stdout as they are drawn (ids, or text with --prompt), ending with a newline; the
 // load line, warnings and the statistics go to stderr, after the token line is finished.
+// Generation stops at the model's context (max_position_embeddings, or the trained seq_len): a
+// larger --max-tokens is lowered to it, with a note, so the KV cache stays that size.
 // --dump-logits writes the prompt's logits: FILE holds raw little-endian f32, row-major
 // [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
 // --dump-decode-logits writes the logits each generated token was drawn from, likewise.
 // Every flag is checked before the model is loaded.
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <fstream>
@@ -27,6 +30,7 @@
 #include "inference/tokenizer.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
+#include "storage/hdf5/hdf5_error_detail.h"
 
 namespace sy::launcher {
 namespace {
@@ -61,26 +65,30 @@ class GenerateCommand : public Command {
                    "Write the logits each generated token was chosen from: FILE (raw f32 "
                    "[generated, vocab]) and FILE.json");
     app.add_option("--max-tokens", max_tokens_, "Generate up to this many tokens (default 0)")
-        ->check(CLI::Range(0, 1 << 24).description("an integer from 0 to 16777216"));
+        ->check(IntegerRange(0, 1 << 24));
     app.add_option("--temperature", sampler_.temperature, "0 = greedy (default 0)")
-        ->check(CLI::Range(0.0, 100.0).description("a number from 0 to 100"));
+        ->check(NumberRange(0, 100));
     app.add_option("--top-k", sampler_.top_k, "Keep the k most likely tokens (default 0 = off)")
-        ->check(CLI::Range(0, INT32_MAX).description("an integer >= 0"));
+        ->check(IntegerRange(0, INT32_MAX));
     app.add_option("--top-p", sampler_.top_p, "Nucleus mass to keep (default 1 = off)")
-        ->check(CLI::Range(0.0, 1.0).description("a number in (0, 1]"));
-    app.add_option("--seed", sampler_.seed, "Sampling seed (default 0)");
+        ->check(NumberRange(0, 1));
+    app.add_option("--seed", sampler_.seed, "Sampling seed (default 0)")
+        ->check(IntegerRange(0, INT64_MAX));
     app.add_option("--beam", beam_,
                    "Beam search of this width instead of sampling: prints the best hypothesis, "
                    "and every hypothesis with its log-probability on stderr (default 0 = off)")
-        ->check(CLI::Range(0, 1024).description("an integer from 0 to 1024"));
+        ->check(IntegerRange(0, 1024));
     app.add_option("--stop-tokens", stop_tokens_, "Token ids that end generation, comma-separated");
-    app.add_flag("--verbose", verbose_, "Print the full model config and the device on load");
+    app.add_flag("--verbose", verbose_,
+                 "Print the full model config and the device on load, and HDF5's whole error "
+                 "report with an error from a checkpoint file");
   }
 
   int Run() override { return ExitCode(RunStatus()); }
 
  private:
   Status RunStatus() {
+    SetHdf5VerboseErrors(verbose_);
     // Every flag first, before anything is loaded or computed.
     SY_ASSIGN_OR_RETURN(options_.weight_dtype, ParseDType(dtype_));
     if (prompt_.empty() && prompt_ids_.empty()) {
@@ -114,14 +122,30 @@ class GenerateCommand : public Command {
       SY_ASSIGN_OR_RETURN(ids, tokenizer->Encode(prompt_));
       if (ids.empty()) return InvalidArgumentError("--prompt encodes to no tokens");
     }
-    const auto context = static_cast<int64_t>(ids.size()) + max_tokens_;
-    if (session->trained_context() > 0 && context > session->trained_context()) {
+    const auto prompt_len = static_cast<int64_t>(ids.size());
+    const int64_t trained = session->trained_context();
+    if (trained > 0 && prompt_len > trained) {
       std::fprintf(stderr,
-                   "warning: prompt + --max-tokens = %lld tokens, past the %lld the model was "
-                   "made for; quality past it is not what the model was trained for\n",
-                   static_cast<long long>(context),
-                   static_cast<long long>(session->trained_context()));
+                   "warning: the prompt holds %lld tokens, past the %lld the model was made for; "
+                   "quality past it is not what the model was trained for\n",
+                   static_cast<long long>(prompt_len), static_cast<long long>(trained));
     }
+    // The KV cache is sized for prompt + --max-tokens: bounded by the model's context (one token
+    // past a prompt that already fills it).
+    if (trained > 0 && prompt_len + max_tokens_ > trained) {
+      const int64_t allowed = std::max<int64_t>(1, trained - prompt_len);
+      if (allowed < max_tokens_) {
+        std::fprintf(stderr,
+                     "note: generating at most %lld %s, not --max-tokens %d: the model's "
+                     "context is %lld tokens and the prompt holds %lld\n",
+                     static_cast<long long>(allowed), allowed == 1 ? "token" : "tokens",
+                     max_tokens_, static_cast<long long>(trained),
+                     static_cast<long long>(prompt_len));
+        max_tokens_ = static_cast<int>(allowed);
+        request.sampling.max_new_tokens = max_tokens_;
+      }
+    }
+    const int64_t context = prompt_len + max_tokens_;
     SY_ASSIGN_OR_RETURN(
         std::unique_ptr<GenerateEngine> engine,
         GenerateEngine::Create(session->model(), &session->provider(),

@@ -24,7 +24,7 @@ class SelftestCommand : public Command {
     app.add_option("--device", devices_,
                    "Devices to check (cpu, sim, cuda:N); default: every available one");
     app.add_option("--sim-link-gbps", link_gbps_, "Sim link bandwidth for the link check, GB/s")
-        ->check(CLI::PositiveNumber);
+        ->check(NumberRange(0.001, 100000));
     app.add_flag("--verbose", verbose_, "Print every case, not one line per operator");
     AddThreadsOption(app, &threads_);
   }

@@ -1,13 +1,16 @@
-// `switchyard train --config FILE.json [--set key=value ...] [--resume] [--log-all-ranks]`:
-// training in one process or under mpirun
+// `switchyard train --config FILE.json [--set key=value ...] [--resume | --resume-from FILE]
+// [--log-all-ranks] [--threads N] [--verbose]`: training in one process or under mpirun
 // (`mpirun -np 4 switchyard train --config examples/configs/ep4.json`; several nodes through
 // mpirun's --hostfile). The job, its output and how a distributed run ends on an error are
-// RunTrainingJob's (launcher/training/training_job.h).
+// RunTrainingJob's (launcher/training/training_job.h). SIGTERM or SIGINT stops the run after the
+// current step with a checkpoint, exit status 0 (launcher/stop_signal.h).
 #include <string>
 #include <vector>
 
 #include "launcher/command.h"
+#include "launcher/stop_signal.h"
 #include "launcher/training/training_job.h"
+#include "storage/hdf5/hdf5_error_detail.h"
 
 namespace sy::launcher {
 namespace {
@@ -18,16 +21,24 @@ class TrainCommand : public Command {
     app.add_option("--config", options_.config_path, "Training config (JSON)")->required();
     app.add_option("--set", options_.overrides, "Override a config key: --set train.steps=100");
     app.add_flag("--resume", options_.resume,
-                 "Continue from the latest checkpoint in checkpoint.dir");
+                 "Continue from the newest checkpoint in checkpoint.dir that verifies (a damaged "
+                 "newer one is skipped with a warning)");
+    app.add_option("--resume-from", options_.resume_from,
+                   "Continue from this checkpoint file (a step-*.h5 of this config)");
+    app.add_flag("--verbose", verbose_,
+                 "With an error from a checkpoint file, HDF5's whole error report too");
     app.add_flag("--log-all-ranks", options_.log_all_ranks,
                  "Under mpirun, every rank prints its progress, prefixed [rank r]");
     app.add_option("--threads", threads_,
                    "CPU threads per rank; the same as --set train.threads=N (default: the "
                    "config's, 0 = SY_NUM_THREADS or every core)")
-        ->check(CLI::Range(0, 4096).description("an integer from 0 to 4096"));
+        ->check(IntegerRange(0, 4096));
   }
 
   int Run() override {
+    // SIGTERM or SIGINT: finish the step, write a checkpoint, exit 0; a second one ends it now.
+    options_.stop = &InstallStopSignalHandlers();
+    SetHdf5VerboseErrors(verbose_);
     if (threads_ >= 0) options_.overrides.push_back("train.threads=" + std::to_string(threads_));
     const TrainingJobResult result = RunTrainingJob(options_);
     if (result.status.ok()) return 0;
@@ -38,6 +49,7 @@ class TrainCommand : public Command {
  private:
   TrainingJobOptions options_;
   int threads_ = -1;  // -1: the config's train.threads
+  bool verbose_ = false;
 };
 
 SY_REGISTER_COMMAND("train", "Train a model, in one process or under mpirun (cpu or sim)",

@@ -49,17 +49,24 @@ class TrainPredictorCommand : public Command {
     app.add_option("--out", out_, "Predictor file to write (atomically)")->required();
     app.add_option("--stride", options_.stride,
                    "Predict MoE layer m + stride from m: 1 or 2 "
-                   "(default 1)");
-    app.add_option("--hidden", options_.mlp_hidden, "MLP hidden width (default 128)");
-    app.add_option("--epochs", options_.epochs, "Passes over the traces (default 20)");
-    app.add_option("--batch", options_.batch, "Rows per Adam step (default 32)");
-    app.add_option("--lr", options_.lr, "Adam learning rate (default 1e-3)");
-    app.add_option("--seed", options_.seed, "Initialisation and shuffling seed (default 0)");
+                   "(default 1)")
+        ->check(IntegerRange(1, 2));
+    app.add_option("--hidden", options_.mlp_hidden, "MLP hidden width (default 128)")
+        ->check(IntegerRange(1, 1 << 16));
+    app.add_option("--epochs", options_.epochs, "Passes over the traces (default 20)")
+        ->check(IntegerRange(1, 1 << 20));
+    app.add_option("--batch", options_.batch, "Rows per Adam step (default 32)")
+        ->check(IntegerRange(1, 1 << 20));
+    app.add_option("--lr", options_.lr, "Adam learning rate (default 1e-3)")
+        ->check(NumberRange(1e-9, 10));
+    app.add_option("--seed", options_.seed, "Initialisation and shuffling seed (default 0)")
+        ->check(IntegerRange(0, INT64_MAX));
     app.add_option("--holdout", options_.holdout,
-                   "Fraction of rows held out for the accuracy check (default 0.1)");
+                   "Fraction of rows held out for the accuracy check (default 0.1)")
+        ->check(NumberRange(0, 0.9));
     app.add_option("--gen-tokens", gen_tokens_,
                    "Greedy decode steps after each prompt, recorded too (default 0)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(IntegerRange(0, 1 << 20));
     app.add_option("--device", session_options_.device, "cpu, sim or cuda:N (default cpu)");
     AddThreadsOption(app, &session_options_.threads);
     app.add_option("--dtype", dtype_, "Weight dtype on the device: f32, bf16, f16 (default f32)");

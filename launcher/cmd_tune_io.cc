@@ -21,7 +21,8 @@ class TuneIoCommand : public Command {
     app.add_option("--block-sizes", block_sizes_,
                    "Comma-separated block sizes (default 128K,256K,512K,1M,2M,4M)");
     app.add_option("--queue-depths", options_.queue_depths, "Queue depths (default 1 4 8 16 32 64)")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->check(IntegerRange(1, 4096));
     app.add_option("--file-size", file_size_, "Scratch file size (default 512M)");
     app.add_option("--bytes-per-point", bytes_per_point_, "Bytes moved per point (default 256M)");
     app.add_option("--fs", options_.file_system, "File system to tune: io_uring or posix")

@@ -1,5 +1,6 @@
 #include "launcher/command.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace sy::launcher {
@@ -14,10 +15,48 @@ CommandRegistrar::CommandRegistrar(std::string path, std::string help,
   CommandRegistry().push_back({std::move(path), std::move(help), std::move(make)});
 }
 
+CLI::Validator IntegerRange(int64_t min, int64_t max) {
+  const std::string range = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        int64_t value = 0;
+        if (!CLI::detail::lexical_cast(text, value) || value < min || value > max) {
+          return text + " is not " + range;
+        }
+        return "";
+      },
+      range);
+}
+
+namespace {
+
+// 1000000 rather than 1e+06; 0.001 as is.
+std::string FormatBound(double value) {
+  char text[48];
+  std::snprintf(text, sizeof(text),
+                value == std::floor(value) && std::fabs(value) < 1e15 ? "%.0f" : "%g", value);
+  return text;
+}
+
+}  // namespace
+
+CLI::Validator NumberRange(double min, double max) {
+  const std::string text_range = "a number from " + FormatBound(min) + " to " + FormatBound(max);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value) || !(value >= min && value <= max)) {
+          return text + " is not " + text_range;
+        }
+        return "";
+      },
+      text_range);
+}
+
 void AddThreadsOption(CLI::App& app, int* threads) {
   app.add_option("--threads", *threads,
                  "CPU threads for compute (default 0: SY_NUM_THREADS, else every core)")
-      ->check(CLI::Range(0, 4096).description("an integer from 0 to 4096"));
+      ->check(IntegerRange(0, 4096));
 }
 
 void AddInferenceOptions(CLI::App& app, InferenceOptions* options, std::string* dtype) {
@@ -33,7 +72,7 @@ void AddInferenceOptions(CLI::App& app, InferenceOptions* options, std::string* 
                      ExpertPolicyList() + "; default resident)");
   app.add_option("--device-slots", options->policy_options.device_slots,
                  "Device expert slots for an offload policy (default: the policy's own)")
-      ->check(CLI::Range(0, 1 << 20).description("an integer from 0 to 1048576"));
+      ->check(IntegerRange(0, 1 << 20));
   app.add_option("--device-cache", options->policy_options.device_cache,
                  "Device cache of the slots: none, lru, lfu, static (default: the policy's)");
   app.add_option("--profile", options->policy_options.profile,
@@ -42,7 +81,7 @@ void AddInferenceOptions(CLI::App& app, InferenceOptions* options, std::string* 
                  "predictive: a file from `switchyard train-predictor` (default: skip-gate)");
   app.add_option("--predictor-stride", options->policy_options.predictor_stride,
                  "predictive: predict 1 or 2 MoE layers ahead (default 1)")
-      ->check(CLI::Range(1, 2).description("1 or 2"));
+      ->check(IntegerRange(1, 2));
   app.add_flag("--pregate", options->pregate,
                "Load a Hugging Face checkpoint as a pre-gated model (MoE layer m's pre-gate = "
                "layer m+1's gate), as the pregated policy needs");

@@ -17,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -46,6 +47,12 @@ struct CommandRegistrar {
   CommandRegistrar(std::string path, std::string help,
                    std::function<std::unique_ptr<Command>()> make);
 };
+
+// Checks for numeric flags whose help and errors people read: "an integer from 1 to 4096", and
+// "--batch: 0 is not an integer from 1 to 4096". Every numeric flag takes one: CLI11's own
+// PositiveNumber and NonNegativeNumber print their bounds as doubles (309 digits).
+CLI::Validator IntegerRange(int64_t min, int64_t max);
+CLI::Validator NumberRange(double min, double max);
 
 // --threads N: threads of the cpu backend (0: SY_NUM_THREADS, else every core).
 void AddThreadsOption(CLI::App& app, int* threads);

@@ -1,5 +1,6 @@
 #include "launcher/training/train_checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -169,29 +170,32 @@ bool IsCheckpointFileName(const std::string& filename) {
   return true;
 }
 
-Result<std::string> LatestCheckpoint(const std::string& dir) {
+Result<std::vector<std::string>> ListCheckpoints(const std::string& dir) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
   if (ec) {
     return NotFoundError("checkpoint.dir " + dir + ": cannot list (" + ec.message() +
                          "); check the path, or start without --resume");
   }
-  std::string best;
-  long long best_step = -1;
+  std::vector<std::pair<long long, std::string>> found;
   for (const auto& entry : it) {
     const std::string name = entry.path().filename().string();
     if (!IsCheckpointFileName(name)) continue;
-    const long long step = std::stoll(name.substr(5, name.size() - 8));
-    if (step > best_step) {
-      best_step = step;
-      best = entry.path().string();
-    }
+    found.emplace_back(std::stoll(name.substr(5, name.size() - 8)), entry.path().string());
   }
-  if (best.empty()) {
+  if (found.empty()) {
     return NotFoundError("checkpoint.dir " + dir +
                          ": no step-*.h5 checkpoint to resume from; start without --resume");
   }
-  return best;
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a > b; });
+  std::vector<std::string> paths;
+  for (auto& [step, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
+Result<std::string> LatestCheckpoint(const std::string& dir) {
+  SY_ASSIGN_OR_RETURN(std::vector<std::string> all, ListCheckpoints(dir));
+  return all.front();
 }
 
 }  // namespace sy::launcher

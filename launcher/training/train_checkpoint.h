@@ -68,5 +68,7 @@ std::string CheckpointPath(const std::string& dir, int64_t step);
 bool IsCheckpointFileName(const std::string& filename);
 // The checkpoint with the highest step in `dir`; NotFound when there is none.
 Result<std::string> LatestCheckpoint(const std::string& dir);
+// Every checkpoint in `dir`, the highest step first; NotFound when there is none.
+Result<std::vector<std::string>> ListCheckpoints(const std::string& dir);
 
 }  // namespace sy::launcher

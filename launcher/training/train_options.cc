@@ -135,7 +135,9 @@ const ConfigSchema<CheckpointOptions>& CheckpointOptionsSchema() {
     s->Field("dir", &C::dir, "Checkpoint directory (empty = no checkpoints)")
         .Field("every", &C::every, "Steps between checkpoints (0 = only at the end)")
         .Min(0)
-        .Field("resume", &C::resume, "Continue from the latest checkpoint in dir")
+        .Field("resume", &C::resume, "Continue from the newest checkpoint in dir that verifies")
+        .Field("resume_from", &C::resume_from,
+               "Continue from this checkpoint file (empty = the newest in dir)")
         .Field("keep", &C::keep, "Newest checkpoints to keep (0 = all)")
         .Min(0);
     return s;

@@ -9,7 +9,7 @@
 //     "optim": {"kind": "adamw", "lr": 3e-3, "min_lr": 0, "warmup_steps": 20,
 //               "schedule": "cosine", "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
 //               "weight_decay": 0.0},
-//     "checkpoint": {"dir": "", "every": 0, "resume": false},
+//     "checkpoint": {"dir": "", "every": 0, "resume": false, "resume_from": "", "keep": 0},
 //     "log": {"metrics": "", "every": 10, "progress": "auto", "routing_trace": "",
 //             "routing_trace_tokens": 16},
 //     "parallel": {"ep_size": 1, "zero_stage": 0, "hierarchical_a2a": false,
@@ -66,8 +66,10 @@ struct OptimBlock {
 struct CheckpointOptions {
   std::string dir;      // Default: none = no checkpoints. Directory of step-NNNNNNNN.h5 files
   int64_t every = 0;    // Default: 0 = only at the end (steps between checkpoints)
-  bool resume = false;  // Default: false. Continue from the latest checkpoint in dir
-  int keep = 0;         // Default: 0 = keep all. Newest checkpoints to keep
+  bool resume = false;  // Default: false. Continue from the newest checkpoint in dir that verifies
+  // Default: none. Continue from this checkpoint file (implies resume; `--resume-from FILE`).
+  std::string resume_from;
+  int keep = 0;  // Default: 0 = keep all. Newest checkpoints to keep
 };
 
 // How progress is shown on stdout.

@@ -4,11 +4,13 @@
 #include "launcher/training/trainer.h"
 
 #include <algorithm>
+#include <span>
 #include <thread>
 #include <utility>
 
 #include "launcher/training/distributed_rank.h"
 #include "launcher/training/rank_collectives.h"
+#include "launcher/training/training_memory.h"
 
 namespace sy::launcher {
 
@@ -45,6 +47,13 @@ Status Trainer::BroadcastRootStatus(const Status& status) {
   return dist_ ? BroadcastStatus(dist_->world(), status) : status;
 }
 
+Result<int64_t> Trainer::BroadcastRootValue(int64_t value) {
+  if (dist_) {
+    SY_RETURN_IF_ERROR(dist_->world().Broadcast<int64_t>(std::span<int64_t>(&value, 1), 0));
+  }
+  return value;
+}
+
 Result<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config, Communicator* world,
                                                  bool concurrent_mpi) {
   std::unique_ptr<Trainer> trainer(new Trainer(config));
@@ -75,6 +84,14 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
   pool_ = std::make_unique<ThreadPool>(threads);
 
   SY_ASSIGN_OR_RETURN(dataset_, CreateDataset(config_.data));
+  // The sizes the config implies, against the memory there is, before anything of their size is
+  // built.
+  const int world_size = world != nullptr ? world->size() : 1;
+  const int64_t vocab =
+      config_.model.vocab_size > 0 ? config_.model.vocab_size : dataset_->vocab_size();
+  SY_RETURN_IF_ERROR(CheckTrainingMemory(config_,
+                                         EstimateTrainingMemory(config_, vocab, world_size),
+                                         AvailableHostMemory(), world_size));
   BatcherOptions train_options = MakeBatcherOptions(config_.data, Split::kTrain);
   if (world != nullptr) {
     const int w = world->size();

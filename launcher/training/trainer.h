@@ -93,7 +93,9 @@ class Trainer {
   // Step, Evaluate, SaveCheckpoint, LoadCheckpoint and BroadcastRootStatus. InvalidArgument when
   // parallel.ep_size does not divide the world or data.batch_size is not a multiple of it, or for
   // ep_size > 1 or zero_stage 3 in one process; FailedPrecondition from Zero3 for a model it cannot
-  // shard. `concurrent_mpi`: MPI runs at MPI_THREAD_MULTIPLE, so ZeRO-3 may prefetch the next
+  // shard; ResourceExhausted naming the key to lower when the sizes the config implies do not fit
+  // in the memory available (training_memory.h), checked before the batches and the model are
+  // built. `concurrent_mpi`: MPI runs at MPI_THREAD_MULTIPLE, so ZeRO-3 may prefetch the next
   // unit's all-gather on its own thread while this one runs the expert exchanges.
   static Result<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
                                                  Communicator* world = nullptr,
@@ -101,6 +103,8 @@ class Trainer {
   ~Trainer();
 
   // One optimizer step on the next train batch (recording its routing with log.routing_trace).
+  // ResourceExhausted naming data.batch_size and data.seq_len when the step's memory cannot be
+  // had.
   Result<StepReport> Step();
   // Loss and per-task accuracy on train.eval_batches held-out batches.
   Result<EvalReport> Evaluate();
@@ -118,6 +122,8 @@ class Trainer {
   // (say, in writing a file only it writes) ends the operation on every rank. In one process:
   // `status`.
   Status BroadcastRootStatus(const Status& status);
+  // Every rank returns the `value` rank 0 passes in (collective). In one process: `value`.
+  Result<int64_t> BroadcastRootValue(int64_t value);
 
   int64_t step() const { return step_; }
   // Parameters of the whole model, and of its experts (over all ranks in a distributed run).
@@ -152,6 +158,8 @@ class Trainer {
   explicit Trainer(const TrainConfig& config);
   Status Init(Communicator* world, bool concurrent_mpi);
   Status InitParamStates();
+  // Step without the hint that Step adds to an out-of-memory error.
+  Result<StepReport> StepOnce();
   // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
   void RecordRouting();
   Status SaveDistributedCheckpoint(const std::string& path);

@@ -19,12 +19,12 @@ Result<EvalReport> Trainer::Evaluate() {
     const Tensor& logits = model_->logits();
     Tensor host_logits = logits;
     if (!host_backend()) {
-      host_logits = Tensor::Host(DType::kF32, logits.shape());
+      SY_ASSIGN_OR_RETURN(host_logits, Tensor::TryHost(DType::kF32, logits.shape()));
       backend_->CopyAsync(logits, host_logits, backend_->compute_stream());
     }
     backend_->Synchronize();
     const int64_t rows = host_logits.dim(0), vocab = host_logits.dim(1);
-    Tensor predictions = Tensor::Host(DType::kI32, batch.targets.shape());
+    SY_ASSIGN_OR_RETURN(Tensor predictions, Tensor::TryHost(DType::kI32, batch.targets.shape()));
     const float* l = host_logits.data<float>();
     int32_t* pred = predictions.data<int32_t>();
     for (int64_t r = 0; r < rows; ++r) {

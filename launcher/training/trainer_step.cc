@@ -23,6 +23,18 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 Result<StepReport> Trainer::Step() {
+  Result<StepReport> report = StepOnce();
+  if (report.status().code() == StatusCode::kResourceExhausted) {
+    // Every step-sized allocation scales with the tokens of a step.
+    return Status(StatusCode::kResourceExhausted,
+                  "step " + std::to_string(step_ + 1) + ": " + report.status().message() +
+                      "; lower data.batch_size (" + std::to_string(config_.data.batch_size) +
+                      ") or data.seq_len (" + std::to_string(config_.data.seq_len) + ")");
+  }
+  return report;
+}
+
+Result<StepReport> Trainer::StepOnce() {
   // Communication time is read at each phase boundary and taken out of that phase.
   auto comm = [this] { return dist_ ? dist_->communication_seconds() : 0.0; };
   const double comm_start = comm();

@@ -63,12 +63,14 @@ Status EndJobOnError(const Status& status, [[maybe_unused]] const Communicator* 
 // output. A distributed job ends while the trainer still lives: its destruction could wait on
 // peers (ZeRO-3's prefetching thread) that will never come.
 Status Train(const TrainConfig& config, Communicator* world, bool concurrent_mpi,
-             bool log_all_ranks) {
+             const TrainingJobOptions& options) {
   Result<std::unique_ptr<Trainer>> trainer = Trainer::Create(config, world, concurrent_mpi);
   if (!trainer.ok()) return EndJobOnError(trainer.status(), world);
-  RankOutput out((*trainer)->rank(), (*trainer)->world_size(), log_all_ranks);
+  RankOutput out((*trainer)->rank(), (*trainer)->world_size(), options.log_all_ranks);
   PrintLayout(**trainer, out.file());
-  return EndJobOnError(RunTrainingLoop(**trainer, out.file()).status(), world);
+  TrainingLoopOptions loop_options;
+  loop_options.stop = options.stop;
+  return EndJobOnError(RunTrainingLoop(**trainer, out.file(), loop_options).status(), world);
 }
 
 }  // namespace
@@ -76,6 +78,7 @@ Status Train(const TrainConfig& config, Communicator* world, bool concurrent_mpi
 TrainingJobResult RunTrainingJob(const TrainingJobOptions& options) {
   std::vector<std::string> sets = options.overrides;
   if (options.resume) sets.push_back("checkpoint.resume=true");
+  if (!options.resume_from.empty()) sets.push_back("checkpoint.resume_from=" + options.resume_from);
   Result<TrainConfig> config = LoadTrainConfigFile(options.config_path, sets);
   // Every rank reads the same file; one message is enough.
   if (!config.ok()) return {config.status(), FirstRankByEnvironment()};
@@ -92,10 +95,10 @@ TrainingJobResult RunTrainingJob(const TrainingJobOptions& options) {
         MpiEnvironment::Create(nullptr, nullptr, mpi_options);
     if (!mpi.ok()) return {mpi.status()};
     const bool concurrent_mpi = (*mpi)->thread_level() == MpiThreadLevel::kMultiple;
-    return {Train(*config, &(*mpi)->world(), concurrent_mpi, options.log_all_ranks)};
+    return {Train(*config, &(*mpi)->world(), concurrent_mpi, options)};
   }
 #endif
-  return {Train(*config, nullptr, false, options.log_all_ranks)};
+  return {Train(*config, nullptr, false, options)};
 }
 
 }  // namespace sy::launcher

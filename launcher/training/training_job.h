@@ -18,6 +18,7 @@
 // initialised and finalised inside).
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,14 @@ namespace sy::launcher {
 struct TrainingJobOptions {
   std::string config_path;             // The JSON config (docs/training.md). Required.
   std::vector<std::string> overrides;  // "key=value", applied in order. Default: none
-  bool resume = false;  // Default: false. Continue from the latest checkpoint in checkpoint.dir
+  // Default: false. Continue from the newest checkpoint in checkpoint.dir that verifies.
+  bool resume = false;
+  // Default: none. Continue from this checkpoint file (checkpoint.resume_from).
+  std::string resume_from;
   bool log_all_ranks = false;  // Default: false. Under mpirun every rank prints, prefixed
+  // Default: none. Asks the run to stop after the current step, with a checkpoint
+  // (TrainingLoopOptions::stop); not owned.
+  const std::atomic<int>* stop = nullptr;
 };
 
 struct TrainingJobResult {

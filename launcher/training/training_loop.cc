@@ -4,13 +4,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "launcher/training/checkpoint_dir_lock.h"
 #include "storage/cache/access_trace.h"
+#include "storage/hdf5/durable_replace.h"
 
 namespace sy::launcher {
 namespace {
@@ -59,6 +64,18 @@ void PruneCheckpoints(const std::string& dir, int keep) {
   }
 }
 
+// "SIGTERM" for people.
+std::string SignalName(int signal) {
+  switch (signal) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "signal " + std::to_string(signal);
+  }
+}
+
 nlohmann::json EvalLine(const EvalReport& e) {
   return {{"step", e.step},
           {"eval_loss", e.loss},
@@ -68,13 +85,17 @@ nlohmann::json EvalLine(const EvalReport& e) {
 // One run of the loop over a trainer: its outputs and the progress it prints.
 class TrainingLoop {
  public:
-  TrainingLoop(Trainer& trainer, std::FILE* out)
-      : trainer_(trainer), config_(trainer.config()), out_(out) {}
+  TrainingLoop(Trainer& trainer, std::FILE* out, const TrainingLoopOptions& options)
+      : trainer_(trainer), config_(trainer.config()), out_(out), options_(options) {}
 
-  Result<EvalReport> Run() {
-    if (config_.checkpoint.resume) SY_RETURN_IF_ERROR(Resume());
+  Result<TrainingOutcome> Run() {
     SY_RETURN_IF_ERROR(
         trainer_.BroadcastRootStatus(trainer_.is_root() ? PrepareOutputs(config_) : Status::Ok()));
+    SY_RETURN_IF_ERROR(
+        trainer_.BroadcastRootStatus(trainer_.is_root() ? TakeCheckpointDir() : Status::Ok()));
+    if (config_.checkpoint.resume || !config_.checkpoint.resume_from.empty()) {
+      SY_RETURN_IF_ERROR(Resume());
+    }
     if (!config_.log.metrics.empty() && trainer_.is_root()) {
       metrics_.open(config_.log.metrics, std::ios::app);
       if (!metrics_) {
@@ -88,6 +109,12 @@ class TrainingLoop {
     }
     const int64_t total = config_.train.steps;
     const int64_t first = trainer_.step();
+    if (resumed_ && first >= total) {
+      std::fprintf(out_,
+                   "nothing to train: the checkpoint is at step %lld and train.steps is %lld; "
+                   "raise train.steps (--set train.steps=N) to train further\n",
+                   static_cast<long long>(first), static_cast<long long>(total));
+    }
     start_ = Clock::now();
     int64_t tokens = 0;
     while (trainer_.step() < total) {
@@ -109,11 +136,16 @@ class TrainingLoop {
                      e.summary.c_str());
         LogEval(e);
       }
+      SY_ASSIGN_OR_RETURN(
+          const int64_t stop,
+          trainer_.BroadcastRootValue(options_.stop != nullptr ? options_.stop->load() : 0));
+      if (stop != 0 && step < total) return Stop(static_cast<int>(stop));
       const int64_t every = config_.checkpoint.every;
       if (every > 0 && step % every == 0 && step < total) SY_RETURN_IF_ERROR(Save(false));
     }
     if (style_ == ProgressStyle::kBar) std::fprintf(out_, "\n");
-    SY_RETURN_IF_ERROR(Save(true));
+    // A resumed run that took no step has its checkpoint already.
+    if (!resumed_ || trainer_.step() > first) SY_RETURN_IF_ERROR(Save(true));
     if (!config_.log.routing_trace.empty() && trainer_.is_root()) {
       SY_RETURN_IF_ERROR(
           storage::WriteTraceFile(config_.log.routing_trace, trainer_.routing_trace()));
@@ -125,33 +157,98 @@ class TrainingLoop {
     std::fprintf(out_, "final step %lld eval loss %.4f time %.1fs accuracy: %s\n",
                  static_cast<long long>(trainer_.step()), final_eval.loss,
                  Seconds(start_, Clock::now()), final_eval.summary.c_str());
-    return final_eval;
+    TrainingOutcome outcome;
+    outcome.final_eval = std::move(final_eval);
+    return outcome;
   }
 
  private:
-  // Rank 0 finds the latest checkpoint in checkpoint.dir and reads it; the other ranks receive it.
+  // Rank 0 locks checkpoint.dir for this run and removes the temporaries of dead writers.
+  Status TakeCheckpointDir() {
+    const std::string& dir = config_.checkpoint.dir;
+    if (dir.empty()) return Status::Ok();
+    std::string warning;
+    SY_ASSIGN_OR_RETURN(dir_lock_, CheckpointDirLock::Acquire(dir, &warning));
+    if (!warning.empty()) std::fprintf(out_, "warning: %s\n", warning.c_str());
+    SY_ASSIGN_OR_RETURN(std::vector<std::string> removed, RemoveStaleTemporaryFiles(dir));
+    for (const std::string& path : removed) {
+      std::fprintf(out_, "removed %s, left by a save that was killed\n", path.c_str());
+    }
+    return Status::Ok();
+  }
+
+  // Rank 0 picks the checkpoints to try, newest first (or checkpoint.resume_from alone); every
+  // rank loads the first that verifies (LoadCheckpoint is collective; rank 0 reads the file).
   Status Resume() {
     const std::string& dir = config_.checkpoint.dir;
-    if (dir.empty()) {
+    const std::string& from = config_.checkpoint.resume_from;
+    if (dir.empty() && from.empty()) {
       return InvalidArgumentError(
           "config: 'checkpoint.resume' is true but 'checkpoint.dir' is empty; set checkpoint.dir");
     }
-    std::string latest;
+    std::vector<std::string> candidates;
     Status found = Status::Ok();
     if (trainer_.is_root()) {
-      Result<std::string> r = LatestCheckpoint(dir);
-      if (r.ok()) latest = *r;
-      found = r.status();
+      if (!from.empty()) {
+        candidates.push_back(from);
+      } else {
+        Result<std::vector<std::string>> all = ListCheckpoints(dir);
+        if (all.ok()) candidates = std::move(*all);
+        found = all.status();
+      }
     }
     SY_RETURN_IF_ERROR(trainer_.BroadcastRootStatus(found));
-    SY_RETURN_IF_ERROR(trainer_.LoadCheckpoint(latest));
+    std::string resumed_from;
+    for (size_t i = 0;; ++i) {
+      const std::string path = i < candidates.size() ? candidates[i] : "";
+      const Status loaded = trainer_.LoadCheckpoint(path);
+      if (loaded.ok()) {
+        resumed_from = path;
+        break;
+      }
+      // A checkpoint of another config, or a file named on purpose, ends the resume; a damaged
+      // one gives way to the one before it.
+      const bool damaged = loaded.code() != StatusCode::kFailedPrecondition && from.empty();
+      const bool more = i + 1 < candidates.size();
+      SY_ASSIGN_OR_RETURN(const int64_t go_on, trainer_.BroadcastRootValue(damaged && more));
+      if (go_on == 0) {
+        if (i == 0 || !damaged) return loaded;
+        return Status(loaded.code(), loaded.message() + "; no checkpoint in " + dir +
+                                         " verifies: start without --resume");
+      }
+      if (trainer_.is_root()) {
+        std::fprintf(out_, "warning: skipping checkpoint %s: %s\n", path.c_str(),
+                     loaded.ToString().c_str());
+      }
+    }
+    resumed_ = true;
     const long long step = static_cast<long long>(trainer_.step());
     if (trainer_.is_root()) {
-      std::fprintf(out_, "resumed from %s at step %lld\n", latest.c_str(), step);
+      std::fprintf(out_, "resumed from %s at step %lld\n", resumed_from.c_str(), step);
     } else {
       std::fprintf(out_, "resumed at step %lld\n", step);
     }
     return Status::Ok();
+  }
+
+  // Stopped by `signal` after a step: a checkpoint of it, and the line that says so.
+  Result<TrainingOutcome> Stop(int signal) {
+    if (style_ == ProgressStyle::kBar) std::fprintf(out_, "\n");
+    const std::string name = SignalName(signal);
+    if (config_.checkpoint.dir.empty()) {
+      std::fprintf(out_,
+                   "stopped by %s at step %lld; no checkpoint written (checkpoint.dir is not "
+                   "set)\n",
+                   name.c_str(), static_cast<long long>(trainer_.step()));
+    } else {
+      SY_RETURN_IF_ERROR(Save(true));
+      std::fprintf(out_, "stopped by %s at step %lld; continue with --resume\n", name.c_str(),
+                   static_cast<long long>(trainer_.step()));
+    }
+    std::fflush(out_);
+    TrainingOutcome outcome;
+    outcome.stopped_by_signal = signal;
+    return outcome;
   }
 
   // Writes a checkpoint of the current step into checkpoint.dir, if there is one.
@@ -214,6 +311,9 @@ class TrainingLoop {
   Trainer& trainer_;
   const TrainConfig& config_;
   std::FILE* out_;
+  TrainingLoopOptions options_;
+  std::unique_ptr<CheckpointDirLock> dir_lock_;  // rank 0's, with checkpoint.dir
+  bool resumed_ = false;
   ProgressStyle style_ = ProgressStyle::kLines;
   std::ofstream metrics_;  // rank 0's log.metrics, when set
   Clock::time_point start_;
@@ -221,8 +321,9 @@ class TrainingLoop {
 
 }  // namespace
 
-Result<EvalReport> RunTrainingLoop(Trainer& trainer, std::FILE* out) {
-  return TrainingLoop(trainer, out).Run();
+Result<TrainingOutcome> RunTrainingLoop(Trainer& trainer, std::FILE* out,
+                                        const TrainingLoopOptions& options) {
+  return TrainingLoop(trainer, out, options).Run();
 }
 
 }  // namespace sy::launcher

@@ -12,9 +12,26 @@
 // "eval_loss", "eval_exact_match"}. A step is logged every log.every steps, at the first step and
 // at the last.
 //
+// checkpoint.dir. Rank 0 locks it for the run (checkpoint_dir_lock.h: a second run on the same
+// directory is refused, naming the first one's pid and host), then removes the temporary files
+// that writers killed mid-save left there ("step-N.h5.tmp.PID" of a process that is gone), saying
+// so.
+//
+// Resume (checkpoint.resume, or checkpoint.resume_from naming one file): from the newest
+// checkpoint in checkpoint.dir that loads and verifies; a newer one that does not (truncated,
+// corrupt) is skipped with a warning naming it and why, and the next older one is tried. A
+// checkpoint written for another config stops the resume (older ones would not fit either).
+// When train.steps is not above the resumed step, the loop says there is nothing to train and
+// writes no new checkpoint.
+//
+// Stopping (TrainingLoopOptions::stop, set from SIGTERM or SIGINT): the step under way finishes,
+// a checkpoint of it is written (with checkpoint.dir), the loop says so and returns without the
+// final evaluation.
+//
 // Errors: InvalidArgument naming the key when checkpoint.resume is set without checkpoint.dir or
-// an output cannot be created (checked before the first step); NotFound when there is no
-// checkpoint to resume from; the trainer's errors otherwise.
+// an output cannot be created (checked before the first step); FailedPrecondition when another
+// run holds checkpoint.dir; NotFound when there is no checkpoint to resume from, and the last
+// checkpoint's error when none verifies; the trainer's errors otherwise.
 //
 // Distributed: collective over the trainer's world. Every rank prints its progress to its `out`
 // (the same global numbers); only rank 0 writes metrics, checkpoints and the routing trace, and
@@ -22,12 +39,27 @@
 // Ownership: borrows `trainer` and `out` for the call. Thread-safety: the trainer's thread.
 #pragma once
 
+#include <atomic>
 #include <cstdio>
+#include <optional>
 
 #include "launcher/training/trainer.h"
 
 namespace sy::launcher {
 
-Result<EvalReport> RunTrainingLoop(Trainer& trainer, std::FILE* out);
+struct TrainingLoopOptions {
+  // Read after every step (not owned; set from a signal handler): nonzero, the number of the
+  // signal that asks the run to stop. Distributed, rank 0's value decides for every rank.
+  // Default: none (the run never stops early).
+  const std::atomic<int>* stop = nullptr;
+};
+
+struct TrainingOutcome {
+  std::optional<EvalReport> final_eval;  // the final evaluation; absent when stopped early
+  int stopped_by_signal = 0;             // the signal that stopped the run early, else 0
+};
+
+Result<TrainingOutcome> RunTrainingLoop(Trainer& trainer, std::FILE* out,
+                                        const TrainingLoopOptions& options = {});
 
 }  // namespace sy::launcher

@@ -26,9 +26,23 @@ Tensor Tensor::Wrap(void* data, DType dtype, Shape shape, Device device) {
 }
 
 Tensor Tensor::Host(DType dtype, Shape shape) {
-  size_t bytes = static_cast<size_t>(shape.numel()) * DTypeSize(dtype);
+  Result<Tensor> tensor = TryHost(dtype, shape);
+  SY_CHECK(tensor.ok()) << tensor.status().ToString();
+  return std::move(tensor).value();
+}
+
+Result<Tensor> Tensor::TryHost(DType dtype, Shape shape) {
+  size_t bytes = 0;
+  if (shape.numel() < 0 ||
+      __builtin_mul_overflow(static_cast<size_t>(shape.numel()), DTypeSize(dtype), &bytes)) {
+    return ResourceExhaustedError("host tensor " + std::string(DTypeName(dtype)) +
+                                  shape.ToString() + " is larger than the address space");
+  }
   Result<std::shared_ptr<Buffer>> buffer = AllocateHostBuffer(bytes);
-  SY_CHECK(buffer.ok()) << buffer.status().ToString();
+  if (!buffer.ok()) {
+    return buffer.status().WithContext("host tensor " + std::string(DTypeName(dtype)) +
+                                       shape.ToString());
+  }
   std::memset(buffer.value()->data(), 0, bytes);
   return Tensor(std::move(buffer).value(), dtype, shape);
 }

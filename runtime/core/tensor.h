@@ -33,8 +33,13 @@ class Tensor {
   // A non-owning contiguous view of `data`, which must outlive every use of the view.
   static Tensor Wrap(void* data, DType dtype, Shape shape, Device device = Device::Cpu());
 
-  // A new zero-filled contiguous tensor in host memory. Aborts if the host is out of memory.
+  // A new zero-filled contiguous tensor in host memory. Aborts if the host is out of memory: for
+  // sizes a program fixes itself. Sizes that come from input (a config, a file, a flag) use
+  // TryHost.
   static Tensor Host(DType dtype, Shape shape);
+  // As Host, but ResourceExhausted (naming the shape and the bytes) when the memory cannot be
+  // had, including a size past what the address space can hold.
+  static Result<Tensor> TryHost(DType dtype, Shape shape);
 
   bool defined() const { return data_ != nullptr || shape_.numel() == 0; }
   DType dtype() const { return dtype_; }

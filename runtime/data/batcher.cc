@@ -80,9 +80,10 @@ Status Batcher::Next(Batch* batch) {
   if (batch->batch_size() != rows || batch->seq_len() != seq_len || !batch->targets.defined() ||
       !batch->task_ids.defined() || batch->targets.shape() != Shape{rows, seq_len} ||
       batch->task_ids.shape() != Shape{rows}) {
-    batch->tokens = Tensor::Host(DType::kI32, Shape{rows, seq_len});
-    batch->targets = Tensor::Host(DType::kI32, Shape{rows, seq_len});
-    batch->task_ids = Tensor::Host(DType::kI32, Shape{rows});
+    // The batch size comes from the config: running out of memory is an error, not a bug.
+    SY_ASSIGN_OR_RETURN(batch->tokens, Tensor::TryHost(DType::kI32, Shape{rows, seq_len}));
+    SY_ASSIGN_OR_RETURN(batch->targets, Tensor::TryHost(DType::kI32, Shape{rows, seq_len}));
+    SY_ASSIGN_OR_RETURN(batch->task_ids, Tensor::TryHost(DType::kI32, Shape{rows}));
   }
   int32_t* tokens = batch->tokens.data<int32_t>();
   int32_t* targets = batch->targets.data<int32_t>();

@@ -53,7 +53,8 @@ class Batcher {
   // InvalidArgument for a non-positive batch size, bad shard numbers, or an empty split.
   static Result<Batcher> Create(Dataset* dataset, const BatcherOptions& options);
 
-  // Fills *batch with the next batch, allocating its tensors when their shapes differ.
+  // Fills *batch with the next batch, allocating its tensors when their shapes differ;
+  // ResourceExhausted when they do not fit in memory.
   Status Next(Batch* batch);
 
   // Goes back to the first batch (epoch 0), e.g. before each pass over an eval split.

@@ -1,10 +1,12 @@
 #include "storage/hdf5/durable_replace.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 
 namespace sy {
 namespace {
@@ -20,6 +22,20 @@ Status FsyncOpened(const std::string& path, int flags, const char* what) {
   ::close(fd);
   if (result != 0) return ErrnoError(std::string("fsync ") + what, path, err);
   return Status::Ok();
+}
+
+// The pid of a name TemporaryPathFor makes ("x.tmp.1234" -> 1234), or -1.
+pid_t TemporaryFileOwner(const std::string& name) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return -1;
+  const std::string digits = name.substr(at + 5);
+  if (digits.empty() || digits.size() > 9) return -1;
+  pid_t pid = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid > 0 ? pid : -1;
 }
 
 }  // namespace
@@ -43,6 +59,26 @@ Status DurablyReplace(const std::string& temp_path, const std::string& final_pat
 
 std::string TemporaryPathFor(const std::string& path) {
   return path + ".tmp." + std::to_string(::getpid());
+}
+
+Result<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return IOError("list " + dir + " for stale temporary files: " + ec.message());
+  for (const std::filesystem::directory_entry& entry : it) {
+    const std::string name = entry.path().filename().string();
+    const pid_t pid = TemporaryFileOwner(name);
+    if (pid < 0 || pid == ::getpid() || !entry.is_regular_file(ec)) continue;
+    // EPERM means the process exists under another user: not stale.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    const std::string path = entry.path().string();
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoError("remove stale temporary file", path, errno);
+    }
+    removed.push_back(path);
+  }
+  return removed;
 }
 
 }  // namespace sy

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/core/status.h"
 
@@ -23,5 +24,13 @@ Status DurablyReplace(const std::string& temp_path, const std::string& final_pat
 
 // "<path>.tmp.<pid>": where a writer in this process stages `path`.
 std::string TemporaryPathFor(const std::string& path);
+
+// Removes the files "<name>.tmp.<pid>" in `dir` (not below it) whose process `pid` is gone from
+// this machine (kill(pid, 0) fails with ESRCH): what a writer killed mid-save leaves behind. A
+// file whose process still runs, even if that process is not the writer (a reused pid), is kept.
+// Returns the paths removed; IOError naming the directory or file when listing or removing fails.
+// Call it only where no writer on another machine can stage into `dir` (checkpoint.dir is
+// locked by one run: launcher/training/checkpoint_dir_lock.h).
+Result<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& dir);
 
 }  // namespace sy

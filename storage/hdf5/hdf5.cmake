@@ -9,6 +9,7 @@ set(sy_hdf5_dir ${CMAKE_CURRENT_LIST_DIR})
 target_sources(sy_storage PRIVATE
   ${sy_hdf5_dir}/checkpoint_layout.cc
   ${sy_hdf5_dir}/durable_replace.cc
+  ${sy_hdf5_dir}/hdf5_error_detail.cc
 )
 if(SY_HAVE_HDF5)
   target_sources(sy_storage PRIVATE

@@ -3,7 +3,8 @@
 //
 // HDF5 prints its error stack to stderr by default. Hdf5Lock turns that off (H5Eset_auto) on
 // entry, so failures reach the user once, as a Status that names the file, instead of as a stack
-// dump; Hdf5ErrorText then reads the innermost message of the stack for that Status.
+// dump; Hdf5ErrorText then reads the innermost message of the stack for that Status. HDF5's
+// clean-up at exit is off (see hdf5_library.cc: it crashes after a failed file close).
 //
 // Internal to storage/hdf5 (includes <hdf5.h>).
 // Thread-safety: the serial HDF5 build is not thread-safe, so every HDF5 call in Switchyard runs
@@ -37,8 +38,11 @@ class Hdf5Lock {
 // private temporary file and readers only see renamed, complete files. Returns false on failure.
 bool ConfigureCheckpointFileAccess(hid_t file_access);
 
-// The most specific message on HDF5's current error stack ("truncated file: eof = 800, ..."), or
-// "no HDF5 error detail" when the stack is empty; clears the stack. Call with the lock held.
+// The outermost and the most specific message on HDF5's current error stack, on one line
+// ("unable to flush file's cached information: file write failed: File too large (errno 27)"),
+// or "no HDF5 error detail" when the stack is empty; with Hdf5VerboseErrors()
+// (storage/hdf5/hdf5_error_detail.h), followed by the whole stack as HDF5 prints it. Clears the
+// stack. Call with the lock held.
 std::string Hdf5ErrorText();
 
 }  // namespace sy

@@ -178,6 +178,12 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
   if (options.extents_in_flight < 1) {
     return InvalidArgumentError("bench store: extents in flight must be >= 1");
   }
+  // Checked before any file is made: the io_uring depth below divides by it.
+  if (options.io.block_size == 0 || options.io.block_size % 4096 != 0) {
+    return InvalidArgumentError("bench store: --block-size " +
+                                std::to_string(options.io.block_size) +
+                                " must be a positive multiple of 4 KiB (4K, 1M, 64M, ...)");
+  }
   StoreBenchReport report;
   if (!options.fio.empty()) {
     Result<std::string> version = RunCapture(ShellQuote(options.fio) + " --version 2>&1");

@@ -245,6 +245,16 @@ TEST(BatcherTest, MismatchedPositionsAreRejected) {
   EXPECT_EQ(batcher->cursor(), 8);
 }
 
+// Issue 20, defect 2: a batch too large for memory is a ResourceExhausted Status from Next.
+TEST(BatcherTest, BatchTooLargeForMemoryIsAnError) {
+  std::unique_ptr<SyntheticDataset> dataset = Synthetic();
+  auto batcher = Batcher::Create(dataset.get(), Options(int64_t{1} << 42));
+  ASSERT_TRUE(batcher.ok()) << batcher.status().ToString();
+  Batch batch;
+  Status s = batcher->Next(&batch);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+}
+
 TEST(BatcherTest, BadOptionsAndEmptySplits) {
   auto dataset = SyntheticDataset::Create({}, 32, 1, 0.0, std::array<double, 5>{1, 1, 1, 1, 1});
   ASSERT_TRUE(dataset.ok());

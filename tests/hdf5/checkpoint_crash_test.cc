@@ -1,13 +1,18 @@
-// A process SIGKILLed in the middle of a large save never destroys the previous checkpoint.
+// A process SIGKILLed in the middle of a large save never destroys the previous checkpoint, and
+// the temporary file it leaves is removed by the next run (RemoveStaleTemporaryFiles).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "storage/hdf5/checkpoint_reader.h"
 #include "storage/hdf5/checkpoint_writer.h"
+#include "storage/hdf5/durable_replace.h"
 #include "tests/hdf5/checkpoint_test_util.h"
 
 namespace sy {
@@ -103,8 +108,12 @@ TEST(CheckpointCrashTest, SigkillMidSaveKeepsThePreviousCheckpoint) {
   EXPECT_GT(std::filesystem::file_size(temp), kTensorsBeforeKill * kTensorFloats * sizeof(float));
   ExpectCheckpoint(path, 100, 1.0f);
 
-  // The next save goes through normally.
-  std::filesystem::remove(temp);
+  // The next run removes the dead writer's temporary file; then the save goes through normally.
+  Result<std::vector<std::string>> removed = RemoveStaleTemporaryFiles(dir.path().string());
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, std::vector<std::string>{temp});
+  EXPECT_FALSE(std::filesystem::exists(temp));
+  ExpectCheckpoint(path, 100, 1.0f);
   WriteCheckpoint(path, 200, 5.0f);
   ExpectCheckpoint(path, 200, 5.0f);
 }
@@ -129,6 +138,43 @@ TEST(CheckpointCrashTest, SigkillBeforeAnyCheckpointLeavesNone) {
   EXPECT_FALSE(std::filesystem::exists(path)) << "a half-written save is never visible at path";
   auto reader = CheckpointReader::Open(path);
   EXPECT_EQ(reader.status().code(), StatusCode::kNotFound);
+}
+
+// Only the temporaries of processes that are gone are removed: a live writer's (another
+// process's, or this one's) and files of other names stay.
+TEST(CheckpointCrashTest, RemovesOnlyTheTemporariesOfDeadProcesses) {
+  ScratchDir dir;
+  const pid_t alive = ::fork();
+  ASSERT_GE(alive, 0);
+  if (alive == 0) {
+    while (true) ::pause();
+  }
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+
+  auto touch = [&](const std::string& name) {
+    std::ofstream(dir.File(name)) << "partial";
+    return dir.File(name);
+  };
+  const std::string of_dead = touch("step-00000575.h5.tmp." + std::to_string(dead));
+  const std::string of_alive = touch("step-00000600.h5.tmp." + std::to_string(alive));
+  const std::string of_self = touch("step-00000610.h5.tmp." + std::to_string(::getpid()));
+  const std::string other_names[] = {touch("notes.tmp.x"), touch("step-00000500.h5"),
+                                     touch("x.tmp."), touch("x.tmp.12a")};
+
+  Result<std::vector<std::string>> removed = RemoveStaleTemporaryFiles(dir.path().string());
+  ::kill(alive, SIGKILL);
+  ::waitpid(alive, nullptr, 0);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, std::vector<std::string>{of_dead});
+  EXPECT_FALSE(std::filesystem::exists(of_dead));
+  EXPECT_TRUE(std::filesystem::exists(of_alive));
+  EXPECT_TRUE(std::filesystem::exists(of_self));
+  for (const std::string& path : other_names) EXPECT_TRUE(std::filesystem::exists(path)) << path;
+
+  EXPECT_EQ(RemoveStaleTemporaryFiles(dir.File("missing")).status().code(), StatusCode::kIOError);
 }
 
 }  // namespace

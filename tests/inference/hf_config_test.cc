@@ -4,10 +4,17 @@
 #include "inference/hf_config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "inference/model_loader.h"
+#include "runtime/backend/backend.h"
 
 namespace sy {
 namespace {
@@ -163,6 +170,43 @@ TEST(LoadHfModelTest, MissingDirectory) {
   Result<HfModelConfig> r = LoadHfConfig("/nonexistent/model");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+}
+
+// Issue 20, defect 8: a config.json that claims 10^9 layers over a checkpoint of one layer fails on
+// the missing tensors before any of the model is allocated (it used to allocate gigabytes first).
+TEST(LoadHfModelTest, ConfigClaimingMoreLayersThanTheFilesHoldFailsAtOnce) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sy_hf_layers_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "mixtral", "vocab_size": 16,
+    "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1000000000,
+    "num_attention_heads": 2, "num_key_value_heads": 2, "num_local_experts": 2,
+    "num_experts_per_tok": 1, "max_position_embeddings": 64})";
+  // One tensor: layer 0's input norm, 8 f32 ones.
+  const std::string header =
+      R"({"model.layers.0.input_layernorm.weight":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})";
+  {
+    std::ofstream out(dir / "model.safetensors", std::ios::binary);
+    const uint64_t size = header.size();
+    out.write(reinterpret_cast<const char*>(&size), 8);
+    out << header;
+    const std::vector<float> ones(8, 1.0f);
+    out.write(reinterpret_cast<const char*>(ones.data()), 32);
+  }
+  auto backend = CreateBackend(Device::Cpu());
+  ASSERT_TRUE(backend.ok());
+  const auto start = std::chrono::steady_clock::now();
+  Result<LoadedModel> loaded = LoadHfModel(**backend, dir.string());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kNotFound);
+  const std::string& message = loaded.status().message();
+  EXPECT_NE(message.find("num_hidden_layers 1000000000"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.layers.1.input_layernorm.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find("holds 1 layer"), std::string::npos) << message;
+  EXPECT_LT(seconds, 60.0);  // the config's own checks walk the 10^9 layers once
 }
 
 }  // namespace

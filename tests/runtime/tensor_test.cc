@@ -1,4 +1,5 @@
-// Tensor views: Slice, Select, Reshape, Wrap, Host, and the aborts on out-of-bounds views.
+// Tensor views: Slice, Select, Reshape, Wrap, Host, TryHost, and the aborts on out-of-bounds
+// views.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -21,6 +22,23 @@ TEST(Tensor, HostIsZeroedContiguousAndOwned) {
   for (int i = 0; i < 12; ++i) EXPECT_EQ(t.data<float>()[i], 0.0f);
   EXPECT_EQ(t.ToString(), "f32[3, 4] on cpu");
   EXPECT_NE(t.buffer(), nullptr);
+}
+
+// Issue 20, defect 2: a size no memory holds is a ResourceExhausted Status, not an abort; that
+// includes sizes past the address space and byte counts that overflow.
+TEST(Tensor, TryHostReportsWhatCannotBeAllocated) {
+  Result<Tensor> ok = Tensor::TryHost(DType::kI32, {2, 3});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->numel(), 6);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(ok->data<int32_t>()[i], 0);
+  // 2^48 bytes: more than a 47-bit user address space, whatever the overcommit policy.
+  Result<Tensor> huge = Tensor::TryHost(DType::kI32, {int64_t{1} << 42, 16});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(huge.status().message().find("i32[4398046511104, 16]"), std::string::npos)
+      << huge.status().message();
+  Result<Tensor> overflow = Tensor::TryHost(DType::kF32, {int64_t{1} << 62});
+  EXPECT_EQ(overflow.status().code(), StatusCode::kResourceExhausted);
 }
 
 TEST(Tensor, DefaultIsUndefined) {

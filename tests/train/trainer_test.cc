@@ -1,9 +1,15 @@
 // The trainer: the tiny config learns the synthetic tasks, resume is bit-exact, and missing,
-// truncated or mismatched checkpoints are clear errors.
+// truncated or mismatched checkpoints are clear errors; the loop's handling of checkpoint.dir
+// (lock, stale temporaries, resume past a damaged checkpoint) and of a stop request.
 #include "launcher/training/trainer.h"
 #include "launcher/training/training_loop.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 
 #include <map>
 #include <set>
@@ -15,6 +21,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "launcher/training/checkpoint_dir_lock.h"
 
 namespace sy::launcher {
 namespace {
@@ -55,9 +63,11 @@ TEST(TrainerTest, TinyConfigLearnsCopyAndModularAddition) {
   auto trainer = Trainer::Create(LoadTiny({"train.eval_batches=16", "train.threads=2"}));
   ASSERT_TRUE(trainer.ok()) << trainer.status().message();
   std::FILE* sink = std::tmpfile();
-  Result<EvalReport> result = RunTrainingLoop(**trainer, sink);
+  Result<TrainingOutcome> outcome = RunTrainingLoop(**trainer, sink);
   std::fclose(sink);
-  ASSERT_TRUE(result.ok()) << result.status().message();
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  ASSERT_TRUE(outcome->final_eval.has_value());
+  const EvalReport* result = &*outcome->final_eval;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("tiny: %lld steps in %.1fs: %s\n", static_cast<long long>((*trainer)->step()),
@@ -172,7 +182,7 @@ TEST(TrainerTest, MissingCheckpointIsNotFound) {
       LoadTiny({"train.steps=2", "checkpoint.dir=" + dir.path(), "checkpoint.resume=true"}));
   ASSERT_TRUE(r.ok());
   std::FILE* sink = std::tmpfile();
-  Result<EvalReport> run = RunTrainingLoop(**r, sink);
+  Result<TrainingOutcome> run = RunTrainingLoop(**r, sink);
   std::fclose(sink);
   EXPECT_EQ(run.status().code(), StatusCode::kNotFound);
   EXPECT_NE(run.status().message().find("--resume"), std::string::npos);
@@ -290,5 +300,162 @@ TEST(TrainerTest, RoutingTraceHoldsEachRecordedTokensTopK) {
   for (const auto& [key, experts] : chosen) EXPECT_EQ(experts.size(), 2u) << key.first;
 }
 
+// The text a run printed to `sink` (a tmpfile).
+std::string Printed(std::FILE* sink) {
+  std::fflush(sink);
+  std::rewind(sink);
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), sink)) > 0;) text.append(buffer, n);
+  return text;
+}
+
+// Runs the loop over a fresh trainer of the tiny config with `sets`; returns what it printed.
+std::string RunTiny(const std::vector<std::string>& sets, Result<TrainingOutcome>* outcome,
+                    const TrainingLoopOptions& options = {}, int64_t* step = nullptr) {
+  auto t = Trainer::Create(LoadTiny(sets));
+  SY_CHECK(t.ok()) << t.status().message();
+  std::FILE* sink = std::tmpfile();
+  *outcome = RunTrainingLoop(**t, sink, options);
+  std::string text = Printed(sink);
+  std::fclose(sink);
+  if (step != nullptr) *step = (*t)->step();
+  return text;
+}
+
+// Issue 20, defect 5: a damaged newest checkpoint is skipped with a warning naming it; the run
+// resumes from the newest one that verifies. checkpoint.resume_from picks one file.
+TEST(TrainerTest, ResumeSkipsADamagedNewestCheckpoint) {
+  TempDir dir("fallback");
+  std::vector<std::string> sets = {"train.steps=6", "train.eval_every=0", "train.eval_batches=1",
+                                   "checkpoint.dir=" + dir.path(), "checkpoint.every=3"};
+  Result<TrainingOutcome> outcome = InternalError("not run");
+  RunTiny(sets, &outcome);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  const std::string newest = dir / "step-00000006.h5", older = dir / "step-00000003.h5";
+  std::filesystem::resize_file(newest, std::filesystem::file_size(newest) / 2);
+
+  sets[0] = "train.steps=8";
+  std::vector<std::string> resume = sets;
+  resume.push_back("checkpoint.resume=true");
+  int64_t step = 0;
+  std::string text = RunTiny(resume, &outcome, {}, &step);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message() << "\n" << text;
+  EXPECT_EQ(step, 8);
+  EXPECT_NE(text.find("warning: skipping checkpoint " + newest + ": DataLoss"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("resumed from " + older + " at step 3"), std::string::npos) << text;
+
+  // A named file is the one resumed from.
+  std::vector<std::string> from = sets;
+  from.push_back("checkpoint.resume_from=" + older);
+  text = RunTiny(from, &outcome, {}, &step);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_NE(text.find("resumed from " + older + " at step 3"), std::string::npos) << text;
+  EXPECT_EQ(text.find("skipping"), std::string::npos) << text;
+
+  // When no checkpoint verifies, the error says so and names the last one tried.
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (entry.path().extension() == ".h5") std::filesystem::resize_file(entry.path(), 100);
+  }
+  text = RunTiny(resume, &outcome);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), StatusCode::kDataLoss) << outcome.status().message();
+  EXPECT_NE(outcome.status().message().find("no checkpoint in " + dir.path() + " verifies"),
+            std::string::npos)
+      << outcome.status().message();
+  EXPECT_NE(text.find("warning: skipping checkpoint"), std::string::npos) << text;
+}
+
+// Issue 20, defect 12: resuming with train.steps at or below the checkpoint's step says that there
+// is nothing to train, and rewrites no checkpoint.
+TEST(TrainerTest, ResumePastTrainStepsSaysSo) {
+  TempDir dir("past");
+  std::vector<std::string> sets = {"train.steps=4", "train.eval_every=0", "train.eval_batches=1",
+                                   "checkpoint.dir=" + dir.path()};
+  Result<TrainingOutcome> outcome = InternalError("not run");
+  RunTiny(sets, &outcome);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  const std::string saved = dir / "step-00000004.h5";
+  const auto written = std::filesystem::last_write_time(saved);
+  sets[0] = "train.steps=2";
+  sets.push_back("checkpoint.resume=true");
+  int64_t step = 0;
+  const std::string text = RunTiny(sets, &outcome, {}, &step);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(step, 4);
+  EXPECT_NE(text.find("nothing to train: the checkpoint is at step 4 and train.steps is 2"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("checkpoint " + saved), std::string::npos) << text;
+  EXPECT_EQ(std::filesystem::last_write_time(saved), written);
+}
+
+// Issue 20, defect 10: a second run on a checkpoint.dir that a run holds is refused, naming the
+// holder's pid and host; once the holder is gone the directory is free again.
+TEST(TrainerTest, SecondRunOnACheckpointDirIsRefused) {
+  TempDir dir("lock");
+  std::string warning;
+  auto held = CheckpointDirLock::Acquire(dir.path(), &warning);
+  ASSERT_TRUE(held.ok()) << held.status().message();
+  EXPECT_EQ(warning, "");
+  const std::vector<std::string> sets = {"train.steps=1", "train.eval_batches=1",
+                                         "checkpoint.dir=" + dir.path()};
+  Result<TrainingOutcome> outcome = InternalError("not run");
+  RunTiny(sets, &outcome);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), StatusCode::kFailedPrecondition);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  EXPECT_NE(
+      outcome.status().message().find("pid " + std::to_string(::getpid()) + " on host " + host),
+      std::string::npos)
+      << outcome.status().message();
+  EXPECT_FALSE(std::filesystem::exists(dir / "step-00000001.h5"));
+  held->reset();
+  RunTiny(sets, &outcome);
+  EXPECT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_TRUE(std::filesystem::exists(dir / "step-00000001.h5"));
+}
+
+// Issue 20, defect 4: a run removes the temporary files that a killed save left in checkpoint.dir
+// (of a process that is gone) and says so.
+TEST(TrainerTest, RunRemovesTemporariesOfKilledSaves) {
+  TempDir dir("stale");
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = dir / ("step-00000575.h5.tmp." + std::to_string(dead));
+  std::ofstream(stale) << "half a checkpoint";
+  Result<TrainingOutcome> outcome = InternalError("not run");
+  const std::string text =
+      RunTiny({"train.steps=1", "train.eval_batches=1", "checkpoint.dir=" + dir.path()}, &outcome);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_NE(text.find("removed " + stale), std::string::npos) << text;
+}
+
+// Issue 20, defect 11: a stop request (what SIGTERM sets) ends the run after the step under way,
+// with a checkpoint of it and a line that says so; no final evaluation.
+TEST(TrainerTest, StopRequestWritesACheckpointAndEnds) {
+  TempDir dir("stop");
+  std::atomic<int> stop{SIGTERM};
+  TrainingLoopOptions options;
+  options.stop = &stop;
+  Result<TrainingOutcome> outcome = InternalError("not run");
+  int64_t step = 0;
+  const std::string text =
+      RunTiny({"train.steps=50", "train.eval_batches=1", "checkpoint.dir=" + dir.path()}, &outcome,
+              options, &step);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+  EXPECT_EQ(outcome->stopped_by_signal, SIGTERM);
+  EXPECT_FALSE(outcome->final_eval.has_value());
+  EXPECT_EQ(step, 1);
+  EXPECT_TRUE(std::filesystem::exists(dir / "step-00000001.h5"));
+  EXPECT_NE(text.find("stopped by SIGTERM at step 1; continue with --resume"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("final step"), std::string::npos) << text;
+}
 }  // namespace
 }  // namespace sy::launcher
