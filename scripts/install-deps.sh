@@ -15,7 +15,7 @@ packages=(
   libxxhash-dev
   fio
   python3 python3-numpy python3-torch python3-h5py python3-pip
-  python3-yaml python3-requests python3-typing-extensions
+  python3-yaml python3-requests python3-typing-extensions python3-jinja2
 )
 
 missing=()
