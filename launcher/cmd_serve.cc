@@ -127,11 +127,11 @@ class ServeCommand : public Command {
     const ModelConfig& config = session->model().config();
 
     serving::ServedModel served;
-    const std::filesystem::path path(session->path());
+    // The name the user gave the model: its directory (or checkpoint file) without the path.
+    std::filesystem::path given(options_.model_path);
+    if (!given.has_filename()) given = given.parent_path();
     served.path = options_.model_path;
-    served.name = !model_name_.empty()  ? model_name_
-                  : path.has_filename() ? path.filename().string()
-                                        : path.parent_path().filename().string();
+    served.name = !model_name_.empty() ? model_name_ : given.filename().string();
     std::unique_ptr<Tokenizer> tokenizer;
     std::optional<ChatTemplate> chat_template;
     std::error_code ec;

@@ -254,12 +254,7 @@ void Server::Completions(const httplib::Request& req, httplib::Response& res, bo
     Leave();
     return;
   }
-  const bool stream = prepared->params.stream;
   Answer(std::move(prepared).value(), res);
-  if (!stream) {
-    metrics_.RequestFinished(endpoint, res.status, -1.0);
-    Leave();
-  }
 }
 
 void Server::Answer(Prepared p, httplib::Response& res) {
@@ -269,10 +264,8 @@ void Server::Answer(Prepared p, httplib::Response& res) {
   Result<std::shared_ptr<RequestHandle>> handle = engine_.Submit(std::move(p.request));
   if (!handle.ok()) {
     Error(res, HttpCode(handle.status()), handle.status().message());
-    if (p.params.stream) {  // the caller counts a non-streamed answer's end itself
-      metrics_.RequestFinished(endpoint, res.status, -1.0);
-      Leave();
-    }
+    metrics_.RequestFinished(endpoint, res.status, -1.0);
+    Leave();
     return;
   }
   ResponseHeader header;
@@ -294,11 +287,14 @@ void Server::Answer(Prepared p, httplib::Response& res) {
     } while (!piece.finished);
     if (!piece.status.ok()) {
       Error(res, 500, "generation failed: " + piece.status.ToString());
-      return;
+    } else {
+      res.status = 200;
+      res.set_content(FullResponse(header, text, ids, piece.finish_reason,
+                                   Usage{prompt_tokens, stream->completion_tokens()}),
+                      kJson);
     }
-    res.set_content(FullResponse(header, text, ids, piece.finish_reason,
-                                 Usage{prompt_tokens, stream->completion_tokens()}),
-                    kJson);
+    metrics_.RequestFinished(endpoint, res.status, ids.empty() ? -1.0 : stream->ttft_seconds());
+    Leave();
     return;
   }
   struct StreamState {
@@ -360,7 +356,9 @@ void Server::Answer(Prepared p, httplib::Response& res) {
         // A client that left: its request ends at the next token boundary, freeing its slot.
         if (!state->done) state->stream->Cancel();
         metrics_.RequestFinished(endpoint, success && state->done ? 200 : 499,
-                                 state->done ? state->stream->ttft_seconds() : -1.0);
+                                 state->done && state->stream->completion_tokens() > 0
+                                     ? state->stream->ttft_seconds()
+                                     : -1.0);
         Leave();
       });
 }

@@ -94,6 +94,8 @@ class Server {
   void Completions(const httplib::Request& req, httplib::Response& res, bool chat);
   // Parses and checks a body into a request for the engine, or the HTTP error to answer.
   Result<Prepared> Prepare(const std::string& body, bool chat, int* code);
+  // Submits the request and answers it (whole, or as a stream that outlives the handler); counts
+  // its end in the metrics and calls Leave once it is answered.
   void Answer(Prepared prepared, httplib::Response& res);
   void Error(httplib::Response& res, int code, const std::string& message);
   // A generation request in flight is answered (for the drain).

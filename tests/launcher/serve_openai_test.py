@@ -21,7 +21,9 @@ Starts `switchyard serve --port 0` on 127.0.0.1 and checks, through openai.OpenA
     still works;
   * SIGINT while a stream is in flight: the stream is finished in full, then the server exits 0.
 Then a second server on the same weights without a tokenizer: it answers token-id prompts with
-token ids, and refuses text prompts and chats with a 400 that says why; SIGTERM stops it.
+token ids, and refuses text prompts and chats with a 400 that says why; SIGTERM stops it. Last,
+every expert policy behind the server on the sim device, each answering as `generate` with the
+same flags.
 
 Exit 77 (ctest: skipped) when the openai client, numpy or torch is missing, saying why.
 """
@@ -354,6 +356,11 @@ def test_text_server(binary, model_dir, work):
                      "switchyard_queue_depth", "switchyard_kv_cache_usage_ratio",
                      "switchyard_expert_cache_hit_rate", "switchyard_expert_bytes_moved_total"]:
             check(f"# TYPE {name} " in text, f"/metrics has {name}")
+        check(values.get('switchyard_requests_total{endpoint="completions",code="200"}', 0) >= 20
+              and values.get('switchyard_requests_total{endpoint="completions",code="400"}', 0)
+              >= 8 and values.get("switchyard_time_to_first_token_seconds_count", 0) >= 20
+              and 'code="-1"' not in text,
+              "/metrics counts the requests by status code, and their times to first token")
         check(values.get("switchyard_generated_tokens_total", 0) > 0 and
               values.get('switchyard_expert_cache_hit_rate{policy="resident",tier="device"}') == 1,
               "/metrics counts tokens and the resident device tier's hit rate")
@@ -404,6 +411,35 @@ def test_ids_server(binary, model_dir, ids_dir):
         server.stop(signal.SIGKILL, timeout=10)
 
 
+POLICIES = ["resident", "ondemand", "prefetch-all", "ring", "predictive", "cpu-compute", "hot-cold",
+            "layer-split", "pregated"]
+
+
+def test_policies(binary, model_dir):
+    """Every expert policy behind the server, on the sim device: its answer is generate's with the
+    same flags (pregated loads the checkpoint as a pre-gated model, a different model)."""
+    prompt = "Hello, the world"
+    prompt_ids = tokenize(binary, model_dir, prompt)
+    for policy in POLICIES:
+        flags = ["--device", "sim", "--policy", policy] + (["--pregate"] if policy == "pregated"
+                                                            else [])
+        server = ServerProcess(binary, model_dir, "--parallel", "2", *flags)
+        try:
+            r = server.client().completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=8,
+                                                   temperature=0)
+            want = generate(binary, model_dir, prompt_ids, 8, "--stop-tokens", str(EOS), *flags)
+            got = getattr(r.choices[0], "token_ids")
+            _, values = server.metrics()
+            moved = values.get(f'switchyard_expert_bytes_moved_total{{policy="{policy}",'
+                               'direction="host_to_device"}')
+            code = server.stop(signal.SIGTERM)
+            check(got == want and moved is not None and code == 0,
+                  f"--policy {policy} on sim: {got} == generate's {want}, {moved:.0f} expert "
+                  f"bytes moved, exit {code}")
+        finally:
+            server.stop(signal.SIGKILL, timeout=10)
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     shutil.rmtree(work, ignore_errors=True)
@@ -412,6 +448,7 @@ def main():
     write_model(model_dir, with_tokenizer=True)
     test_text_server(binary, model_dir, work)
     test_ids_server(binary, model_dir, os.path.join(work, "ids-only"))
+    test_policies(binary, model_dir)
     print(f"{PASSED[0]} passed, {len(FAILURES)} failed")
     return 1 if FAILURES else 0
 
