@@ -139,9 +139,11 @@ class ServeCommand : public Command {
       Result<std::unique_ptr<Tokenizer>> loaded = LoadTokenizer(options_.model_path);
       if (loaded.ok()) {
         tokenizer = std::move(loaded).value();
-      } else if (loaded.status().code() == StatusCode::kNotFound ||
-                 loaded.status().code() == StatusCode::kUnavailable) {
-        std::fprintf(stderr, "no tokenizer (%s): prompts and answers are token ids\n",
+      } else if (loaded.status().code() == StatusCode::kNotFound) {
+        std::fprintf(stderr,
+                     "no tokenizer.json or tokenizer.model: prompts and answers are token ids\n");
+      } else if (loaded.status().code() == StatusCode::kUnavailable) {
+        std::fprintf(stderr, "warning: %s; prompts and answers are token ids\n",
                      loaded.status().message().c_str());
       } else {
         return loaded.status();
