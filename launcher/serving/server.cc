@@ -33,17 +33,26 @@ uint64_t RandomSeed() {
 
 int HttpCode(const Status& status) {
   switch (status.code()) {
+    case StatusCode::kOk:
+      return 200;
     case StatusCode::kInvalidArgument:
+    case StatusCode::kAlreadyExists:
     case StatusCode::kResourceExhausted:
+    case StatusCode::kFailedPrecondition:
     case StatusCode::kUnimplemented:
       return 400;
     case StatusCode::kNotFound:
       return 404;
     case StatusCode::kUnavailable:
       return 503;
-    default:
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    case StatusCode::kIOError:
+    case StatusCode::kDataLoss:
+    case StatusCode::kInternal:
       return 500;
   }
+  return 500;
 }
 
 }  // namespace
