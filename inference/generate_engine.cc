@@ -26,6 +26,12 @@ FinishReason FromStop(StopReason reason) {
   return FinishReason::kCancelled;
 }
 
+// max_new_tokens 0 (the prompt only) is ours; the sampler's rules want at least one.
+SamplerOptions EngineSampling(SamplerOptions sampling) {
+  sampling.max_new_tokens = std::max<int64_t>(1, sampling.max_new_tokens);
+  return sampling;
+}
+
 }  // namespace
 
 GenerateEngine::GenerateEngine(MoeModel& model, ExpertProvider* provider,
@@ -55,7 +61,7 @@ Result<std::unique_ptr<GenerateEngine>> GenerateEngine::Create(MoeModel& model,
       new GenerateEngine(model, provider, options, std::move(decoder)));
 }
 
-Result<int64_t> GenerateEngine::Submit(GenerateRequest request, TokenCallback on_token) {
+Status GenerateEngine::Check(const GenerateRequest& request) const {
   const ModelConfig& c = model_.config();
   if (request.prompt.empty()) return InvalidArgumentError("generate: the prompt is empty");
   for (const int32_t id : request.prompt) {
@@ -69,10 +75,7 @@ Result<int64_t> GenerateEngine::Submit(GenerateRequest request, TokenCallback on
     return InvalidArgumentError("generate: max_new_tokens " +
                                 std::to_string(request.sampling.max_new_tokens) + " must be >= 0");
   }
-  // max_new_tokens 0 (the prompt only) is ours; the sampler's rules want at least one.
-  SamplerOptions sampling = request.sampling;
-  sampling.max_new_tokens = std::max<int64_t>(1, sampling.max_new_tokens);
-  SY_RETURN_IF_ERROR(ValidateSamplerOptions(sampling));
+  SY_RETURN_IF_ERROR(ValidateSamplerOptions(EngineSampling(request.sampling)));
   const auto prompt = static_cast<int64_t>(request.prompt.size());
   if (prompt + request.sampling.max_new_tokens > options_.max_context) {
     return InvalidArgumentError(
@@ -80,6 +83,12 @@ Result<int64_t> GenerateEngine::Submit(GenerateRequest request, TokenCallback on
         std::to_string(request.sampling.max_new_tokens) + ") exceeds the context of " +
         std::to_string(options_.max_context) + " tokens; shorten the prompt or lower the limit");
   }
+  return Status::Ok();
+}
+
+Result<int64_t> GenerateEngine::Submit(GenerateRequest request, TokenCallback on_token) {
+  SY_RETURN_IF_ERROR(Check(request));
+  const SamplerOptions sampling = EngineSampling(request.sampling);
   auto r = std::make_unique<Request>();
   r->id = next_id_++;
   SY_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(sampling, 1));
@@ -92,6 +101,14 @@ Result<int64_t> GenerateEngine::Submit(GenerateRequest request, TokenCallback on
   const int64_t id = r->id;
   waiting_.push_back(std::move(r));
   return id;
+}
+
+int64_t GenerateEngine::cached_tokens() const {
+  int64_t tokens = 0;
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    if (slots_[slot] != nullptr) tokens += decoder_->length(static_cast<int>(slot));
+  }
+  return tokens;
 }
 
 int GenerateEngine::running() const {

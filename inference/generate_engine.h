@@ -24,8 +24,9 @@
 // during the call), and says on the last token why the request ended.
 //
 // Ownership: borrows the model and the provider (both must outlive the engine); owns the decoder.
-// Thread-safety: one thread at a time (the thread that drives the backend's compute stream). A
-// server feeds it from one engine thread.
+// Thread-safety: one thread at a time (the thread that drives the backend's compute stream), except
+// Check, which any thread may call. A server feeds it from one engine thread
+// (inference/engine_thread.h).
 #pragma once
 
 #include <chrono>
@@ -96,9 +97,13 @@ class GenerateEngine {
   static Result<std::unique_ptr<GenerateEngine>> Create(MoeModel& model, ExpertProvider* provider,
                                                         const EngineOptions& options);
 
-  // Queues a request and returns its id. InvalidArgument (naming the field) for bad sampling
+  // OK when Submit would take `request`; else InvalidArgument (naming the field) for bad sampling
   // options, an empty prompt, an id outside the vocabulary, or prompt + max_new_tokens past
-  // max_context. Nothing runs until Prefill/Step.
+  // max_context. Reads only what Create fixed (the model config and the options), so unlike
+  // everything else here it may run on any thread, beside the engine's own (a server checks a
+  // request on the thread that received it).
+  Status Check(const GenerateRequest& request) const;
+  // Queues a request and returns its id; the errors of Check. Nothing runs until Prefill/Step.
   Result<int64_t> Submit(GenerateRequest request, TokenCallback on_token = {});
   // Starts the waiting requests that find a free slot (prefill, first token).
   Status Prefill();
@@ -112,6 +117,8 @@ class GenerateEngine {
   bool idle() const { return waiting_.empty() && running() == 0; }
   int running() const;
   int waiting() const { return static_cast<int>(waiting_.size()); }
+  // Tokens held in the KV cache by the running requests (prompt and generated).
+  int64_t cached_tokens() const;
   // The result of a finished request, once (later calls: nullopt).
   std::optional<Generation> TakeResult(int64_t id);
 

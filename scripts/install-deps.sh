@@ -12,10 +12,10 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev libicu-dev
-  libxxhash-dev
-  fio
+  libxxhash-dev libcpp-httplib-dev
+  fio curl
   python3 python3-numpy python3-torch python3-h5py python3-pip
-  python3-yaml python3-requests python3-typing-extensions
+  python3-yaml python3-requests python3-typing-extensions python3-jinja2
 )
 
 missing=()
@@ -23,14 +23,21 @@ for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 
-# Hugging Face `tokenizers` and `transformers`, the oracles of the tokenizer and model tests (not
-# in Debian). Optional and best effort: without PyPI those tests say they are skipped. Pinned and
+# Hugging Face `tokenizers` and `transformers`, the oracles of the tokenizer and model tests, and
+# the `openai` client (not in Debian). Optional and best effort: without PyPI those tests say they are skipped. Pinned and
 # --no-deps, each dependency named, so that pip never replaces Debian's torch, numpy, yaml or
 # requests. transformers 4.49.0 is the last release that runs on Debian's torch 1.13 (4.50 imports
 # torch.distributed.tensor, torch >= 2); it requires tokenizers >= 0.21, < 0.22.
 hf_tokenizers=(tokenizers==0.21.4)
 hf_transformers=(transformers==4.49.0 huggingface-hub==0.30.2 safetensors==0.5.3
                  regex==2024.11.6 packaging==24.2 filelock==3.16.1 tqdm==4.67.1)
+# The official `openai` client, which drives `switchyard serve` in its test. openai 1.54.4 needs
+# httpx < 0.28 (0.28 dropped the `proxies` argument it passes) and pydantic 1.9+ (2.9.2 with its
+# exact pydantic-core); every dependency is pinned and pure or wheel-built for CPython 3.11.
+openai_client=(openai==1.54.4 httpx==0.27.2 httpcore==1.0.7 h11==0.14.0 anyio==4.6.2.post1
+               sniffio==1.3.1 idna==3.10 certifi==2024.8.30 distro==1.9.0 jiter==0.7.1
+               pydantic==2.9.2 pydantic-core==2.23.4 annotated-types==0.7.0
+               typing-extensions==4.12.2 tqdm==4.67.1)
 
 pip_pinned() {  # pip_pinned TEST_NAME PACKAGE==VERSION...
   local test_name=$1
@@ -51,6 +58,7 @@ pip_pinned() {  # pip_pinned TEST_NAME PACKAGE==VERSION...
 install_hf_python() {
   pip_pinned inference_hf_tokenizer_oracle_test "${hf_tokenizers[@]}"
   pip_pinned inference_hf_transformers_oracle_test "${hf_tokenizers[@]}" "${hf_transformers[@]}"
+  pip_pinned serve_openai_test "${openai_client[@]}"
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

@@ -60,6 +60,11 @@ size_t KvCache::bytes() const {
   return total;
 }
 
+int64_t KvCache::BytesPerToken(const ModelConfig& config) {
+  return int64_t{2} * config.num_layers * config.kv_heads() * config.dim_per_head() *
+         static_cast<int64_t>(sizeof(float));
+}
+
 Status KvCache::Begin(const KvStep& step) {
   SY_CHECK(step.tokens_per_row >= 1 && !step.seqs.empty() && step.seqs.size() == step.starts.size())
       << "KvCache::Begin: a malformed step";

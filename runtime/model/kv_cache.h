@@ -89,6 +89,9 @@ class KvCache {
   int64_t max_seq_len() const { return max_seq_len_; }
   // Bytes of keys and values held on the device.
   size_t bytes() const;
+  // Device bytes one token of one sequence takes in the cache of a model with `config` (f32 keys
+  // and values of every layer): what a KV-cache budget divides by.
+  static int64_t BytesPerToken(const ModelConfig& config);
 
  private:
   KvCache(Backend& backend, const ModelConfig& config, int batch, int64_t max_seq_len,

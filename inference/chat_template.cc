@@ -1,0 +1,103 @@
+#include "inference/chat_template.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <utility>
+
+#include "storage/formats/text_file.h"
+
+namespace sy {
+namespace {
+
+constexpr size_t kMaxConfigBytes = 64u << 20;  // a tokenizer_config.json with a large vocabulary
+
+// A special token in tokenizer_config.json: a string, or an AddedToken {"content": ...}.
+std::string TokenText(const nlohmann::json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto content = it->find("content");
+    if (content != it->end() && content->is_string()) return content->get<std::string>();
+  }
+  return "";
+}
+
+}  // namespace
+
+Result<ChatTemplate> ChatTemplate::Parse(std::string_view source, std::string bos_token,
+                                         std::string eos_token) {
+  SY_ASSIGN_OR_RETURN(JinjaTemplate jinja, JinjaTemplate::Parse(source));
+  return ChatTemplate(std::move(jinja), std::move(bos_token), std::move(eos_token));
+}
+
+Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
+  const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
+  std::error_code ec;
+  nlohmann::json config = nlohmann::json::object();
+  if (fs::exists(config_path, ec)) {
+    SY_ASSIGN_OR_RETURN(std::string text, storage::ReadTextFile(config_path, kMaxConfigBytes,
+                                                                "tokenizer_config.json"));
+    SY_ASSIGN_OR_RETURN(config,
+                        storage::ParseStrictJson(text, config_path, "tokenizer_config.json"));
+    if (!config.is_object()) {
+      return InvalidArgumentError(config_path + ": tokenizer_config.json is not a JSON object");
+    }
+  }
+  std::string source;
+  if (auto it = config.find("chat_template"); it != config.end() && !it->is_null()) {
+    if (it->is_string()) {
+      source = it->get<std::string>();
+    } else if (it->is_array()) {
+      for (const nlohmann::json& named : *it) {
+        if (named.is_object() && named.value("name", "") == "default" &&
+            named.contains("template") && named["template"].is_string()) {
+          source = named["template"].get<std::string>();
+        }
+      }
+      if (source.empty()) {
+        return InvalidArgumentError(config_path +
+                                    ": chat_template is a list without a template named "
+                                    "\"default\"");
+      }
+    } else {
+      return InvalidArgumentError(config_path + ": chat_template is neither a string nor a list");
+    }
+  } else if (fs::exists(jinja_path, ec)) {
+    SY_ASSIGN_OR_RETURN(source,
+                        storage::ReadTextFile(jinja_path, kMaxConfigBytes, "chat_template.jinja"));
+  } else {
+    return NotFoundError(dir +
+                         " has no chat template (no \"chat_template\" in tokenizer_config.json "
+                         "and no chat_template.jinja); use /v1/completions with a prompt");
+  }
+  Result<ChatTemplate> parsed =
+      Parse(source, TokenText(config, "bos_token"), TokenText(config, "eos_token"));
+  if (!parsed.ok()) {
+    return Status(parsed.status().code(), config_path + ": " + parsed.status().message());
+  }
+  parsed->unk_token_ = TokenText(config, "unk_token");
+  parsed->pad_token_ = TokenText(config, "pad_token");
+  return parsed;
+}
+
+Result<std::string> ChatTemplate::Render(std::span<const ChatMessageText> messages,
+                                         bool add_generation_prompt) const {
+  nlohmann::ordered_json context = nlohmann::ordered_json::object();
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessageText& m : messages) {
+    list.push_back({{"role", m.role}, {"content", m.content}});
+  }
+  context["messages"] = std::move(list);
+  context["add_generation_prompt"] = add_generation_prompt;
+  context["bos_token"] = bos_token_;
+  context["eos_token"] = eos_token_;
+  if (!unk_token_.empty()) context["unk_token"] = unk_token_;
+  if (!pad_token_.empty()) context["pad_token"] = pad_token_;
+  return jinja_.Render(context);
+}
+
+}  // namespace sy

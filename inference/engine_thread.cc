@@ -1,0 +1,202 @@
+#include "inference/engine_thread.h"
+
+#include <utility>
+
+namespace sy {
+
+RequestUpdate RequestHandle::Next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
+  RequestUpdate update;
+  update.tokens.swap(pending_);
+  if (finished_) {
+    update.finished = true;
+    update.finish = end_.finish;
+    update.status = end_.status;
+    update.ttft_seconds = end_.ttft_seconds;
+  }
+  return update;
+}
+
+void RequestHandle::Push(int32_t token) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(token);
+  }
+  cv_.notify_all();
+}
+
+void RequestHandle::Finish(FinishReason finish, Status status, double ttft_seconds) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    end_.finish = finish;
+    end_.status = std::move(status);
+    end_.ttft_seconds = ttft_seconds;
+  }
+  cv_.notify_all();
+}
+
+EngineThread::EngineThread(std::unique_ptr<GenerateEngine> engine) : engine_(std::move(engine)) {}
+
+std::unique_ptr<EngineThread> EngineThread::Start(std::unique_ptr<GenerateEngine> engine) {
+  std::unique_ptr<EngineThread> worker(new EngineThread(std::move(engine)));
+  worker->thread_ = std::thread([w = worker.get()] { w->Loop(); });
+  return worker;
+}
+
+EngineThread::~EngineThread() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<std::shared_ptr<RequestHandle>> EngineThread::Submit(GenerateRequest request) {
+  SY_RETURN_IF_ERROR(engine_->Check(request));
+  auto handle = std::make_shared<RequestHandle>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_ || stopping_) {
+      return UnavailableError("the engine is shutting down and takes no new requests");
+    }
+    inbox_.push_back(Pending{std::move(request), handle});
+    ++in_flight_;
+  }
+  wake_.notify_all();
+  return handle;
+}
+
+Status EngineThread::Call(const std::function<void(GenerateEngine&)>& fn) {
+  bool done = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopped_ || stopping_) return UnavailableError("the engine thread has stopped");
+  calls_.emplace_back(&fn, &done);
+  wake_.notify_all();
+  called_.wait(lock, [&] { return done || stopped_; });
+  return done ? Status::Ok() : UnavailableError("the engine thread stopped before the call ran");
+}
+
+void EngineThread::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  draining_ = true;
+  drained_.wait(lock, [&] { return in_flight_ == 0; });
+}
+
+int EngineThread::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+int EngineThread::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(inbox_.size());
+}
+
+void EngineThread::Loop() {
+  std::deque<Pending> taken;
+  std::deque<std::pair<const std::function<void(GenerateEngine&)>*, bool*>> calls;
+  // A request leaves in_flight_ before its handle says it finished, so that a submitter that saw
+  // its end never counts it as in flight.
+  auto finished = [this](RequestHandle& handle, FinishReason finish, Status status, double ttft) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--in_flight_ == 0) drained_.notify_all();
+    }
+    handle.Finish(finish, std::move(status), ttft);
+  };
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // The engine is touched only by this thread, so reading idle() under mu_ is safe.
+      wake_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !calls_.empty() || !engine_->idle();
+      });
+      if (stopping_) break;
+      taken.swap(inbox_);
+      calls.swap(calls_);
+    }
+    for (const auto& [fn, done] : calls) {
+      (*fn)(*engine_);
+      std::lock_guard<std::mutex> lock(mu_);
+      *done = true;
+    }
+    if (!calls.empty()) called_.notify_all();
+    calls.clear();
+    for (Pending& p : taken) {
+      if (p.handle->cancelled()) {
+        finished(*p.handle, FinishReason::kCancelled, Status::Ok(), 0.0);
+        continue;
+      }
+      RequestHandle* handle = p.handle.get();  // the Active entry keeps it alive
+      Result<int64_t> id = engine_->Submit(std::move(p.request), [handle](const TokenEvent& e) {
+        handle->Push(e.token);
+        return !handle->cancelled();
+      });
+      if (!id.ok()) {
+        finished(*p.handle, FinishReason::kCancelled, id.status(), 0.0);
+        continue;
+      }
+      active_.push_back(Active{*id, std::move(p.handle)});
+    }
+    taken.clear();
+    for (Active& a : active_) {
+      if (!a.cancel_sent && a.handle->cancelled()) {
+        engine_->Cancel(a.id);
+        a.cancel_sent = true;
+      }
+    }
+    if (!engine_->idle()) {
+      const Status step = engine_->Step();
+      if (!step.ok()) FailAll(step);
+    }
+    CollectFinished();
+  }
+  // Stopping: whatever is in flight ends cancelled.
+  for (Active& a : active_) engine_->Cancel(a.id);
+  CollectFinished();
+  std::deque<Pending> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(inbox_);
+    stopped_ = true;
+    calls_.clear();
+  }
+  called_.notify_all();
+  for (Pending& p : left) finished(*p.handle, FinishReason::kCancelled, Status::Ok(), 0.0);
+}
+
+void EngineThread::FailAll(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ -= static_cast<int>(active_.size());
+    if (in_flight_ == 0) drained_.notify_all();
+  }
+  for (Active& a : active_) {
+    engine_->Cancel(a.id);
+    std::optional<Generation> g = engine_->TakeResult(a.id);
+    a.handle->Finish(FinishReason::kCancelled, status, g ? g->ttft_seconds : 0.0);
+  }
+  active_.clear();
+}
+
+void EngineThread::CollectFinished() {
+  for (size_t i = 0; i < active_.size();) {
+    std::optional<Generation> g = engine_->TakeResult(active_[i].id);
+    if (!g.has_value()) {
+      ++i;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--in_flight_ == 0) drained_.notify_all();
+    }
+    active_[i].handle->Finish(g->finish, Status::Ok(), g->ttft_seconds);
+    active_[i] = std::move(active_.back());
+    active_.pop_back();
+  }
+}
+
+}  // namespace sy

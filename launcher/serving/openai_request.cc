@@ -1,0 +1,320 @@
+#include "launcher/serving/openai_request.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "storage/formats/text_file.h"
+
+namespace sy::serving {
+namespace {
+
+using json = nlohmann::json;
+
+std::string TypeName(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::binary:
+    case json::value_t::discarded:
+      break;
+  }
+  return "a value";
+}
+
+Status WrongType(std::string_view field, std::string_view want, const json& got) {
+  return InvalidArgumentError("'" + std::string(field) + "' must be " + std::string(want) +
+                              ", not " + TypeName(got));
+}
+
+// The body as a JSON object, or why not: storage's strict parser (no duplicate keys, no deep
+// nesting), with its advice about files cut off.
+Result<json> ParseObject(std::string_view body) {
+  if (body.size() > kMaxBodyBytes) {
+    return InvalidArgumentError("the request body is " + std::to_string(body.size()) +
+                                " bytes; the limit is " + std::to_string(kMaxBodyBytes));
+  }
+  Result<json> root = storage::ParseStrictJson(body, "request", "the body");
+  if (!root.ok()) {
+    std::string message(root.status().message());
+    message = message.substr(0, message.find("; the file"));
+    return InvalidArgumentError(message);
+  }
+  if (!root->is_object()) return InvalidArgumentError("the request body must be a JSON object");
+  return std::move(root).value();
+}
+
+// The field, or null when absent (the API treats an explicit null as absent).
+const json* Field(const json& root, std::string_view name) {
+  auto it = root.find(name);
+  if (it == root.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+Result<bool> GetBool(const json& root, std::string_view name, bool fallback) {
+  const json* v = Field(root, name);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) return WrongType(name, "true or false", *v);
+  return v->get<bool>();
+}
+
+// An integer within [lo, hi].
+Result<std::optional<int64_t>> GetInt(const json& root, std::string_view name, int64_t lo,
+                                      int64_t hi) {
+  const json* v = Field(root, name);
+  if (v == nullptr) return std::optional<int64_t>();
+  if (!v->is_number_integer()) return WrongType(name, "an integer", *v);
+  if (v->is_number_unsigned() &&
+      v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return InvalidArgumentError("'" + std::string(name) + "' is out of range [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  const auto value = v->get<int64_t>();
+  if (value < lo || value > hi) {
+    return InvalidArgumentError("'" + std::string(name) + "' is " + std::to_string(value) +
+                                "; it must be in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
+  }
+  return std::optional<int64_t>(value);
+}
+
+// A number within [lo, hi] (lo excluded when `open_low`).
+Result<std::optional<double>> GetNumber(const json& root, std::string_view name, double lo,
+                                        double hi, bool open_low = false) {
+  const json* v = Field(root, name);
+  if (v == nullptr) return std::optional<double>();
+  if (!v->is_number()) return WrongType(name, "a number", *v);
+  const auto value = v->get<double>();
+  if (!std::isfinite(value) || value > hi || value < lo || (open_low && value == lo)) {
+    return InvalidArgumentError("'" + std::string(name) + "' is " + v->dump() + "; it must be in " +
+                                (open_low ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() +
+                                "]");
+  }
+  return std::optional<double>(value);
+}
+
+// A token id: an integer in [0, 2^31).
+Result<int32_t> TokenId(const json& v, std::string_view field) {
+  if (!v.is_number_integer()) return WrongType(field, "an array of token ids (integers)", v);
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > INT32_MAX
+                             : (v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)) {
+    return InvalidArgumentError("'" + std::string(field) + "' holds " + v.dump() +
+                                ", not a token id (an integer in [0, 2^31))");
+  }
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+// Fields this server does not implement: refused unless they have their neutral value.
+Status RefuseUnsupported(const json& root) {
+  auto neutral = [&](std::string_view name, const json& ok_value) -> Status {
+    const json* v = Field(root, name);
+    if (v == nullptr || *v == ok_value) return Status::Ok();
+    return InvalidArgumentError("'" + std::string(name) + "' = " + v->dump() +
+                                " is not supported by this server (only " + ok_value.dump() + ")");
+  };
+  SY_RETURN_IF_ERROR(neutral("n", 1));
+  SY_RETURN_IF_ERROR(neutral("best_of", 1));
+  SY_RETURN_IF_ERROR(neutral("echo", false));
+  // logprobs is a boolean in a chat and a count in a completion.
+  if (const json* v = Field(root, "logprobs"); v != nullptr && *v != false && *v != 0) {
+    return InvalidArgumentError("'logprobs' = " + v->dump() +
+                                " is not supported by this server (only false or 0)");
+  }
+  SY_RETURN_IF_ERROR(neutral("top_logprobs", 0));
+  SY_RETURN_IF_ERROR(neutral("presence_penalty", 0));
+  SY_RETURN_IF_ERROR(neutral("frequency_penalty", 0));
+  SY_RETURN_IF_ERROR(neutral("suffix", ""));
+  SY_RETURN_IF_ERROR(neutral("logit_bias", json::object()));
+  SY_RETURN_IF_ERROR(neutral("tools", json::array()));
+  SY_RETURN_IF_ERROR(neutral("functions", json::array()));
+  if (const json* f = Field(root, "response_format")) {
+    if (!f->is_object() || f->value("type", json()) != "text") {
+      return InvalidArgumentError("'response_format' = " + f->dump() +
+                                  " is not supported by this server (only {\"type\": \"text\"})");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<SamplingParams> ParseSampling(const json& root, bool chat) {
+  SY_RETURN_IF_ERROR(RefuseUnsupported(root));
+  SamplingParams p;
+  SY_ASSIGN_OR_RETURN(p.stream, GetBool(root, "stream", false));
+  if (const json* o = Field(root, "stream_options")) {
+    if (!o->is_object()) return WrongType("stream_options", "an object", *o);
+    SY_ASSIGN_OR_RETURN(p.include_usage, GetBool(*o, "include_usage", false));
+  }
+  SY_ASSIGN_OR_RETURN(p.max_tokens, GetInt(root, "max_tokens", 1, kMaxTokensLimit));
+  if (chat && !p.max_tokens.has_value()) {
+    SY_ASSIGN_OR_RETURN(p.max_tokens, GetInt(root, "max_completion_tokens", 1, kMaxTokensLimit));
+  }
+  SY_ASSIGN_OR_RETURN(std::optional<double> temperature, GetNumber(root, "temperature", 0, 2));
+  if (temperature) p.temperature = static_cast<float>(*temperature);
+  SY_ASSIGN_OR_RETURN(std::optional<double> top_p, GetNumber(root, "top_p", 0, 1, true));
+  if (top_p) p.top_p = static_cast<float>(*top_p);
+  SY_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, GetInt(root, "top_k", -1, INT32_MAX));
+  if (top_k) p.top_k = static_cast<int32_t>(std::max<int64_t>(0, *top_k));
+  SY_ASSIGN_OR_RETURN(std::optional<int64_t> seed, GetInt(root, "seed", INT64_MIN, INT64_MAX));
+  if (seed) p.seed = static_cast<uint64_t>(*seed);
+  SY_ASSIGN_OR_RETURN(p.ignore_eos, GetBool(root, "ignore_eos", false));
+  if (const json* stop = Field(root, "stop")) {
+    if (stop->is_string()) {
+      p.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      if (stop->size() > kMaxStopStrings) {
+        return InvalidArgumentError("'stop' has " + std::to_string(stop->size()) +
+                                    " strings; at most " + std::to_string(kMaxStopStrings));
+      }
+      for (const json& s : *stop) {
+        if (!s.is_string()) return WrongType("stop", "a string or an array of strings", s);
+        p.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return WrongType("stop", "a string or an array of strings", *stop);
+    }
+    for (const std::string& s : p.stop) {
+      if (s.empty() || s.size() > kMaxStopBytes) {
+        return InvalidArgumentError("a 'stop' string must have 1 to " +
+                                    std::to_string(kMaxStopBytes) + " bytes, not " +
+                                    std::to_string(s.size()));
+      }
+    }
+  }
+  if (const json* ids = Field(root, "stop_token_ids")) {
+    if (!ids->is_array()) return WrongType("stop_token_ids", "an array of token ids", *ids);
+    if (ids->size() > kMaxStopTokenIds) {
+      return InvalidArgumentError("'stop_token_ids' has more than " +
+                                  std::to_string(kMaxStopTokenIds) + " ids");
+    }
+    for (const json& id : *ids) {
+      SY_ASSIGN_OR_RETURN(int32_t token, TokenId(id, "stop_token_ids"));
+      p.stop_token_ids.push_back(token);
+    }
+  }
+  return p;
+}
+
+Result<std::string> GetModel(const json& root) {
+  const json* m = Field(root, "model");
+  if (m == nullptr) return std::string();
+  if (!m->is_string()) return WrongType("model", "a string", *m);
+  return m->get<std::string>();
+}
+
+// A prompt that is an array: token ids, or a one-element batch of a string or of ids.
+Status ParseArrayPrompt(const json& prompt, CompletionRequest& out) {
+  if (prompt.empty()) return InvalidArgumentError("'prompt' is an empty array");
+  if (prompt[0].is_string() || prompt[0].is_array()) {
+    if (prompt.size() != 1) {
+      return InvalidArgumentError("'prompt' holds " + std::to_string(prompt.size()) +
+                                  " prompts; this server takes one prompt per request");
+    }
+    const json& only = prompt[0];
+    if (only.is_string()) {
+      out.prompt_text = only.get<std::string>();
+      return Status::Ok();
+    }
+    return ParseArrayPrompt(only, out);
+  }
+  out.prompt_ids.reserve(prompt.size());
+  for (const json& id : prompt) {
+    SY_ASSIGN_OR_RETURN(int32_t token, TokenId(id, "prompt"));
+    out.prompt_ids.push_back(token);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> MessageContent(const json& content, size_t index) {
+  const std::string field = "messages[" + std::to_string(index) + "].content";
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return WrongType(field, "a string or an array of text parts", content);
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object()) return WrongType(field, "an array of text parts (objects)", part);
+    const json* type = Field(part, "type");
+    if (type == nullptr || !type->is_string() || *type != "text") {
+      return InvalidArgumentError(field +
+                                  " has a part that is not {\"type\": \"text\", ...}; this "
+                                  "server takes text only");
+    }
+    const json* t = Field(part, "text");
+    if (t == nullptr || !t->is_string()) {
+      return InvalidArgumentError(field + " has a text part without a \"text\" string");
+    }
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<CompletionRequest> ParseCompletionRequest(std::string_view body) {
+  SY_ASSIGN_OR_RETURN(json root, ParseObject(body));
+  CompletionRequest out;
+  SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
+  const json* prompt = Field(root, "prompt");
+  if (prompt == nullptr) return InvalidArgumentError("'prompt' is required");
+  if (prompt->is_string()) {
+    out.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array()) {
+    SY_RETURN_IF_ERROR(ParseArrayPrompt(*prompt, out));
+  } else {
+    return WrongType("prompt", "a string or an array of token ids", *prompt);
+  }
+  SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/false));
+  return out;
+}
+
+Result<ChatRequest> ParseChatRequest(std::string_view body) {
+  SY_ASSIGN_OR_RETURN(json root, ParseObject(body));
+  ChatRequest out;
+  SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
+  const json* messages = Field(root, "messages");
+  if (messages == nullptr) return InvalidArgumentError("'messages' is required");
+  if (!messages->is_array()) return WrongType("messages", "an array of messages", *messages);
+  if (messages->empty() || messages->size() > kMaxMessages) {
+    return InvalidArgumentError("'messages' must hold 1 to " + std::to_string(kMaxMessages) +
+                                " messages, not " + std::to_string(messages->size()));
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return WrongType(at, "an object", m);
+    const json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return InvalidArgumentError(at + " needs a \"role\" string");
+    }
+    ChatMessage message;
+    message.role = role->get<std::string>();
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
+        message.role != "tool" && message.role != "developer") {
+      return InvalidArgumentError(at + ".role is '" + message.role +
+                                  "'; one of system, user, assistant, tool, developer");
+    }
+    if (const json* content = Field(m, "content")) {
+      SY_ASSIGN_OR_RETURN(message.content, MessageContent(*content, i));
+    } else if (message.role != "assistant") {
+      return InvalidArgumentError(at + " needs a \"content\"");
+    }
+    out.messages.push_back(std::move(message));
+  }
+  SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/true));
+  return out;
+}
+
+}  // namespace sy::serving

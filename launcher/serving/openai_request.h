@@ -1,0 +1,80 @@
+// The request bodies of the OpenAI-compatible endpoints `switchyard serve` answers
+// (docs/serving.md): POST /v1/completions and POST /v1/chat/completions, parsed from untrusted
+// JSON into checked values.
+//
+// A body is refused, with InvalidArgument naming the field and what it accepts, when it is not a
+// JSON object, is larger than kMaxBodyBytes, nests deeper or repeats a key (storage::
+// ParseStrictJson, storage/formats/text_file.h, parses it), has a field of the
+// wrong type or out of range, or asks for something this server does not do (n > 1, logprobs,
+// penalties, tools, logit_bias, echo, suffix, best_of > 1: refused, never ignored, so a client
+// never gets an answer computed differently from what it asked for). Fields the API defines but
+// that do not change the answer (user, metadata, store, ...) and unknown fields are ignored, as
+// other servers do. Whether a request fits the model (its context, its vocabulary, the served
+// model's name) is for the server to check; these parsers know no model.
+//
+// Defaults are the OpenAI API's: temperature 1, top_p 1, no stop; max_tokens 16 for a completion
+// and "up to the context" for a chat. seed: none (the server draws one).
+//
+// Ownership: values. Thread-safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/status.h"
+
+namespace sy::serving {
+
+inline constexpr size_t kMaxBodyBytes = 8u << 20;  // 8 MiB
+inline constexpr size_t kMaxStopStrings = 4;       // as the OpenAI API
+inline constexpr size_t kMaxStopBytes = 1024;      // per stop string
+inline constexpr size_t kMaxStopTokenIds = 1024;
+inline constexpr size_t kMaxMessages = 4096;
+inline constexpr int64_t kMaxTokensLimit = 1 << 24;  // larger max_tokens are refused as absurd
+
+// What both endpoints take besides the prompt.
+struct SamplingParams {
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage: a last chunk with usage
+  std::optional<int64_t> max_tokens;    // >= 1; none: the endpoint's default
+  float temperature = 1.0f;             // [0, 2]; 0: greedy
+  float top_p = 1.0f;                   // (0, 1]
+  int32_t top_k = 0;                    // >= 0 (-1 is read as 0); 0: off. An extension, as vLLM's
+  std::optional<uint64_t> seed;         // any integer (negative ones wrap)
+  std::vector<std::string> stop;        // up to kMaxStopStrings, each 1..kMaxStopBytes bytes
+  std::vector<int32_t> stop_token_ids;  // extension (vLLM's name): these tokens end the answer
+  bool ignore_eos = false;              // extension: do not stop at the model's end token
+};
+
+struct CompletionRequest {
+  std::string model;  // "" when absent
+  // The prompt: text, or token ids when the body gave ids (then prompt_text is unset).
+  std::optional<std::string> prompt_text;
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+};
+
+struct ChatMessage {
+  std::string role;     // system, user, assistant, tool or developer
+  std::string content;  // the text parts joined
+};
+
+struct ChatRequest {
+  std::string model;
+  std::vector<ChatMessage> messages;  // 1 .. kMaxMessages
+  SamplingParams params;
+};
+
+// The body of POST /v1/completions. `prompt` is a string, an array of token ids, or a one-element
+// array of either (the API's batch form, with one prompt).
+Result<CompletionRequest> ParseCompletionRequest(std::string_view body);
+
+// The body of POST /v1/chat/completions. A message's content is a string, null (an assistant
+// message), or an array of {"type": "text", "text": ...} parts.
+Result<ChatRequest> ParseChatRequest(std::string_view body);
+
+}  // namespace sy::serving

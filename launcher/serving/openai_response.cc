@@ -1,0 +1,103 @@
+#include "launcher/serving/openai_response.h"
+
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
+namespace sy::serving {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
+}
+
+json Base(const ResponseHeader& header, bool chunk) {
+  const char* object = header.endpoint == Endpoint::kChat
+                           ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                           : "text_completion";
+  return json{
+      {"id", header.id}, {"object", object}, {"created", header.created}, {"model", header.model}};
+}
+
+json Ids(std::span<const int32_t> ids) {
+  return json(std::vector<int32_t>(ids.begin(), ids.end()));
+}
+
+json UsageJson(const Usage& usage) {
+  return json{{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+}
+
+}  // namespace
+
+std::string FullResponse(const ResponseHeader& header, std::string_view text,
+                         std::span<const int32_t> token_ids, std::string_view finish_reason,
+                         const Usage& usage) {
+  json out = Base(header, /*chunk=*/false);
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  if (header.endpoint == Endpoint::kChat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  choice["token_ids"] = Ids(token_ids);
+  out["choices"] = json::array({choice});
+  out["usage"] = UsageJson(usage);
+  return Dump(out);
+}
+
+std::string StreamChunk(const ResponseHeader& header, std::string_view text,
+                        std::span<const int32_t> token_ids,
+                        std::optional<std::string_view> finish_reason, bool first) {
+  json out = Base(header, /*chunk=*/true);
+  json choice = {{"index", 0}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish_reason ? json(*finish_reason) : json(nullptr);
+  if (header.endpoint == Endpoint::kChat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && !finish_reason)) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  choice["token_ids"] = Ids(token_ids);
+  out["choices"] = json::array({choice});
+  return Dump(out);
+}
+
+std::string UsageChunk(const ResponseHeader& header, const Usage& usage) {
+  json out = Base(header, /*chunk=*/true);
+  out["choices"] = json::array();
+  out["usage"] = UsageJson(usage);
+  return Dump(out);
+}
+
+std::string ModelsResponse(std::string_view model, int64_t created) {
+  return Dump(json{{"object", "list"},
+                   {"data", json::array({json{{"id", model},
+                                              {"object", "model"},
+                                              {"created", created},
+                                              {"owned_by", "switchyard"}}})}});
+}
+
+std::string ErrorResponse(std::string_view message, std::string_view type, std::string_view code) {
+  return Dump(json{{"error",
+                    {{"message", message},
+                     {"type", type},
+                     {"param", nullptr},
+                     {"code", code.empty() ? json(nullptr) : json(code)}}}});
+}
+
+std::string SseEvent(std::string_view json_text) {
+  std::string out;
+  out.reserve(json_text.size() + 8);
+  out += "data: ";
+  out += json_text;
+  out += "\n\n";
+  return out;
+}
+
+}  // namespace sy::serving

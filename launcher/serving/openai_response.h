@@ -1,0 +1,63 @@
+// The response bodies of the OpenAI-compatible endpoints (docs/serving.md): a whole completion or
+// chat completion, the server-sent-event chunks of a streamed one, the usage chunk, the model
+// list and the error body. Each returns compact JSON text; invalid UTF-8 in a text (which the
+// server never produces: its text comes from TextStreamer) would be replaced by U+FFFD.
+//
+// Beyond the API: every choice (and every streamed chunk) carries "token_ids", the ids of the
+// tokens it holds, so a client of a model without a tokenizer reads its answer there (its "text"
+// is then empty), and any client can check the exact tokens.
+//
+// Ownership: values. Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace sy::serving {
+
+enum class Endpoint : uint8_t { kCompletion, kChat };
+
+// What every body of one answer repeats.
+struct ResponseHeader {
+  Endpoint endpoint = Endpoint::kCompletion;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// The whole answer: one choice with `text` and `token_ids`, its finish_reason ("stop" or
+// "length") and the usage.
+std::string FullResponse(const ResponseHeader& header, std::string_view text,
+                         std::span<const int32_t> token_ids, std::string_view finish_reason,
+                         const Usage& usage);
+
+// One streamed chunk (the JSON after "data: "). A chat's first chunk (`first`) carries the
+// assistant role; the last one carries `finish_reason` (and usually no text).
+std::string StreamChunk(const ResponseHeader& header, std::string_view text,
+                        std::span<const int32_t> token_ids,
+                        std::optional<std::string_view> finish_reason, bool first);
+
+// The chunk after the last one when the client asked for stream_options.include_usage: no
+// choices, the usage.
+std::string UsageChunk(const ResponseHeader& header, const Usage& usage);
+
+// GET /v1/models: the one model served.
+std::string ModelsResponse(std::string_view model, int64_t created);
+
+// {"error": {"message", "type", "param", "code"}}: `type` is invalid_request_error (4xx) or
+// server_error (5xx); `code` may be empty (null).
+std::string ErrorResponse(std::string_view message, std::string_view type,
+                          std::string_view code = "");
+
+// "data: <json>\n\n", one server-sent event.
+std::string SseEvent(std::string_view json);
+
+}  // namespace sy::serving

@@ -1,0 +1,375 @@
+#include "launcher/serving/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+#include <random>
+#include <utility>
+
+#include "launcher/serving/answer_stream.h"
+#include "launcher/serving/openai_request.h"
+#include "launcher/serving/openai_response.h"
+
+namespace sy::serving {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr const char* kJson = "application/json";
+// How long an HTTP thread waits for tokens before it looks at its connection again, and how long
+// a streaming connection may stay silent before a comment line goes out (so that a client that
+// left is noticed while its request waits for a slot).
+constexpr milliseconds kPoll(250);
+constexpr milliseconds kKeepAlive(1000);
+
+int64_t UnixNow() { return static_cast<int64_t>(std::time(nullptr)); }
+
+uint64_t RandomSeed() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return rng();
+}
+
+int HttpCode(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kUnimplemented:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    case StatusCode::kIOError:
+    case StatusCode::kDataLoss:
+    case StatusCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+}  // namespace
+
+struct Server::Prepared {
+  Endpoint endpoint = Endpoint::kCompletion;
+  GenerateRequest request;
+  SamplingParams params;
+  int64_t prompt_tokens = 0;
+};
+
+Server::Server(ServedModel model, EngineThread& engine, ServerOptions options)
+    : model_(std::move(model)),
+      engine_(engine),
+      options_(std::move(options)),
+      http_(std::make_unique<httplib::Server>()),
+      started_(UnixNow()) {
+  const int threads =
+      options_.http_threads > 0 ? options_.http_threads : 4 * engine_.options().max_batch + 16;
+  http_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  http_->set_payload_max_length(kMaxBodyBytes);
+  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Completions(req, res, /*chat=*/false);
+  });
+  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Completions(req, res, /*chat=*/true);
+  });
+  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(ModelsResponse(model_.name, started_), kJson);
+  });
+  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining_.load()) {
+      res.status = 503;
+      res.set_content("{\"status\":\"shutting down\"}", kJson);
+    } else {
+      res.set_content("{\"status\":\"ok\"}", kJson);
+    }
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    EngineSnapshot snapshot;
+    const Status called = engine_.Call([&](GenerateEngine& e) { snapshot = Snapshot(e); });
+    if (!called.ok()) {
+      Error(res, 503, called.message());
+      return;
+    }
+    snapshot.queued = engine_.queued();
+    res.set_content(metrics_.Render(snapshot), "text/plain; version=0.0.4");
+  });
+  // Routes that do not exist, bodies over the limit: an OpenAI error body instead of an empty one.
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message =
+        res.status == 404 ? "no route " + req.method + " " + req.path
+        : res.status == 413
+            ? "the request body is larger than " + std::to_string(kMaxBodyBytes) + " bytes"
+            : "the request failed (HTTP " + std::to_string(res.status) + ")";
+    res.set_content(
+        ErrorResponse(message, res.status >= 500 ? "server_error" : "invalid_request_error"),
+        kJson);
+  });
+}
+
+Server::~Server() = default;
+
+Status Server::Bind() {
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+  } else {
+    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  if (port_ < 0) {
+    return UnavailableError("cannot listen on " + options_.host + ":" +
+                            std::to_string(options_.port) +
+                            " (in use, or not an address of this machine); pick another --port "
+                            "or --host");
+  }
+  return Status::Ok();
+}
+
+Status Server::Serve() {
+  if (!http_->listen_after_bind()) {
+    return IOError("the listening socket on " + options_.host + ":" + std::to_string(port_) +
+                   " failed");
+  }
+  return Status::Ok();
+}
+
+void Server::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+  }
+  engine_.Drain();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait(lock, [&] { return active_ == 0; });
+  }
+  http_->stop();
+}
+
+void Server::Leave() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--active_ == 0) idle_.notify_all();
+}
+
+void Server::Error(httplib::Response& res, int code, const std::string& message) {
+  res.status = code;
+  const char* type = code >= 500 ? "server_error" : "invalid_request_error";
+  res.set_content(ErrorResponse(message, type, code == 404 ? "model_not_found" : ""), kJson);
+}
+
+Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int* code) {
+  *code = 400;
+  Prepared p;
+  p.endpoint = chat ? Endpoint::kChat : Endpoint::kCompletion;
+  std::string model_name;
+  std::vector<int32_t> prompt;
+  std::optional<std::string> text;
+  std::vector<ChatMessageText> messages;
+  if (chat) {
+    SY_ASSIGN_OR_RETURN(ChatRequest r, ParseChatRequest(body));
+    model_name = std::move(r.model);
+    p.params = std::move(r.params);
+    for (ChatMessage& m : r.messages) {
+      messages.push_back(ChatMessageText{std::move(m.role), std::move(m.content)});
+    }
+  } else {
+    SY_ASSIGN_OR_RETURN(CompletionRequest r, ParseCompletionRequest(body));
+    model_name = std::move(r.model);
+    p.params = std::move(r.params);
+    text = std::move(r.prompt_text);
+    prompt = std::move(r.prompt_ids);
+  }
+  if (!model_name.empty() && model_name != model_.name && model_name != model_.path) {
+    *code = 404;
+    return NotFoundError("the model '" + model_name + "' does not exist; this server serves '" +
+                         model_.name + "'");
+  }
+  if (chat) {
+    if (model_.chat_template == nullptr) return InvalidArgumentError(model_.no_chat_template);
+    SY_ASSIGN_OR_RETURN(std::string rendered,
+                        model_.chat_template->Render(messages, /*add_generation_prompt=*/true));
+    text = std::move(rendered);
+  }
+  if (text.has_value()) {
+    if (model_.tokenizer == nullptr) {
+      return InvalidArgumentError("the model '" + model_.name +
+                                  "' has no tokenizer; send 'prompt' as an array of token ids");
+    }
+    SY_ASSIGN_OR_RETURN(prompt, model_.tokenizer->Encode(*text));
+  }
+  if (!p.params.stop.empty() && model_.tokenizer == nullptr) {
+    return InvalidArgumentError("'stop' strings need a tokenizer, which the model '" + model_.name +
+                                "' lacks; use 'stop_token_ids'");
+  }
+  if (prompt.empty()) return InvalidArgumentError("the prompt is empty");
+  const auto n = static_cast<int64_t>(prompt.size());
+  if (n >= model_.context) {
+    return InvalidArgumentError("the prompt has " + std::to_string(n) +
+                                " tokens; this server's context is " +
+                                std::to_string(model_.context) + " tokens per request (" +
+                                model_.context_why + "), which leaves no room for an answer");
+  }
+  const int64_t room = model_.context - n;
+  const int64_t max_tokens =
+      p.params.max_tokens.value_or(chat ? room : std::min<int64_t>(16, room));
+  if (max_tokens > room) {
+    return InvalidArgumentError("this server's context is " + std::to_string(model_.context) +
+                                " tokens per request (" + model_.context_why + "); you requested " +
+                                std::to_string(n + max_tokens) + " tokens (" + std::to_string(n) +
+                                " in the prompt, " + std::to_string(max_tokens) +
+                                " for the answer); lower max_tokens or shorten the prompt");
+  }
+  p.prompt_tokens = n;
+  p.request.prompt = std::move(prompt);
+  SamplerOptions& s = p.request.sampling;
+  s.temperature = p.params.temperature;
+  s.top_k = p.params.top_k;
+  s.top_p = p.params.top_p;
+  s.seed = p.params.seed.value_or(RandomSeed());
+  s.max_new_tokens = max_tokens;
+  s.stop_tokens = p.params.stop_token_ids;
+  if (!p.params.ignore_eos) {
+    s.stop_tokens.insert(s.stop_tokens.end(), model_.eos_token_ids.begin(),
+                         model_.eos_token_ids.end());
+  }
+  return p;
+}
+
+void Server::Completions(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const std::string endpoint = chat ? "chat_completions" : "completions";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_.load()) {
+      Error(res, 503, "the server is shutting down");
+      return;
+    }
+    ++active_;
+  }
+  metrics_.RequestStarted();
+  int code = 400;
+  Result<Prepared> prepared = Prepare(req.body, chat, &code);
+  if (!prepared.ok()) {
+    Error(res, code, prepared.status().message());
+    metrics_.RequestFinished(endpoint, code, -1.0);
+    Leave();
+    return;
+  }
+  Answer(std::move(prepared).value(), res);
+}
+
+void Server::Answer(Prepared p, httplib::Response& res) {
+  const std::string endpoint = p.endpoint == Endpoint::kChat ? "chat_completions" : "completions";
+  const int64_t prompt_tokens = p.prompt_tokens;
+  std::vector<int32_t> stop_ids = p.request.sampling.stop_tokens;
+  Result<std::shared_ptr<RequestHandle>> handle = engine_.Submit(std::move(p.request));
+  if (!handle.ok()) {
+    Error(res, HttpCode(handle.status()), handle.status().message());
+    metrics_.RequestFinished(endpoint, res.status, -1.0);
+    Leave();
+    return;
+  }
+  ResponseHeader header;
+  header.endpoint = p.endpoint;
+  header.id = std::string(p.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") +
+              std::to_string(next_id_++);
+  header.created = UnixNow();
+  header.model = model_.name;
+  auto stream = std::make_shared<AnswerStream>(std::move(handle).value(), model_.tokenizer,
+                                               p.params.stop, std::move(stop_ids));
+  if (!p.params.stream) {
+    std::string text;
+    std::vector<int32_t> ids;
+    AnswerPiece piece;
+    do {
+      piece = stream->Next(kPoll);
+      text += piece.text;
+      ids.insert(ids.end(), piece.token_ids.begin(), piece.token_ids.end());
+    } while (!piece.finished);
+    if (!piece.status.ok()) {
+      Error(res, 500, "generation failed: " + piece.status.ToString());
+    } else {
+      res.status = 200;
+      res.set_content(FullResponse(header, text, ids, piece.finish_reason,
+                                   Usage{prompt_tokens, stream->completion_tokens()}),
+                      kJson);
+    }
+    metrics_.RequestFinished(endpoint, res.status, ids.empty() ? -1.0 : stream->ttft_seconds());
+    Leave();
+    return;
+  }
+  struct StreamState {
+    std::shared_ptr<AnswerStream> stream;
+    ResponseHeader header;
+    bool include_usage = false;
+    int64_t prompt_tokens = 0;
+    bool first = true;
+    bool done = false;
+    Clock::time_point last_write = Clock::now();
+  };
+  auto state = std::make_shared<StreamState>();
+  state->stream = stream;
+  state->header = std::move(header);
+  state->include_usage = p.params.include_usage;
+  state->prompt_tokens = prompt_tokens;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t /*offset*/, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) {
+          state->last_write = Clock::now();
+          return sink.write(s.data(), s.size());
+        };
+        const ResponseHeader& h = state->header;
+        if (state->first) {
+          state->first = false;
+          // A chat's first chunk names the role before any token, as OpenAI's does.
+          if (h.endpoint == Endpoint::kChat &&
+              !write(SseEvent(StreamChunk(h, "", {}, std::nullopt, /*first=*/true)))) {
+            return false;
+          }
+        }
+        AnswerPiece piece = state->stream->Next(kPoll);
+        if (!piece.text.empty() || !piece.token_ids.empty()) {
+          if (!write(SseEvent(StreamChunk(h, piece.text, piece.token_ids, std::nullopt, false)))) {
+            return false;
+          }
+        } else if (!piece.finished && Clock::now() - state->last_write > kKeepAlive) {
+          if (!write(": waiting\n\n")) return false;
+        }
+        if (!piece.finished) return true;
+        if (!piece.status.ok()) {
+          write(SseEvent(
+              ErrorResponse("generation failed: " + piece.status.ToString(), "server_error")));
+        } else {
+          write(SseEvent(StreamChunk(h, "", {}, piece.finish_reason, false)));
+          if (state->include_usage) {
+            write(SseEvent(
+                UsageChunk(h, Usage{state->prompt_tokens, state->stream->completion_tokens()})));
+          }
+        }
+        write("data: [DONE]\n\n");
+        state->done = true;
+        sink.done();
+        return true;
+      },
+      [this, state, endpoint](bool success) {
+        // A client that left: its request ends at the next token boundary, freeing its slot.
+        if (!state->done) state->stream->Cancel();
+        metrics_.RequestFinished(endpoint, success && state->done ? 200 : 499,
+                                 state->done && state->stream->completion_tokens() > 0
+                                     ? state->stream->ttft_seconds()
+                                     : -1.0);
+        Leave();
+      });
+}
+
+}  // namespace sy::serving

@@ -1,0 +1,457 @@
+#!/usr/bin/python3
+"""End to end: `switchyard serve` driven by the official `openai` Python client.
+
+Usage: /usr/bin/python3 serve_openai_test.py SWITCHYARD_BINARY WORK_DIR
+
+Writes a tiny random Qwen3-MoE checkpoint (hf_moe_oracle.py's writer) with the hand-made byte-level
+tokenizer (tiny_tokenizer.py), Qwen3's chat template and generation_config.json's end token; its
+LM head only scores printable ASCII, so every answer is plain text that can be compared exactly.
+Starts `switchyard serve --port 0` on 127.0.0.1 and checks, through openai.OpenAI:
+  * /v1/models lists the model; a completion's text and token ids are `switchyard generate`'s
+    (greedy, same prompt), its usage counts the prompt's tokens;
+  * a streamed chat completion: the role chunk first, then tokens equal to `generate` on the
+    prompt the chat template makes (`switchyard tokenize --chat`), the text their decoding;
+  * 16 concurrent streamed completions (more than the --parallel 4 slots, so requests queue,
+    join and leave the batch), each equal to `generate` for its prompt;
+  * stop strings, stop_token_ids and a seeded sampled answer (equal to `generate --seed`);
+  * bad inputs, each a clean 4xx: malformed JSON, wrong types, out-of-range values, huge
+    max_tokens, a prompt over the context, an unknown model, unsupported options; a client that
+    disconnects mid-stream frees its slot (the server counts it as 499 and stops generating);
+  * after all that /health answers 200, /metrics has every family of figures, and a completion
+    still works;
+  * SIGINT while a stream is in flight: the stream is finished in full, then the server exits 0.
+Then a second server on the same weights without a tokenizer: it answers token-id prompts with
+token ids, and refuses text prompts and chats with a 400 that says why; SIGTERM stops it. Last,
+every expert policy behind the server on the sim device, each answering as `generate` with the
+same flags.
+
+Exit 77 (ctest: skipped) when the openai client, numpy or torch is missing, saying why.
+"""
+import concurrent.futures
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "inference"))
+
+try:
+    import openai
+    import httpx
+except ImportError as e:
+    print(f"SKIP: the openai client is not installed ({e}); scripts/install-deps.sh installs "
+          "openai and its dependencies from PyPI")
+    sys.exit(77)
+
+import chat_templates  # noqa: E402
+import hf_moe_oracle as oracle  # noqa: E402  (exits 77 without numpy / torch)
+import tiny_tokenizer  # noqa: E402
+
+MODEL_NAME = "tiny-qwen3"
+EOS = tiny_tokenizer.special_id("<|im_end|>")
+THREADS = "1"
+FAILURES = []
+PASSED = [0]
+
+
+def check(ok, what):
+    if ok:
+        PASSED[0] += 1
+        print(f"ok   {what}")
+    else:
+        FAILURES.append(what)
+        print(f"FAIL {what}")
+
+
+def run(cmd, timeout=120):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    return r.stdout
+
+
+def write_model(model_dir, with_tokenizer):
+    config = dict(oracle.CASES["qwen3_moe"][0])
+    config.update(vocab_size=tiny_tokenizer.VOCAB_SIZE, max_position_embeddings=4096)
+    rng = oracle.np.random.default_rng(19)
+    tensors = oracle.make_tensors("qwen3_moe", config, rng)
+    printable = oracle.np.zeros(config["vocab_size"], dtype=bool)
+    printable[32:127] = True
+    for i, (name, value) in enumerate(tensors):
+        if name == "lm_head.weight":  # only printable ASCII gets a score: answers are plain text
+            tensors[i] = (name, value * printable[:, None] * 4.0)
+    oracle.write_model(model_dir, config, tensors, "F32")
+    if with_tokenizer:
+        template, bos, eos = chat_templates.FAMILIES["qwen3_moe"]
+        tiny_tokenizer.write(model_dir, chat_template=template, bos_token=bos, eos_token=eos)
+        with open(os.path.join(model_dir, "generation_config.json"), "w") as f:
+            json.dump({"eos_token_id": EOS}, f)
+
+
+class ServerProcess:
+    """`switchyard serve` on 127.0.0.1 and a free port; stderr is collected by a thread."""
+
+    def __init__(self, binary, model_dir, *extra):
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--model", model_dir, "--host", "127.0.0.1", "--port", "0",
+             "--threads", THREADS, "--model-name", MODEL_NAME, *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines = queue.Queue()
+        self.log = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = None
+        deadline = time.time() + 120
+        while time.time() < deadline and self.port is None:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("the server did not start:\n" + "".join(self.log))
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+            self.lines.put(line)
+
+    def client(self):
+        return openai.OpenAI(base_url=self.base + "/v1", api_key="none", max_retries=0,
+                             timeout=120)
+
+    def metrics(self):
+        text = httpx.get(self.base + "/metrics", timeout=30).text
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return text, values
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def generate(binary, model_dir, ids, max_tokens, *extra):
+    out = run([binary, "generate", "--model", model_dir, "--prompt-ids", ",".join(map(str, ids)),
+               "--max-tokens", str(max_tokens), "--threads", THREADS, *extra])
+    return [int(t) for t in out.strip().splitlines()[-1].split(",")]
+
+
+def tokenize(binary, model_dir, text):
+    out = run([binary, "tokenize", "--model", model_dir, "--text", text]).strip()
+    return [int(t) for t in out.split(",")] if out else []
+
+
+def decode(binary, model_dir, ids):
+    if not ids:
+        return ""
+    out = run([binary, "tokenize", "--model", model_dir, "--decode", ",".join(map(str, ids))])
+    return out[:-1] if out.endswith("\n") else out
+
+
+def chat_prompt_ids(binary, model_dir, messages, work):
+    path = os.path.join(work, "chat.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"messages": messages, "add_generation_prompt": True}, f)
+    return json.loads(run([binary, "tokenize", "--model", model_dir, "--chat", path]))["ids"]
+
+
+def stream_completion(client, prompt, max_tokens, **kw):
+    text, ids, finish = "", [], None
+    for chunk in client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=max_tokens,
+                                           temperature=0, stream=True, **kw):
+        choice = chunk.choices[0]
+        text += choice.text
+        ids += getattr(choice, "token_ids", None) or []
+        finish = choice.finish_reason or finish
+    return text, ids, finish
+
+
+def expect_error(kind, fn, what, says=None):
+    try:
+        fn()
+    except kind as e:
+        message = str(e)
+        check(says is None or says in message, f"{what}: {kind.__name__}"
+              + (f" saying '{says}'" if says else "") + f" ({message[:160]})")
+        return
+    except Exception as e:  # noqa: BLE001
+        check(False, f"{what}: expected {kind.__name__}, got {type(e).__name__}: {e}")
+        return
+    check(False, f"{what}: expected {kind.__name__}, got an answer")
+
+
+def test_text_server(binary, model_dir, work):
+    server = ServerProcess(binary, model_dir, "--parallel", "4", "--kv-cache-mib", "64",
+                           "--context", "4096")
+    try:
+        client = server.client()
+        models = client.models.list()
+        check([m.id for m in models.data] == [MODEL_NAME], f"/v1/models lists {MODEL_NAME}")
+
+        # A completion, against generate.
+        prompt = "Hello, the world"
+        prompt_ids = tokenize(binary, model_dir, prompt)
+        r = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=8,
+                                      temperature=0)
+        want = generate(binary, model_dir, prompt_ids, 8, "--stop-tokens", str(EOS))
+        got = getattr(r.choices[0], "token_ids", None)
+        check(got == want, f"completion token ids {got} == generate's {want}")
+        check(r.choices[0].text == decode(binary, model_dir, want),
+              f"completion text {r.choices[0].text!r} is their decoding")
+        check(r.usage.prompt_tokens == len(prompt_ids) and r.usage.completion_tokens == 8,
+              f"usage {r.usage.prompt_tokens}+{r.usage.completion_tokens} tokens")
+        check(r.choices[0].finish_reason == "length", "finish_reason length")
+
+        # A streamed chat completion, against generate on the templated prompt.
+        messages = [{"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": "Say something."}]
+        chat_ids = chat_prompt_ids(binary, model_dir, messages, work)
+        want = generate(binary, model_dir, chat_ids, 10, "--stop-tokens", str(EOS))
+        chunks = list(client.chat.completions.create(model=MODEL_NAME, messages=messages,
+                                                     max_tokens=10, temperature=0, stream=True))
+        roles = [c.choices[0].delta.role for c in chunks if c.choices and c.choices[0].delta.role]
+        content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        ids = [t for c in chunks if c.choices for t in (getattr(c.choices[0], "token_ids", None)
+                                                         or [])]
+        check(roles == ["assistant"] and chunks[0].choices[0].delta.role == "assistant",
+              "streamed chat: the first chunk carries the assistant role")
+        check(ids == want, f"streamed chat token ids {ids} == generate's {want}")
+        check(content == decode(binary, model_dir, want), f"streamed chat text {content!r}")
+        check(chunks[-1].choices[0].finish_reason == "length", "streamed chat finish_reason")
+
+        # 16 concurrent streamed completions through 4 slots, each against generate.
+        prompts = [f"Request {i}: {'the quick brown fox ' * (1 + i % 3)}{i * 7}" for i in range(16)]
+        lengths = [6 + (i * 5) % 11 for i in range(16)]
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            futures = [pool.submit(stream_completion, server.client(), p, n)
+                       for p, n in zip(prompts, lengths)]
+            results = [f.result() for f in futures]
+        same = 0
+        for p, n, (text, ids, finish) in zip(prompts, lengths, results):
+            want = generate(binary, model_dir, tokenize(binary, model_dir, p), n, "--stop-tokens",
+                            str(EOS))
+            if ids == want and text == decode(binary, model_dir, want) and finish == "length":
+                same += 1
+            else:
+                print(f"  {p!r}: server {ids} {text!r} {finish}, generate {want}")
+        check(same == 16, f"16 concurrent streamed completions equal generate's: {same}/16")
+
+        # Stop strings, stop token ids, seeded sampling.
+        full = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=24,
+                                         temperature=0).choices[0].text
+        stop = full[6:8]
+        r = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=24,
+                                      temperature=0, stop=[stop])
+        check(r.choices[0].text == full[:full.find(stop)] and r.choices[0].finish_reason == "stop",
+              f"stop {stop!r}: {r.choices[0].text!r} is {full!r} cut before it")
+        text, ids, finish = stream_completion(client, prompt, 24, stop=[stop])
+        check(text == full[:full.find(stop)] and finish == "stop", f"streamed stop: {text!r}")
+        greedy = generate(binary, model_dir, prompt_ids, 24)
+        r = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=24,
+                                      temperature=0, extra_body={"stop_token_ids": [greedy[5]]})
+        cut = greedy[:greedy.index(greedy[5]) + 1]
+        check(getattr(r.choices[0], "token_ids") == cut and r.choices[0].finish_reason == "stop"
+              and r.choices[0].text == decode(binary, model_dir, cut[:-1]),
+              "stop_token_ids end the answer at the token (in the ids, not in the text)")
+        sampled = [client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=12,
+                                             temperature=0.8, top_p=0.9, seed=123,
+                                             extra_body={"top_k": 50}) for _ in range(2)]
+        want = generate(binary, model_dir, prompt_ids, 12, "--temperature", "0.8", "--top-p",
+                        "0.9", "--top-k", "50", "--seed", "123", "--stop-tokens", str(EOS))
+        check([getattr(s.choices[0], "token_ids") for s in sampled] == [want, want],
+              "seed 123 samples the same tokens twice, and as generate --seed 123")
+
+        # Bad inputs.
+        raw = httpx.post(server.base + "/v1/completions", content=b'{"prompt": "x",',
+                         headers={"Content-Type": "application/json"}, timeout=30)
+        check(raw.status_code == 400 and "not valid JSON" in raw.json()["error"]["message"],
+              f"malformed JSON: {raw.status_code} {raw.text[:120]}")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt="x",
+                                                       max_tokens="many"),
+                     "max_tokens of the wrong type", "'max_tokens' must be an integer")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt=["a", "b"]),
+                     "two prompts", "one prompt per request")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt="x",
+                                                       temperature=7),
+                     "temperature out of range", "'temperature' is 7")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt="x",
+                                                       max_tokens=10 ** 6),
+                     "huge max_tokens", "context")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt=[65] * 5000),
+                     "a prompt over the context", "context")
+        expect_error(openai.NotFoundError,
+                     lambda: client.completions.create(model="gpt-4o", prompt="x"),
+                     "an unknown model", "does not exist")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt="x", n=2),
+                     "n = 2", "not supported")
+        expect_error(openai.BadRequestError,
+                     lambda: client.chat.completions.create(model=MODEL_NAME, messages=[]),
+                     "no messages", "'messages'")
+        expect_error(openai.BadRequestError,
+                     lambda: client.chat.completions.create(
+                         model=MODEL_NAME, messages=[{"role": "wizard", "content": "x"}]),
+                     "an unknown role", "'wizard'")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt=[1, 999999]),
+                     "a token id outside the vocabulary", "vocab_size")
+
+        # A client that leaves mid-stream: its request is cancelled and its slot freed.
+        _, before = server.metrics()
+        stream = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=4000,
+                                           temperature=0, stream=True)
+        for i, _ in enumerate(stream):
+            if i == 2:
+                break
+        stream.close()
+        deadline, after = time.time() + 30, before
+        while time.time() < deadline:
+            _, after = server.metrics()
+            if (after.get("switchyard_running_requests") == 0 and
+                    after.get('switchyard_requests_total{endpoint="completions",code="499"}', 0)
+                    >= 1):
+                break
+            time.sleep(0.1)
+        generated = (after["switchyard_generated_tokens_total"] -
+                     before["switchyard_generated_tokens_total"])
+        check(after.get('switchyard_requests_total{endpoint="completions",code="499"}', 0) >= 1
+              and after.get("switchyard_running_requests") == 0 and generated < 4000,
+              f"a client gone mid-stream is cancelled: 499 counted, slot free, {generated:.0f} "
+              "of 4000 tokens generated")
+
+        health = httpx.get(server.base + "/health", timeout=30)
+        check(health.status_code == 200 and health.json() == {"status": "ok"},
+              f"/health after the bad inputs: {health.status_code} {health.text}")
+        r = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=4, temperature=0)
+        check(len(getattr(r.choices[0], "token_ids")) == 4, "and it still answers")
+        text, values = server.metrics()
+        for name in ["switchyard_requests_total", "switchyard_decode_tokens_per_second",
+                     "switchyard_queue_depth", "switchyard_kv_cache_usage_ratio",
+                     "switchyard_expert_cache_hit_rate", "switchyard_expert_bytes_moved_total"]:
+            check(f"# TYPE {name} " in text, f"/metrics has {name}")
+        check(values.get('switchyard_requests_total{endpoint="completions",code="200"}', 0) >= 20
+              and values.get('switchyard_requests_total{endpoint="completions",code="400"}', 0)
+              >= 8 and values.get("switchyard_time_to_first_token_seconds_count", 0) >= 20
+              and 'code="-1"' not in text,
+              "/metrics counts the requests by status code, and their times to first token")
+        check(values.get("switchyard_generated_tokens_total", 0) > 0 and
+              values.get('switchyard_expert_cache_hit_rate{policy="resident",tier="device"}') == 1,
+              "/metrics counts tokens and the resident device tier's hit rate")
+
+        # SIGINT during a stream: the stream completes, then the server exits 0.
+        stream = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=1500,
+                                           temperature=0, stream=True)
+        ids, finish = [], None
+        for i, chunk in enumerate(stream):
+            ids += getattr(chunk.choices[0], "token_ids", None) or []
+            finish = chunk.choices[0].finish_reason or finish
+            if i == 1:
+                server.proc.send_signal(signal.SIGINT)
+        try:
+            code = server.proc.wait(timeout=120)  # it exits by itself once the stream is answered
+        except subprocess.TimeoutExpired:
+            code = None
+        check(len(ids) == 1500 and finish == "length",
+              f"SIGINT drains the stream in flight: {len(ids)} of 1500 tokens, {finish}")
+        check(code == 0 and any("shutting down" in l for l in server.log),
+              f"and the server exits 0 (exit {code})")
+    finally:
+        server.stop(signal.SIGKILL, timeout=10)
+
+
+def test_ids_server(binary, model_dir, ids_dir):
+    os.makedirs(ids_dir, exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(model_dir, name), ids_dir)
+    server = ServerProcess(binary, ids_dir, "--parallel", "2", "--kv-cache-mib", "8")
+    try:
+        client = server.client()
+        prompt = [72, 101, 108, 108, 111]
+        r = client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=6, temperature=0)
+        want = generate(binary, ids_dir, prompt, 6)
+        check(getattr(r.choices[0], "token_ids") == want and r.choices[0].text == "",
+              f"a model without a tokenizer answers ids: {getattr(r.choices[0], 'token_ids')}")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt="text"),
+                     "a text prompt without a tokenizer", "has no tokenizer")
+        expect_error(openai.BadRequestError,
+                     lambda: client.chat.completions.create(
+                         model=MODEL_NAME, messages=[{"role": "user", "content": "hi"}]),
+                     "a chat without a chat template", "cannot chat")
+        code = server.stop(signal.SIGTERM)
+        check(code == 0, f"SIGTERM stops it cleanly (exit {code})")
+    finally:
+        server.stop(signal.SIGKILL, timeout=10)
+
+
+POLICIES = ["resident", "ondemand", "prefetch-all", "ring", "predictive", "cpu-compute", "hot-cold",
+            "layer-split", "pregated"]
+
+
+def test_policies(binary, model_dir):
+    """Every expert policy behind the server, on the sim device: its answer is generate's with the
+    same flags (pregated loads the checkpoint as a pre-gated model, a different model)."""
+    prompt = "Hello, the world"
+    prompt_ids = tokenize(binary, model_dir, prompt)
+    for policy in POLICIES:
+        flags = ["--device", "sim", "--policy", policy] + (["--pregate"] if policy == "pregated"
+                                                            else [])
+        server = ServerProcess(binary, model_dir, "--parallel", "2", *flags)
+        try:
+            r = server.client().completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=8,
+                                                   temperature=0)
+            want = generate(binary, model_dir, prompt_ids, 8, "--stop-tokens", str(EOS), *flags)
+            got = getattr(r.choices[0], "token_ids")
+            _, values = server.metrics()
+            moved = values.get(f'switchyard_expert_bytes_moved_total{{policy="{policy}",'
+                               'direction="host_to_device"}')
+            code = server.stop(signal.SIGTERM)
+            check(got == want and moved is not None and code == 0,
+                  f"--policy {policy} on sim: {got} == generate's {want}, {moved:.0f} expert "
+                  f"bytes moved, exit {code}")
+        finally:
+            server.stop(signal.SIGKILL, timeout=10)
+
+
+def main():
+    binary, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    model_dir = os.path.join(work, "tiny-qwen3")
+    write_model(model_dir, with_tokenizer=True)
+    test_text_server(binary, model_dir, work)
+    test_ids_server(binary, model_dir, os.path.join(work, "ids-only"))
+    test_policies(binary, model_dir)
+    print(f"{PASSED[0]} passed, {len(FAILURES)} failed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+// The request-body parsers of `switchyard serve` (launcher/serving/openai_request.h): what they
+// take, with its defaults, and that every malformed or unsupported body is refused with a message
+// naming the field, never accepted with a guess.
+#include "launcher/serving/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace sy::serving {
+namespace {
+
+TEST(OpenAiRequestTest, CompletionWithTextPromptAndEveryField) {
+  Result<CompletionRequest> r = ParseCompletionRequest(R"({
+    "model": "tiny", "prompt": "Hello", "stream": true, "stream_options": {"include_usage": true},
+    "max_tokens": 12, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "seed": -3,
+    "stop": ["\n\n", "User:"], "stop_token_ids": [2, 7], "ignore_eos": true, "user": "me",
+    "n": 1, "echo": false, "logprobs": null, "presence_penalty": 0, "frequency_penalty": 0.0,
+    "unknown_field": {"anything": [1, 2]}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->model, "tiny");
+  ASSERT_TRUE(r->prompt_text.has_value());
+  EXPECT_EQ(*r->prompt_text, "Hello");
+  EXPECT_TRUE(r->prompt_ids.empty());
+  const SamplingParams& p = r->params;
+  EXPECT_TRUE(p.stream);
+  EXPECT_TRUE(p.include_usage);
+  EXPECT_EQ(p.max_tokens, 12);
+  EXPECT_FLOAT_EQ(p.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(p.top_p, 0.9f);
+  EXPECT_EQ(p.top_k, 40);
+  EXPECT_EQ(p.seed, static_cast<uint64_t>(-3));
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"\n\n", "User:"}));
+  EXPECT_EQ(p.stop_token_ids, (std::vector<int32_t>{2, 7}));
+  EXPECT_TRUE(p.ignore_eos);
+}
+
+TEST(OpenAiRequestTest, DefaultsAreTheApis) {
+  Result<CompletionRequest> r = ParseCompletionRequest(R"({"prompt": "x"})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->model, "");
+  EXPECT_FALSE(r->params.stream);
+  EXPECT_FALSE(r->params.max_tokens.has_value());
+  EXPECT_FLOAT_EQ(r->params.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r->params.top_p, 1.0f);
+  EXPECT_EQ(r->params.top_k, 0);
+  EXPECT_FALSE(r->params.seed.has_value());
+  EXPECT_TRUE(r->params.stop.empty());
+  // null is absent; a single stop string; top_k -1 is off.
+  r = ParseCompletionRequest(R"({"prompt": "x", "max_tokens": null, "stop": "END", "top_k": -1})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->params.max_tokens.has_value());
+  EXPECT_EQ(r->params.stop, (std::vector<std::string>{"END"}));
+  EXPECT_EQ(r->params.top_k, 0);
+}
+
+TEST(OpenAiRequestTest, PromptFormsOfTheApi) {
+  for (const char* body : {R"({"prompt": [5, 0, 17]})", R"({"prompt": [[5, 0, 17]]})"}) {
+    Result<CompletionRequest> r = ParseCompletionRequest(body);
+    ASSERT_TRUE(r.ok()) << body << ": " << r.status().ToString();
+    EXPECT_FALSE(r->prompt_text.has_value());
+    EXPECT_EQ(r->prompt_ids, (std::vector<int32_t>{5, 0, 17}));
+  }
+  Result<CompletionRequest> r = ParseCompletionRequest(R"({"prompt": ["one text"]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prompt_text, "one text");
+}
+
+TEST(OpenAiRequestTest, ChatMessages) {
+  Result<ChatRequest> r = ParseChatRequest(R"({"model": "m", "messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]},
+      {"role": "assistant", "content": null},
+      {"role": "user", "content": "Again", "name": "bob"}],
+    "max_completion_tokens": 9})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->messages.size(), 4u);
+  EXPECT_EQ(r->messages[0].role, "system");
+  EXPECT_EQ(r->messages[1].content, "Hi there");
+  EXPECT_EQ(r->messages[2].content, "");
+  EXPECT_EQ(r->messages[3].content, "Again");
+  EXPECT_EQ(r->params.max_tokens, 9);
+}
+
+// Each body must be refused, with a message containing `says`.
+void ExpectRefused(bool chat, const std::string& body, const std::string& says) {
+  const Status status =
+      chat ? ParseChatRequest(body).status() : ParseCompletionRequest(body).status();
+  ASSERT_FALSE(status.ok()) << body;
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << body;
+  EXPECT_NE(status.message().find(says), std::string::npos)
+      << body << " -> " << status.ToString() << " (wanted '" << says << "')";
+}
+
+TEST(OpenAiRequestTest, MalformedBodiesAreRefused) {
+  ExpectRefused(false, "", "not valid JSON");
+  ExpectRefused(false, "{\"prompt\": \"x\"", "not valid JSON");
+  ExpectRefused(false, "[1, 2]", "must be a JSON object");
+  ExpectRefused(false, "\"text\"", "must be a JSON object");
+  ExpectRefused(false, R"({"prompt": "a", "prompt": "b"})", "twice");
+  std::string deep = R"({"prompt": "x", "extra": )";
+  for (int i = 0; i < 100; ++i) deep += "[";
+  for (int i = 0; i < 100; ++i) deep += "]";
+  ExpectRefused(false, deep + "}", "nests deeper");
+  ExpectRefused(false, std::string(kMaxBodyBytes + 1, ' '), "the limit is");
+}
+
+TEST(OpenAiRequestTest, WrongTypesAndRangesAreRefused) {
+  ExpectRefused(false, R"({})", "'prompt' is required");
+  ExpectRefused(false, R"({"prompt": 5})", "'prompt' must be a string or an array");
+  ExpectRefused(false, R"({"prompt": []})", "empty array");
+  ExpectRefused(false, R"({"prompt": [1, -2]})", "not a token id");
+  ExpectRefused(false, R"({"prompt": [1, 2147483648]})", "not a token id");
+  ExpectRefused(false, R"({"prompt": [1, 2.5]})", "integers");
+  ExpectRefused(false, R"({"prompt": [1, "a"]})", "integers");
+  ExpectRefused(false, R"({"prompt": ["a", "b"]})", "one prompt per request");
+  ExpectRefused(false, R"({"prompt": [[1], [2]]})", "one prompt per request");
+  ExpectRefused(false, R"({"prompt": "x", "model": 3})", "'model' must be a string");
+  ExpectRefused(false, R"({"prompt": "x", "stream": "yes"})", "'stream' must be true or false");
+  ExpectRefused(false, R"({"prompt": "x", "stream_options": 1})", "'stream_options' must be");
+  ExpectRefused(false, R"({"prompt": "x", "max_tokens": "8"})", "'max_tokens' must be an integer");
+  ExpectRefused(false, R"({"prompt": "x", "max_tokens": 8.5})", "'max_tokens' must be an integer");
+  ExpectRefused(false, R"({"prompt": "x", "max_tokens": 0})", "'max_tokens' is 0");
+  ExpectRefused(false, R"({"prompt": "x", "max_tokens": 1000000000000})", "'max_tokens' is");
+  ExpectRefused(false, R"({"prompt": "x", "max_tokens": 18446744073709551615})", "out of range");
+  ExpectRefused(false, R"({"prompt": "x", "temperature": 2.5})", "'temperature' is 2.5");
+  ExpectRefused(false, R"({"prompt": "x", "temperature": "hot"})",
+                "'temperature' must be a number");
+  ExpectRefused(false, R"({"prompt": "x", "top_p": 0})", "'top_p' is 0");
+  ExpectRefused(false, R"({"prompt": "x", "top_p": 1.5})", "'top_p' is 1.5");
+  ExpectRefused(false, R"({"prompt": "x", "top_k": -2})", "'top_k' is -2");
+  ExpectRefused(false, R"({"prompt": "x", "seed": 1.5})", "'seed' must be an integer");
+  ExpectRefused(false, R"({"prompt": "x", "stop": 5})", "'stop' must be a string or an array");
+  ExpectRefused(false, R"({"prompt": "x", "stop": ["a", 1]})", "'stop' must be");
+  ExpectRefused(false, R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", "at most 4");
+  ExpectRefused(false, R"({"prompt": "x", "stop": [""]})", "1 to 1024 bytes");
+  ExpectRefused(false, R"({"prompt": "x", "stop_token_ids": [-1]})", "not a token id");
+  ExpectRefused(false, R"({"prompt": "x", "ignore_eos": 1})", "'ignore_eos' must be");
+}
+
+TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
+  ExpectRefused(false, R"({"prompt": "x", "n": 2})", "'n' = 2 is not supported");
+  ExpectRefused(false, R"({"prompt": "x", "best_of": 3})", "'best_of'");
+  ExpectRefused(false, R"({"prompt": "x", "echo": true})", "'echo'");
+  ExpectRefused(false, R"({"prompt": "x", "logprobs": 5})", "'logprobs'");
+  ExpectRefused(false, R"({"prompt": "x", "presence_penalty": 0.5})", "'presence_penalty'");
+  ExpectRefused(false, R"({"prompt": "x", "frequency_penalty": 1})", "'frequency_penalty'");
+  ExpectRefused(false, R"({"prompt": "x", "suffix": "end"})", "'suffix'");
+  ExpectRefused(false, R"({"prompt": "x", "logit_bias": {"5": 10}})", "'logit_bias'");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})",
+                "'logprobs'");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
+                "'tools'");
+  ExpectRefused(true,
+                R"({"messages": [{"role": "user", "content": "x"}],
+                    "response_format": {"type": "json_object"}})",
+                "'response_format'");
+  // Their neutral values pass.
+  EXPECT_TRUE(ParseCompletionRequest(R"({"prompt": "x", "logprobs": 0, "n": 1, "best_of": 1,
+                                         "suffix": "", "logit_bias": {}})")
+                  .ok());
+  EXPECT_TRUE(ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}],
+                                   "logprobs": false, "tools": [],
+                                   "response_format": {"type": "text"}})")
+                  .ok());
+}
+
+TEST(OpenAiRequestTest, BadChatsAreRefused) {
+  ExpectRefused(true, R"({})", "'messages' is required");
+  ExpectRefused(true, R"({"messages": {}})", "'messages' must be an array");
+  ExpectRefused(true, R"({"messages": []})", "1 to 4096 messages");
+  ExpectRefused(true, R"({"messages": ["hi"]})", "'messages[0]' must be an object");
+  ExpectRefused(true, R"({"messages": [{"content": "hi"}]})", "needs a \"role\" string");
+  ExpectRefused(true, R"({"messages": [{"role": "wizard", "content": "hi"}]})", "'wizard'");
+  ExpectRefused(true, R"({"messages": [{"role": "user"}]})", "needs a \"content\"");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": 5}]})",
+                "'messages[0].content' must be");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                "text only");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+                "without a \"text\" string");
+}
+
+}  // namespace
+}  // namespace sy::serving
