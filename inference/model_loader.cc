@@ -220,7 +220,9 @@ Status LoadHostExperts(const storage::SafetensorsCheckpoint& ckpt, HfFamily fami
 // What config.json claims against what the files hold, before the model is allocated: a config
 // of 10^9 layers over a few tensors fails here, not after allocating them. Every decoder layer
 // of every family has an input norm; the layers are checked in order up to the first missing
-// one, so the check is bounded by the checkpoint, not by the config.
+// one, so the check is bounded by the checkpoint, not by the config. Then the parameter count the
+// config implies must not be more than twice the values the files hold (a hidden size far past
+// the weights').
 Status CheckCheckpointCoversConfig(const storage::SafetensorsCheckpoint& ckpt, HfFamily family,
                                    const ModelConfig& config) {
   for (int layer = 0; layer < config.num_layers; ++layer) {
@@ -233,6 +235,21 @@ Status CheckCheckpointCoversConfig(const storage::SafetensorsCheckpoint& ckpt, H
                            (layer == 1 ? " layer" : " layers") +
                            "); the checkpoint does not match config.json");
     }
+  }
+  int64_t held = 0;
+  for (const std::string& name : ckpt.TensorNames()) {
+    Result<storage::TensorBytes> tensor = ckpt.Get(name);
+    if (!tensor.ok()) return tensor.status();
+    held += tensor->info->numel();
+  }
+  // A small shortfall (a missing tensor) is named precisely by the load itself, whose memory it
+  // bounds; a large one would allocate far past the files first.
+  const int64_t needed = config.NumParameters();
+  if (needed / 2 > held) {
+    return InvalidArgumentError(ckpt.dir() + ": config.json implies " + std::to_string(needed) +
+                                " parameters, more than twice the " + std::to_string(held) +
+                                " values the checkpoint holds; the checkpoint does not match "
+                                "config.json");
   }
   return Status::Ok();
 }

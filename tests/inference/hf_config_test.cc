@@ -207,6 +207,28 @@ TEST(LoadHfModelTest, ConfigClaimingMoreLayersThanTheFilesHoldFailsAtOnce) {
   EXPECT_NE(message.find("model.layers.1.input_layernorm.weight"), std::string::npos) << message;
   EXPECT_NE(message.find("holds 1 layer"), std::string::npos) << message;
   EXPECT_LT(seconds, 60.0);  // the config's own checks walk the 10^9 layers once
+
+  // A config of one layer but a hidden size far past the weights' fails before allocating too.
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "mixtral", "vocab_size": 16,
+    "hidden_size": 1048576, "intermediate_size": 16, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "num_key_value_heads": 2, "num_local_experts": 2,
+    "num_experts_per_tok": 1, "max_position_embeddings": 64})";
+  {
+    std::ofstream out(dir / "model.safetensors", std::ios::binary);
+    const uint64_t size = header.size();
+    out.write(reinterpret_cast<const char*>(&size), 8);
+    out << header;
+    const std::vector<float> ones(8, 1.0f);
+    out.write(reinterpret_cast<const char*>(ones.data()), 32);
+  }
+  Result<LoadedModel> wide = LoadHfModel(**backend, dir.string());
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_EQ(wide.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wide.status().message().find("more than twice the 8 values the checkpoint holds"),
+            std::string::npos)
+      << wide.status().message();
 }
 
 }  // namespace
