@@ -1,0 +1,107 @@
+// Mutex, MutexLock, CondVar: std::mutex and std::condition_variable with the thread-safety
+// attributes of runtime/core/thread_annotations.h, so that clang checks every SY_GUARDED_BY
+// member (scripts/check-thread-safety.sh). libstdc++'s std::mutex carries no attributes.
+//
+//   mutable Mutex mutex_;
+//   int count_ SY_GUARDED_BY(mutex_) = 0;
+//   CondVar cv_;
+//
+//   void Add() SY_EXCLUDES(mutex_) {
+//     MutexLock lock(&mutex_);
+//     ++count_;
+//     cv_.NotifyAll();
+//   }
+//   void AwaitPositive() SY_EXCLUDES(mutex_) {
+//     MutexLock lock(&mutex_);
+//     while (count_ <= 0) cv_.Wait(&mutex_);  // the condition is read under the lock
+//   }
+//
+// CondVar waits take no predicate: a predicate lambda is a separate function to the analysis and
+// holds no lock there, so the condition is written as the loop above (abseil's CondVar does the
+// same).
+//
+// Thread-safety: as std::mutex and std::condition_variable. None of them is copyable or movable.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "runtime/core/thread_annotations.h"
+
+namespace sy {
+
+class SY_CAPABILITY("mutex") Mutex {
+ public:
+  Mutex() = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  void Lock() SY_ACQUIRE() { mu_.lock(); }
+  void Unlock() SY_RELEASE() { mu_.unlock(); }
+  bool TryLock() SY_TRY_ACQUIRE(true) { return mu_.try_lock(); }
+
+ private:
+  friend class CondVar;
+  std::mutex mu_;
+};
+
+// Holds a Mutex from construction to destruction. Unlock() and Lock() release and retake it in
+// between (for work outside the lock); the destructor unlocks only if it is held.
+class SY_SCOPED_CAPABILITY MutexLock {
+ public:
+  explicit MutexLock(Mutex* mu) SY_ACQUIRE(mu) : mu_(mu) { mu_->Lock(); }
+  ~MutexLock() SY_RELEASE() {
+    if (locked_) mu_->Unlock();
+  }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+  void Unlock() SY_RELEASE() {
+    mu_->Unlock();
+    locked_ = false;
+  }
+  void Lock() SY_ACQUIRE() {
+    mu_->Lock();
+    locked_ = true;
+  }
+
+ private:
+  Mutex* mu_;
+  bool locked_ = true;
+};
+
+// A condition variable waited on with a held Mutex.
+class CondVar {
+ public:
+  CondVar() = default;
+  CondVar(const CondVar&) = delete;
+  CondVar& operator=(const CondVar&) = delete;
+
+  // Releases *mu, sleeps until notified (or woken spuriously), and retakes *mu before returning.
+  // Callers loop on their condition.
+  void Wait(Mutex* mu) SY_REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    cv_.wait(lock);
+    lock.release();  // *mu stays held; the caller's MutexLock owns it
+  }
+
+  // As Wait, until `deadline` at the latest; returns true if it returned because the deadline
+  // passed (the caller's condition may still have become true: check it).
+  template <typename Clock, typename Duration>
+  bool WaitUntil(Mutex* mu, const std::chrono::time_point<Clock, Duration>& deadline)
+      SY_REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    const bool timed_out = cv_.wait_until(lock, deadline) == std::cv_status::timeout;
+    lock.release();
+    return timed_out;
+  }
+
+  void NotifyOne() { cv_.notify_one(); }
+  void NotifyAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
+};
+
+}  // namespace sy
