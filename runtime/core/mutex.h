@@ -1,6 +1,7 @@
-// Mutex, MutexLock, CondVar: std::mutex and std::condition_variable with the thread-safety
-// attributes of runtime/core/thread_annotations.h, so that clang checks every SY_GUARDED_BY
-// member (scripts/check-thread-safety.sh). libstdc++'s std::mutex carries no attributes.
+// Mutex, MutexLock, CondVar, SharedMutex: std::mutex, std::condition_variable and
+// std::shared_mutex with the thread-safety attributes of runtime/core/thread_annotations.h, so that
+// clang checks every SY_GUARDED_BY member (scripts/check-thread-safety.sh). libstdc++'s mutexes
+// carry no attributes.
 //
 //   mutable Mutex mutex_;
 //   int count_ SY_GUARDED_BY(mutex_) = 0;
@@ -20,12 +21,13 @@
 // holds no lock there, so the condition is written as the loop above (abseil's CondVar does the
 // same).
 //
-// Thread-safety: as std::mutex and std::condition_variable. None of them is copyable or movable.
+// Thread-safety: as the std types they wrap. None of them is copyable or movable.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 #include "runtime/core/thread_annotations.h"
 
@@ -102,6 +104,60 @@ class CondVar {
 
  private:
   std::condition_variable cv_;
+};
+
+// A reader-writer mutex: writers (WriterMutexLock) hold it alone, readers (ReaderMutexLock) share
+// it. A member it guards is read with either hold and written only with the exclusive one.
+class SY_CAPABILITY("mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void Lock() SY_ACQUIRE() { mu_.lock(); }
+  void Unlock() SY_RELEASE() { mu_.unlock(); }
+  void LockShared() SY_ACQUIRE_SHARED() { mu_.lock_shared(); }
+  void UnlockShared() SY_RELEASE_SHARED() { mu_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mu_;
+};
+
+// Holds a SharedMutex exclusively from construction to destruction.
+class SY_SCOPED_CAPABILITY WriterMutexLock {
+ public:
+  explicit WriterMutexLock(SharedMutex* mu) SY_ACQUIRE(mu) : mu_(mu) { mu_->Lock(); }
+  ~WriterMutexLock() SY_RELEASE() { mu_->Unlock(); }
+  WriterMutexLock(const WriterMutexLock&) = delete;
+  WriterMutexLock& operator=(const WriterMutexLock&) = delete;
+
+ private:
+  SharedMutex* mu_;
+};
+
+// Holds a SharedMutex shared from construction to destruction; Unlock() and Lock() release and
+// retake the shared hold in between, as MutexLock's do.
+class SY_SCOPED_CAPABILITY ReaderMutexLock {
+ public:
+  explicit ReaderMutexLock(SharedMutex* mu) SY_ACQUIRE_SHARED(mu) : mu_(mu) { mu_->LockShared(); }
+  ~ReaderMutexLock() SY_RELEASE() {
+    if (locked_) mu_->UnlockShared();
+  }
+  ReaderMutexLock(const ReaderMutexLock&) = delete;
+  ReaderMutexLock& operator=(const ReaderMutexLock&) = delete;
+
+  void Unlock() SY_RELEASE() {
+    mu_->UnlockShared();
+    locked_ = false;
+  }
+  void Lock() SY_ACQUIRE_SHARED() {
+    mu_->LockShared();
+    locked_ = true;
+  }
+
+ private:
+  SharedMutex* mu_;
+  bool locked_ = true;
 };
 
 }  // namespace sy
