@@ -5,8 +5,11 @@
 namespace sy {
 
 RequestUpdate RequestHandle::Next(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(&mu_);
+  while (pending_.empty() && !finished_) {
+    if (cv_.WaitUntil(&mu_, deadline)) break;
+  }
   RequestUpdate update;
   update.tokens.swap(pending_);
   if (finished_) {
@@ -20,21 +23,21 @@ RequestUpdate RequestHandle::Next(std::chrono::milliseconds timeout) {
 
 void RequestHandle::Push(int32_t token) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     pending_.push_back(token);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void RequestHandle::Finish(FinishReason finish, Status status, double ttft_seconds) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     finished_ = true;
     end_.finish = finish;
     end_.status = std::move(status);
     end_.ttft_seconds = ttft_seconds;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 EngineThread::EngineThread(std::unique_ptr<GenerateEngine> engine) : engine_(std::move(engine)) {}
@@ -47,10 +50,10 @@ std::unique_ptr<EngineThread> EngineThread::Start(std::unique_ptr<GenerateEngine
 
 EngineThread::~EngineThread() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -58,40 +61,40 @@ Result<std::shared_ptr<RequestHandle>> EngineThread::Submit(GenerateRequest requ
   SY_RETURN_IF_ERROR(engine_->Check(request));
   auto handle = std::make_shared<RequestHandle>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (draining_ || stopping_) {
       return UnavailableError("the engine is shutting down and takes no new requests");
     }
     inbox_.push_back(Pending{std::move(request), handle});
     ++in_flight_;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   return handle;
 }
 
 Status EngineThread::Call(const std::function<void(GenerateEngine&)>& fn) {
   bool done = false;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopped_ || stopping_) return UnavailableError("the engine thread has stopped");
   calls_.emplace_back(&fn, &done);
-  wake_.notify_all();
-  called_.wait(lock, [&] { return done || stopped_; });
+  wake_.NotifyAll();
+  while (!done && !stopped_) called_.Wait(&mu_);
   return done ? Status::Ok() : UnavailableError("the engine thread stopped before the call ran");
 }
 
 void EngineThread::Drain() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   draining_ = true;
-  drained_.wait(lock, [&] { return in_flight_ == 0; });
+  while (in_flight_ != 0) drained_.Wait(&mu_);
 }
 
 int EngineThread::in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return in_flight_;
 }
 
 int EngineThread::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int>(inbox_.size());
 }
 
@@ -102,28 +105,26 @@ void EngineThread::Loop() {
   // its end never counts it as in flight.
   auto finished = [this](RequestHandle& handle, FinishReason finish, Status status, double ttft) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--in_flight_ == 0) drained_.notify_all();
+      MutexLock lock(&mu_);
+      if (--in_flight_ == 0) drained_.NotifyAll();
     }
     handle.Finish(finish, std::move(status), ttft);
   };
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // The engine is touched only by this thread, so reading idle() under mu_ is safe.
-      wake_.wait(lock, [&] {
-        return stopping_ || !inbox_.empty() || !calls_.empty() || !engine_->idle();
-      });
+      while (!stopping_ && inbox_.empty() && calls_.empty() && engine_->idle()) wake_.Wait(&mu_);
       if (stopping_) break;
       taken.swap(inbox_);
       calls.swap(calls_);
     }
     for (const auto& [fn, done] : calls) {
       (*fn)(*engine_);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       *done = true;
     }
-    if (!calls.empty()) called_.notify_all();
+    if (!calls.empty()) called_.NotifyAll();
     calls.clear();
     for (Pending& p : taken) {
       if (p.handle->cancelled()) {
@@ -159,20 +160,20 @@ void EngineThread::Loop() {
   CollectFinished();
   std::deque<Pending> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     left.swap(inbox_);
     stopped_ = true;
     calls_.clear();
   }
-  called_.notify_all();
+  called_.NotifyAll();
   for (Pending& p : left) finished(*p.handle, FinishReason::kCancelled, Status::Ok(), 0.0);
 }
 
 void EngineThread::FailAll(const Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     in_flight_ -= static_cast<int>(active_.size());
-    if (in_flight_ == 0) drained_.notify_all();
+    if (in_flight_ == 0) drained_.NotifyAll();
   }
   for (Active& a : active_) {
     engine_->Cancel(a.id);
@@ -190,8 +191,8 @@ void EngineThread::CollectFinished() {
       continue;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--in_flight_ == 0) drained_.notify_all();
+      MutexLock lock(&mu_);
+      if (--in_flight_ == 0) drained_.NotifyAll();
     }
     active_[i].handle->Finish(g->finish, Status::Ok(), g->ttft_seconds);
     active_[i] = std::move(active_.back());

@@ -32,16 +32,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "inference/generate_engine.h"
+#include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
 
 namespace sy {
@@ -62,7 +61,7 @@ class RequestHandle {
  public:
   // Blocks until the request has drawn a token or ended, or `timeout` has passed (then the update
   // is empty and not finished). After the finished update, returns finished updates at once.
-  RequestUpdate Next(std::chrono::milliseconds timeout);
+  RequestUpdate Next(std::chrono::milliseconds timeout) SY_EXCLUDES(mu_);
   // Ends the request at its next token boundary, or before it starts if it waits; the update that
   // ends it says kCancelled (or how it ended, if it ended first). Idempotent.
   void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
@@ -70,16 +69,15 @@ class RequestHandle {
 
  private:
   friend class EngineThread;
-  void Push(int32_t token);
-  void Finish(FinishReason finish, Status status, double ttft_seconds);
+  void Push(int32_t token) SY_EXCLUDES(mu_);
+  void Finish(FinishReason finish, Status status, double ttft_seconds) SY_EXCLUDES(mu_);
 
   std::atomic<bool> cancel_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  // Guarded by mu_.
-  std::vector<int32_t> pending_;
-  bool finished_ = false;
-  RequestUpdate end_;  // the finishing fields, once finished_
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<int32_t> pending_ SY_GUARDED_BY(mu_);
+  bool finished_ SY_GUARDED_BY(mu_) = false;
+  RequestUpdate end_ SY_GUARDED_BY(mu_);  // the finishing fields, once finished_
 };
 
 class EngineThread {
@@ -93,19 +91,19 @@ class EngineThread {
 
   // Queues `request` for the engine. The errors of GenerateEngine::Check, checked here, on the
   // calling thread; Unavailable once Drain has begun.
-  Result<std::shared_ptr<RequestHandle>> Submit(GenerateRequest request);
+  Result<std::shared_ptr<RequestHandle>> Submit(GenerateRequest request) SY_EXCLUDES(mu_);
 
   // Runs `fn` on the engine thread between two steps and returns once it has run (metrics read the
   // engine, its decoder and its provider this way). Unavailable after the thread has stopped.
-  Status Call(const std::function<void(GenerateEngine&)>& fn);
+  Status Call(const std::function<void(GenerateEngine&)>& fn) SY_EXCLUDES(mu_);
 
   // Refuses new requests from now on and waits until every request in flight has finished.
-  void Drain();
+  void Drain() SY_EXCLUDES(mu_);
 
   // Requests submitted and not finished yet (queued here, waiting in the engine, or running).
-  int in_flight() const;
+  int in_flight() const SY_EXCLUDES(mu_);
   // Requests queued here that the engine has not taken yet.
-  int queued() const;
+  int queued() const SY_EXCLUDES(mu_);
   // The engine's limits, fixed at Create (safe from any thread).
   const EngineOptions& options() const { return engine_->options(); }
 
@@ -120,26 +118,27 @@ class EngineThread {
     bool cancel_sent = false;
   };
   explicit EngineThread(std::unique_ptr<GenerateEngine> engine);
-  void Loop();
+  void Loop() SY_EXCLUDES(mu_);
   // Engine thread: ends every active request with `status` (a failed step).
-  void FailAll(const Status& status);
+  void FailAll(const Status& status) SY_EXCLUDES(mu_);
   // Engine thread: delivers the end of every active request the engine has finished.
-  void CollectFinished();
+  void CollectFinished() SY_EXCLUDES(mu_);
 
   std::unique_ptr<GenerateEngine> engine_;
   std::thread thread_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;     // the engine thread waits here for work
-  std::condition_variable drained_;  // Drain waits here for in_flight_ to reach 0
-  // Guarded by mu_.
-  std::deque<Pending> inbox_;
-  std::deque<std::pair<const std::function<void(GenerateEngine&)>*, bool*>> calls_;
-  std::condition_variable called_;  // Call waits here for its function to have run
-  int in_flight_ = 0;
-  bool draining_ = false;
-  bool stopping_ = false;
-  bool stopped_ = false;
+  mutable Mutex mu_;
+  CondVar wake_;     // the engine thread waits here for work
+  CondVar drained_;  // Drain waits here for in_flight_ to reach 0
+  CondVar called_;   // Call waits here for its function to have run
+  std::deque<Pending> inbox_ SY_GUARDED_BY(mu_);
+  // Each call's function and its done flag (Call's, read and written under mu_).
+  std::deque<std::pair<const std::function<void(GenerateEngine&)>*, bool*>> calls_
+      SY_GUARDED_BY(mu_);
+  int in_flight_ SY_GUARDED_BY(mu_) = 0;
+  bool draining_ SY_GUARDED_BY(mu_) = false;
+  bool stopping_ SY_GUARDED_BY(mu_) = false;
+  bool stopped_ SY_GUARDED_BY(mu_) = false;
 
   // Engine thread only.
   std::vector<Active> active_;

@@ -5,14 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <future>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -20,6 +18,7 @@
 #include <utility>
 
 #include "runtime/core/check.h"
+#include "runtime/core/mutex.h"
 
 namespace sy {
 namespace {
@@ -48,33 +47,33 @@ class TaskThread {
   TaskThread() : thread_([this] { Run(); }) {}
   ~TaskThread() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     thread_.join();  // runs what is queued first
   }
   TaskThread(const TaskThread&) = delete;
   TaskThread& operator=(const TaskThread&) = delete;
 
-  std::future<Status> Post(std::function<Status()> task) {
+  std::future<Status> Post(std::function<Status()> task) SY_EXCLUDES(mutex_) {
     std::packaged_task<Status()> packaged(std::move(task));
     std::future<Status> done = packaged.get_future();
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       queue_.push_back(std::move(packaged));
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
     return done;
   }
 
  private:
-  void Run() {
+  void Run() SY_EXCLUDES(mutex_) {
     for (;;) {
       std::packaged_task<Status()> task;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        MutexLock lock(&mutex_);
+        while (!stop_ && queue_.empty()) cv_.Wait(&mutex_);
         if (queue_.empty()) return;
         task = std::move(queue_.front());
         queue_.pop_front();
@@ -83,11 +82,11 @@ class TaskThread {
     }
   }
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::packaged_task<Status()>> queue_;  // guarded by mutex_
-  bool stop_ = false;                               // guarded by mutex_
-  std::thread thread_;                              // last: starts once the members above exist
+  Mutex mutex_;
+  CondVar cv_;
+  std::deque<std::packaged_task<Status()>> queue_ SY_GUARDED_BY(mutex_);
+  bool stop_ SY_GUARDED_BY(mutex_) = false;
+  std::thread thread_;  // last: starts once the members above exist
 };
 
 // One dense parameter's place in its unit's flat buffer.
@@ -111,9 +110,12 @@ struct Unit {
   // Caller thread only.
   UnitState state = UnitState::kReleased;
   std::future<Status> gather;
-  // Guarded by Impl::mutex.
-  bool values_committed = false;
-  bool grads_committed = false;
+};
+
+// Whether a unit's full copies of values and gradients hold pages (Zero3::Impl::committed_copies).
+struct CommittedCopies {
+  bool values = false;
+  bool grads = false;
 };
 
 // The part of `rank`'s shard [rank * shard, (rank + 1) * shard) that lies in `slot`.
@@ -152,9 +154,12 @@ struct Zero3::Impl {
   PageRange staging;                         // mmap'd, 4 * max P_u bytes rounded to pages
   std::vector<std::future<Status>> pending;  // reduce-scatters in flight (caller thread)
 
-  mutable std::mutex mutex;
-  int64_t committed = 0, peak_committed = 0;  // guarded by mutex
-  int gathered = 0, peak_gathered = 0;        // guarded by mutex
+  mutable Mutex mutex;
+  std::vector<CommittedCopies> committed_copies SY_GUARDED_BY(mutex);  // per unit
+  int64_t committed SY_GUARDED_BY(mutex) = 0;
+  int64_t peak_committed SY_GUARDED_BY(mutex) = 0;
+  int gathered SY_GUARDED_BY(mutex) = 0;
+  int peak_gathered SY_GUARDED_BY(mutex) = 0;
 
   std::unique_ptr<TaskThread> thread;
 
@@ -167,24 +172,30 @@ struct Zero3::Impl {
   int world() const { return comm->size(); }
 
   // ---- accounting (either thread) ----
-  void Account(bool* flag, bool commit, int64_t bytes, int units_delta) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (*flag == commit) return;
-    *flag = commit;
+  void Account(const Unit& u, bool grads, bool commit) SY_EXCLUDES(mutex) {
+    const size_t index = static_cast<size_t>(&u - units.data());
+    const int64_t bytes = grads ? u.grad_bytes : u.value_bytes;
+    const int units_delta = grads ? 0 : 1;
+    SY_CHECK_LT(index, units.size()) << "Account of a unit that is not this model's";
+    MutexLock lock(&mutex);
+    CommittedCopies& copies = committed_copies[index];
+    bool& flag = grads ? copies.grads : copies.values;
+    if (flag == commit) return;
+    flag = commit;
     committed += commit ? bytes : -bytes;
     gathered += commit ? units_delta : -units_delta;
     peak_committed = std::max(peak_committed, committed);
     peak_gathered = std::max(peak_gathered, gathered);
   }
-  void CommitValues(Unit& u) { Account(&u.values_committed, true, u.value_bytes, 1); }
-  void CommitGrads(Unit& u) { Account(&u.grads_committed, true, u.grad_bytes, 0); }
+  void CommitValues(Unit& u) { Account(u, /*grads=*/false, /*commit=*/true); }
+  void CommitGrads(Unit& u) { Account(u, /*grads=*/true, /*commit=*/true); }
   void ReleaseValues(Unit& u) {
     for (const PageRange& r : u.value_pages) ReleasePages(r);
-    Account(&u.values_committed, false, u.value_bytes, 1);
+    Account(u, /*grads=*/false, /*commit=*/false);
   }
   void ReleaseGrads(Unit& u) {
     for (const PageRange& r : u.grad_pages) ReleasePages(r);
-    Account(&u.grads_committed, false, u.grad_bytes, 0);
+    Account(u, /*grads=*/true, /*commit=*/false);
   }
 
   // ---- communication-thread tasks ----
@@ -331,6 +342,10 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
   // Units and the pages each may release. A Buffer may back several dense tensors of one unit,
   // never tensors of two units or a non-dense one.
   impl->units.resize(static_cast<size_t>(model.num_units()));
+  {
+    MutexLock lock(&impl->mutex);
+    impl->committed_copies.resize(impl->units.size());
+  }
   std::map<const Buffer*, int> buffer_unit;  // -1: used by a non-dense parameter
   const size_t page = PageSize();
   auto claim = [&](const Tensor& t, int unit, std::vector<PageRange>* pages, int64_t* bytes,
@@ -618,7 +633,7 @@ Zero3MemoryReport Zero3::memory() const {
     r.full_copy_bytes += u.value_bytes + u.grad_bytes;
   }
   r.staging_bytes = static_cast<int64_t>(impl_->staging.bytes);
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  MutexLock lock(&impl_->mutex);
   r.committed_bytes = impl_->committed;
   r.peak_committed_bytes = impl_->peak_committed;
   r.gathered_units = impl_->gathered;
@@ -627,7 +642,7 @@ Zero3MemoryReport Zero3::memory() const {
 }
 
 void Zero3::ResetPeakMemory() {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  MutexLock lock(&impl_->mutex);
   impl_->peak_committed = impl_->committed;
   impl_->peak_gathered = impl_->gathered;
 }

@@ -51,7 +51,7 @@ SlotHandle& SlotHandle::operator=(SlotHandle&& other) noexcept {
 
 SlotHandle SlotHandle::Duplicate() const {
   SY_CHECK(valid()) << "Duplicate of an invalid SlotHandle";
-  std::lock_guard<std::mutex> lock(cache_->mutex_);
+  MutexLock lock(&cache_->mutex_);
   return cache_->PinLocked(slot_);
 }
 
@@ -65,7 +65,11 @@ void SlotHandle::Release() {
 
 DeviceExpertCache::DeviceExpertCache(Backend& backend, const ExpertLayout& layout,
                                      const DeviceExpertCacheOptions& options)
-    : backend_(backend), layout_(layout), options_(options), slots_(options.num_slots) {}
+    : backend_(backend),
+      layout_(layout),
+      options_(options),
+      events_(options.num_slots),
+      slots_(options.num_slots) {}
 
 Result<std::unique_ptr<DeviceExpertCache>> DeviceExpertCache::Create(
     Backend& backend, const ExpertLayout& layout, const DeviceExpertCacheOptions& options) {
@@ -84,11 +88,12 @@ Result<std::unique_ptr<DeviceExpertCache>> DeviceExpertCache::Create(
   SY_ASSIGN_OR_RETURN(cache->slab_,
                       backend.Allocate(layout.dtype, Shape{options.num_slots, kNumExpertChunks,
                                                            layout.chunk_numel()}));
-  for (Slot& slot : cache->slots_) {
-    for (auto& event : slot.chunk_events) event = backend.CreateEvent();
-    slot.last_use = backend.CreateEvent();
+  for (SlotEvents& events : cache->events_) {
+    for (auto& event : events.chunks) event = backend.CreateEvent();
+    events.last_use = backend.CreateEvent();
   }
   if (options.policy == DeviceCachePolicy::kStatic) {
+    MutexLock lock(&cache->mutex_);  // nobody else sees the cache yet; the analysis asks for it
     int next = 0;
     for (const ExpertKey& key : options.static_experts) {
       if (next == options.num_slots) break;
@@ -104,7 +109,7 @@ Result<std::unique_ptr<DeviceExpertCache>> DeviceExpertCache::Create(
 }
 
 DeviceExpertCache::~DeviceExpertCache() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (size_t i = 0; i < slots_.size(); ++i) {
     SY_CHECK_EQ(slots_[i].pins, 0)
         << "DeviceExpertCache destroyed while slot " << i << " is pinned";
@@ -123,8 +128,8 @@ SlotHandle DeviceExpertCache::PinLocked(int slot) {
 void DeviceExpertCache::Unpin(int slot) {
   // Whoever held the pin has queued all its work on the slot by now (a compute pin holder has
   // enqueued its kernels; a filler has seen its copies complete).
-  backend_.RecordEvent(*slots_[slot].last_use, backend_.compute_stream());
-  std::lock_guard<std::mutex> lock(mutex_);
+  backend_.RecordEvent(*events_.at(slot).last_use, backend_.compute_stream());
+  MutexLock lock(&mutex_);
   Slot& s = slots_[slot];
   SY_CHECK_GT(s.pins, 0) << "unpin of an unpinned slot " << slot;
   if (--s.pins > 0) return;
@@ -181,7 +186,7 @@ Result<DeviceExpertCache::Acquired> DeviceExpertCache::Acquire(ExpertKey key) {
     return InvalidArgumentError("DeviceExpertCache::Acquire: " + key.ToString() +
                                 " is outside the layout");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++tick_;
   Acquired acquired;
   auto it = index_.find(key);
@@ -223,31 +228,31 @@ Result<DeviceExpertCache::Acquired> DeviceExpertCache::Acquire(ExpertKey key) {
 }
 
 SlotHandle DeviceExpertCache::Pin(ExpertKey key) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = index_.find(key);
   if (it == index_.end()) return SlotHandle();
   return PinLocked(it->second);
 }
 
 int DeviceExpertCache::Lookup(ExpertKey key) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = index_.find(key);
   return it == index_.end() ? -1 : it->second;
 }
 
 bool DeviceExpertCache::ChunkReady(int slot, ExpertChunk c) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return (slots_.at(slot).ready_mask & Bit(c)) != 0;
 }
 
 bool DeviceExpertCache::Ready(int slot) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return slots_.at(slot).ready_mask == kAllChunks;
 }
 
 Status DeviceExpertCache::WaitReady(const SlotHandle& handle) {
   SY_CHECK(handle.valid() && handle.cache_ == this) << "WaitReady needs a pin of this cache";
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   const Slot& s = slots_[handle.slot()];
   for (;;) {
     if (s.ready_mask == kAllChunks) return Status::Ok();
@@ -256,26 +261,26 @@ Status DeviceExpertCache::WaitReady(const SlotHandle& handle) {
       return FailedPreconditionError("DeviceExpertCache: no fill of " + handle.key().ToString() +
                                      " is under way; enqueue it on the transfer engine");
     }
-    cv_.wait(lock);
+    cv_.Wait(&mutex_);
   }
 }
 
 void DeviceExpertCache::MarkChunkReady(int slot, ExpertChunk c) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     Slot& s = slots_.at(slot);
     SY_CHECK(s.state == SlotState::kFilling && s.pins > 0 && !s.detached)
         << "MarkChunkReady on slot " << slot << " which is not being filled";
     s.ready_mask |= Bit(c);
     if (s.ready_mask == kAllChunks) s.state = SlotState::kFilled;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void DeviceExpertCache::AbortFill(int slot, const Status& reason) {
   SY_CHECK(!reason.ok()) << "AbortFill needs a reason";
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     Slot& s = slots_.at(slot);
     SY_CHECK(s.state == SlotState::kFilling && !s.detached)
         << "AbortFill on slot " << slot << " which is not being filled";
@@ -289,7 +294,7 @@ void DeviceExpertCache::AbortFill(int slot, const Status& reason) {
       if (s.pins == 0) FreeLocked(slot);
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Tensor DeviceExpertCache::chunk(int slot, ExpertChunk c) const {
@@ -298,18 +303,18 @@ Tensor DeviceExpertCache::chunk(int slot, ExpertChunk c) const {
 }
 
 Event& DeviceExpertCache::chunk_event(int slot, ExpertChunk c) {
-  return *slots_.at(slot).chunk_events[static_cast<int>(c)];
+  return *events_.at(slot).chunks[static_cast<int>(c)];
 }
 
-Event& DeviceExpertCache::last_use_event(int slot) { return *slots_.at(slot).last_use; }
+Event& DeviceExpertCache::last_use_event(int slot) { return *events_.at(slot).last_use; }
 
 DeviceCacheStats DeviceExpertCache::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return stats_;
 }
 
 std::vector<ExpertKey> DeviceExpertCache::Resident() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<ExpertKey> keys;
   for (const Slot& s : slots_) {
     if (s.state != SlotState::kFree && !s.detached) keys.push_back(s.key);

@@ -27,14 +27,13 @@
 //
 // Ownership: the cache owns its slots and events and borrows the backend, which must outlive it.
 // Every SlotHandle must be released before the cache is destroyed (checked).
-// Thread-safety: every method may be called from any thread; state is under one mutex.
+// Thread-safety: every method may be called from any thread; slot state is under one mutex (the
+// events and the device memory of the slots are fixed at Create and read without it).
 // WaitReady blocks the calling thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +42,7 @@
 
 #include "inference/offload/expert_layout.h"
 #include "runtime/backend/backend.h"
+#include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
 
@@ -114,23 +114,23 @@ class DeviceExpertCache {
   };
   // One policy access of `key` (see the top). ResourceExhausted when the expert is not resident
   // and every slot it could take is pinned.
-  Result<Acquired> Acquire(ExpertKey key);
+  Result<Acquired> Acquire(ExpertKey key) SY_EXCLUDES(mutex_);
   // Pins the slot holding `key` (ready, filling or empty-static) without a policy access; an
   // invalid handle when no slot holds it.
-  SlotHandle Pin(ExpertKey key);
+  SlotHandle Pin(ExpertKey key) SY_EXCLUDES(mutex_);
   // The slot holding `key`, or -1. No pin, no policy access.
-  int Lookup(ExpertKey key) const;
+  int Lookup(ExpertKey key) const SY_EXCLUDES(mutex_);
 
   // ---- readiness ----
-  bool ChunkReady(int slot, ExpertChunk c) const;
-  bool Ready(int slot) const;  // every chunk ready
+  bool ChunkReady(int slot, ExpertChunk c) const SY_EXCLUDES(mutex_);
+  bool Ready(int slot) const SY_EXCLUDES(mutex_);  // every chunk ready
   // Blocks until every chunk of the handle's slot is ready (OK), or until its fill is aborted or
   // it has none and none is coming (the abort reason, or FailedPrecondition).
-  Status WaitReady(const SlotHandle& handle);
+  Status WaitReady(const SlotHandle& handle) SY_EXCLUDES(mutex_);
   // For the filler (TransferEngine), which holds a pin: chunk `c` of `slot` has landed.
-  void MarkChunkReady(int slot, ExpertChunk c);
+  void MarkChunkReady(int slot, ExpertChunk c) SY_EXCLUDES(mutex_);
   // For the filler: the fill of `slot` stops; the expert leaves the cache (see the top).
-  void AbortFill(int slot, const Status& reason);
+  void AbortFill(int slot, const Status& reason) SY_EXCLUDES(mutex_);
 
   // ---- device memory and events of a slot (stable for the cache's lifetime) ----
   Tensor chunk(int slot, ExpertChunk c) const;  // device view, layout().ChunkShape(c)
@@ -140,9 +140,9 @@ class DeviceExpertCache {
   const ExpertLayout& layout() const { return layout_; }
   const DeviceExpertCacheOptions& options() const { return options_; }
   int num_slots() const { return options_.num_slots; }
-  DeviceCacheStats stats() const;
+  DeviceCacheStats stats() const SY_EXCLUDES(mutex_);
   // The experts that own a slot now (ready, filling or empty-static), in slot order.
-  std::vector<ExpertKey> Resident() const;
+  std::vector<ExpertKey> Resident() const SY_EXCLUDES(mutex_);
 
  private:
   enum class SlotState : uint8_t {
@@ -161,30 +161,33 @@ class DeviceExpertCache {
     uint64_t last_access = 0;  // policy tick of the last access
     uint64_t accesses = 0;     // accesses since the expert came in
     Status abort_reason;
-    std::unique_ptr<Event> chunk_events[kNumExpertChunks];
+  };
+  struct SlotEvents {
+    std::unique_ptr<Event> chunks[kNumExpertChunks];
     std::unique_ptr<Event> last_use;
   };
 
   DeviceExpertCache(Backend& backend, const ExpertLayout& layout,
                     const DeviceExpertCacheOptions& options);
-  SlotHandle PinLocked(int slot);
-  void Unpin(int slot);
+  SlotHandle PinLocked(int slot) SY_REQUIRES(mutex_);
+  void Unpin(int slot) SY_EXCLUDES(mutex_);
   // The slot a miss takes: a free one (lowest index), else the policy's victim; -1 if none.
-  int ChooseSlotLocked() const;
-  void FreeLocked(int slot);
+  int ChooseSlotLocked() const SY_REQUIRES(mutex_);
+  void FreeLocked(int slot) SY_REQUIRES(mutex_);
   friend class SlotHandle;
 
   Backend& backend_;
   ExpertLayout layout_;
   DeviceExpertCacheOptions options_;
-  Tensor slab_;  // [num_slots, chunks, I * H] on the device
+  Tensor slab_;                     // [num_slots, chunks, I * H] on the device
+  std::vector<SlotEvents> events_;  // per slot, made at Create
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<Slot> slots_;                                  // guarded by mutex_
-  std::unordered_map<ExpertKey, int, ExpertKeyHash> index_;  // guarded by mutex_
-  uint64_t tick_ = 0;                                        // guarded by mutex_
-  DeviceCacheStats stats_;                                   // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar cv_;
+  std::vector<Slot> slots_ SY_GUARDED_BY(mutex_);
+  std::unordered_map<ExpertKey, int, ExpertKeyHash> index_ SY_GUARDED_BY(mutex_);
+  uint64_t tick_ SY_GUARDED_BY(mutex_) = 0;
+  DeviceCacheStats stats_ SY_GUARDED_BY(mutex_);
 };
 
 }  // namespace sy::offload

@@ -144,20 +144,20 @@ Status Server::Serve() {
 
 void Server::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     draining_ = true;
   }
   engine_.Drain();
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return active_ == 0; });
+    MutexLock lock(&mu_);
+    while (active_ != 0) idle_.Wait(&mu_);
   }
   http_->stop();
 }
 
 void Server::Leave() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (--active_ == 0) idle_.notify_all();
+  MutexLock lock(&mu_);
+  if (--active_ == 0) idle_.NotifyAll();
 }
 
 void Server::Error(httplib::Response& res, int code, const std::string& message) {
@@ -247,7 +247,7 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
 void Server::Completions(const httplib::Request& req, httplib::Response& res, bool chat) {
   const std::string endpoint = chat ? "chat_completions" : "completions";
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (draining_.load()) {
       Error(res, 503, "the server is shutting down");
       return;

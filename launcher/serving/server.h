@@ -30,10 +30,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +40,7 @@
 #include "inference/engine_thread.h"
 #include "inference/tokenizer.h"
 #include "launcher/serving/server_metrics.h"
+#include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
 
 namespace httplib {
@@ -99,7 +98,7 @@ class Server {
   void Answer(Prepared prepared, httplib::Response& res);
   void Error(httplib::Response& res, int code, const std::string& message);
   // A generation request in flight is answered (for the drain).
-  void Leave();
+  void Leave() SY_EXCLUDES(mu_);
 
   ServedModel model_;
   EngineThread& engine_;
@@ -111,9 +110,9 @@ class Server {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> next_id_{1};
 
-  std::mutex mu_;
-  std::condition_variable idle_;
-  int active_ = 0;  // guarded by mu_
+  Mutex mu_;
+  CondVar idle_;
+  int active_ SY_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sy::serving

@@ -44,12 +44,12 @@ EngineSnapshot Snapshot(GenerateEngine& engine) {
 }
 
 void ServerMetrics::RequestStarted() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++in_flight_;
 }
 
 void ServerMetrics::RequestFinished(const std::string& endpoint, int code, double ttft_seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   --in_flight_;
   ++requests_[{endpoint, code}];
   if (ttft_seconds >= 0) {
@@ -61,7 +61,7 @@ void ServerMetrics::RequestFinished(const std::string& endpoint, int code, doubl
 std::string ServerMetrics::Render(const EngineSnapshot& e) const {
   Writer w;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     w.Metric("switchyard_requests_total", "counter",
              "HTTP requests answered, by endpoint and status code");
     for (const auto& [key, count] : requests_) {

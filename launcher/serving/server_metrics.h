@@ -12,11 +12,11 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "inference/expert_provider.h"
 #include "inference/generate_engine.h"
+#include "runtime/core/mutex.h"
 
 namespace sy::serving {
 
@@ -39,20 +39,20 @@ EngineSnapshot Snapshot(GenerateEngine& engine);
 
 class ServerMetrics {
  public:
-  void RequestStarted();
+  void RequestStarted() SY_EXCLUDES(mu_);
   // `code`: the HTTP status answered; ttft_seconds < 0 when no token was produced.
-  void RequestFinished(const std::string& endpoint, int code, double ttft_seconds);
+  void RequestFinished(const std::string& endpoint, int code, double ttft_seconds) SY_EXCLUDES(mu_);
 
   // The Prometheus text of everything, with `engine` (queued requests included).
-  std::string Render(const EngineSnapshot& engine) const;
+  std::string Render(const EngineSnapshot& engine) const SY_EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
-  // Guarded by mu_.
-  std::map<std::pair<std::string, int>, int64_t> requests_;  // (endpoint, code) -> count
-  int64_t in_flight_ = 0;
-  double ttft_sum_ = 0.0;
-  int64_t ttft_count_ = 0;
+  mutable Mutex mu_;
+  // (endpoint, code) -> count
+  std::map<std::pair<std::string, int>, int64_t> requests_ SY_GUARDED_BY(mu_);
+  int64_t in_flight_ SY_GUARDED_BY(mu_) = 0;
+  double ttft_sum_ SY_GUARDED_BY(mu_) = 0.0;
+  int64_t ttft_count_ SY_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sy::serving

@@ -23,7 +23,7 @@ CachingAllocator::CachingAllocator(Device device, RawAllocateFn allocate, RawFre
 }
 
 CachingAllocator::~CachingAllocator() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   SY_CHECK_EQ(stats_.bytes_in_use, size_t{0})
       << "CachingAllocator for " << device_.ToString() << " destroyed with live buffers";
   EmptyCacheLocked();
@@ -34,7 +34,7 @@ Result<std::shared_ptr<Buffer>> CachingAllocator::Allocate(size_t bytes) {
   size_t rounded = RoundUp(bytes);
   void* block = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     ++stats_.num_allocs;
     auto it = cached_.lower_bound(rounded);
     if (it != cached_.end() && it->first <= 2 * rounded) {
@@ -69,13 +69,13 @@ Result<std::shared_ptr<Buffer>> CachingAllocator::Allocate(size_t bytes) {
 }
 
 void CachingAllocator::Release(void* data, size_t rounded_bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   stats_.bytes_in_use -= rounded_bytes;
   cached_.emplace(rounded_bytes, data);
 }
 
 void CachingAllocator::EmptyCache() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   EmptyCacheLocked();
 }
 
@@ -88,12 +88,12 @@ void CachingAllocator::EmptyCacheLocked() {
 }
 
 MemoryStats CachingAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return stats_;
 }
 
 void CachingAllocator::ResetPeak() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 

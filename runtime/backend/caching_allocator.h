@@ -16,10 +16,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/buffer.h"
+#include "runtime/core/mutex.h"
 
 namespace sy {
 
@@ -34,22 +34,22 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  Result<std::shared_ptr<Buffer>> Allocate(size_t bytes);
-  void EmptyCache();
-  MemoryStats stats() const;
-  void ResetPeak();
+  Result<std::shared_ptr<Buffer>> Allocate(size_t bytes) SY_EXCLUDES(mutex_);
+  void EmptyCache() SY_EXCLUDES(mutex_);
+  MemoryStats stats() const SY_EXCLUDES(mutex_);
+  void ResetPeak() SY_EXCLUDES(mutex_);
 
  private:
-  void Release(void* data, size_t rounded_bytes);
-  void EmptyCacheLocked();
+  void Release(void* data, size_t rounded_bytes) SY_EXCLUDES(mutex_);
+  void EmptyCacheLocked() SY_REQUIRES(mutex_);
 
   Device device_;
   RawAllocateFn raw_allocate_;
   RawFreeFn raw_free_;
-  mutable std::mutex mutex_;
-  std::multimap<size_t, void*> cached_;  // rounded size -> block; guarded by mutex_
-  MemoryStats stats_;                    // guarded by mutex_
-  std::shared_ptr<bool> alive_;          // lets late Buffer releases see a destroyed allocator
+  mutable Mutex mutex_;
+  std::multimap<size_t, void*> cached_ SY_GUARDED_BY(mutex_);  // rounded size -> block
+  MemoryStats stats_ SY_GUARDED_BY(mutex_);
+  std::shared_ptr<bool> alive_;  // lets late Buffer releases see a destroyed allocator
 };
 
 }  // namespace sy

@@ -46,10 +46,10 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& worker : workers_) worker.join();
 }
 
@@ -65,8 +65,8 @@ void ThreadPool::WorkerLoop() {
     std::packaged_task<void()> task;
     SpinUntil(spin_micros(), [this] { return queued_.load(std::memory_order_acquire) > 0; });
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mutex_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(&mutex_);
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -84,12 +84,12 @@ std::future<void> ThreadPool::Submit(std::function<void()> task) {
     return future;
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     SY_CHECK(!stopping_) << "Submit on a stopping ThreadPool";
     queue_.push_back(std::move(packaged));
     queued_.fetch_add(1, std::memory_order_release);
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   return future;
 }
 

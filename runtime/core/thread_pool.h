@@ -16,14 +16,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "runtime/core/mutex.h"
 
 namespace sy {
 
@@ -38,7 +38,7 @@ class ThreadPool {
   int num_threads() const { return num_threads_; }
 
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
-  std::future<void> Submit(std::function<void()> task);
+  std::future<void> Submit(std::function<void()> task) SY_EXCLUDES(mutex_);
 
   // The default size: SY_NUM_THREADS if set, else the number of cores.
   static int DefaultNumThreads();
@@ -46,15 +46,15 @@ class ThreadPool {
   static int64_t spin_micros();
 
  private:
-  void WorkerLoop();
+  void WorkerLoop() SY_EXCLUDES(mutex_);
 
   int num_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::packaged_task<void()>> queue_;  // guarded by mutex_
-  bool stopping_ = false;                         // guarded by mutex_
-  std::atomic<int64_t> queued_{0};                // queue_.size(), read without the lock to spin
+  Mutex mutex_;
+  CondVar cv_;
+  std::deque<std::packaged_task<void()>> queue_ SY_GUARDED_BY(mutex_);
+  bool stopping_ SY_GUARDED_BY(mutex_) = false;
+  std::atomic<int64_t> queued_{0};  // queue_.size(), read without the lock to spin
 };
 
 }  // namespace sy

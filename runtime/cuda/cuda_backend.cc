@@ -92,7 +92,7 @@ CudaBackend::~CudaBackend() {
   ScopedCudaDevice guard(info_.index);
   // Work still queued may read scratch blocks or the cuBLAS workspace: let it finish first.
   SY_CUDA_CHECK_TEARDOWN(cudaDeviceSynchronize());
-  std::lock_guard<std::mutex> lock(retired_mutex_);
+  MutexLock lock(&retired_mutex_);
   retired_.clear();
   free_events_.clear();
 }
@@ -161,7 +161,7 @@ void CudaBackend::Retire(std::vector<std::shared_ptr<Buffer>> buffers) {
   if (buffers.empty()) return;
   std::unique_ptr<CudaEvent> event;
   {
-    std::lock_guard<std::mutex> lock(retired_mutex_);
+    MutexLock lock(&retired_mutex_);
     if (!free_events_.empty()) {
       event = std::move(free_events_.back());
       free_events_.pop_back();
@@ -169,14 +169,14 @@ void CudaBackend::Retire(std::vector<std::shared_ptr<Buffer>> buffers) {
   }
   if (event == nullptr) event = std::make_unique<CudaEvent>(info_.index);
   SY_CUDA_CHECK(cudaEventRecord(event->get(), stream()));
-  std::lock_guard<std::mutex> lock(retired_mutex_);
+  MutexLock lock(&retired_mutex_);
   retired_.push_back(Retired{std::move(event), std::move(buffers)});
 }
 
 void CudaBackend::ReclaimRetired() {
   std::vector<std::shared_ptr<Buffer>> done;
   {
-    std::lock_guard<std::mutex> lock(retired_mutex_);
+    MutexLock lock(&retired_mutex_);
     // Retired entries complete in order: they were all recorded on the compute stream.
     while (!retired_.empty() && retired_.front().event->Query()) {
       Retired& front = retired_.front();

@@ -26,12 +26,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/backend/caching_allocator.h"
+#include "runtime/core/mutex.h"
 #include "runtime/cuda/cuda_handles.h"
 
 namespace sy {
@@ -154,9 +154,9 @@ class CudaBackend final : public Backend {
   void CheckOperand(const Tensor& t, const char* what) const;
 
   // Hands `buffers` back once the compute stream has passed this point.
-  void Retire(std::vector<std::shared_ptr<Buffer>> buffers);
+  void Retire(std::vector<std::shared_ptr<Buffer>> buffers) SY_EXCLUDES(retired_mutex_);
   // Releases retired buffers whose event has completed (all of them after a synchronize).
-  void ReclaimRetired();
+  void ReclaimRetired() SY_EXCLUDES(retired_mutex_);
 
   // One row-major GEMM (or a strided batch of them) for cuBLAS: c = alpha * op(a) * op(b) +
   // beta * c, where a and b share `dtype` and c is f32. Strides and leading dimensions are in
@@ -191,9 +191,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudaDeviceMemory> cublas_workspace_;
   std::unique_ptr<CublasHandle> cublas_;
 
-  std::mutex retired_mutex_;
-  std::deque<Retired> retired_;                          // guarded by retired_mutex_
-  std::vector<std::unique_ptr<CudaEvent>> free_events_;  // guarded by retired_mutex_
+  Mutex retired_mutex_;
+  std::deque<Retired> retired_ SY_GUARDED_BY(retired_mutex_);
+  std::vector<std::unique_ptr<CudaEvent>> free_events_ SY_GUARDED_BY(retired_mutex_);
 };
 
 }  // namespace sy

@@ -60,7 +60,7 @@ SimBackend::SimBackend(const BackendOptions& options)
 }
 
 SimBackend::~SimBackend() {
-  std::lock_guard<std::mutex> lock(streams_mutex_);
+  MutexLock lock(&streams_mutex_);
   SY_CHECK(live_streams_.empty()) << "SimBackend destroyed before " << live_streams_.size()
                                   << " of its streams";
 }
@@ -92,11 +92,11 @@ Stream& SimBackend::compute_stream() { return *compute_; }
 
 std::unique_ptr<Stream> SimBackend::CreateStream() {
   auto stream = std::make_unique<OwnedSimStream>([this](SimStream* s) {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
+    MutexLock lock(&streams_mutex_);
     live_streams_.erase(std::remove(live_streams_.begin(), live_streams_.end(), s),
                         live_streams_.end());
   });
-  std::lock_guard<std::mutex> lock(streams_mutex_);
+  MutexLock lock(&streams_mutex_);
   live_streams_.push_back(&stream->sim());
   return stream;
 }
@@ -130,7 +130,7 @@ void SimBackend::SynchronizeStream(Stream& stream) { AsSim(stream).Synchronize()
 void SimBackend::Synchronize() {
   std::vector<SimStream*> streams;
   {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
+    MutexLock lock(&streams_mutex_);
     streams = live_streams_;
   }
   for (SimStream* s : streams) s->Synchronize();

@@ -17,9 +17,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "runtime/core/mutex.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/sim/sim_link.h"
 #include "runtime/sim/sim_stream.h"
@@ -34,7 +34,6 @@ class SimBackend final : public CpuBackend {
   Device device() const override { return Device::Sim(); }
   BackendCaps caps() const override;
   std::string name() const override;
-
 
   Stream& compute_stream() override;
   std::unique_ptr<Stream> CreateStream() override;
@@ -58,8 +57,8 @@ class SimBackend final : public CpuBackend {
   SimLink host_to_device_;
   SimLink device_to_host_;
   std::unique_ptr<SimStream> compute_;
-  std::mutex streams_mutex_;
-  std::vector<SimStream*> live_streams_;  // guarded by streams_mutex_, for Synchronize()
+  Mutex streams_mutex_;
+  std::vector<SimStream*> live_streams_ SY_GUARDED_BY(streams_mutex_);  // for Synchronize()
 };
 
 }  // namespace sy

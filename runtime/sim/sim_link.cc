@@ -21,7 +21,7 @@ void SimLink::Transfer(size_t bytes, const std::function<void()>& copy) {
   double seconds = TransferSeconds(bytes);
   Clock::time_point end;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     Clock::time_point start = std::max(Clock::now(), free_at_);
     end =
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -35,12 +35,12 @@ void SimLink::Transfer(size_t bytes, const std::function<void()>& copy) {
 }
 
 SimLinkStats SimLink::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return stats_;
 }
 
 void SimLink::ResetStats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   stats_ = SimLinkStats{};
 }
 

@@ -12,7 +12,8 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
-#include <mutex>
+
+#include "runtime/core/mutex.h"
 
 namespace sy {
 
@@ -27,22 +28,22 @@ class SimLink {
   SimLink(double gigabytes_per_second, double latency_microseconds);
 
   // Runs `copy` and returns no earlier than the modelled end of this transfer.
-  void Transfer(size_t bytes, const std::function<void()>& copy);
+  void Transfer(size_t bytes, const std::function<void()>& copy) SY_EXCLUDES(mutex_);
 
   // The modelled duration of a transfer of `bytes` on an idle link.
   double TransferSeconds(size_t bytes) const;
 
-  SimLinkStats stats() const;
-  void ResetStats();
+  SimLinkStats stats() const SY_EXCLUDES(mutex_);
+  void ResetStats() SY_EXCLUDES(mutex_);
 
  private:
   using Clock = std::chrono::steady_clock;
 
   double bytes_per_second_;
   double latency_seconds_;
-  mutable std::mutex mutex_;
-  Clock::time_point free_at_;  // guarded by mutex_: when the link finishes its queued transfers
-  SimLinkStats stats_;         // guarded by mutex_
+  mutable Mutex mutex_;
+  Clock::time_point free_at_ SY_GUARDED_BY(mutex_);  // when the link finishes its queued transfers
+  SimLinkStats stats_ SY_GUARDED_BY(mutex_);
 };
 
 }  // namespace sy

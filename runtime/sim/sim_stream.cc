@@ -5,38 +5,38 @@ namespace sy {
 void SimEvent::Synchronize() {
   uint64_t target;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     target = armed_;
   }
   WaitFor(target);
 }
 
 bool SimEvent::Query() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return completed_ >= armed_;
 }
 
 uint64_t SimEvent::Arm() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return ++armed_;
 }
 
 uint64_t SimEvent::armed() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return armed_;
 }
 
 void SimEvent::Complete(uint64_t generation) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (generation > completed_) completed_ = generation;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void SimEvent::WaitFor(uint64_t generation) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return completed_ >= generation; });
+  MutexLock lock(&mutex_);
+  while (completed_ < generation) cv_.Wait(&mutex_);
 }
 
 SimStream::SimStream(bool inline_execution) : inline_(inline_execution) {
@@ -46,10 +46,10 @@ SimStream::SimStream(bool inline_execution) : inline_(inline_execution) {
 SimStream::~SimStream() {
   if (inline_) return;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   worker_.join();
 }
 
@@ -59,31 +59,31 @@ void SimStream::Enqueue(std::function<void()> work) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     queue_.push_back(std::move(work));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void SimStream::Synchronize() {
   if (inline_) return;
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  MutexLock lock(&mutex_);
+  while (!queue_.empty() || busy_) cv_.Wait(&mutex_);
 }
 
 void SimStream::WorkerLoop() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) cv_.Wait(&mutex_);
     if (queue_.empty()) return;  // stopping and drained
     std::function<void()> work = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    lock.unlock();
+    lock.Unlock();
     work();
-    lock.lock();
+    lock.Lock();
     busy_ = false;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 

@@ -9,35 +9,34 @@
 // its destructor. Thread-safety: all methods are thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/mutex.h"
 
 namespace sy {
 
 class SimEvent final : public Event {
  public:
-  void Synchronize() override;
-  bool Query() override;
+  void Synchronize() override SY_EXCLUDES(mutex_);
+  bool Query() override SY_EXCLUDES(mutex_);
 
   // Arms the next generation and returns it; Complete(g) marks it reached.
-  uint64_t Arm();
-  void Complete(uint64_t generation);
+  uint64_t Arm() SY_EXCLUDES(mutex_);
+  void Complete(uint64_t generation) SY_EXCLUDES(mutex_);
   // The generation of the last Arm() (0 if never recorded).
-  uint64_t armed();
+  uint64_t armed() SY_EXCLUDES(mutex_);
   // Blocks until generation `g` is reached.
-  void WaitFor(uint64_t generation);
+  void WaitFor(uint64_t generation) SY_EXCLUDES(mutex_);
 
  private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  uint64_t armed_ = 0;      // guarded by mutex_
-  uint64_t completed_ = 0;  // guarded by mutex_
+  Mutex mutex_;
+  CondVar cv_;
+  uint64_t armed_ SY_GUARDED_BY(mutex_) = 0;
+  uint64_t completed_ SY_GUARDED_BY(mutex_) = 0;
 };
 
 class SimStream final : public Stream {
@@ -48,19 +47,19 @@ class SimStream final : public Stream {
   SimStream& operator=(const SimStream&) = delete;
 
   // Runs `work` after everything queued before it (immediately, for an inline stream).
-  void Enqueue(std::function<void()> work);
+  void Enqueue(std::function<void()> work) SY_EXCLUDES(mutex_);
   // Blocks until all queued work has run.
-  void Synchronize();
+  void Synchronize() SY_EXCLUDES(mutex_);
 
  private:
-  void WorkerLoop();
+  void WorkerLoop() SY_EXCLUDES(mutex_);
 
   const bool inline_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mutex_
-  bool busy_ = false;                        // guarded by mutex_
-  bool stopping_ = false;                    // guarded by mutex_
+  Mutex mutex_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ SY_GUARDED_BY(mutex_);
+  bool busy_ SY_GUARDED_BY(mutex_) = false;
+  bool stopping_ SY_GUARDED_BY(mutex_) = false;
   std::thread worker_;
 };
 

@@ -86,8 +86,8 @@ ExpertCache::ExpertCache(ExpertStore* store, const CacheOptions& options, KindIn
 }
 
 ExpertCache::~ExpertCache() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return loads_in_flight_ == 0 && writing_back_.empty(); });
+  MutexLock lock(&mutex_);
+  while (loads_in_flight_ != 0 || !writing_back_.empty()) cv_.Wait(&mutex_);
   size_t dirty = 0;
   for (const Slot& slot : slots_) {
     SY_CHECK_EQ(slot.pins, 0) << "a CacheHandle of " << slot.key.ToString()
@@ -100,7 +100,7 @@ ExpertCache::~ExpertCache() {
         "call Flush() first to keep them",
         dirty);
   }
-  lock.unlock();
+  lock.Unlock();
   if (registered_) store_->file_system()->UnregisterBuffers();
 }
 
@@ -130,12 +130,12 @@ CacheHandle ExpertCache::MakeHandleLocked(int index, AccessMode mode) {
 }
 
 void ExpertCache::Release(int index, AccessMode mode) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   Slot& slot = slots_[index];
   SY_CHECK_GT(slot.pins, 0) << "release of an unpinned cache slot";
   --slot.pins;
   if (mode == AccessMode::kWrite) --slot.writers;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ExpertCache::FreeSlotLocked(int index) {
@@ -148,9 +148,8 @@ void ExpertCache::FreeSlotLocked(int index) {
   free_slots_.push_back(index);
 }
 
-Status ExpertCache::WaitLocked(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
-                               const std::string& what) {
-  if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+Status ExpertCache::WaitLocked(Clock::time_point deadline, const std::string& what) {
+  if (cv_.WaitUntil(&mutex_, deadline)) {
     return DeadlineExceededError("expert cache: waited " +
                                  std::to_string(options_.acquire_timeout_ms) + " ms for " + what +
                                  "; all " + std::to_string(slots_.size()) +
@@ -159,9 +158,8 @@ Status ExpertCache::WaitLocked(std::unique_lock<std::mutex>& lock, Clock::time_p
   return Status::Ok();
 }
 
-Status ExpertCache::BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey key, bool blocking,
-                                  bool prefetch, Clock::time_point deadline, bool* started,
-                                  int* loading_index) {
+Status ExpertCache::BringInLocked(ExpertKey key, bool blocking, bool prefetch,
+                                  Clock::time_point deadline, bool* started, int* loading_index) {
   *started = false;
   const uint64_t packed = key.Packed();
   int index = -1;
@@ -173,8 +171,8 @@ Status ExpertCache::BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey 
       free_slots_.pop_back();
       break;
     }
-    std::optional<uint64_t> victim =
-        policy_->Evict(packed, [this](uint64_t k) { return EvictableLocked(k); });
+    std::optional<uint64_t> victim = policy_->Evict(
+        packed, [this](uint64_t k) SY_REQUIRES(mutex_) { return EvictableLocked(k); });
     if (victim) {
       index = index_.at(*victim);
       index_.erase(*victim);
@@ -191,7 +189,7 @@ Status ExpertCache::BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey 
                                     " (all " + std::to_string(slots_.size()) +
                                     " slots pinned or busy)");
     }
-    SY_RETURN_IF_ERROR(WaitLocked(lock, deadline, "a slot for " + key.ToString()));
+    SY_RETURN_IF_ERROR(WaitLocked(deadline, "a slot for " + key.ToString()));
   }
 
   Slot& slot = slots_[index];
@@ -206,10 +204,10 @@ Status ExpertCache::BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey 
   ++loads_in_flight_;
 
   if (dirty_victim) {
-    lock.unlock();
+    mutex_.Unlock();
     Result<uint64_t> written =
         store_->Write(victim_key, options_.kind, {slot.data, kind_.stride}).get();
-    lock.lock();
+    mutex_.Lock();
     writing_back_.erase(*dirty_victim);
     if (!written.ok()) {
       // Undo: the victim stays cached and dirty; the new key is not fetched.
@@ -223,14 +221,14 @@ Status ExpertCache::BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey 
       slot.prefetched = false;
       index_[*dirty_victim] = index;
       policy_->OnInsert(*dirty_victim);
-      cv_.notify_all();
+      cv_.NotifyAll();
       return written.status().WithContext("expert cache: write-back of evicted " +
                                           victim_key.ToString() + " (to make room for " +
                                           key.ToString() + ") failed; it stays cached and dirty");
     }
     ++stats_.write_backs;
     stats_.bytes_written += kind_.payload_bytes;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   if (prefetch) {
     ++stats_.prefetches_started;
@@ -244,15 +242,15 @@ Status ExpertCache::BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey 
     *loading_index = index;
     ++slot.waiters;
   }
-  lock.unlock();
+  mutex_.Unlock();
   store_->ReadAsync(key, options_.kind, {slot.data, kind_.stride},
                     [this, index, key](Status status) { OnLoaded(index, key, std::move(status)); });
-  lock.lock();
+  mutex_.Lock();
   return Status::Ok();
 }
 
 void ExpertCache::OnLoaded(int index, ExpertKey key, Status status) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   Slot& slot = slots_[index];
   SY_CHECK(slot.state == SlotState::kLoading && slot.key == key)
       << "cache slot " << index << " changed while loading " << key.ToString();
@@ -270,16 +268,16 @@ void ExpertCache::OnLoaded(int index, ExpertKey key, Status status) {
       slot.status = status.WithContext("expert cache: fetch of " + key.ToString());
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
-Status ExpertCache::AwaitLoadLocked(std::unique_lock<std::mutex>& lock, int index, ExpertKey key,
-                                    Clock::time_point deadline, bool registered) {
+Status ExpertCache::AwaitLoadLocked(int index, ExpertKey key, Clock::time_point deadline,
+                                    bool registered) {
   Slot& slot = slots_[index];
   if (!registered) ++slot.waiters;
   Status status;
   while (status.ok() && slot.state == SlotState::kLoading && slot.key == key) {
-    status = WaitLocked(lock, deadline, key.ToString() + " to load");
+    status = WaitLocked(deadline, key.ToString() + " to load");
   }
   --slot.waiters;
   if (slot.state == SlotState::kFailed) {
@@ -295,10 +293,10 @@ Result<CacheHandle> ExpertCache::Acquire(ExpertKey key, AccessMode mode) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::milliseconds(options_.acquire_timeout_ms);
   const uint64_t packed = key.Packed();
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   bool counted = false;
   bool waited = false;
-  auto finish = [&](Result<CacheHandle> result) {
+  auto finish = [&](Result<CacheHandle> result) SY_REQUIRES(mutex_) {
     if (waited) {
       stats_.stall_ns += static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
@@ -311,18 +309,18 @@ Result<CacheHandle> ExpertCache::Acquire(ExpertKey key, AccessMode mode) {
       waited = true;
       if (writing_back_.count(packed) > 0) {
         // Its newest state is on its way to the store; fetch it once that is durable.
-        Status status = WaitLocked(lock, deadline, "the write-back of " + key.ToString());
+        Status status = WaitLocked(deadline, "the write-back of " + key.ToString());
         if (!status.ok()) return finish(status);
         continue;
       }
       bool started = false;
       int index = -1;
-      Status status = BringInLocked(lock, key, /*blocking=*/true, /*prefetch=*/false, deadline,
-                                    &started, &index);
+      Status status =
+          BringInLocked(key, /*blocking=*/true, /*prefetch=*/false, deadline, &started, &index);
       if (!status.ok()) return finish(status);
       if (started) {
         counted = true;  // this call's own fetch: counted as a miss
-        status = AwaitLoadLocked(lock, index, key, deadline, /*registered=*/true);
+        status = AwaitLoadLocked(index, key, deadline, /*registered=*/true);
         if (!status.ok()) return finish(status);
       }
       continue;
@@ -348,19 +346,19 @@ Result<CacheHandle> ExpertCache::Acquire(ExpertKey key, AccessMode mode) {
     }
     waited = true;
     Status status = slot.state == SlotState::kLoading
-                        ? AwaitLoadLocked(lock, index, key, deadline, /*registered=*/false)
-                        : WaitLocked(lock, deadline, "the write-back of " + key.ToString());
+                        ? AwaitLoadLocked(index, key, deadline, /*registered=*/false)
+                        : WaitLocked(deadline, "the write-back of " + key.ToString());
     if (!status.ok()) return finish(status);
   }
 }
 
 Result<bool> ExpertCache::Prefetch(ExpertKey key) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   const uint64_t packed = key.Packed();
   if (index_.count(packed) > 0 || writing_back_.count(packed) > 0) return false;
   bool started = false;
-  Status status = BringInLocked(lock, key, /*blocking=*/false, /*prefetch=*/true, Clock::now(),
-                                &started, /*loading_index=*/nullptr);
+  Status status = BringInLocked(key, /*blocking=*/false, /*prefetch=*/true, Clock::now(), &started,
+                                /*loading_index=*/nullptr);
   if (!status.ok()) return status;
   return started;
 }
@@ -368,7 +366,7 @@ Result<bool> ExpertCache::Prefetch(ExpertKey key) {
 Result<CacheHandle> ExpertCache::PinResident(ExpertKey key, AccessMode mode) {
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(options_.acquire_timeout_ms);
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
     auto it = index_.find(key.Packed());
     if (it == index_.end()) {
@@ -385,8 +383,8 @@ Result<CacheHandle> ExpertCache::PinResident(ExpertKey key, AccessMode mode) {
       return failure;
     }
     Status status = slot.state == SlotState::kLoading
-                        ? AwaitLoadLocked(lock, index, key, deadline, /*registered=*/false)
-                        : WaitLocked(lock, deadline, "the write-back of " + key.ToString());
+                        ? AwaitLoadLocked(index, key, deadline, /*registered=*/false)
+                        : WaitLocked(deadline, "the write-back of " + key.ToString());
     SY_RETURN_IF_ERROR(status);
   }
 }
@@ -394,7 +392,7 @@ Result<CacheHandle> ExpertCache::PinResident(ExpertKey key, AccessMode mode) {
 Status ExpertCache::Step() {
   bool flush = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     ++steps_;
     policy_->OnStep();
     flush = options_.update_cycle > 0 && steps_ % options_.update_cycle == 0;
@@ -406,7 +404,7 @@ Status ExpertCache::Flush() {
   std::vector<int> chosen;
   std::vector<ExpertStore::WriteRequest> requests;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot& slot = slots_[i];
       if (slot.state != SlotState::kReady || !slot.dirty || slot.writers > 0 || slot.flushing) {
@@ -422,28 +420,27 @@ Status ExpertCache::Flush() {
   // The callbacks run on the store's committer thread and may outlive this frame's locals by a
   // few instructions, so everything they touch is shared.
   struct Batch {
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::vector<Status> results;
-    size_t remaining = 0;
+    explicit Batch(size_t n) : results(n), remaining(n) {}
+    Mutex mutex;
+    CondVar cv;
+    std::vector<Status> results SY_GUARDED_BY(mutex);
+    size_t remaining SY_GUARDED_BY(mutex);
   };
-  auto batch = std::make_shared<Batch>();
-  batch->results.resize(chosen.size());
-  batch->remaining = chosen.size();
+  auto batch = std::make_shared<Batch>(chosen.size());
   store_->WriteBatch(requests, [batch](size_t i, Result<uint64_t> result) {
-    std::lock_guard<std::mutex> batch_lock(batch->mutex);
+    MutexLock batch_lock(&batch->mutex);
     batch->results[i] = result.ok() ? Status::Ok() : result.status();
-    if (--batch->remaining == 0) batch->cv.notify_all();
+    if (--batch->remaining == 0) batch->cv.NotifyAll();
   });
   std::vector<Status> results;
   {
-    std::unique_lock<std::mutex> batch_lock(batch->mutex);
-    batch->cv.wait(batch_lock, [&] { return batch->remaining == 0; });
+    MutexLock batch_lock(&batch->mutex);
+    while (batch->remaining != 0) batch->cv.Wait(&batch->mutex);
     results = batch->results;
   }
 
   Status first;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (size_t i = 0; i < chosen.size(); ++i) {
     Slot& slot = slots_[chosen[i]];
     slot.flushing = false;
@@ -459,18 +456,18 @@ Status ExpertCache::Flush() {
       }
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return first;
 }
 
 bool ExpertCache::Contains(ExpertKey key) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = index_.find(key.Packed());
   return it != index_.end() && slots_[it->second].state == SlotState::kReady;
 }
 
 CacheStats ExpertCache::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return stats_;
 }
 

@@ -1,8 +1,8 @@
 // ExpertCache: the CPU cache of expert states in front of an ExpertStore (MoESys Algorithm 2).
 //
 // - Fixed host slots, allocated once at Create through a HostSlotAllocator (see Note [pinned
-//   slots] in storage/cache/host_slot_allocator.h); a fetch never allocates. Each slot holds one extent
-//   of the cache's kind (its stride: payload rounded up to 4 KiB, so I/O is direct).
+//   slots] in storage/cache/host_slot_allocator.h); a fetch never allocates. Each slot holds one
+//   extent of the cache's kind (its stride: payload rounded up to 4 KiB, so I/O is direct).
 // - A miss with a free slot fetches from the store. A miss when full asks the policy (MoESys LFU
 //   by default; LRU and W-TinyLFU behind the same interface) for a victim, writes the victim back
 //   first when it is dirty, and reuses its slot. Every K steps the LFU counts decay by beta.
@@ -24,21 +24,20 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "runtime/core/buffer.h"
+#include "runtime/core/mutex.h"
 #include "storage/cache/cache_policy.h"
+#include "storage/cache/host_slot_allocator.h"
 #include "storage/store/expert_key.h"
 #include "storage/store/expert_store.h"
-#include "storage/cache/host_slot_allocator.h"
 
 namespace sy::storage {
 
@@ -118,29 +117,30 @@ class ExpertCache {
 
   // Returns the entry pinned, fetching it (and evicting) when needed; blocks until it is
   // resident. One policy access.
-  Result<CacheHandle> Acquire(ExpertKey key, AccessMode mode = AccessMode::kRead);
+  Result<CacheHandle> Acquire(ExpertKey key, AccessMode mode = AccessMode::kRead)
+      SY_EXCLUDES(mutex_);
 
   // Starts bringing `key` in without waiting for the data: true when a fetch started, false when
   // it was already resident or on its way. Blocks only to write back a dirty victim. Fails with
   // ResourceExhausted when no slot can be freed (the prefetch is dropped). A started prefetch is
   // the entry's policy access; the Acquire that later consumes it does not count again.
-  Result<bool> Prefetch(ExpertKey key);
+  Result<bool> Prefetch(ExpertKey key) SY_EXCLUDES(mutex_);
 
   // Pins `key` if it is resident or on its way (waiting for it to land), without a policy access
   // and without fetching: NotFound when it is neither. For moving an entry one hop further.
-  Result<CacheHandle> PinResident(ExpertKey key, AccessMode mode = AccessMode::kRead);
+  Result<CacheHandle> PinResident(ExpertKey key, AccessMode mode = AccessMode::kRead)
+      SY_EXCLUDES(mutex_);
 
   // Ends a step: LFU decay bookkeeping, and a write-back of dirty entries every update_cycle.
-  Status Step();
+  Status Step() SY_EXCLUDES(mutex_);
   // Writes back every dirty entry not held for writing, as one batch. Returns the first failure.
-  Status Flush();
+  Status Flush() SY_EXCLUDES(mutex_);
 
-  bool Contains(ExpertKey key) const;  // resident and ready
-  size_t num_slots() const { return slots_.size(); }
+  bool Contains(ExpertKey key) const SY_EXCLUDES(mutex_);  // resident and ready
+  size_t num_slots() const { return options_.num_slots; }
   size_t slot_bytes() const { return kind_.stride; }
   size_t payload_bytes() const { return kind_.payload_bytes; }
-  const CachePolicy& policy() const { return *policy_; }
-  CacheStats stats() const;
+  CacheStats stats() const SY_EXCLUDES(mutex_);
 
  private:
   enum class SlotState : uint8_t { kFree, kLoading, kReady, kFailed };
@@ -163,21 +163,20 @@ class ExpertCache {
   // Claims a slot for `key` (evicting, writing a dirty victim back) and starts its load
   // (*started = true). OK with *started = false when someone else brought `key` in meanwhile.
   // With `loading_index`, the caller is registered as a waiter of the slot it returns there.
-  // Needs `lock` held; releases it for I/O.
-  Status BringInLocked(std::unique_lock<std::mutex>& lock, ExpertKey key, bool blocking,
-                       bool prefetch, Clock::time_point deadline, bool* started,
-                       int* loading_index);
+  // Releases mutex_ for I/O and takes it again before returning.
+  Status BringInLocked(ExpertKey key, bool blocking, bool prefetch, Clock::time_point deadline,
+                       bool* started, int* loading_index) SY_REQUIRES(mutex_);
   // Waits, as a waiter of slot `index`, until it no longer loads `key`. The load's error when it
   // failed; OK otherwise (the caller looks `key` up again). `registered`: already a waiter.
-  Status AwaitLoadLocked(std::unique_lock<std::mutex>& lock, int index, ExpertKey key,
-                         Clock::time_point deadline, bool registered);
-  void OnLoaded(int index, ExpertKey key, Status status);
-  void FreeSlotLocked(int index);
-  bool EvictableLocked(uint64_t key) const;
-  CacheHandle MakeHandleLocked(int index, AccessMode mode);
-  void Release(int index, AccessMode mode);
-  Status WaitLocked(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
-                    const std::string& what);
+  Status AwaitLoadLocked(int index, ExpertKey key, Clock::time_point deadline, bool registered)
+      SY_REQUIRES(mutex_);
+  void OnLoaded(int index, ExpertKey key, Status status) SY_EXCLUDES(mutex_);
+  void FreeSlotLocked(int index) SY_REQUIRES(mutex_);
+  bool EvictableLocked(uint64_t key) const SY_REQUIRES(mutex_);
+  CacheHandle MakeHandleLocked(int index, AccessMode mode) SY_REQUIRES(mutex_);
+  void Release(int index, AccessMode mode) SY_EXCLUDES(mutex_);
+  // Waits on cv_ (releasing mutex_) until notified or `deadline`; DeadlineExceeded at the deadline.
+  Status WaitLocked(Clock::time_point deadline, const std::string& what) SY_REQUIRES(mutex_);
   friend class CacheHandle;
 
   ExpertStore* store_;
@@ -186,16 +185,17 @@ class ExpertCache {
   std::shared_ptr<Buffer> slab_;
   bool registered_ = false;
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<Slot> slots_;                         // guarded by mutex_
-  std::vector<int> free_slots_;                     // guarded by mutex_
-  std::unordered_map<uint64_t, int> index_;         // guarded by mutex_; key -> slot
-  std::unordered_map<uint64_t, int> writing_back_;  // guarded by mutex_; evicted, not yet durable
-  std::unique_ptr<CachePolicy> policy_;             // guarded by mutex_
-  int64_t steps_ = 0;                               // guarded by mutex_
-  int loads_in_flight_ = 0;                         // guarded by mutex_
-  CacheStats stats_;                                // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar cv_;
+  std::vector<Slot> slots_ SY_GUARDED_BY(mutex_);
+  std::vector<int> free_slots_ SY_GUARDED_BY(mutex_);
+  std::unordered_map<uint64_t, int> index_ SY_GUARDED_BY(mutex_);  // key -> slot
+  // Evicted, not yet durable: key -> slot.
+  std::unordered_map<uint64_t, int> writing_back_ SY_GUARDED_BY(mutex_);
+  std::unique_ptr<CachePolicy> policy_ SY_GUARDED_BY(mutex_);
+  int64_t steps_ SY_GUARDED_BY(mutex_) = 0;
+  int loads_in_flight_ SY_GUARDED_BY(mutex_) = 0;
+  CacheStats stats_ SY_GUARDED_BY(mutex_);
 };
 
 }  // namespace sy::storage

@@ -157,7 +157,7 @@ Result<std::unique_ptr<File>> FaultInjectionFileSystem::Open(const std::string& 
 Status FaultInjectionFileSystem::Rename(const std::string& from, const std::string& to) {
   if (crashed()) return CrashedError("rename " + from);
   SY_RETURN_IF_ERROR(base_->Rename(from, to));
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = undo_.find(from);
   if (it != undo_.end()) {
     undo_[to] = std::move(it->second);
@@ -169,7 +169,7 @@ Status FaultInjectionFileSystem::Rename(const std::string& from, const std::stri
 Status FaultInjectionFileSystem::Remove(const std::string& path) {
   if (crashed()) return CrashedError("remove " + path);
   SY_RETURN_IF_ERROR(base_->Remove(path));
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   undo_.erase(path);
   return Status::Ok();
 }
@@ -184,28 +184,28 @@ Status FaultInjectionFileSystem::SyncDir(const std::string& dir) {
 }
 
 void FaultInjectionFileSystem::AddRule(const FaultRule& rule) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   rules_.push_back(RuleState{rule});
 }
 
 void FaultInjectionFileSystem::ClearRules() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   rules_.clear();
 }
 
 int64_t FaultInjectionFileSystem::faults_fired() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return fired_;
 }
 
 bool FaultInjectionFileSystem::crashed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return crashed_;
 }
 
 FaultInjectionFileSystem::Decision FaultInjectionFileSystem::Check(FaultOp op,
                                                                    const std::string& path) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   Decision decision;
   for (RuleState& state : rules_) {
     if (state.rule.op != op) continue;
@@ -227,29 +227,29 @@ FaultInjectionFileSystem::Decision FaultInjectionFileSystem::Check(FaultOp op,
 }
 
 void FaultInjectionFileSystem::RecordUndo(const std::string& path, Undo undo) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   undo_[path].push_back(std::move(undo));
 }
 
 void FaultInjectionFileSystem::ForgetUndo(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   undo_.erase(path);
 }
 
 void FaultInjectionFileSystem::Crash() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   crashed_ = true;
 }
 
 uint64_t FaultInjectionFileSystem::NextRandom() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return rng_();
 }
 
 Status FaultInjectionFileSystem::DropUnsyncedData(bool tear) {
   std::map<std::string, std::vector<Undo>> undo;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     undo.swap(undo_);
   }
   for (auto& [path, records] : undo) {
@@ -277,7 +277,7 @@ Status FaultInjectionFileSystem::DropUnsyncedData(bool tear) {
     }
     SY_RETURN_IF_ERROR(file->Sync());
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   crashed_ = false;
   return Status::Ok();
 }

@@ -19,11 +19,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "runtime/core/mutex.h"
 #include "storage/fs/file_system.h"
 
 namespace sy::storage {
@@ -61,16 +61,16 @@ class FaultInjectionFileSystem : public FileSystem {
   Result<bool> Exists(const std::string& path) override;
   Status SyncDir(const std::string& dir) override;
 
-  void AddRule(const FaultRule& rule);
-  void ClearRules();
+  void AddRule(const FaultRule& rule) SY_EXCLUDES(mutex_);
+  void ClearRules() SY_EXCLUDES(mutex_);
   // Faults fired so far, over all rules.
-  int64_t faults_fired() const;
-  bool crashed() const;
+  int64_t faults_fired() const SY_EXCLUDES(mutex_);
+  bool crashed() const SY_EXCLUDES(mutex_);
 
   // Simulates power loss and reboot: reverts every byte written since its path's last successful
   // Sync (or, with `tear`, each unsynced 512-byte sector independently with probability 1/2),
   // then clears the crash. Close every File of this wrapper first.
-  Status DropUnsyncedData(bool tear = false);
+  Status DropUnsyncedData(bool tear = false) SY_EXCLUDES(mutex_);
 
   // Internal, used by the wrapper's Files.
   struct Undo {
@@ -83,11 +83,11 @@ class FaultInjectionFileSystem : public FileSystem {
     bool fire = false;
     FaultRule rule;
   };
-  Decision Check(FaultOp op, const std::string& path);
-  void RecordUndo(const std::string& path, Undo undo);
-  void ForgetUndo(const std::string& path);
-  void Crash();
-  uint64_t NextRandom();
+  Decision Check(FaultOp op, const std::string& path) SY_EXCLUDES(mutex_);
+  void RecordUndo(const std::string& path, Undo undo) SY_EXCLUDES(mutex_);
+  void ForgetUndo(const std::string& path) SY_EXCLUDES(mutex_);
+  void Crash() SY_EXCLUDES(mutex_);
+  uint64_t NextRandom() SY_EXCLUDES(mutex_);
 
  private:
   struct RuleState {
@@ -97,12 +97,12 @@ class FaultInjectionFileSystem : public FileSystem {
   };
 
   FileSystem* base_;
-  mutable std::mutex mutex_;
-  std::vector<RuleState> rules_;                   // guarded by mutex_
-  std::map<std::string, std::vector<Undo>> undo_;  // guarded by mutex_
-  bool crashed_ = false;                           // guarded by mutex_
-  int64_t fired_ = 0;                              // guarded by mutex_
-  std::mt19937_64 rng_;                            // guarded by mutex_
+  mutable Mutex mutex_;
+  std::vector<RuleState> rules_ SY_GUARDED_BY(mutex_);
+  std::map<std::string, std::vector<Undo>> undo_ SY_GUARDED_BY(mutex_);
+  bool crashed_ SY_GUARDED_BY(mutex_) = false;
+  int64_t fired_ SY_GUARDED_BY(mutex_) = 0;
+  std::mt19937_64 rng_ SY_GUARDED_BY(mutex_);
 };
 
 }  // namespace sy::storage

@@ -2,13 +2,13 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "runtime/core/build_info.h"
+#include "runtime/core/mutex.h"
 #include "storage/fs/mem_file_system.h"
 #include "storage/fs/posix_file_system.h"
 #if SY_HAVE_IO_URING
@@ -23,9 +23,10 @@ namespace {
 
 // Collects the results of one batch for the synchronous helpers.
 struct BatchWaiter {
-  std::mutex mutex;
-  size_t remaining = 0;
-  Status first_error;
+  explicit BatchWaiter(size_t ops) : remaining(ops) {}
+  Mutex mutex;
+  size_t remaining SY_GUARDED_BY(mutex);
+  Status first_error SY_GUARDED_BY(mutex);
   std::promise<Status> promise;
 };
 
@@ -63,11 +64,10 @@ std::future<Status> File::WriteAsync(uint64_t offset, const void* data, size_t l
 
 Status File::RunBatch(std::span<const IoOp> ops) {
   if (ops.empty()) return Status::Ok();
-  auto waiter = std::make_shared<BatchWaiter>();
-  waiter->remaining = ops.size();
+  auto waiter = std::make_shared<BatchWaiter>(ops.size());
   std::future<Status> future = waiter->promise.get_future();
   SubmitBatch(ops, [waiter](size_t, Status status) {
-    std::lock_guard<std::mutex> lock(waiter->mutex);
+    MutexLock lock(&waiter->mutex);
     if (!status.ok() && waiter->first_error.ok()) waiter->first_error = std::move(status);
     if (--waiter->remaining == 0) waiter->promise.set_value(waiter->first_error);
   });

@@ -33,18 +33,18 @@ class MemFile : public File {
   Status Sync() override { return Status::Ok(); }
   Status Truncate(uint64_t size) override {
     if (read_only_) return FailedPreconditionError("truncate " + path_ + ": opened read-only");
-    std::lock_guard<std::mutex> lock(data_->mutex);
+    MutexLock lock(&data_->mutex);
     data_->bytes.resize(size);
     return Status::Ok();
   }
   Result<uint64_t> Size() override {
-    std::lock_guard<std::mutex> lock(data_->mutex);
+    MutexLock lock(&data_->mutex);
     return static_cast<uint64_t>(data_->bytes.size());
   }
 
  private:
   Status RunOne(const IoOp& op) {
-    std::lock_guard<std::mutex> lock(data_->mutex);
+    MutexLock lock(&data_->mutex);
     std::vector<uint8_t>& bytes = data_->bytes;
     if (op.kind == IoKind::kRead) {
       if (op.offset + op.length > bytes.size()) {
@@ -79,7 +79,7 @@ Result<std::unique_ptr<File>> MemFileSystem::Open(const std::string& path,
                                                   const OpenOptions& options) {
   std::shared_ptr<Data> data;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = files_.find(path);
     if (it == files_.end()) {
       if (!options.create) return NotFoundError("open " + path + ": no such file");
@@ -88,14 +88,14 @@ Result<std::unique_ptr<File>> MemFileSystem::Open(const std::string& path,
     data = it->second;
   }
   if (options.truncate) {
-    std::lock_guard<std::mutex> lock(data->mutex);
+    MutexLock lock(&data->mutex);
     data->bytes.clear();
   }
   return std::unique_ptr<File>(new MemFile(path, std::move(data), options.read_only, pool_.get()));
 }
 
 Status MemFileSystem::Rename(const std::string& from, const std::string& to) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = files_.find(from);
   if (it == files_.end()) return NotFoundError("rename " + from + ": no such file");
   std::shared_ptr<Data> data = it->second;
@@ -105,25 +105,25 @@ Status MemFileSystem::Rename(const std::string& from, const std::string& to) {
 }
 
 Status MemFileSystem::Remove(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (files_.erase(path) == 0) return NotFoundError("remove " + path + ": no such file");
   return Status::Ok();
 }
 
 Result<bool> MemFileSystem::Exists(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return files_.count(path) > 0;
 }
 
 Result<std::vector<uint8_t>> MemFileSystem::Contents(const std::string& path) {
   std::shared_ptr<Data> data;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = files_.find(path);
     if (it == files_.end()) return NotFoundError(path + ": no such file");
     data = it->second;
   }
-  std::lock_guard<std::mutex> lock(data->mutex);
+  MutexLock lock(&data->mutex);
   return data->bytes;
 }
 

@@ -12,10 +12,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "runtime/core/mutex.h"
 #include "runtime/core/thread_pool.h"
 #include "storage/fs/file_system.h"
 
@@ -39,14 +39,14 @@ class MemFileSystem : public FileSystem {
   Result<std::vector<uint8_t>> Contents(const std::string& path);
 
   struct Data {
-    std::mutex mutex;
-    std::vector<uint8_t> bytes;  // guarded by mutex
+    Mutex mutex;
+    std::vector<uint8_t> bytes SY_GUARDED_BY(mutex);
   };
 
  private:
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<Data>> files_;  // guarded by mutex_
-  std::unique_ptr<ThreadPool> pool_;                    // null when io_threads == 0
+  Mutex mutex_;
+  std::map<std::string, std::shared_ptr<Data>> files_ SY_GUARDED_BY(mutex_);
+  std::unique_ptr<ThreadPool> pool_;  // null when io_threads == 0
 };
 
 }  // namespace sy::storage

@@ -7,11 +7,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
-#include <shared_mutex>
 #include <utility>
 #include <vector>
 
+#include "runtime/core/mutex.h"
 #include "storage/fs/file_descriptors.h"
 #include "storage/fs/posix_file_system.h"
 #include "storage/fs/unique_fd.h"
@@ -82,7 +81,7 @@ class PmemFile : public File {
       : path_(std::move(path)), fd_(std::move(fd)), read_only_(read_only), pool_(pool) {}
 
   Status Init() {
-    std::unique_lock<std::shared_mutex> lock(map_mutex_);
+    WriterMutexLock lock(&map_mutex_);
     return RemapLocked();
   }
 
@@ -105,7 +104,7 @@ class PmemFile : public File {
   }
 
   Status Sync() override {
-    std::shared_lock<std::shared_mutex> lock(map_mutex_);
+    ReaderMutexLock lock(&map_mutex_);
     SY_RETURN_IF_ERROR(PersistDirtyLocked());
     // Persisting the mapping covers the bytes; a changed size is file metadata.
     if (size_changed_.exchange(false)) return FdSync(fd_.get(), path_);
@@ -114,7 +113,7 @@ class PmemFile : public File {
 
   Status Truncate(uint64_t size) override {
     if (read_only_) return FailedPreconditionError("truncate " + path_ + ": opened read-only");
-    std::unique_lock<std::shared_mutex> lock(map_mutex_);
+    WriterMutexLock lock(&map_mutex_);
     SY_RETURN_IF_ERROR(PersistDirtyLocked());
     SY_RETURN_IF_ERROR(FdTruncate(fd_.get(), path_, size));
     size_changed_ = true;
@@ -132,18 +131,18 @@ class PmemFile : public File {
     uint64_t end = op.offset + op.length;
     if (op.kind == IoKind::kWrite) {
       if (read_only_) return FailedPreconditionError("write " + path_ + ": opened read-only");
-      std::shared_lock<std::shared_mutex> lock(map_mutex_);
+      ReaderMutexLock lock(&map_mutex_);
       while (mapping_ == nullptr || end > mapping_->size()) {
-        lock.unlock();
+        lock.Unlock();
         SY_RETURN_IF_ERROR(Grow(end));
-        lock.lock();
+        lock.Lock();
       }
       mapping_->CopyIn(op.offset, op.data, op.length);
-      std::lock_guard<std::mutex> dirty_lock(dirty_mutex_);
+      MutexLock dirty_lock(&dirty_mutex_);
       dirty_.emplace_back(op.offset, op.length);
       return Status::Ok();
     }
-    std::shared_lock<std::shared_mutex> lock(map_mutex_);
+    ReaderMutexLock lock(&map_mutex_);
     size_t mapped = mapping_ == nullptr ? 0 : mapping_->size();
     if (end > mapped) {
       return DataLossError(internal::OpContext(op.kind, path_, op.offset, op.length) +
@@ -154,8 +153,8 @@ class PmemFile : public File {
     return Status::Ok();
   }
 
-  Status Grow(uint64_t size) {
-    std::unique_lock<std::shared_mutex> lock(map_mutex_);
+  Status Grow(uint64_t size) SY_EXCLUDES(map_mutex_) {
+    WriterMutexLock lock(&map_mutex_);
     if (mapping_ != nullptr && mapping_->size() >= size) return Status::Ok();
     SY_RETURN_IF_ERROR(PersistDirtyLocked());
     SY_RETURN_IF_ERROR(FdTruncate(fd_.get(), path_, size));
@@ -163,11 +162,10 @@ class PmemFile : public File {
     return RemapLocked();
   }
 
-  // Needs map_mutex_ held (shared or exclusive).
-  Status PersistDirtyLocked() {
+  Status PersistDirtyLocked() SY_REQUIRES_SHARED(map_mutex_) SY_EXCLUDES(dirty_mutex_) {
     std::vector<std::pair<uint64_t, uint64_t>> ranges;
     {
-      std::lock_guard<std::mutex> dirty_lock(dirty_mutex_);
+      MutexLock dirty_lock(&dirty_mutex_);
       ranges.swap(dirty_);
     }
     if (ranges.empty() || mapping_ == nullptr) return Status::Ok();
@@ -188,8 +186,7 @@ class PmemFile : public File {
     return Status::Ok();
   }
 
-  // Needs map_mutex_ held exclusively.
-  Status RemapLocked() {
+  Status RemapLocked() SY_REQUIRES(map_mutex_) {
     mapping_.reset();
     SY_ASSIGN_OR_RETURN(uint64_t size, FdSize(fd_.get(), path_));
     if (size == 0) return Status::Ok();
@@ -201,10 +198,10 @@ class PmemFile : public File {
   UniqueFd fd_;
   bool read_only_;
   ThreadPool* pool_;
-  std::shared_mutex map_mutex_;
-  std::unique_ptr<PmemMapping> mapping_;  // guarded by map_mutex_; null for an empty file
-  std::mutex dirty_mutex_;
-  std::vector<std::pair<uint64_t, uint64_t>> dirty_;  // guarded by dirty_mutex_
+  SharedMutex map_mutex_;
+  std::unique_ptr<PmemMapping> mapping_ SY_GUARDED_BY(map_mutex_);  // null for an empty file
+  Mutex dirty_mutex_;
+  std::vector<std::pair<uint64_t, uint64_t>> dirty_ SY_GUARDED_BY(dirty_mutex_);
   std::atomic<bool> size_changed_{false};
 };
 

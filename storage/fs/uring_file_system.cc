@@ -5,17 +5,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "runtime/core/check.h"
 #include "runtime/core/env.h"
+#include "runtime/core/mutex.h"
 #include "storage/fs/file_descriptors.h"
 #include "storage/fs/posix_file_system.h"
 
@@ -74,8 +73,8 @@ struct Request {
   size_t index = 0;
   std::shared_ptr<IoDone> done;
   std::atomic<size_t> remaining{0};
-  std::mutex mutex;
-  Status first_error;  // guarded by mutex
+  Mutex mutex;
+  Status first_error SY_GUARDED_BY(mutex);
 };
 
 struct FreeDeleter {
@@ -119,15 +118,15 @@ class UringEngine {
   }
 
   ~UringEngine() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_cv_.wait(lock, [this] { return in_flight_ == 0 && pending_.empty(); });
+    MutexLock lock(&mutex_);
+    while (in_flight_ != 0 || !pending_.empty()) idle_cv_.Wait(&mutex_);
     stopping_ = true;
     io_uring_sqe* sqe = io_uring_get_sqe(ring_->get());
     SY_CHECK(sqe != nullptr) << "io_uring submission queue full on an idle ring";
     io_uring_prep_nop(sqe);
     io_uring_sqe_set_data(sqe, nullptr);
     SubmitLocked();
-    lock.unlock();
+    lock.Unlock();
     reaper_.join();
     if (registered_) io_uring_unregister_buffers(ring_->get());
   }
@@ -137,8 +136,8 @@ class UringEngine {
 
   const IoOptions& options() const { return options_; }
 
-  void Enqueue(std::vector<Block*> blocks) {
-    std::lock_guard<std::mutex> lock(mutex_);
+  void Enqueue(std::vector<Block*> blocks) SY_EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
     for (Block* block : blocks) {
       if (block->direct && block->user == nullptr) block->fixed_index = FindRegionLocked(*block);
       pending_.push_back(block);
@@ -146,14 +145,14 @@ class UringEngine {
     FillLocked();
   }
 
-  Status Register(std::span<const iovec> regions) {
+  Status Register(std::span<const iovec> regions) SY_EXCLUDES(mutex_) {
     if (!options_.register_buffers) return Status::Ok();
     if (regions.size() > 1024) {
       return InvalidArgumentError("io_uring can register at most 1024 buffers, got " +
                                   std::to_string(regions.size()));
     }
-    std::unique_lock<std::mutex> lock(mutex_);
-    idle_cv_.wait(lock, [this] { return in_flight_ == 0 && pending_.empty(); });
+    MutexLock lock(&mutex_);
+    while (in_flight_ != 0 || !pending_.empty()) idle_cv_.Wait(&mutex_);
     if (registered_) {
       io_uring_unregister_buffers(ring_->get());
       registered_ = false;
@@ -172,7 +171,7 @@ class UringEngine {
     return Status::Ok();
   }
 
-  void Unregister() { Register({}).IgnoreError(); }
+  void Unregister() SY_EXCLUDES(mutex_) { Register({}).IgnoreError(); }
 
  private:
   UringEngine(const IoOptions& options, std::unique_ptr<UringRing> ring)
@@ -180,7 +179,7 @@ class UringEngine {
     reaper_ = std::thread([this] { ReapLoop(); });
   }
 
-  int FindRegionLocked(const Block& block) const {
+  int FindRegionLocked(const Block& block) const SY_REQUIRES(mutex_) {
     auto begin = reinterpret_cast<uintptr_t>(block.buf);
     for (size_t i = 0; i < regions_.size(); ++i) {
       auto base = reinterpret_cast<uintptr_t>(regions_[i].iov_base);
@@ -191,7 +190,7 @@ class UringEngine {
     return -1;
   }
 
-  void PrepLocked(io_uring_sqe* sqe, Block* block) {
+  void PrepLocked(io_uring_sqe* sqe, Block* block) SY_REQUIRES(mutex_) {
     char* buf = block->buf + block->done;
     auto length = static_cast<unsigned>(block->length - block->done);
     uint64_t offset = block->offset + block->done;
@@ -210,7 +209,7 @@ class UringEngine {
     io_uring_sqe_set_data(sqe, block);
   }
 
-  void FillLocked() {
+  void FillLocked() SY_REQUIRES(mutex_) {
     bool any = false;
     while (!pending_.empty() && in_flight_ < options_.queue_depth) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring_->get());
@@ -223,7 +222,7 @@ class UringEngine {
     if (any) SubmitLocked();
   }
 
-  void SubmitLocked() {
+  void SubmitLocked() SY_REQUIRES(mutex_) {
     for (int attempt = 0;; ++attempt) {
       int rc = io_uring_submit(ring_->get());
       if (rc >= 0) return;
@@ -240,7 +239,7 @@ class UringEngine {
     Status status;
   };
 
-  void ReapLoop() {
+  void ReapLoop() SY_EXCLUDES(mutex_) {
     std::vector<std::pair<Block*, int>> completions;
     std::vector<Block*> resubmit;
     std::vector<Finished> finished;
@@ -266,17 +265,17 @@ class UringEngine {
       // Every reaped block was prepared, and its SQE submitted, under mutex_ (SubmitBatch fills
       // the block before Enqueue). The kernel orders the CQE after that, but ThreadSanitizer
       // cannot see through the ring: taking mutex_ once here makes the order one it sees.
-      { std::lock_guard<std::mutex> order(mutex_); }
+      { MutexLock order(&mutex_); }
 
       resubmit.clear();
       finished.clear();
       for (auto [block, res] : completions) Advance(block, res, resubmit, finished);
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(&mutex_);
         in_flight_ -= static_cast<int>(completions.size());
         for (auto it = resubmit.rbegin(); it != resubmit.rend(); ++it) pending_.push_front(*it);
         FillLocked();
-        if (in_flight_ == 0 && pending_.empty()) idle_cv_.notify_all();
+        if (in_flight_ == 0 && pending_.empty()) idle_cv_.NotifyAll();
       }
       for (Finished& f : finished) Finish(f.block, std::move(f.status));
       if (stop) return;
@@ -340,13 +339,13 @@ class UringEngine {
     std::shared_ptr<Request> request = std::move(block->request);
     delete block;
     if (!status.ok()) {
-      std::lock_guard<std::mutex> lock(request->mutex);
+      MutexLock lock(&request->mutex);
       if (request->first_error.ok()) request->first_error = std::move(status);
     }
     if (request->remaining.fetch_sub(1) == 1) {
       Status result;
       {
-        std::lock_guard<std::mutex> lock(request->mutex);
+        MutexLock lock(&request->mutex);
         result = request->first_error;
       }
       (*request->done)(request->index, std::move(result));
@@ -355,13 +354,13 @@ class UringEngine {
 
   IoOptions options_;
   std::unique_ptr<UringRing> ring_;
-  std::mutex mutex_;
-  std::condition_variable idle_cv_;
-  std::deque<Block*> pending_;  // guarded by mutex_
-  int in_flight_ = 0;           // guarded by mutex_
-  std::vector<iovec> regions_;  // guarded by mutex_
-  bool registered_ = false;     // guarded by mutex_
-  bool stopping_ = false;       // guarded by mutex_
+  Mutex mutex_;
+  CondVar idle_cv_;
+  std::deque<Block*> pending_ SY_GUARDED_BY(mutex_);
+  int in_flight_ SY_GUARDED_BY(mutex_) = 0;
+  std::vector<iovec> regions_ SY_GUARDED_BY(mutex_);
+  bool registered_ SY_GUARDED_BY(mutex_) = false;
+  bool stopping_ SY_GUARDED_BY(mutex_) = false;
   std::thread reaper_;
 };
 

@@ -87,11 +87,11 @@ ExpertStore::ExpertStore(FileSystem* fs, std::string path, std::unique_ptr<File>
 
 ExpertStore::~ExpertStore() {
   Flush();
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return reads_in_flight_ == 0 && read_handoffs_ == 0; });
+  MutexLock lock(&mutex_);
+  while (reads_in_flight_ != 0 || read_handoffs_ != 0) cv_.Wait(&mutex_);
   stopping_ = true;
-  cv_.notify_all();
-  lock.unlock();
+  cv_.NotifyAll();
+  lock.Unlock();
   committer_.join();
   workers_.reset();
 }
@@ -148,7 +148,7 @@ Status ExpertStore::Load() {
       SY_RETURN_IF_ERROR(interrupted);
     }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   layout_ = metadata.superblock;
   sequence_ = layout_.sequence;
   entries_ = std::move(metadata.entries);
@@ -218,7 +218,7 @@ Status ExpertStore::VerifyNewExtents(const StoreMetadata& metadata) {
 Status ExpertStore::VerifyAll() {
   std::vector<IndexEntry> written;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (const IndexEntry& entry : entries_) {
       if (entry.generation != 0) written.push_back(entry);
     }
@@ -245,7 +245,7 @@ Status ExpertStore::VerifyAll() {
       if (status.ok()) continue;
       spdlog::error("{}", status.message());
       const IndexEntry& entry = written[i];
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       uint64_t position = layout_.EntryIndex(entry.layer, entry.expert, entry.kind_index);
       corrupt_[position] = true;
       corrupt_list_.push_back(CorruptExtent{ExpertKey{entry.layer, entry.expert},
@@ -287,23 +287,23 @@ std::string ExpertStore::EntryName(uint32_t entry) const {
 }
 
 uint64_t ExpertStore::sequence() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return sequence_;
 }
 
 Result<uint64_t> ExpertStore::Generation(ExpertKey key, ExtentKind kind) const {
   SY_ASSIGN_OR_RETURN(uint32_t entry, EntryFor(key, kind));
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return entries_[entry].generation;
 }
 
 std::vector<CorruptExtent> ExpertStore::corrupt_extents() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return corrupt_list_;
 }
 
 StoreStats ExpertStore::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return stats_;
 }
 
@@ -362,7 +362,7 @@ void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
   std::vector<IoOp> ops;
   std::vector<std::pair<size_t, Status>> rejected;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (size_t i = 0; i < requests.size(); ++i) {
       const ReadRequest& request = requests[i];
       Result<uint32_t> entry = EntryFor(request.key, request.kind);
@@ -417,9 +417,9 @@ void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
           FinishRead((*contexts)[j], status,
                      [shared_done, index](Status s) { (*shared_done)(index, std::move(s)); });
         });
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(&mutex_);
         --read_handoffs_;
-        cv_.notify_all();
+        cv_.NotifyAll();
       });
 }
 
@@ -439,7 +439,7 @@ void ExpertStore::FinishRead(const ReadContext& read, Status status, const ReadD
   }
   std::vector<StartedWrite> to_start;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (status.code() == StatusCode::kDataLoss &&
         entries_[read.entry].generation == read.generation && !corrupt_[read.entry]) {
       corrupt_[read.entry] = true;
@@ -453,7 +453,7 @@ void ExpertStore::FinishRead(const ReadContext& read, Status status, const ReadD
       ++stats_.extents_read;
     }
     to_start = StartQueuedLocked();
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   SubmitWrites(std::move(to_start));
   done(std::move(status));
@@ -486,7 +486,7 @@ void ExpertStore::WriteBatch(std::span<const WriteRequest> requests,
   std::vector<StartedWrite> to_start;
   auto group = std::make_shared<WriteGroup>();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (size_t i = 0; i < requests.size(); ++i) {
       const WriteRequest& request = requests[i];
       Result<uint32_t> entry = EntryFor(request.key, request.kind);
@@ -593,30 +593,30 @@ void ExpertStore::SubmitWrites(std::vector<StartedWrite> writes) {
 }
 
 void ExpertStore::FinishWrite(PendingWrite write) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::shared_ptr<WriteGroup> group = std::move(write.group);
   group->held.push_back(std::move(write));
   if (--group->started_unfinished > 0) return;
   for (PendingWrite& held : group->held) completed_.push_back(std::move(held));
   group->held.clear();
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void ExpertStore::Flush() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return writes_in_flight_ == 0; });
+  MutexLock lock(&mutex_);
+  while (writes_in_flight_ != 0) cv_.Wait(&mutex_);
 }
 
 void ExpertStore::CommitLoop() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !completed_.empty(); });
+    while (!stopping_ && completed_.empty()) cv_.Wait(&mutex_);
     if (completed_.empty()) return;  // stopping, and every write was published
     std::vector<PendingWrite> batch;
     batch.swap(completed_);
-    lock.unlock();
+    lock.Unlock();
     Publish(std::move(batch));
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -628,7 +628,7 @@ void ExpertStore::Publish(std::vector<PendingWrite> batch) {
   std::vector<IndexEntry> next;
   uint64_t sequence = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     // A write that never reached the disk was never referenced by any superblock.
     for (PendingWrite& p : failed) {
       free_[p.entry % layout_.kinds.size()].push_back(p.offset);
@@ -677,7 +677,7 @@ void ExpertStore::Publish(std::vector<PendingWrite> batch) {
 
   std::vector<StartedWrite> to_start;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!good.empty() && status.ok()) {
       for (const PendingWrite& p : good) {
         const IndexEntry& old = entries_[p.entry];
@@ -715,7 +715,7 @@ void ExpertStore::Publish(std::vector<PendingWrite> batch) {
     }
     writes_in_flight_ -= batch.size();
     to_start = StartQueuedLocked();
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   SubmitWrites(std::move(to_start));
   for (PendingWrite& p : failed) p.done(p.status);

@@ -34,7 +34,6 @@
 // may start new requests but must not wait for them.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -42,7 +41,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -51,9 +49,10 @@
 #include <vector>
 
 #include "runtime/core/buffer.h"
+#include "runtime/core/mutex.h"
 #include "runtime/core/thread_pool.h"
-#include "storage/store/expert_key.h"
 #include "storage/fs/file_system.h"
+#include "storage/store/expert_key.h"
 #include "storage/store/store_format.h"
 
 namespace sy::storage {
@@ -115,13 +114,13 @@ class ExpertStore {
   // The layout info of `kind`, or NotFound when the store has no such kind.
   Result<KindInfo> Kind(ExtentKind kind) const;
   // Sequence number of the newest durable publish.
-  uint64_t sequence() const;
+  uint64_t sequence() const SY_EXCLUDES(mutex_);
   // The acknowledged generation of an expert (0: never written).
-  Result<uint64_t> Generation(ExpertKey key, ExtentKind kind) const;
-  std::vector<CorruptExtent> corrupt_extents() const;
+  Result<uint64_t> Generation(ExpertKey key, ExtentKind kind) const SY_EXCLUDES(mutex_);
+  std::vector<CorruptExtent> corrupt_extents() const SY_EXCLUDES(mutex_);
   // What Open noticed about the slot it did not choose ("" when nothing).
   const std::string& open_note() const { return open_note_; }
-  StoreStats stats() const;
+  StoreStats stats() const SY_EXCLUDES(mutex_);
 
   // ---- reads ----
   // Reads the current version of (key, kind) into `dst`, which must hold at least the kind's
@@ -136,8 +135,9 @@ class ExpertStore {
   using ReadDone = std::function<void(Status)>;
   using IoDone = std::function<void()>;
   void ReadAsync(ExpertKey key, ExtentKind kind, std::span<std::byte> dst, ReadDone done,
-                 IoDone io_done = nullptr);
-  std::future<Status> Read(ExpertKey key, ExtentKind kind, std::span<std::byte> dst);
+                 IoDone io_done = nullptr) SY_EXCLUDES(mutex_);
+  std::future<Status> Read(ExpertKey key, ExtentKind kind, std::span<std::byte> dst)
+      SY_EXCLUDES(mutex_);
 
   struct ReadRequest {
     ExpertKey key;
@@ -147,7 +147,7 @@ class ExpertStore {
   // One file submission for the whole batch; `done(i, status)` once per request, each after
   // `io_done(i)` when that is given (as ReadAsync's io_done).
   void ReadBatch(std::span<const ReadRequest> requests, std::function<void(size_t, Status)> done,
-                 std::function<void(size_t)> io_done = nullptr);
+                 std::function<void(size_t)> io_done = nullptr) SY_EXCLUDES(mutex_);
 
   // ---- writes ----
   // Writes a new version of (key, kind) from `data` (at least the payload bytes; with the full
@@ -156,9 +156,10 @@ class ExpertStore {
   // write of the same (key, kind) is unpublished or no free extent is available, and writes of
   // one (key, kind) publish in submission order.
   using WriteDone = std::function<void(Result<uint64_t> generation)>;
-  void WriteAsync(ExpertKey key, ExtentKind kind, std::span<const std::byte> data, WriteDone done);
+  void WriteAsync(ExpertKey key, ExtentKind kind, std::span<const std::byte> data, WriteDone done)
+      SY_EXCLUDES(mutex_);
   std::future<Result<uint64_t>> Write(ExpertKey key, ExtentKind kind,
-                                      std::span<const std::byte> data);
+                                      std::span<const std::byte> data) SY_EXCLUDES(mutex_);
 
   struct WriteRequest {
     ExpertKey key;
@@ -169,15 +170,16 @@ class ExpertStore {
   // every one of them that has started is on the disk; a write that waits for a free extent or
   // for an unpublished write of its own (key, kind) starts, and publishes, after that.
   void WriteBatch(std::span<const WriteRequest> requests,
-                  std::function<void(size_t, Result<uint64_t>)> done);
+                  std::function<void(size_t, Result<uint64_t>)> done) SY_EXCLUDES(mutex_);
 
   // Waits until every write submitted before the call is published or failed.
-  void Flush();
+  void Flush() SY_EXCLUDES(mutex_);
 
  private:
   // The writes of one WriteBatch call: what has started and is not yet on the disk, and what is,
   // held back from the committer until the rest is (so the batch publishes once). Guarded by
-  // mutex_.
+  // mutex_ (unchecked: an attribute here cannot name the store's mutex; StartQueuedLocked and
+  // FinishWrite are its users).
   struct PendingWrite;
   struct WriteGroup {
     size_t started_unfinished = 0;
@@ -196,8 +198,8 @@ class ExpertStore {
 
   ExpertStore(FileSystem* fs, std::string path, std::unique_ptr<File> file,
               const StoreOptions& options);
-  Status Load();
-  Status VerifyAll();
+  Status Load() SY_EXCLUDES(mutex_);
+  Status VerifyAll() SY_EXCLUDES(mutex_);
   Result<uint32_t> EntryFor(ExpertKey key, ExtentKind kind) const;
   std::string EntryName(uint32_t entry) const;
   struct QueuedWrite {
@@ -219,22 +221,22 @@ class ExpertStore {
     std::span<std::byte> dst;
   };
 
-  void CommitLoop();
-  void Publish(std::vector<PendingWrite> batch);
+  void CommitLoop() SY_EXCLUDES(mutex_);
+  void Publish(std::vector<PendingWrite> batch) SY_EXCLUDES(mutex_);
   // Starts the queued writes that can start (their expert idle, a free extent available).
-  std::vector<StartedWrite> StartQueuedLocked();  // mutex_ held
-  void SubmitWrites(std::vector<StartedWrite> writes);
+  std::vector<StartedWrite> StartQueuedLocked() SY_REQUIRES(mutex_);
+  void SubmitWrites(std::vector<StartedWrite> writes) SY_EXCLUDES(mutex_);
   // A write whose I/O and checksum are done: held with its group, or handed to the committer.
-  void FinishWrite(PendingWrite write);
-  void FinishRead(const ReadContext& read, Status status, const ReadDone& done);
+  void FinishWrite(PendingWrite write) SY_EXCLUDES(mutex_);
+  void FinishRead(const ReadContext& read, Status status, const ReadDone& done) SY_EXCLUDES(mutex_);
   Status VerifyExtent(const IndexEntry& entry, const std::byte* data) const;
   Status VerifyExtentWith(const Superblock& layout, const IndexEntry& entry,
                           const std::byte* data) const;
   // DataLoss when an extent the newest publish added (against the previous one) fails to verify.
   Status VerifyNewExtents(const StoreMetadata& metadata);
   uint32_t KindOfOffset(uint64_t offset) const;
-  void ReleaseReadRefLocked(uint64_t offset);  // mutex_ held
-  void FreeExtentLocked(uint64_t offset);      // mutex_ held
+  void ReleaseReadRefLocked(uint64_t offset) SY_REQUIRES(mutex_);
+  void FreeExtentLocked(uint64_t offset) SY_REQUIRES(mutex_);
 
   FileSystem* fs_;
   std::string path_;
@@ -243,27 +245,27 @@ class ExpertStore {
   Superblock layout_;  // immutable after Load (sequence and index checksum live in the state)
   std::string open_note_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;                     // state changes: writes published, extents freed
-  uint64_t sequence_ = 0;                          // guarded by mutex_
-  std::vector<IndexEntry> entries_;                // guarded by mutex_; the durable index
-  std::vector<bool> corrupt_;                      // guarded by mutex_; per entry
-  std::vector<CorruptExtent> corrupt_list_;        // guarded by mutex_
-  std::vector<std::vector<uint64_t>> free_;        // guarded by mutex_; free extents per kind
-  std::unordered_map<uint64_t, int> read_refs_;    // guarded by mutex_; extent -> reads in flight
-  std::unordered_set<uint64_t> free_after_reads_;  // guarded by mutex_
-  std::vector<uint64_t> quarantined_;              // guarded by mutex_; extents of a failed publish
-  std::vector<bool> writing_;             // guarded by mutex_; per entry: a write is unpublished
-  std::vector<uint64_t> max_generation_;  // guarded by mutex_; per entry: highest ever assigned
-  std::deque<QueuedWrite> queued_;        // guarded by mutex_; waiting for their turn
-  size_t writes_in_flight_ = 0;           // guarded by mutex_
-  size_t reads_in_flight_ = 0;            // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar cv_;  // state changes: writes published, extents freed
+  uint64_t sequence_ SY_GUARDED_BY(mutex_) = 0;
+  std::vector<IndexEntry> entries_ SY_GUARDED_BY(mutex_);  // the durable index
+  std::vector<bool> corrupt_ SY_GUARDED_BY(mutex_);        // per entry
+  std::vector<CorruptExtent> corrupt_list_ SY_GUARDED_BY(mutex_);
+  std::vector<std::vector<uint64_t>> free_ SY_GUARDED_BY(mutex_);      // free extents per kind
+  std::unordered_map<uint64_t, int> read_refs_ SY_GUARDED_BY(mutex_);  // extent -> reads in flight
+  std::unordered_set<uint64_t> free_after_reads_ SY_GUARDED_BY(mutex_);
+  std::vector<uint64_t> quarantined_ SY_GUARDED_BY(mutex_);     // extents of a failed publish
+  std::vector<bool> writing_ SY_GUARDED_BY(mutex_);             // per entry: a write is unpublished
+  std::vector<uint64_t> max_generation_ SY_GUARDED_BY(mutex_);  // per entry: highest ever assigned
+  std::deque<QueuedWrite> queued_ SY_GUARDED_BY(mutex_);        // waiting for their turn
+  size_t writes_in_flight_ SY_GUARDED_BY(mutex_) = 0;
+  size_t reads_in_flight_ SY_GUARDED_BY(mutex_) = 0;
   // Read completions still inside workers_->Submit on a file system thread: the destructor waits
   // for them too, or it could destroy workers_ under a Submit that is returning.
-  size_t read_handoffs_ = 0;             // guarded by mutex_
-  std::vector<PendingWrite> completed_;  // guarded by mutex_; written, awaiting publish
-  bool stopping_ = false;                // guarded by mutex_
-  StoreStats stats_;                     // guarded by mutex_
+  size_t read_handoffs_ SY_GUARDED_BY(mutex_) = 0;
+  std::vector<PendingWrite> completed_ SY_GUARDED_BY(mutex_);  // written, awaiting publish
+  bool stopping_ SY_GUARDED_BY(mutex_) = false;
+  StoreStats stats_ SY_GUARDED_BY(mutex_);
 
   std::shared_ptr<Buffer> index_buffer_;       // committer only
   std::shared_ptr<Buffer> superblock_buffer_;  // committer only
