@@ -70,7 +70,7 @@ double TimeOnce(Communicator& world, AllToAll& a2a, const AllToAllPlan& plan, co
   SY_CHECK_OK(a2a.Forward(plan, send, recv, workspace));
   double us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  SY_CHECK_OK(world.AllReduce(&us, &us, 1, ElementType::kF64, Reduction::kMax));
+  SY_CHECK_OK(world.AllReduce(&us, &us, 1, DType::kF64, Reduction::kMax));
   return us;
 }
 
@@ -128,7 +128,7 @@ int Run(int argc, char** argv) {
     // Enough iterations to fill the time budget, judged from the warm-up, between 5 and 200.
     double iters_wanted = options->seconds_per_size * 1e6 / std::max(1.0, first_flat + first_hier);
     int iters = static_cast<int>(std::clamp(iters_wanted, 5.0, 200.0));
-    SY_CHECK_OK(world.Broadcast(&iters, 1, ElementType::kI32, 0));
+    SY_CHECK_OK(world.Broadcast(&iters, 1, DType::kI32, 0));
 
     std::vector<double> flat_us, hier_us;
     for (int it = 0; it < iters; ++it) {

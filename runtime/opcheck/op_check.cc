@@ -110,6 +110,7 @@ class DeviceIo {
         case DType::kI64:
         case DType::kU8:
         case DType::kI8:
+        case DType::kF64:
           SY_CHECK(false) << "op-check: upload of " << DTypeName(dtype) << " as floats";
       }
     }
