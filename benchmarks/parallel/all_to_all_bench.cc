@@ -19,6 +19,7 @@
 #include "parallel/all_to_all.h"
 #include "parallel/mpi_environment.h"
 #include "parallel/topology.h"
+#include "runtime/core/statistics.h"
 
 namespace sy {
 namespace {
@@ -54,12 +55,6 @@ Result<BenchOptions> ParseArgs(int argc, char** argv) {
     return InvalidArgumentError("--min-bytes must be > 0 and <= --max-bytes");
   }
   return options;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // One timed run: barrier, the exchange, then the slowest rank's time in microseconds.
