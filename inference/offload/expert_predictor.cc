@@ -9,14 +9,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <utility>
 
 #include "runtime/core/check.h"
 #include "runtime/core/hash.h"
+#include "runtime/core/read_file.h"
 #include "runtime/model/host_transfer.h"
 
 namespace sy::offload {
@@ -368,15 +367,13 @@ Status SaveMlpPredictor(const MlpPredictor& predictor, const std::string& path) 
 }
 
 Result<std::unique_ptr<MlpPredictor>> LoadMlpPredictor(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  Result<std::string> bytes = ReadFile(path);
+  if (bytes.status().code() == StatusCode::kNotFound) {
     return NotFoundError("predictor file " + path +
-                         " cannot be opened; write one with `switchyard train-predictor`");
+                         " does not exist; write one with `switchyard train-predictor`");
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return IOError("reading predictor file " + path + " failed");
-  return ParseMlpPredictor(contents.str(), path);
+  if (!bytes.ok()) return bytes.status().WithContext("predictor file");
+  return ParseMlpPredictor(*bytes, path);
 }
 
 // ---- training ----

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/core/unique_fd.h"
 #include "storage/fs/file_descriptors.h"
 #include "storage/fs/posix_file_system.h"
-#include "storage/fs/unique_fd.h"
 
 namespace sy::storage {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "runtime/core/buffer.h"
 #include "runtime/core/statistics.h"
-#include "storage/fs/unique_fd.h"
+#include "runtime/core/unique_fd.h"
 #include "storage/store/expert_store.h"
 #include "storage/tools/io_tune.h"
 

@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +19,7 @@
 #include "inference/kv_cache_decoder.h"
 #include "inference/offload/predictor_trace.h"
 #include "runtime/core/hash.h"
+#include "runtime/core/read_file.h"
 #include "tests/inference/decoder_test_util.h"
 
 namespace sy::offload {
@@ -165,15 +164,15 @@ TEST(ExpertPredictorTest, FileRoundTripsAndScoresMatch) {
 // A predictor file written by an earlier build (the fuzzer's seed) still loads, and serialises
 // back to the same bytes: the format and its checksum have not changed.
 TEST(ExpertPredictorTest, AFileFromAnEarlierBuildRoundTripsByteForByte) {
-  std::ifstream in(SY_PREDICTOR_SEED_FILE, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_EQ(bytes.size(), 912u) << SY_PREDICTOR_SEED_FILE;
+  Result<std::string> bytes = ReadFile(SY_PREDICTOR_SEED_FILE);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ASSERT_EQ(bytes->size(), 912u);
   auto loaded = LoadMlpPredictor(SY_PREDICTOR_SEED_FILE);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ((*loaded)->num_experts(), 4);
   EXPECT_EQ((*loaded)->hidden(), 32);
   EXPECT_EQ((*loaded)->mlp_hidden(), 4);
-  EXPECT_EQ(SerializeMlpPredictor(**loaded), bytes);
+  EXPECT_EQ(SerializeMlpPredictor(**loaded), *bytes);
 }
 
 TEST(ExpertPredictorTest, ParserRejectsTruncatedCorruptAndOutOfRangeFiles) {
