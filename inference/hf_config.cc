@@ -1,6 +1,6 @@
 #include "inference/hf_config.h"
 
-#include "storage/formats/text_file.h"
+#include "runtime/core/read_file.h"
 
 #include <cmath>
 #include <limits>
@@ -328,7 +328,7 @@ Result<HfModelConfig> ParseHfConfig(std::string_view json_text, std::string_view
 
 Result<HfModelConfig> LoadHfConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  Result<std::string> text = storage::ReadTextFile(path, kMaxConfigBytes, "a model config");
+  Result<std::string> text = ReadFile(path, kMaxConfigBytes, "a model config");
   if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
     return NotFoundError(path +
                          " does not exist; point --model at a Hugging Face model "

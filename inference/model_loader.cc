@@ -126,6 +126,7 @@ Status UploadParameter(Backend& backend, Parameter& param, std::span<const float
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kF64:
       return InvalidArgumentError("parameter " + param.name + " has a non-float dtype");
   }
   backend.CopyAsync(host, value, backend.compute_stream());
@@ -209,6 +210,7 @@ Status LoadHostExperts(const storage::SafetensorsCheckpoint& ckpt, HfFamily fami
           case DType::kI64:
           case DType::kU8:
           case DType::kI8:
+          case DType::kF64:
             return InvalidArgumentError("host experts need a float weight dtype");
         }
       }

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "storage/formats/text_file.h"
+#include "runtime/core/read_file.h"
 
 #if SY_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
@@ -129,7 +129,7 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir) {
   std::error_code ec;
   if (std::filesystem::exists(json_path, ec)) {
     SY_ASSIGN_OR_RETURN(std::string text,
-                        storage::ReadTextFile(json_path, kMaxTokenizerJsonBytes, "tokenizer.json"));
+                        ReadFile(json_path, kMaxTokenizerJsonBytes, "a tokenizer.json"));
     return ParseHfTokenizerJson(text, json_path);
   }
   if (std::filesystem::exists(spm_path, ec)) return LoadSentencePieceTokenizer(spm_path);

@@ -2,13 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
 namespace sy {
 
 Result<std::vector<std::string>> ReadTextList(const std::string& path) {
-  SY_ASSIGN_OR_RETURN(std::string text,
-                      storage::ReadTextFile(path, size_t{64} << 20, "JSON text list"));
+  SY_ASSIGN_OR_RETURN(std::string text, ReadFile(path, size_t{64} << 20, "a JSON text list"));
   SY_ASSIGN_OR_RETURN(nlohmann::json list, storage::ParseStrictJson(text, path, "the text list"));
   if (!list.is_array()) return InvalidArgumentError(path + ": not a JSON array");
   std::vector<std::string> texts;

@@ -19,8 +19,8 @@
 // lines starting with # are skipped.
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +29,7 @@
 #include "inference/token_ids.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
+#include "runtime/core/read_file.h"
 
 namespace sy::launcher {
 namespace {
@@ -81,8 +82,9 @@ class TrainPredictorCommand : public Command {
       SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ParseTokenIds(prompt_ids_, "--prompt-ids"));
       prompts.push_back(std::move(ids));
     } else if (!prompts_file_.empty()) {
-      std::ifstream in(prompts_file_);
-      if (!in) return NotFoundError("--prompts: cannot open " + prompts_file_);
+      Result<std::string> text = ReadFile(prompts_file_);
+      if (!text.ok()) return text.status().WithContext("--prompts");
+      std::istringstream in(*text);
       std::string line;
       int number = 0;
       while (std::getline(in, line)) {

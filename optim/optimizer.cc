@@ -28,6 +28,7 @@ void WriteComputeCopy(const ComputeCopy& copy, const float* param, size_t begin,
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kF64:
       break;
   }
   SY_CHECK(false) << "ComputeCopy dtype " << DTypeName(copy.dtype) << " is not bf16 or f16";

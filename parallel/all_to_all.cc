@@ -243,10 +243,9 @@ Status AllToAll::Run(const AllToAllPlan& plan, const void* input, void* output, 
         std::span<const size_t> sd = reverse ? step.recv_displs : step.send_displs;
         std::span<const size_t> rc = reverse ? step.send_counts : step.recv_counts;
         std::span<const size_t> rd = reverse ? step.send_displs : step.recv_displs;
-        Status status =
-            stream == nullptr
-                ? comm.AllToAllV(src, sc, sd, dst, rc, rd, ElementType::kByte)
-                : comm.AllToAllVAsync(src, sc, sd, dst, rc, rd, ElementType::kByte, *stream);
+        Status status = stream == nullptr
+                            ? comm.AllToAllV(src, sc, sd, dst, rc, rd, DType::kU8)
+                            : comm.AllToAllVAsync(src, sc, sd, dst, rc, rd, DType::kU8, *stream);
         SY_RETURN_IF_ERROR(status.WithContext(
             fmt::format("{} all-to-all {}, {} stage", AllToAllAlgorithmName(algorithm_),
                         reverse ? "reverse" : "forward", GroupName(step.group))));

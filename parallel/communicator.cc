@@ -2,37 +2,6 @@
 
 namespace sy {
 
-size_t ElementSize(ElementType type) {
-  switch (type) {
-    case ElementType::kByte:
-      return 1;
-    case ElementType::kI32:
-    case ElementType::kF32:
-      return 4;
-    case ElementType::kI64:
-    case ElementType::kF64:
-      return 8;
-  }
-  SY_CHECK(false) << "unknown ElementType " << static_cast<int>(type);
-  return 0;
-}
-
-std::string_view ElementTypeName(ElementType type) {
-  switch (type) {
-    case ElementType::kByte:
-      return "byte";
-    case ElementType::kI32:
-      return "i32";
-    case ElementType::kI64:
-      return "i64";
-    case ElementType::kF32:
-      return "f32";
-    case ElementType::kF64:
-      return "f64";
-  }
-  return "unknown";
-}
-
 std::string_view ReductionName(Reduction op) {
   switch (op) {
     case Reduction::kSum:
@@ -75,9 +44,9 @@ void Communicator::CheckBlocks(const char* op, const char* what, size_t elements
 
 namespace {
 
-void CheckNumeric(const char* op, ElementType type) {
-  SY_CHECK(type != ElementType::kByte)
-      << op << ": reductions need a numeric element type, not " << ElementTypeName(type);
+void CheckReducible(const char* op, DType type) {
+  SY_CHECK(type == DType::kI32 || type == DType::kI64 || type == DType::kF32 || type == DType::kF64)
+      << op << ": reductions take i32, i64, f32 or f64, not " << DTypeName(type);
 }
 
 }  // namespace
@@ -86,24 +55,24 @@ void CheckNumeric(const char* op, ElementType type) {
 
 Status Communicator::Barrier() { return DoBarrier(nullptr); }
 
-Status Communicator::Broadcast(void* data, size_t count, ElementType type, int root) {
+Status Communicator::Broadcast(void* data, size_t count, DType type, int root) {
   CheckRoot("Broadcast", root);
   return DoBroadcast(data, count, type, root, nullptr);
 }
 
-Status Communicator::AllReduce(const void* send, void* recv, size_t count, ElementType type,
+Status Communicator::AllReduce(const void* send, void* recv, size_t count, DType type,
                                Reduction op) {
-  CheckNumeric("AllReduce", type);
+  CheckReducible("AllReduce", type);
   return DoAllReduce(send, recv, count, type, op, nullptr);
 }
 
-Status Communicator::AllGather(const void* send, size_t count, void* recv, ElementType type) {
+Status Communicator::AllGather(const void* send, size_t count, void* recv, DType type) {
   return DoAllGather(send, count, recv, type, nullptr);
 }
 
 Status Communicator::AllGatherV(const void* send, size_t count, void* recv,
                                 std::span<const size_t> recv_counts,
-                                std::span<const size_t> recv_displs, ElementType type) {
+                                std::span<const size_t> recv_displs, DType type) {
   CheckPerRank("AllGatherV", "recv_counts", recv_counts);
   CheckPerRank("AllGatherV", "recv_displs", recv_displs);
   SY_CHECK_EQ(count, recv_counts[rank()])
@@ -111,20 +80,20 @@ Status Communicator::AllGatherV(const void* send, size_t count, void* recv,
   return DoAllGatherV(send, count, recv, recv_counts, recv_displs, type, nullptr);
 }
 
-Status Communicator::ReduceScatter(const void* send, void* recv, size_t recv_count,
-                                   ElementType type, Reduction op) {
-  CheckNumeric("ReduceScatter", type);
+Status Communicator::ReduceScatter(const void* send, void* recv, size_t recv_count, DType type,
+                                   Reduction op) {
+  CheckReducible("ReduceScatter", type);
   return DoReduceScatter(send, recv, recv_count, type, op, nullptr);
 }
 
-Status Communicator::AllToAll(const void* send, void* recv, size_t count, ElementType type) {
+Status Communicator::AllToAll(const void* send, void* recv, size_t count, DType type) {
   return DoAllToAll(send, recv, count, type, nullptr);
 }
 
 Status Communicator::AllToAllV(const void* send, std::span<const size_t> send_counts,
                                std::span<const size_t> send_displs, void* recv,
                                std::span<const size_t> recv_counts,
-                               std::span<const size_t> recv_displs, ElementType type) {
+                               std::span<const size_t> recv_displs, DType type) {
   CheckPerRank("AllToAllV", "send_counts", send_counts);
   CheckPerRank("AllToAllV", "send_displs", send_displs);
   CheckPerRank("AllToAllV", "recv_counts", recv_counts);
@@ -132,12 +101,12 @@ Status Communicator::AllToAllV(const void* send, std::span<const size_t> send_co
   return DoAllToAllV(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, nullptr);
 }
 
-Status Communicator::Send(const void* data, size_t count, ElementType type, int peer, int tag) {
+Status Communicator::Send(const void* data, size_t count, DType type, int peer, int tag) {
   CheckPeer("Send", peer);
   return DoSend(data, count, type, peer, tag, nullptr);
 }
 
-Status Communicator::Recv(void* data, size_t count, ElementType type, int peer, int tag) {
+Status Communicator::Recv(void* data, size_t count, DType type, int peer, int tag) {
   CheckPeer("Recv", peer);
   return DoRecv(data, count, type, peer, tag, nullptr);
 }
@@ -150,26 +119,26 @@ Status Communicator::CopyBlocks(const void* src, void* dst, std::span<const Bloc
 
 Status Communicator::BarrierAsync(Stream& stream) { return DoBarrier(&stream); }
 
-Status Communicator::BroadcastAsync(void* data, size_t count, ElementType type, int root,
+Status Communicator::BroadcastAsync(void* data, size_t count, DType type, int root,
                                     Stream& stream) {
   CheckRoot("BroadcastAsync", root);
   return DoBroadcast(data, count, type, root, &stream);
 }
 
-Status Communicator::AllReduceAsync(const void* send, void* recv, size_t count, ElementType type,
+Status Communicator::AllReduceAsync(const void* send, void* recv, size_t count, DType type,
                                     Reduction op, Stream& stream) {
-  CheckNumeric("AllReduceAsync", type);
+  CheckReducible("AllReduceAsync", type);
   return DoAllReduce(send, recv, count, type, op, &stream);
 }
 
-Status Communicator::AllGatherAsync(const void* send, size_t count, void* recv, ElementType type,
+Status Communicator::AllGatherAsync(const void* send, size_t count, void* recv, DType type,
                                     Stream& stream) {
   return DoAllGather(send, count, recv, type, &stream);
 }
 
 Status Communicator::AllGatherVAsync(const void* send, size_t count, void* recv,
                                      std::span<const size_t> recv_counts,
-                                     std::span<const size_t> recv_displs, ElementType type,
+                                     std::span<const size_t> recv_displs, DType type,
                                      Stream& stream) {
   CheckPerRank("AllGatherVAsync", "recv_counts", recv_counts);
   CheckPerRank("AllGatherVAsync", "recv_displs", recv_displs);
@@ -178,13 +147,13 @@ Status Communicator::AllGatherVAsync(const void* send, size_t count, void* recv,
   return DoAllGatherV(send, count, recv, recv_counts, recv_displs, type, &stream);
 }
 
-Status Communicator::ReduceScatterAsync(const void* send, void* recv, size_t recv_count,
-                                        ElementType type, Reduction op, Stream& stream) {
-  CheckNumeric("ReduceScatterAsync", type);
+Status Communicator::ReduceScatterAsync(const void* send, void* recv, size_t recv_count, DType type,
+                                        Reduction op, Stream& stream) {
+  CheckReducible("ReduceScatterAsync", type);
   return DoReduceScatter(send, recv, recv_count, type, op, &stream);
 }
 
-Status Communicator::AllToAllAsync(const void* send, void* recv, size_t count, ElementType type,
+Status Communicator::AllToAllAsync(const void* send, void* recv, size_t count, DType type,
                                    Stream& stream) {
   return DoAllToAll(send, recv, count, type, &stream);
 }
@@ -192,7 +161,7 @@ Status Communicator::AllToAllAsync(const void* send, void* recv, size_t count, E
 Status Communicator::AllToAllVAsync(const void* send, std::span<const size_t> send_counts,
                                     std::span<const size_t> send_displs, void* recv,
                                     std::span<const size_t> recv_counts,
-                                    std::span<const size_t> recv_displs, ElementType type,
+                                    std::span<const size_t> recv_displs, DType type,
                                     Stream& stream) {
   CheckPerRank("AllToAllVAsync", "send_counts", send_counts);
   CheckPerRank("AllToAllVAsync", "send_displs", send_displs);
@@ -201,13 +170,13 @@ Status Communicator::AllToAllVAsync(const void* send, std::span<const size_t> se
   return DoAllToAllV(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, &stream);
 }
 
-Status Communicator::SendAsync(const void* data, size_t count, ElementType type, int peer, int tag,
+Status Communicator::SendAsync(const void* data, size_t count, DType type, int peer, int tag,
                                Stream& stream) {
   CheckPeer("SendAsync", peer);
   return DoSend(data, count, type, peer, tag, &stream);
 }
 
-Status Communicator::RecvAsync(void* data, size_t count, ElementType type, int peer, int tag,
+Status Communicator::RecvAsync(void* data, size_t count, DType type, int peer, int tag,
                                Stream& stream) {
   CheckPeer("RecvAsync", peer);
   return DoRecv(data, count, type, peer, tag, &stream);

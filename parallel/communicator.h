@@ -9,8 +9,9 @@
 //
 // Buffers. host_buffers() says whether the pointers passed in are host memory (mpi, local) or
 // device memory of this rank's GPU (nccl). Counts and displacements are in elements of the given
-// ElementType; a byte buffer uses ElementType::kByte. Send and receive buffers must not overlap,
-// except where a call says it works in place (AllReduce with send == recv).
+// DType (runtime/core/dtype.h); a byte buffer uses DType::kU8. Every dtype can be moved; the
+// reductions (AllReduce, ReduceScatter) take i32, i64, f32 or f64. Send and receive buffers must
+// not overlap, except where a call says it works in place (AllReduce with send == recv).
 //
 // Ordering. The plain calls are host-synchronous: they return once this rank's part is complete
 // and the output buffer may be read. They expect their inputs to be ready (for nccl: device work
@@ -19,8 +20,8 @@
 // synchronously on the calling thread (the host buffers must be ready when the call is made), so
 // their result is complete on return, which satisfies any later stream order.
 //
-// Failure. Misuse (wrong span sizes, bad root or peer, a reduction on bytes) is a broken
-// invariant and fails an SY_CHECK. A peer that never joins a call is reported after
+// Failure. Misuse (wrong span sizes, bad root or peer, a reduction on u8, i8, f16 or bf16) is a
+// broken invariant and fails an SY_CHECK. A peer that never joins a call is reported after
 // CommunicatorOptions::timeout, as CommunicatorOptions::on_timeout chooses: either the job is
 // aborted through the fatal handler (default), or the call returns DeadlineExceeded and the
 // communicator is unusable afterwards (later calls return FailedPrecondition). A timed-out
@@ -43,42 +44,10 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/check.h"
+#include "runtime/core/dtype.h"
 #include "runtime/core/status.h"
 
 namespace sy {
-
-// The element types collectives understand. Reductions need a numeric type (not kByte).
-enum class ElementType : uint8_t { kByte, kI32, kI64, kF32, kF64 };
-
-size_t ElementSize(ElementType type);
-std::string_view ElementTypeName(ElementType type);  // "byte", "i32", "i64", "f32", "f64"
-
-template <typename T>
-struct ElementTypeOf;
-template <>
-struct ElementTypeOf<std::byte> {
-  static constexpr ElementType value = ElementType::kByte;
-};
-template <>
-struct ElementTypeOf<uint8_t> {
-  static constexpr ElementType value = ElementType::kByte;
-};
-template <>
-struct ElementTypeOf<int32_t> {
-  static constexpr ElementType value = ElementType::kI32;
-};
-template <>
-struct ElementTypeOf<int64_t> {
-  static constexpr ElementType value = ElementType::kI64;
-};
-template <>
-struct ElementTypeOf<float> {
-  static constexpr ElementType value = ElementType::kF32;
-};
-template <>
-struct ElementTypeOf<double> {
-  static constexpr ElementType value = ElementType::kF64;
-};
 
 enum class Reduction : uint8_t { kSum, kMax, kMin };
 std::string_view ReductionName(Reduction op);  // "sum", "max", "min"
@@ -137,55 +106,51 @@ class Communicator {
   // ---- host-synchronous calls ----
   Status Barrier();
   // data[count] on root is copied to every rank's data.
-  Status Broadcast(void* data, size_t count, ElementType type, int root);
+  Status Broadcast(void* data, size_t count, DType type, int root);
   // recv[i] = op over ranks of send[i]. In place when send == recv.
-  Status AllReduce(const void* send, void* recv, size_t count, ElementType type, Reduction op);
+  Status AllReduce(const void* send, void* recv, size_t count, DType type, Reduction op);
   // recv[size * count] holds rank r's send[count] at r * count.
-  Status AllGather(const void* send, size_t count, void* recv, ElementType type);
+  Status AllGather(const void* send, size_t count, void* recv, DType type);
   // Rank r contributes send[recv_counts[r]] (count must equal recv_counts[rank()]); it lands at
   // recv + recv_displs[r]. Both spans have size() entries.
   Status AllGatherV(const void* send, size_t count, void* recv, std::span<const size_t> recv_counts,
-                    std::span<const size_t> recv_displs, ElementType type);
+                    std::span<const size_t> recv_displs, DType type);
   // send[size * recv_count] is reduced elementwise over ranks; rank r receives block r.
-  Status ReduceScatter(const void* send, void* recv, size_t recv_count, ElementType type,
-                       Reduction op);
+  Status ReduceScatter(const void* send, void* recv, size_t recv_count, DType type, Reduction op);
   // Block p of send[size * count] goes to rank p, which stores it as block rank() of recv.
-  Status AllToAll(const void* send, void* recv, size_t count, ElementType type);
+  Status AllToAll(const void* send, void* recv, size_t count, DType type);
   // send + send_displs[p] holds send_counts[p] elements for rank p; what rank p sends here lands at
   // recv + recv_displs[p] (recv_counts[p] elements, which must equal p's send_counts[rank()]).
   Status AllToAllV(const void* send, std::span<const size_t> send_counts,
                    std::span<const size_t> send_displs, void* recv,
                    std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
-                   ElementType type);
+                   DType type);
   // Point to point. A Recv must name the same count as its Send. MPI matches on (peer, tag); NCCL
   // ignores the tag and matches in call order.
-  Status Send(const void* data, size_t count, ElementType type, int peer, int tag);
-  Status Recv(void* data, size_t count, ElementType type, int peer, int tag);
+  Status Send(const void* data, size_t count, DType type, int peer, int tag);
+  Status Recv(void* data, size_t count, DType type, int peer, int tag);
   // Local, not collective: copies blocks from src to dst in this communicator's memory space
   // (host for mpi and local, device for nccl). src and dst must not overlap.
   Status CopyBlocks(const void* src, void* dst, std::span<const BlockCopy> blocks);
 
   // ---- stream-ordered variants (see Ordering above) ----
   Status BarrierAsync(Stream& stream);
-  Status BroadcastAsync(void* data, size_t count, ElementType type, int root, Stream& stream);
-  Status AllReduceAsync(const void* send, void* recv, size_t count, ElementType type, Reduction op,
+  Status BroadcastAsync(void* data, size_t count, DType type, int root, Stream& stream);
+  Status AllReduceAsync(const void* send, void* recv, size_t count, DType type, Reduction op,
                         Stream& stream);
-  Status AllGatherAsync(const void* send, size_t count, void* recv, ElementType type,
-                        Stream& stream);
+  Status AllGatherAsync(const void* send, size_t count, void* recv, DType type, Stream& stream);
   Status AllGatherVAsync(const void* send, size_t count, void* recv,
                          std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
-                         ElementType type, Stream& stream);
-  Status ReduceScatterAsync(const void* send, void* recv, size_t recv_count, ElementType type,
+                         DType type, Stream& stream);
+  Status ReduceScatterAsync(const void* send, void* recv, size_t recv_count, DType type,
                             Reduction op, Stream& stream);
-  Status AllToAllAsync(const void* send, void* recv, size_t count, ElementType type,
-                       Stream& stream);
+  Status AllToAllAsync(const void* send, void* recv, size_t count, DType type, Stream& stream);
   Status AllToAllVAsync(const void* send, std::span<const size_t> send_counts,
                         std::span<const size_t> send_displs, void* recv,
                         std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
-                        ElementType type, Stream& stream);
-  Status SendAsync(const void* data, size_t count, ElementType type, int peer, int tag,
-                   Stream& stream);
-  Status RecvAsync(void* data, size_t count, ElementType type, int peer, int tag, Stream& stream);
+                        DType type, Stream& stream);
+  Status SendAsync(const void* data, size_t count, DType type, int peer, int tag, Stream& stream);
+  Status RecvAsync(void* data, size_t count, DType type, int peer, int tag, Stream& stream);
   Status CopyBlocksAsync(const void* src, void* dst, std::span<const BlockCopy> blocks,
                          Stream& stream);
 
@@ -193,21 +158,21 @@ class Communicator {
   template <typename T>
   Status AllReduce(std::span<const T> send, std::span<T> recv, Reduction op) {
     SY_CHECK_EQ(send.size(), recv.size()) << "AllReduce: send and recv sizes differ";
-    return AllReduce(send.data(), recv.data(), send.size(), ElementTypeOf<T>::value, op);
+    return AllReduce(send.data(), recv.data(), send.size(), DTypeOf<T>::value, op);
   }
   template <typename T>
   Status AllReduceInPlace(std::span<T> data, Reduction op) {
-    return AllReduce(data.data(), data.data(), data.size(), ElementTypeOf<T>::value, op);
+    return AllReduce(data.data(), data.data(), data.size(), DTypeOf<T>::value, op);
   }
   template <typename T>
   Status Broadcast(std::span<T> data, int root) {
-    return Broadcast(data.data(), data.size(), ElementTypeOf<T>::value, root);
+    return Broadcast(data.data(), data.size(), DTypeOf<T>::value, root);
   }
   template <typename T>
   Status AllGather(std::span<const T> send, std::span<T> recv) {
     SY_CHECK_EQ(recv.size(), send.size() * static_cast<size_t>(size()))
         << "AllGather: recv must hold size() * send.size() elements";
-    return AllGather(send.data(), send.size(), recv.data(), ElementTypeOf<T>::value);
+    return AllGather(send.data(), send.size(), recv.data(), DTypeOf<T>::value);
   }
   // As the untyped forms, with every block checked against the span it lies in.
   template <typename T>
@@ -215,7 +180,7 @@ class Communicator {
                     std::span<const size_t> recv_displs) {
     CheckBlocks("AllGatherV", "recv", recv.size(), recv_counts, recv_displs);
     return AllGatherV(send.data(), send.size(), recv.data(), recv_counts, recv_displs,
-                      ElementTypeOf<T>::value);
+                      DTypeOf<T>::value);
   }
   template <typename T>
   Status AllToAllV(std::span<const T> send, std::span<const size_t> send_counts,
@@ -224,7 +189,7 @@ class Communicator {
     CheckBlocks("AllToAllV", "send", send.size(), send_counts, send_displs);
     CheckBlocks("AllToAllV", "recv", recv.size(), recv_counts, recv_displs);
     return AllToAllV(send.data(), send_counts, send_displs, recv.data(), recv_counts, recv_displs,
-                     ElementTypeOf<T>::value);
+                     DTypeOf<T>::value);
   }
 
  protected:
@@ -233,28 +198,25 @@ class Communicator {
   // The implementations. `stream` is null for the host-synchronous calls. Arguments have been
   // validated by the public wrappers.
   virtual Status DoBarrier(Stream* stream) = 0;
-  virtual Status DoBroadcast(void* data, size_t count, ElementType type, int root,
+  virtual Status DoBroadcast(void* data, size_t count, DType type, int root, Stream* stream) = 0;
+  virtual Status DoAllReduce(const void* send, void* recv, size_t count, DType type, Reduction op,
                              Stream* stream) = 0;
-  virtual Status DoAllReduce(const void* send, void* recv, size_t count, ElementType type,
-                             Reduction op, Stream* stream) = 0;
-  virtual Status DoAllGather(const void* send, size_t count, void* recv, ElementType type,
+  virtual Status DoAllGather(const void* send, size_t count, void* recv, DType type,
                              Stream* stream) = 0;
   virtual Status DoAllGatherV(const void* send, size_t count, void* recv,
                               std::span<const size_t> recv_counts,
-                              std::span<const size_t> recv_displs, ElementType type,
-                              Stream* stream) = 0;
-  virtual Status DoReduceScatter(const void* send, void* recv, size_t recv_count, ElementType type,
+                              std::span<const size_t> recv_displs, DType type, Stream* stream) = 0;
+  virtual Status DoReduceScatter(const void* send, void* recv, size_t recv_count, DType type,
                                  Reduction op, Stream* stream) = 0;
-  virtual Status DoAllToAll(const void* send, void* recv, size_t count, ElementType type,
+  virtual Status DoAllToAll(const void* send, void* recv, size_t count, DType type,
                             Stream* stream) = 0;
   virtual Status DoAllToAllV(const void* send, std::span<const size_t> send_counts,
                              std::span<const size_t> send_displs, void* recv,
                              std::span<const size_t> recv_counts,
-                             std::span<const size_t> recv_displs, ElementType type,
-                             Stream* stream) = 0;
-  virtual Status DoSend(const void* data, size_t count, ElementType type, int peer, int tag,
+                             std::span<const size_t> recv_displs, DType type, Stream* stream) = 0;
+  virtual Status DoSend(const void* data, size_t count, DType type, int peer, int tag,
                         Stream* stream) = 0;
-  virtual Status DoRecv(void* data, size_t count, ElementType type, int peer, int tag,
+  virtual Status DoRecv(void* data, size_t count, DType type, int peer, int tag,
                         Stream* stream) = 0;
   virtual Status DoCopyBlocks(const void* src, void* dst, std::span<const BlockCopy> blocks,
                               Stream* stream) = 0;

@@ -103,7 +103,7 @@ Status ExpertParallelCompute::Forward(Backend& backend, const Tensor& xs,
   // 1. Per-expert counts: block p of group_rows (p's experts) goes to rank p.
   recv_counts_.assign(static_cast<size_t>(p) * num_local_, 0);
   SY_RETURN_IF_ERROR(comm_->host().AllToAll(group_rows.data(), recv_counts_.data(),
-                                            static_cast<size_t>(num_local_), ElementType::kI64));
+                                            static_cast<size_t>(num_local_), DType::kI64));
   local_rows_.assign(num_local_, 0);
   std::vector<size_t> send_rows(p, 0);
   for (int r = 0; r < p; ++r) {

@@ -27,70 +27,66 @@ Result<std::unique_ptr<Communicator>> LocalCommunicator::Split(int color, int ke
 
 Status LocalCommunicator::DoBarrier(Stream*) { return Status::Ok(); }
 
-Status LocalCommunicator::DoBroadcast(void*, size_t, ElementType, int, Stream*) {
-  return Status::Ok();
-}
+Status LocalCommunicator::DoBroadcast(void*, size_t, DType, int, Stream*) { return Status::Ok(); }
 
-Status LocalCommunicator::DoAllReduce(const void* send, void* recv, size_t count, ElementType type,
+Status LocalCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType type,
                                       Reduction, Stream*) {
-  CopyBytes(send, recv, count * ElementSize(type));
+  CopyBytes(send, recv, count * DTypeSize(type));
   return Status::Ok();
 }
 
-Status LocalCommunicator::DoAllGather(const void* send, size_t count, void* recv, ElementType type,
+Status LocalCommunicator::DoAllGather(const void* send, size_t count, void* recv, DType type,
                                       Stream*) {
-  CopyBytes(send, recv, count * ElementSize(type));
+  CopyBytes(send, recv, count * DTypeSize(type));
   return Status::Ok();
 }
 
 Status LocalCommunicator::DoAllGatherV(const void* send, size_t count, void* recv,
                                        std::span<const size_t>, std::span<const size_t> recv_displs,
-                                       ElementType type, Stream*) {
-  size_t elem = ElementSize(type);
+                                       DType type, Stream*) {
+  size_t elem = DTypeSize(type);
   CopyBytes(send, static_cast<std::byte*>(recv) + recv_displs[0] * elem, count * elem);
   return Status::Ok();
 }
 
 Status LocalCommunicator::DoReduceScatter(const void* send, void* recv, size_t recv_count,
-                                          ElementType type, Reduction, Stream*) {
-  CopyBytes(send, recv, recv_count * ElementSize(type));
+                                          DType type, Reduction, Stream*) {
+  CopyBytes(send, recv, recv_count * DTypeSize(type));
   return Status::Ok();
 }
 
-Status LocalCommunicator::DoAllToAll(const void* send, void* recv, size_t count, ElementType type,
+Status LocalCommunicator::DoAllToAll(const void* send, void* recv, size_t count, DType type,
                                      Stream*) {
-  CopyBytes(send, recv, count * ElementSize(type));
+  CopyBytes(send, recv, count * DTypeSize(type));
   return Status::Ok();
 }
 
 Status LocalCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
                                       std::span<const size_t> send_displs, void* recv,
                                       std::span<const size_t> recv_counts,
-                                      std::span<const size_t> recv_displs, ElementType type,
-                                      Stream*) {
+                                      std::span<const size_t> recv_displs, DType type, Stream*) {
   SY_CHECK_EQ(send_counts[0], recv_counts[0])
       << "AllToAllV on " << name_ << ": rank 0 sends itself a different count than it receives";
-  size_t elem = ElementSize(type);
+  size_t elem = DTypeSize(type);
   CopyBytes(static_cast<const std::byte*>(send) + send_displs[0] * elem,
             static_cast<std::byte*>(recv) + recv_displs[0] * elem, send_counts[0] * elem);
   return Status::Ok();
 }
 
-Status LocalCommunicator::DoSend(const void* data, size_t count, ElementType type, int, int tag,
+Status LocalCommunicator::DoSend(const void* data, size_t count, DType type, int, int tag,
                                  Stream*) {
   Message message;
   message.tag = tag;
-  message.bytes.resize(count * ElementSize(type));
+  message.bytes.resize(count * DTypeSize(type));
   CopyBytes(data, message.bytes.data(), message.bytes.size());
   queue_.push_back(std::move(message));
   return Status::Ok();
 }
 
-Status LocalCommunicator::DoRecv(void* data, size_t count, ElementType type, int, int tag,
-                                 Stream*) {
+Status LocalCommunicator::DoRecv(void* data, size_t count, DType type, int, int tag, Stream*) {
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
     if (it->tag != tag) continue;
-    size_t bytes = count * ElementSize(type);
+    size_t bytes = count * DTypeSize(type);
     if (it->bytes.size() != bytes) {
       return InvalidArgumentError("Recv on " + name_ + " (tag " + std::to_string(tag) +
                                   "): the matching Send carried " +

@@ -36,26 +36,25 @@ class LocalCommunicator final : public Communicator {
 
  protected:
   Status DoBarrier(Stream* stream) override;
-  Status DoBroadcast(void* data, size_t count, ElementType type, int root, Stream* stream) override;
-  Status DoAllReduce(const void* send, void* recv, size_t count, ElementType type, Reduction op,
+  Status DoBroadcast(void* data, size_t count, DType type, int root, Stream* stream) override;
+  Status DoAllReduce(const void* send, void* recv, size_t count, DType type, Reduction op,
                      Stream* stream) override;
-  Status DoAllGather(const void* send, size_t count, void* recv, ElementType type,
+  Status DoAllGather(const void* send, size_t count, void* recv, DType type,
                      Stream* stream) override;
   Status DoAllGatherV(const void* send, size_t count, void* recv,
                       std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
-                      ElementType type, Stream* stream) override;
-  Status DoReduceScatter(const void* send, void* recv, size_t recv_count, ElementType type,
-                         Reduction op, Stream* stream) override;
-  Status DoAllToAll(const void* send, void* recv, size_t count, ElementType type,
+                      DType type, Stream* stream) override;
+  Status DoReduceScatter(const void* send, void* recv, size_t recv_count, DType type, Reduction op,
+                         Stream* stream) override;
+  Status DoAllToAll(const void* send, void* recv, size_t count, DType type,
                     Stream* stream) override;
   Status DoAllToAllV(const void* send, std::span<const size_t> send_counts,
                      std::span<const size_t> send_displs, void* recv,
                      std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
-                     ElementType type, Stream* stream) override;
-  Status DoSend(const void* data, size_t count, ElementType type, int peer, int tag,
+                     DType type, Stream* stream) override;
+  Status DoSend(const void* data, size_t count, DType type, int peer, int tag,
                 Stream* stream) override;
-  Status DoRecv(void* data, size_t count, ElementType type, int peer, int tag,
-                Stream* stream) override;
+  Status DoRecv(void* data, size_t count, DType type, int peer, int tag, Stream* stream) override;
   Status DoCopyBlocks(const void* src, void* dst, std::span<const BlockCopy> blocks,
                       Stream* stream) override;
 

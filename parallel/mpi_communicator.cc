@@ -24,20 +24,26 @@ using internal::MpiTypeHandle;
 // Largest element count issued in one MPI call when a buffer is split into chunks.
 constexpr size_t kChunkElements = size_t{1} << 30;
 
-MPI_Datatype BaseType(ElementType type) {
+MPI_Datatype BaseType(DType type) {
   switch (type) {
-    case ElementType::kByte:
+    case DType::kU8:
       return MPI_BYTE;
-    case ElementType::kI32:
+    case DType::kI8:
+      return MPI_INT8_T;
+    case DType::kF16:
+    case DType::kBF16:
+      // Moved, never reduced (Communicator checks that): 16-bit containers.
+      return MPI_UINT16_T;
+    case DType::kI32:
       return MPI_INT32_T;
-    case ElementType::kI64:
+    case DType::kI64:
       return MPI_INT64_T;
-    case ElementType::kF32:
+    case DType::kF32:
       return MPI_FLOAT;
-    case ElementType::kF64:
+    case DType::kF64:
       return MPI_DOUBLE;
   }
-  SY_CHECK(false) << "unknown ElementType " << static_cast<int>(type);
+  SY_CHECK(false) << "unknown DType " << static_cast<int>(type);
   return MPI_DATATYPE_NULL;
 }
 
@@ -76,7 +82,7 @@ std::vector<int> ToInts(std::span<const size_t> values, size_t unit) {
   return out;
 }
 
-MpiTypeHandle UnitType(ElementType type, size_t unit) {
+MpiTypeHandle UnitType(DType type, size_t unit) {
   if (unit == 1) return MpiTypeHandle(BaseType(type), /*owned=*/false);
   MPI_Datatype derived = MPI_DATATYPE_NULL;
   SY_MPI_CHECK(MPI_Type_contiguous(static_cast<int>(unit), BaseType(type), &derived));
@@ -270,9 +276,9 @@ Status MpiCommunicator::DoBarrier(Stream*) {
   return impl_->Wait("Barrier", requests);
 }
 
-Status MpiCommunicator::DoBroadcast(void* data, size_t count, ElementType type, int root, Stream*) {
+Status MpiCommunicator::DoBroadcast(void* data, size_t count, DType type, int root, Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("Broadcast"));
-  const size_t elem = ElementSize(type);
+  const size_t elem = DTypeSize(type);
   std::vector<MPI_Request> requests;
   size_t offset = 0;
   do {
@@ -285,10 +291,10 @@ Status MpiCommunicator::DoBroadcast(void* data, size_t count, ElementType type, 
   return impl_->Wait("Broadcast", requests);
 }
 
-Status MpiCommunicator::DoAllReduce(const void* send, void* recv, size_t count, ElementType type,
+Status MpiCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType type,
                                     Reduction op, Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("AllReduce"));
-  const size_t elem = ElementSize(type);
+  const size_t elem = DTypeSize(type);
   const bool in_place = send == recv;
   std::vector<MPI_Request> requests;
   size_t offset = 0;
@@ -303,7 +309,7 @@ Status MpiCommunicator::DoAllReduce(const void* send, void* recv, size_t count, 
   return impl_->Wait("AllReduce", requests);
 }
 
-Status MpiCommunicator::DoAllGather(const void* send, size_t count, void* recv, ElementType type,
+Status MpiCommunicator::DoAllGather(const void* send, size_t count, void* recv, DType type,
                                     Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("AllGather"));
   const size_t unit = ChooseUnit({std::span<const size_t>(&count, 1)});
@@ -317,8 +323,7 @@ Status MpiCommunicator::DoAllGather(const void* send, size_t count, void* recv, 
 
 Status MpiCommunicator::DoAllGatherV(const void* send, size_t count, void* recv,
                                      std::span<const size_t> recv_counts,
-                                     std::span<const size_t> recv_displs, ElementType type,
-                                     Stream*) {
+                                     std::span<const size_t> recv_displs, DType type, Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("AllGatherV"));
   const size_t unit = ChooseUnit({recv_counts, recv_displs});
   if (unit == 0) return TooLarge("AllGatherV", impl_->name);
@@ -331,8 +336,8 @@ Status MpiCommunicator::DoAllGatherV(const void* send, size_t count, void* recv,
   return impl_->Wait("AllGatherV", requests);
 }
 
-Status MpiCommunicator::DoReduceScatter(const void* send, void* recv, size_t recv_count,
-                                        ElementType type, Reduction op, Stream*) {
+Status MpiCommunicator::DoReduceScatter(const void* send, void* recv, size_t recv_count, DType type,
+                                        Reduction op, Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("ReduceScatter"));
   if (recv_count > static_cast<size_t>(INT_MAX)) return TooLarge("ReduceScatter", impl_->name);
   std::vector<MPI_Request> requests(1);
@@ -341,7 +346,7 @@ Status MpiCommunicator::DoReduceScatter(const void* send, void* recv, size_t rec
   return impl_->Wait("ReduceScatter", requests);
 }
 
-Status MpiCommunicator::DoAllToAll(const void* send, void* recv, size_t count, ElementType type,
+Status MpiCommunicator::DoAllToAll(const void* send, void* recv, size_t count, DType type,
                                    Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("AllToAll"));
   const size_t unit = ChooseUnit({std::span<const size_t>(&count, 1)});
@@ -356,8 +361,7 @@ Status MpiCommunicator::DoAllToAll(const void* send, void* recv, size_t count, E
 Status MpiCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
                                     std::span<const size_t> send_displs, void* recv,
                                     std::span<const size_t> recv_counts,
-                                    std::span<const size_t> recv_displs, ElementType type,
-                                    Stream*) {
+                                    std::span<const size_t> recv_displs, DType type, Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("AllToAllV"));
   const size_t unit = ChooseUnit({send_counts, send_displs, recv_counts, recv_displs});
   if (unit == 0) return TooLarge("AllToAllV", impl_->name);
@@ -372,10 +376,10 @@ Status MpiCommunicator::DoAllToAllV(const void* send, std::span<const size_t> se
   return impl_->Wait("AllToAllV", requests);
 }
 
-Status MpiCommunicator::DoSend(const void* data, size_t count, ElementType type, int peer, int tag,
+Status MpiCommunicator::DoSend(const void* data, size_t count, DType type, int peer, int tag,
                                Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("Send"));
-  const size_t elem = ElementSize(type);
+  const size_t elem = DTypeSize(type);
   std::vector<MPI_Request> requests;
   size_t offset = 0;
   do {
@@ -388,10 +392,9 @@ Status MpiCommunicator::DoSend(const void* data, size_t count, ElementType type,
   return impl_->Wait("Send", requests);
 }
 
-Status MpiCommunicator::DoRecv(void* data, size_t count, ElementType type, int peer, int tag,
-                               Stream*) {
+Status MpiCommunicator::DoRecv(void* data, size_t count, DType type, int peer, int tag, Stream*) {
   SY_RETURN_IF_ERROR(impl_->Usable("Recv"));
-  const size_t elem = ElementSize(type);
+  const size_t elem = DTypeSize(type);
   std::vector<MPI_Request> requests;
   std::vector<size_t> expected;
   size_t offset = 0;
@@ -412,7 +415,7 @@ Status MpiCommunicator::DoRecv(void* data, size_t count, ElementType type, int p
       return InvalidArgumentError(fmt::format(
           "Recv on MPI communicator '{}' from rank {} (tag {}): received {} of the {} {} elements "
           "expected; Send and Recv counts must match",
-          impl_->name, peer, tag, got, expected[i], ElementTypeName(type)));
+          impl_->name, peer, tag, got, expected[i], DTypeName(type)));
     }
   }
   return Status::Ok();

@@ -16,20 +16,26 @@
 namespace sy {
 namespace {
 
-ncclDataType_t NcclType(ElementType type) {
+ncclDataType_t NcclType(DType type) {
   switch (type) {
-    case ElementType::kByte:
+    case DType::kU8:
       return ncclUint8;
-    case ElementType::kI32:
+    case DType::kI8:
+      return ncclInt8;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kI32:
       return ncclInt32;
-    case ElementType::kI64:
+    case DType::kI64:
       return ncclInt64;
-    case ElementType::kF32:
+    case DType::kF32:
       return ncclFloat32;
-    case ElementType::kF64:
+    case DType::kF64:
       return ncclFloat64;
   }
-  SY_CHECK(false) << "unknown ElementType " << static_cast<int>(type);
+  SY_CHECK(false) << "unknown DType " << static_cast<int>(type);
   return ncclUint8;
 }
 
@@ -237,7 +243,7 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
 
   ncclUniqueId id{};
   if (impl->rank == 0) SY_NCCL_CHECK(ncclGetUniqueId(&id));
-  SY_RETURN_IF_ERROR(host->Broadcast(&id, sizeof(id), ElementType::kByte, 0));
+  SY_RETURN_IF_ERROR(host->Broadcast(&id, sizeof(id), DType::kU8, 0));
   // ncclCommInitRank blocks until every rank joins; the timed barrier first makes sure they all
   // reached this point.
   SY_RETURN_IF_ERROR(host->Barrier());
@@ -292,14 +298,14 @@ Status NcclCommunicator::DoBarrier(Stream* stream) {
   });
 }
 
-Status NcclCommunicator::DoBroadcast(void* data, size_t count, ElementType type, int root,
+Status NcclCommunicator::DoBroadcast(void* data, size_t count, DType type, int root,
                                      Stream* stream) {
   return impl_->Run("Broadcast", stream, [&](cudaStream_t s) {
     SY_NCCL_CHECK(ncclBroadcast(data, data, count, NcclType(type), root, impl_->comm.get(), s));
   });
 }
 
-Status NcclCommunicator::DoAllReduce(const void* send, void* recv, size_t count, ElementType type,
+Status NcclCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType type,
                                      Reduction op, Stream* stream) {
   return impl_->Run("AllReduce", stream, [&](cudaStream_t s) {
     SY_NCCL_CHECK(
@@ -307,7 +313,7 @@ Status NcclCommunicator::DoAllReduce(const void* send, void* recv, size_t count,
   });
 }
 
-Status NcclCommunicator::DoAllGather(const void* send, size_t count, void* recv, ElementType type,
+Status NcclCommunicator::DoAllGather(const void* send, size_t count, void* recv, DType type,
                                      Stream* stream) {
   return impl_->Run("AllGather", stream, [&](cudaStream_t s) {
     SY_NCCL_CHECK(ncclAllGather(send, recv, count, NcclType(type), impl_->comm.get(), s));
@@ -316,9 +322,9 @@ Status NcclCommunicator::DoAllGather(const void* send, size_t count, void* recv,
 
 Status NcclCommunicator::DoAllGatherV(const void* send, size_t count, void* recv,
                                       std::span<const size_t> recv_counts,
-                                      std::span<const size_t> recv_displs, ElementType type,
+                                      std::span<const size_t> recv_displs, DType type,
                                       Stream* stream) {
-  const size_t elem = ElementSize(type);
+  const size_t elem = DTypeSize(type);
   return impl_->Run("AllGatherV", stream, [&](cudaStream_t s) {
     // One broadcast per contributing rank, fused into a single NCCL group.
     SY_NCCL_CHECK(ncclGroupStart());
@@ -332,16 +338,16 @@ Status NcclCommunicator::DoAllGatherV(const void* send, size_t count, void* recv
 }
 
 Status NcclCommunicator::DoReduceScatter(const void* send, void* recv, size_t recv_count,
-                                         ElementType type, Reduction op, Stream* stream) {
+                                         DType type, Reduction op, Stream* stream) {
   return impl_->Run("ReduceScatter", stream, [&](cudaStream_t s) {
     SY_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, NcclType(type), NcclOp(op),
                                     impl_->comm.get(), s));
   });
 }
 
-Status NcclCommunicator::DoAllToAll(const void* send, void* recv, size_t count, ElementType type,
+Status NcclCommunicator::DoAllToAll(const void* send, void* recv, size_t count, DType type,
                                     Stream* stream) {
-  const size_t bytes = count * ElementSize(type);
+  const size_t bytes = count * DTypeSize(type);
   return impl_->Run("AllToAll", stream, [&](cudaStream_t s) {
     SY_NCCL_CHECK(ncclGroupStart());
     for (int p = 0; p < impl_->size; ++p) {
@@ -357,9 +363,9 @@ Status NcclCommunicator::DoAllToAll(const void* send, void* recv, size_t count, 
 Status NcclCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
                                      std::span<const size_t> send_displs, void* recv,
                                      std::span<const size_t> recv_counts,
-                                     std::span<const size_t> recv_displs, ElementType type,
+                                     std::span<const size_t> recv_displs, DType type,
                                      Stream* stream) {
-  const size_t elem = ElementSize(type);
+  const size_t elem = DTypeSize(type);
   return impl_->Run("AllToAllV", stream, [&](cudaStream_t s) {
     // Empty blocks are skipped on both sides: a zero send count here is a zero receive count on
     // the peer, so the pairs still match.
@@ -378,14 +384,14 @@ Status NcclCommunicator::DoAllToAllV(const void* send, std::span<const size_t> s
   });
 }
 
-Status NcclCommunicator::DoSend(const void* data, size_t count, ElementType type, int peer, int,
+Status NcclCommunicator::DoSend(const void* data, size_t count, DType type, int peer, int,
                                 Stream* stream) {
   return impl_->Run("Send", stream, [&](cudaStream_t s) {
     SY_NCCL_CHECK(ncclSend(data, count, NcclType(type), peer, impl_->comm.get(), s));
   });
 }
 
-Status NcclCommunicator::DoRecv(void* data, size_t count, ElementType type, int peer, int,
+Status NcclCommunicator::DoRecv(void* data, size_t count, DType type, int peer, int,
                                 Stream* stream) {
   return impl_->Run("Recv", stream, [&](cudaStream_t s) {
     SY_NCCL_CHECK(ncclRecv(data, count, NcclType(type), peer, impl_->comm.get(), s));

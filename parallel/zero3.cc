@@ -211,8 +211,7 @@ struct Zero3::Impl {
       }
       const float* send = u.master.data() + PartOf(s, u.shard, rank()).in_shard;
       SY_RETURN_IF_ERROR(comm->AllGatherV(send, counts[static_cast<size_t>(rank())],
-                                          s.param->value.data(), counts, displs,
-                                          ElementType::kF32));
+                                          s.param->value.data(), counts, displs, DType::kF32));
     }
     return Status::Ok();
   }
@@ -229,8 +228,8 @@ struct Zero3::Impl {
     // write the accumulated result straight into it.
     float* mine = flat + static_cast<int64_t>(rank()) * u.shard;
     for (int64_t i = 0; i < u.shard; ++i) mine[i] += u.grad[static_cast<size_t>(i)];
-    Status s = comm->ReduceScatter(flat, u.grad.data(), static_cast<size_t>(u.shard),
-                                   ElementType::kF32, Reduction::kSum);
+    Status s = comm->ReduceScatter(flat, u.grad.data(), static_cast<size_t>(u.shard), DType::kF32,
+                                   Reduction::kSum);
     ReleasePages(staging);
     ReleaseGrads(u);
     ReleaseValues(u);
@@ -298,8 +297,7 @@ struct Zero3::Impl {
   // The full padded unit assembled from every rank's `shard` (m or v).
   Status AllGatherState(const Unit& u, const std::vector<float>& shard, std::vector<float>& full) {
     full.assign(static_cast<size_t>(u.padded), 0.0f);
-    return comm->AllGather(shard.data(), static_cast<size_t>(u.shard), full.data(),
-                           ElementType::kF32);
+    return comm->AllGather(shard.data(), static_cast<size_t>(u.shard), full.data(), DType::kF32);
   }
 };
 
@@ -398,8 +396,7 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
   std::vector<int64_t> sizes;
   for (const Unit& u : impl->units) sizes.push_back(u.size);
   std::vector<int64_t> all(sizes.size() * static_cast<size_t>(n));
-  SY_RETURN_IF_ERROR(
-      impl->comm->AllGather(sizes.data(), sizes.size(), all.data(), ElementType::kI64));
+  SY_RETURN_IF_ERROR(impl->comm->AllGather(sizes.data(), sizes.size(), all.data(), DType::kI64));
   for (int r = 0; r < n; ++r) {
     if (!std::equal(sizes.begin(), sizes.end(), all.begin() + r * sizes.size())) {
       return InvalidArgumentError("ZeRO-3: rank " + std::to_string(r) +

@@ -19,6 +19,7 @@
 #include "parallel/all_to_all.h"
 #include "parallel/mpi_environment.h"
 #include "parallel/topology.h"
+#include "runtime/core/statistics.h"
 
 namespace sy {
 namespace {
@@ -56,12 +57,6 @@ Result<BenchOptions> ParseArgs(int argc, char** argv) {
   return options;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // One timed run: barrier, the exchange, then the slowest rank's time in microseconds.
 double TimeOnce(Communicator& world, AllToAll& a2a, const AllToAllPlan& plan, const void* send,
                 void* recv, void* workspace) {
@@ -70,7 +65,7 @@ double TimeOnce(Communicator& world, AllToAll& a2a, const AllToAllPlan& plan, co
   SY_CHECK_OK(a2a.Forward(plan, send, recv, workspace));
   double us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  SY_CHECK_OK(world.AllReduce(&us, &us, 1, ElementType::kF64, Reduction::kMax));
+  SY_CHECK_OK(world.AllReduce(&us, &us, 1, DType::kF64, Reduction::kMax));
   return us;
 }
 
@@ -128,7 +123,7 @@ int Run(int argc, char** argv) {
     // Enough iterations to fill the time budget, judged from the warm-up, between 5 and 200.
     double iters_wanted = options->seconds_per_size * 1e6 / std::max(1.0, first_flat + first_hier);
     int iters = static_cast<int>(std::clamp(iters_wanted, 5.0, 200.0));
-    SY_CHECK_OK(world.Broadcast(&iters, 1, ElementType::kI32, 0));
+    SY_CHECK_OK(world.Broadcast(&iters, 1, DType::kI32, 0));
 
     std::vector<double> flat_us, hier_us;
     for (int it = 0; it < iters; ++it) {

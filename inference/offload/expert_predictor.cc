@@ -9,13 +9,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <utility>
 
 #include "runtime/core/check.h"
+#include "runtime/core/hash.h"
+#include "runtime/core/read_file.h"
 #include "runtime/model/host_transfer.h"
 
 namespace sy::offload {
@@ -31,15 +31,6 @@ constexpr uint32_t kMaxLayers = 4096;
 constexpr uint32_t kMaxExperts = 65536;
 constexpr uint32_t kMaxMlpHidden = 65536;
 constexpr uint64_t kMaxHidden = uint64_t{1} << 20;
-
-uint64_t Fnv1a(std::string_view bytes) {
-  uint64_t h = 14695981039346656037ull;
-  for (const char c : bytes) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // f32 elements of one source layer's weights.
 uint64_t LayerFloats(uint64_t hidden, uint64_t d, uint64_t e) {
@@ -252,7 +243,7 @@ std::string SerializeMlpPredictor(const MlpPredictor& p) {
     const MlpLayerWeights& l = p.layer(m);
     for (const auto* v : {&l.in_mean, &l.in_inv_std, &l.w1, &l.b1, &l.w2, &l.b2}) put_floats(*v);
   }
-  const uint64_t sum = Fnv1a(out);
+  const uint64_t sum = Fnv1a64(out);
   put(&sum, sizeof(sum));
   return out;
 }
@@ -309,7 +300,7 @@ Result<std::unique_ptr<MlpPredictor>> ParseMlpPredictor(std::string_view bytes,
   }
   uint64_t sum;
   std::memcpy(&sum, bytes.data() + bytes.size() - 8, sizeof(sum));
-  if (sum != Fnv1a(bytes.substr(0, bytes.size() - 8))) {
+  if (sum != Fnv1a64(bytes.substr(0, bytes.size() - 8))) {
     return loss("field checksum does not match the contents (corrupt)");
   }
   std::vector<MlpLayerWeights> weights(static_cast<size_t>(source_layers));
@@ -376,15 +367,13 @@ Status SaveMlpPredictor(const MlpPredictor& predictor, const std::string& path) 
 }
 
 Result<std::unique_ptr<MlpPredictor>> LoadMlpPredictor(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  Result<std::string> bytes = ReadFile(path);
+  if (bytes.status().code() == StatusCode::kNotFound) {
     return NotFoundError("predictor file " + path +
-                         " cannot be opened; write one with `switchyard train-predictor`");
+                         " does not exist; write one with `switchyard train-predictor`");
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return IOError("reading predictor file " + path + " failed");
-  return ParseMlpPredictor(contents.str(), path);
+  if (!bytes.ok()) return bytes.status().WithContext("predictor file");
+  return ParseMlpPredictor(*bytes, path);
 }
 
 // ---- training ----

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "runtime/core/check.h"
+#include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
 namespace sy::offload {
@@ -170,8 +171,7 @@ Result<ExpertProfile> ParseExpertProfile(std::string_view text, std::string_view
 }
 
 Result<ExpertProfile> LoadExpertProfile(const std::string& path) {
-  SY_ASSIGN_OR_RETURN(std::string text,
-                      storage::ReadTextFile(path, kMaxProfileBytes, "an expert profile"));
+  SY_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxProfileBytes, "an expert profile"));
   return ParseExpertProfile(text, path);
 }
 

@@ -12,6 +12,7 @@
 #include "inference/offload/mixed_expert_runner.h"
 #include "inference/offload/transfer_engine.h"
 #include "runtime/core/check.h"
+#include "runtime/core/statistics.h"
 
 namespace sy::offload {
 namespace {
@@ -34,11 +35,6 @@ double Interpolate(const std::vector<LatencyPoint>& points, int64_t rows) {
   const double t = static_cast<double>(rows - a.rows) / static_cast<double>(b.rows - a.rows);
   // Past the last point the slope of the last two continues (never below the last value).
   return std::max(a.seconds + t * (b.seconds - a.seconds), rows > b.rows ? b.seconds : 0.0);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -208,7 +204,7 @@ Result<ExpertLatencyModel> CalibrateLatencyModel(Backend& backend, HostExpertSou
       }
       transfers.push_back(Since(t0));
     }
-    model.transfer_seconds = Median(std::move(transfers));
+    model.transfer_seconds = Median(transfers);
 
     // cpu(s) and device(s) through the runner's own paths (the pin keeps the expert resident).
     std::vector<int64_t> groups(static_cast<size_t>(layout.num_experts), 0);
@@ -226,8 +222,7 @@ Result<ExpertLatencyModel> CalibrateLatencyModel(Backend& backend, HostExpertSou
           backend.SynchronizeStream(compute);
           if (r > 0) times.push_back(Since(t0));
         }
-        (where == ExpertPlacement::kCpu ? model.cpu : model.device)
-            .push_back({s, Median(std::move(times))});
+        (where == ExpertPlacement::kCpu ? model.cpu : model.device).push_back({s, Median(times)});
       }
     }
   }

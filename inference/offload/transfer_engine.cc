@@ -32,9 +32,7 @@ TransferEngine::~TransferEngine() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
-    std::vector<std::shared_ptr<Task>> all;
-    for (auto& [key, task] : tasks_) all.push_back(task);
-    for (auto& task : all) dropped.push_back(CancelLocked(task));
+    for (auto& entry : tasks_.Clear()) dropped.push_back(CancelDetachedLocked(entry.value));
   }
   work_cv_.notify_all();
   dropped.clear();
@@ -42,14 +40,15 @@ TransferEngine::~TransferEngine() {
 }
 
 std::shared_ptr<TransferEngine::Task> TransferEngine::DetachLocked(std::shared_ptr<Task> task) {
-  auto& queue = Queue(task->priority);
-  queue.erase(std::remove(queue.begin(), queue.end(), task), queue.end());
-  tasks_.erase(task->key);
+  const auto* queued = tasks_.Find(task->key);
+  SY_CHECK(queued != nullptr && queued->value == task)
+      << "TransferEngine: the unfinished task of " << task->key.ToString() << " is not queued";
+  (void)tasks_.Cancel(task->key);
   return task;
 }
 
-std::shared_ptr<TransferEngine::Task> TransferEngine::CancelLocked(std::shared_ptr<Task> task) {
-  DetachLocked(task);
+std::shared_ptr<TransferEngine::Task> TransferEngine::CancelDetachedLocked(
+    std::shared_ptr<Task> task) {
   task->cancelled = true;
   ++stats_.tasks_cancelled;
   // A chunk in flight still lands, but in a slot that has already left the cache (the task's pin
@@ -67,23 +66,18 @@ Result<SlotHandle> TransferEngine::Enqueue(TransferPriority priority, ExpertKey 
   SY_ASSIGN_OR_RETURN(DeviceExpertCache::Acquired acquired, cache_.Acquire(key));
   if (!acquired.needs_fill) {
     ++stats_.hits;
-    auto it = tasks_.find(key);
-    if (it != tasks_.end() && priority == TransferPriority::kHigh &&
-        it->second->priority == TransferPriority::kLow) {
-      std::shared_ptr<Task> task = it->second;
-      low_.erase(std::remove(low_.begin(), low_.end(), task), low_.end());
-      task->priority = TransferPriority::kHigh;
-      high_.push_back(task);
+    // An unfinished task of a hit is queued: a HIGH request promotes it from LOW.
+    if (tasks_.Find(key) != nullptr &&
+        tasks_.Push(priority, key, nullptr) == decltype(tasks_)::PushResult::kPromoted) {
       ++stats_.promoted;
     }
     return std::move(acquired.handle);
   }
   auto task = std::make_shared<Task>();
   task->key = key;
-  task->priority = priority;
   task->pin = acquired.handle.Duplicate();
-  Queue(priority).push_back(task);
-  tasks_[key] = task;
+  SY_CHECK(tasks_.Push(priority, key, task) == decltype(tasks_)::PushResult::kQueued)
+      << "TransferEngine: a miss on " << key.ToString() << " while its fill is queued";
   ++stats_.tasks_queued;
   work_cv_.notify_one();
   return std::move(acquired.handle);
@@ -96,9 +90,11 @@ void TransferEngine::WorkLoop() {
     int index = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      work_cv_.wait(lock, [&] { return stopping_ || !high_.empty() || !low_.empty(); });
-      if (high_.empty() && low_.empty()) return;
-      task = !high_.empty() ? high_.front() : low_.front();
+      work_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;
+      // The front task stays queued while its chunks are copied, so a HIGH task queued meanwhile
+      // goes first after the chunk in flight.
+      task = tasks_.Front()->value;
       task->in_flight = true;
       busy_ = true;
       index = task->next_chunk++;
@@ -144,7 +140,7 @@ void TransferEngine::WorkLoop() {
           finished = DetachLocked(task);
         }
       }
-      if (high_.empty() && low_.empty()) idle_cv_.notify_all();
+      if (tasks_.empty()) idle_cv_.notify_all();
     }
     // `finished` (and `task`) drop the engine's pin here, outside the lock.
   }
@@ -181,10 +177,10 @@ bool TransferEngine::Cancel(ExpertKey key) {
   std::shared_ptr<Task> dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = tasks_.find(key);
-    if (it == tasks_.end()) return false;
-    dropped = CancelLocked(it->second);
-    if (high_.empty() && low_.empty()) idle_cv_.notify_all();
+    auto entry = tasks_.Cancel(key);
+    if (!entry.has_value()) return false;
+    dropped = CancelDetachedLocked(std::move(entry->value));
+    if (tasks_.empty()) idle_cv_.notify_all();
   }
   return true;
 }
@@ -193,19 +189,18 @@ int TransferEngine::CancelLow(int layer) {
   std::vector<std::shared_ptr<Task>> dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<std::shared_ptr<Task>> victims;
-    for (const auto& task : low_) {
-      if (layer < 0 || task->key.layer == static_cast<uint32_t>(layer)) victims.push_back(task);
-    }
-    for (const auto& task : victims) dropped.push_back(CancelLocked(task));
-    if (high_.empty() && low_.empty()) idle_cv_.notify_all();
+    auto victims = tasks_.CancelLow([layer](const ExpertKey& key, const std::shared_ptr<Task>&) {
+      return layer < 0 || key.layer == static_cast<uint32_t>(layer);
+    });
+    for (auto& entry : victims) dropped.push_back(CancelDetachedLocked(std::move(entry.value)));
+    if (tasks_.empty()) idle_cv_.notify_all();
   }
   return static_cast<int>(dropped.size());
 }
 
 void TransferEngine::Drain() {
   std::unique_lock<std::mutex> lock(mutex_);
-  idle_cv_.wait(lock, [&] { return high_.empty() && low_.empty() && !busy_; });
+  idle_cv_.wait(lock, [&] { return tasks_.empty() && !busy_; });
 }
 
 TransferStats TransferEngine::stats() const {

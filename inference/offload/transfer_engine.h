@@ -1,10 +1,11 @@
 // TransferEngine: moves experts from the host tier into DeviceExpertCache slots, chunk by chunk,
-// on one copy worker with its own stream and a two-priority queue (ProMoE; docs/offload.md).
+// on one copy worker with its own stream and a two-priority queue (ProMoE; docs/offload.md; the
+// queue is storage/cache/two_priority_queue.h, shared with the expert cache's Prefetcher).
 //
 // - Enqueue(priority, key) is one cache access (DeviceExpertCache::Acquire). On a miss it queues
 //   a task that copies the expert's three chunks (gate, up, down) host -> slot on the copy
 //   stream. On a hit nothing is queued, except that a queued LOW task asked for again at HIGH
-//   moves to the HIGH queue.
+//   moves to the back of the HIGH queue.
 // - The worker copies one chunk at a time and waits for it to land before it picks the next:
 //   it records the chunk's event on the copy stream, synchronises it, then marks the chunk ready
 //   in the cache. So the copy stream never holds more than one chunk, and a HIGH task waits at
@@ -29,23 +30,20 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 #include "inference/offload/device_expert_cache.h"
 #include "inference/offload/host_experts.h"
 #include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
+#include "storage/cache/two_priority_queue.h"
 
 namespace sy::offload {
 
-enum class TransferPriority : uint8_t {
-  kHigh,  // the gate's exact choice: needed now
-  kLow,   // a prediction or prefetch
-};
+// kHigh: the gate's exact choice, needed now. kLow: a prediction or a prefetch.
+using TransferPriority = storage::QueuePriority;
 
 struct TransferStats {
   uint64_t bytes_host_to_device = 0;
@@ -92,7 +90,6 @@ class TransferEngine {
  private:
   struct Task {
     ExpertKey key;
-    TransferPriority priority = TransferPriority::kLow;
     SlotHandle pin;          // the engine's own pin, held until the task ends
     int next_chunk = 0;      // chunks started so far
     bool in_flight = false;  // the worker is copying one of its chunks
@@ -101,14 +98,12 @@ class TransferEngine {
   };
 
   void WorkLoop();
-  std::deque<std::shared_ptr<Task>>& Queue(TransferPriority p) {
-    return p == TransferPriority::kHigh ? high_ : low_;
-  }
-  // Removes `task` from its queue and the task map; the caller ends it (pins released outside
-  // the lock by dropping the returned task).
+  // Removes `task` from the queue; the caller ends it (pins released outside the lock by dropping
+  // the returned task).
   std::shared_ptr<Task> DetachLocked(std::shared_ptr<Task> task);
-  // Drops `task` (mutex_ held). Its pin is released when the caller drops the returned pointer.
-  std::shared_ptr<Task> CancelLocked(std::shared_ptr<Task> task);
+  // Drops `task`, already out of the queue (mutex_ held). Its pin is released when the caller
+  // drops the returned pointer.
+  std::shared_ptr<Task> CancelDetachedLocked(std::shared_ptr<Task> task);
 
   Backend& backend_;
   HostExpertSource& source_;
@@ -116,12 +111,11 @@ class TransferEngine {
   std::unique_ptr<Stream> copy_stream_;
 
   mutable std::mutex mutex_;
-  std::condition_variable work_cv_;         // the worker waits for tasks
-  std::condition_variable idle_cv_;         // Drain waits for the queues to empty
-  std::deque<std::shared_ptr<Task>> high_;  // guarded by mutex_
-  std::deque<std::shared_ptr<Task>> low_;   // guarded by mutex_
-  // guarded by mutex_: the unfinished tasks, queued or in flight
-  std::unordered_map<ExpertKey, std::shared_ptr<Task>, ExpertKeyHash> tasks_;
+  std::condition_variable work_cv_;  // the worker waits for tasks
+  std::condition_variable idle_cv_;  // Drain waits for the queues to empty
+  // guarded by mutex_: the unfinished tasks, queued or in flight (a task stays queued, at the
+  // front, while its chunks are copied)
+  storage::TwoPriorityQueue<ExpertKey, std::shared_ptr<Task>, ExpertKeyHash> tasks_;
   bool busy_ = false;      // guarded by mutex_: a chunk is in flight
   bool stopping_ = false;  // guarded by mutex_
   TransferStats stats_;    // guarded by mutex_

@@ -12,6 +12,7 @@
 #include "inference/model_loader.h"
 #include "runtime/backend/backend.h"
 #include "runtime/core/check.h"
+#include "runtime/core/statistics.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/memory_bandwidth.h"
 
@@ -65,12 +66,6 @@ double StealSeconds() {
   }
   const long ticks = sysconf(_SC_CLK_TCK);
   return ticks > 0 ? static_cast<double>(steal) / static_cast<double>(ticks) : -1.0;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string Line(const char* format, auto... args) {

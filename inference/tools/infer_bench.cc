@@ -18,18 +18,12 @@
 #include "inference/model_loader.h"
 #include "inference/offload/store_host_experts.h"
 #include "runtime/backend/backend.h"
+#include "runtime/core/statistics.h"
 
 namespace sy {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::vector<std::string> SplitList(const std::string& text) {
   std::vector<std::string> out;

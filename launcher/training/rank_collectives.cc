@@ -31,7 +31,7 @@ Status BroadcastStatus(Communicator& comm, const Status& status, int root) {
   SY_RETURN_IF_ERROR(comm.Broadcast<int64_t>(header, root));
   std::string message = comm.rank() == root ? status.message() : std::string();
   message.resize(static_cast<size_t>(header[1]));
-  SY_RETURN_IF_ERROR(comm.Broadcast(message.data(), message.size(), ElementType::kByte, root));
+  SY_RETURN_IF_ERROR(comm.Broadcast(message.data(), message.size(), DType::kU8, root));
   if (header[0] == static_cast<int64_t>(StatusCode::kOk)) return Status::Ok();
   return Status(static_cast<StatusCode>(header[0]), message);
 }

@@ -46,7 +46,7 @@ Status TimedCommunicator::DoBarrier(Stream* stream) {
   return Timed([&] { return stream ? inner_->BarrierAsync(*stream) : inner_->Barrier(); });
 }
 
-Status TimedCommunicator::DoBroadcast(void* data, size_t count, ElementType type, int root,
+Status TimedCommunicator::DoBroadcast(void* data, size_t count, DType type, int root,
                                       Stream* stream) {
   return Timed([&] {
     return stream ? inner_->BroadcastAsync(data, count, type, root, *stream)
@@ -54,7 +54,7 @@ Status TimedCommunicator::DoBroadcast(void* data, size_t count, ElementType type
   });
 }
 
-Status TimedCommunicator::DoAllReduce(const void* send, void* recv, size_t count, ElementType type,
+Status TimedCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType type,
                                       Reduction op, Stream* stream) {
   return Timed([&] {
     return stream ? inner_->AllReduceAsync(send, recv, count, type, op, *stream)
@@ -62,7 +62,7 @@ Status TimedCommunicator::DoAllReduce(const void* send, void* recv, size_t count
   });
 }
 
-Status TimedCommunicator::DoAllGather(const void* send, size_t count, void* recv, ElementType type,
+Status TimedCommunicator::DoAllGather(const void* send, size_t count, void* recv, DType type,
                                       Stream* stream) {
   return Timed([&] {
     return stream ? inner_->AllGatherAsync(send, count, recv, type, *stream)
@@ -72,7 +72,7 @@ Status TimedCommunicator::DoAllGather(const void* send, size_t count, void* recv
 
 Status TimedCommunicator::DoAllGatherV(const void* send, size_t count, void* recv,
                                        std::span<const size_t> recv_counts,
-                                       std::span<const size_t> recv_displs, ElementType type,
+                                       std::span<const size_t> recv_displs, DType type,
                                        Stream* stream) {
   return Timed([&] {
     return stream
@@ -82,14 +82,14 @@ Status TimedCommunicator::DoAllGatherV(const void* send, size_t count, void* rec
 }
 
 Status TimedCommunicator::DoReduceScatter(const void* send, void* recv, size_t recv_count,
-                                          ElementType type, Reduction op, Stream* stream) {
+                                          DType type, Reduction op, Stream* stream) {
   return Timed([&] {
     return stream ? inner_->ReduceScatterAsync(send, recv, recv_count, type, op, *stream)
                   : inner_->ReduceScatter(send, recv, recv_count, type, op);
   });
 }
 
-Status TimedCommunicator::DoAllToAll(const void* send, void* recv, size_t count, ElementType type,
+Status TimedCommunicator::DoAllToAll(const void* send, void* recv, size_t count, DType type,
                                      Stream* stream) {
   return Timed([&] {
     return stream ? inner_->AllToAllAsync(send, recv, count, type, *stream)
@@ -100,7 +100,7 @@ Status TimedCommunicator::DoAllToAll(const void* send, void* recv, size_t count,
 Status TimedCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
                                       std::span<const size_t> send_displs, void* recv,
                                       std::span<const size_t> recv_counts,
-                                      std::span<const size_t> recv_displs, ElementType type,
+                                      std::span<const size_t> recv_displs, DType type,
                                       Stream* stream) {
   return Timed([&] {
     return stream ? inner_->AllToAllVAsync(send, send_counts, send_displs, recv, recv_counts,
@@ -110,15 +110,15 @@ Status TimedCommunicator::DoAllToAllV(const void* send, std::span<const size_t> 
   });
 }
 
-Status TimedCommunicator::DoSend(const void* data, size_t count, ElementType type, int peer,
-                                 int tag, Stream* stream) {
+Status TimedCommunicator::DoSend(const void* data, size_t count, DType type, int peer, int tag,
+                                 Stream* stream) {
   return Timed([&] {
     return stream ? inner_->SendAsync(data, count, type, peer, tag, *stream)
                   : inner_->Send(data, count, type, peer, tag);
   });
 }
 
-Status TimedCommunicator::DoRecv(void* data, size_t count, ElementType type, int peer, int tag,
+Status TimedCommunicator::DoRecv(void* data, size_t count, DType type, int peer, int tag,
                                  Stream* stream) {
   return Timed([&] {
     return stream ? inner_->RecvAsync(data, count, type, peer, tag, *stream)

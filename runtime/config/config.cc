@@ -1,14 +1,10 @@
 #include "runtime/config/config.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <set>
 #include <utility>
 
 #include "runtime/config/edit_distance.h"
+#include "runtime/core/read_file.h"
 
 namespace sy {
 namespace {
@@ -162,8 +158,8 @@ Result<json> ParseJsonText(std::string_view text, const std::string& source) {
                                 ParseErrorDetail(e.what()));
   } catch (const json::exception& e) {
     // Number overflow ("1e999") is an out_of_range error with no position.
-    return InvalidArgumentError("config " + source + ": malformed JSON: " +
-                                ParseErrorDetail(e.what()));
+    return InvalidArgumentError("config " + source +
+                                ": malformed JSON: " + ParseErrorDetail(e.what()));
   }
   if (too_deep) {
     return InvalidArgumentError("config " + source + ": nesting deeper than " +
@@ -180,39 +176,14 @@ Result<json> ParseJsonText(std::string_view text, const std::string& source) {
 }  // namespace
 
 Result<Config> Config::Load(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return NotFoundError("config " + path +
-                           ": file not found; check the path (relative paths are resolved from "
-                           "the current directory)");
-    }
-    return ErrnoError("open config", path, err);
+  Result<std::string> contents = ReadFile(path);
+  if (contents.status().code() == StatusCode::kNotFound) {
+    return NotFoundError("config " + path +
+                         ": file not found; check the path (relative paths are resolved from "
+                         "the current directory)");
   }
-  std::string contents;
-  struct stat st {};
-  Status status;
-  if (::fstat(fd, &st) != 0) {
-    status = ErrnoError("stat config", path, errno);
-  } else if (S_ISDIR(st.st_mode)) {
-    status = InvalidArgumentError("config " + path + ": is a directory; pass a JSON file");
-  } else {
-    char chunk[1 << 16];
-    while (true) {
-      const ssize_t n = ::read(fd, chunk, sizeof(chunk));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        status = ErrnoError("read config", path, errno);
-        break;
-      }
-      if (n == 0) break;
-      contents.append(chunk, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  SY_RETURN_IF_ERROR(status);
-  return Parse(contents, path);
+  if (!contents.ok()) return contents.status().WithContext("config");
+  return Parse(*contents, path);
 }
 
 Result<Config> Config::Parse(std::string_view text, std::string source) {

@@ -27,6 +27,8 @@ size_t DTypeSize(DType dtype) {
       return 1;
     case DType::kI8:
       return 1;
+    case DType::kF64:
+      return 8;
   }
   SY_CHECK(false) << "bad dtype " << static_cast<int>(dtype);
   return 0;
@@ -48,24 +50,28 @@ std::string_view DTypeName(DType dtype) {
       return "u8";
     case DType::kI8:
       return "i8";
+    case DType::kF64:
+      return "f64";
   }
   return "?";
 }
 
 Result<DType> ParseDType(std::string_view name) {
-  for (DType d :
-       {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8, DType::kI8}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8,
+                  DType::kI8, DType::kF64}) {
     if (DTypeName(d) == name) return d;
   }
   if (name == "float32") return DType::kF32;
   if (name == "float16") return DType::kF16;
   if (name == "bfloat16") return DType::kBF16;
+  if (name == "float64") return DType::kF64;
   return InvalidArgumentError("unknown dtype '" + std::string(name) +
-                              "': expected one of f32, f16, bf16, i32, i64, u8, i8");
+                              "': expected one of f32, f16, bf16, i32, i64, u8, i8, f64");
 }
 
 bool IsFloatingPoint(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
+         dtype == DType::kF64;
 }
 
 void ConvertF32ToBF16(const float* src, BF16* dst, size_t n) {
@@ -128,10 +134,13 @@ void ConvertF16ToF32(const F16* src, float* dst, size_t n) {
 }
 
 Status ConvertBuffer(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n) {
-  if (!IsFloatingPoint(src_dtype) || !IsFloatingPoint(dst_dtype)) {
+  const auto convertible = [](DType d) {
+    return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16;
+  };
+  if (!convertible(src_dtype) || !convertible(dst_dtype)) {
     return InvalidArgumentError("ConvertBuffer: " + std::string(DTypeName(src_dtype)) + " -> " +
                                 std::string(DTypeName(dst_dtype)) +
-                                " is not a floating-point conversion");
+                                " is not a conversion between f32, f16 and bf16");
   }
   if (src_dtype == dst_dtype) {
     std::memcpy(dst, src, n * DTypeSize(src_dtype));
@@ -177,6 +186,8 @@ float LoadAsF32(const void* data, DType dtype, size_t i) {
       return static_cast<float>(static_cast<const uint8_t*>(data)[i]);
     case DType::kI8:
       return static_cast<float>(static_cast<const int8_t*>(data)[i]);
+    case DType::kF64:
+      return static_cast<float>(static_cast<const double*>(data)[i]);
   }
   return 0.0f;
 }

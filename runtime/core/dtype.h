@@ -1,5 +1,8 @@
-// DType: the element types Switchyard stores and computes with, and the exact conversions between
-// the floating-point ones.
+// DType: the element types Switchyard stores, computes with and communicates, and the exact
+// conversions between the floating-point ones.
+//
+// f64 is a host type for statistics and reductions (losses, norms, sums moved by the
+// communicators); no backend computes with it, and ConvertBuffer does not convert it.
 //
 // Conversions to 16-bit floats round to nearest, ties to even, exactly as IEEE 754 does (and as
 // PyTorch's .to(torch.bfloat16) / .to(torch.float16) do): overflow goes to infinity, f16
@@ -19,10 +22,12 @@
 
 namespace sy {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8, kI8 };
+// Values are stable (appended, never reordered): formats may store them.
+enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8, kI8, kF64 };
 
 size_t DTypeSize(DType dtype);
-std::string_view DTypeName(DType dtype);  // "f32", "f16", "bf16", "i32", "i64", "u8", "i8"
+// "f32", "f16", "bf16", "i32", "i64", "u8", "i8", "f64"
+std::string_view DTypeName(DType dtype);
 Result<DType> ParseDType(std::string_view name);
 bool IsFloatingPoint(DType dtype);
 
@@ -63,6 +68,10 @@ struct DTypeOf<uint8_t> {
 template <>
 struct DTypeOf<int8_t> {
   static constexpr DType value = DType::kI8;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kF64;
 };
 
 // ---- scalar conversions (inline: they sit inside kernels' inner loops) ----
@@ -118,8 +127,8 @@ void ConvertBF16ToF32(const BF16* src, float* dst, size_t n);
 void ConvertF32ToF16(const float* src, F16* dst, size_t n);
 void ConvertF16ToF32(const F16* src, float* dst, size_t n);
 
-// Converts n elements between any two floating-point dtypes (same dtype: a copy).
-// Returns InvalidArgument for integer dtypes.
+// Converts n elements between any two of f32, f16 and bf16 (same dtype: a copy).
+// Returns InvalidArgument for any other dtype.
 Status ConvertBuffer(const void* src, DType src_dtype, void* dst, DType dst_dtype, size_t n);
 
 // Reads element i of a floating-point buffer as f32 (slow path for tests and tools).

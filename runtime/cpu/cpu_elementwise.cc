@@ -68,6 +68,7 @@ void CpuBackend::Fill(const Tensor& out, float value) {
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kF64:
       break;
   }
   SY_CHECK(false) << "Fill: unsupported dtype of " << out.ToString() << " (f32, bf16, f16 or i32)";

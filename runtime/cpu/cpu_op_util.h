@@ -67,6 +67,7 @@ decltype(auto) DispatchWeight(DType dtype, const void* data, Fn&& fn) {
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kF64:
       break;
   }
   SY_CHECK(dtype == DType::kF32) << "weight dtype " << DTypeName(dtype)

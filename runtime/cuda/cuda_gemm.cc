@@ -51,6 +51,7 @@ cudaDataType_t CudaDataType(DType dtype) {
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kF64:
       break;
   }
   SY_CHECK(false) << "GEMM operand dtype " << DTypeName(dtype) << " (expected f32, bf16 or f16)";

@@ -32,6 +32,7 @@ cuda::FloatType ToFloatType(DType dtype, const char* what) {
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kF64:
       break;
   }
   SY_CHECK(false) << what << ": dtype " << DTypeName(dtype) << " (expected f32, bf16 or f16)";
@@ -91,6 +92,9 @@ void CudaBackend::Fill(const Tensor& out, float value) {
       break;
     case DType::kI8:
       bits = static_cast<uint8_t>(static_cast<int8_t>(value));
+      break;
+    case DType::kF64:
+      bits = std::bit_cast<uint64_t>(static_cast<double>(value));
       break;
   }
   ScopedCudaDevice guard(info_.index);

@@ -6,7 +6,7 @@ namespace sy {
 
 Result<std::unique_ptr<TextDataset>> TextDataset::Open(const std::string& path, int64_t seq_len,
                                                        double eval_fraction) {
-  SY_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  SY_ASSIGN_OR_RETURN(MappedFile file, OpenDataFile(path));
   std::unique_ptr<TextDataset> dataset(new TextDataset(std::move(file)));
   const int64_t num_tokens = static_cast<int64_t>(dataset->file_.size()) + 2;  // BOS, EOS
   SY_RETURN_IF_ERROR(dataset->InitWindows(path, num_tokens, seq_len, eval_fraction));
@@ -38,7 +38,7 @@ void TextDataset::ReadTokens(int64_t begin, std::span<int32_t> out) const {
 nlohmann::json TextDataset::Fingerprint() const {
   return {{"kind", "text"},
           {"bytes", file_.size()},
-          {"sample_hash", file_.SampleHash()},
+          {"sample_hash", DataFileSampleHash(file_.bytes())},
           {"seq_len", seq_len()},
           {"eval_fraction", eval_fraction_}};
 }

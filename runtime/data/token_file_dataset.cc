@@ -21,7 +21,7 @@ Result<std::unique_ptr<TokenFileDataset>> TokenFileDataset::Open(const std::stri
                                                                  TokenDType dtype, int64_t seq_len,
                                                                  int64_t vocab_size,
                                                                  double eval_fraction) {
-  SY_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  SY_ASSIGN_OR_RETURN(MappedFile file, OpenDataFile(path));
   const size_t width = dtype == TokenDType::kU16 ? 2 : 4;
   if (file.size() % width != 0) {
     return InvalidArgumentError("data file " + path + ": size " + std::to_string(file.size()) +
@@ -83,7 +83,7 @@ void TokenFileDataset::ReadTokens(int64_t begin, std::span<int32_t> out) const {
 nlohmann::json TokenFileDataset::Fingerprint() const {
   return {{"kind", "tokens"},
           {"bytes", file_.size()},
-          {"sample_hash", file_.SampleHash()},
+          {"sample_hash", DataFileSampleHash(file_.bytes())},
           {"token_dtype", TokenDTypeName(dtype_)},
           {"seq_len", seq_len()},
           {"vocab_size", vocab_size_},

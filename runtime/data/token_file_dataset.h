@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/data/mapped_file.h"
+#include "runtime/core/mapped_file.h"
 #include "runtime/data/windowed_dataset.h"
 
 namespace sy {

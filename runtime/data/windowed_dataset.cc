@@ -1,11 +1,39 @@
 #include "runtime/data/windowed_dataset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "runtime/core/check.h"
+#include "runtime/data/sample_rng.h"
 
 namespace sy {
+
+Result<MappedFile> OpenDataFile(const std::string& path) {
+  Result<MappedFile> file = MappedFile::Open(path);
+  if (!file.ok()) {
+    return Status(file.status().code(),
+                  "data file " + file.status().message() + "; check data.path");
+  }
+  return file;
+}
+
+uint64_t DataFileSampleHash(std::span<const uint8_t> bytes) {
+  constexpr size_t kEdge = 64 << 10;
+  uint64_t h = MixSeed(0x66696c65ull, bytes.size());
+  auto absorb = [&h](std::span<const uint8_t> part) {
+    for (size_t i = 0; i < part.size(); i += 8) {
+      uint64_t word = 0;
+      for (size_t j = 0; j < 8 && i + j < part.size(); ++j) {
+        word |= static_cast<uint64_t>(part[i + j]) << (8 * j);
+      }
+      h = MixSeed(h, word);
+    }
+  };
+  absorb(bytes.first(std::min(kEdge, bytes.size())));
+  if (bytes.size() > kEdge) absorb(bytes.last(std::min(kEdge, bytes.size() - kEdge)));
+  return h;
+}
 
 Status WindowedDataset::InitWindows(const std::string& file, int64_t num_tokens, int64_t seq_len,
                                     double eval_fraction) {

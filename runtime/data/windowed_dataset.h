@@ -15,9 +15,18 @@
 #include <span>
 #include <string>
 
+#include "runtime/core/mapped_file.h"
 #include "runtime/data/dataset.h"
 
 namespace sy {
+
+// Maps the data file of a file dataset: as MappedFile::Open, with every error naming it as the
+// data file and pointing at data.path.
+Result<MappedFile> OpenDataFile(const std::string& path);
+
+// A hash of a data file's size and its first and last 64 KiB: cheap, and enough to tell a resumed
+// run that its data file was replaced (it is part of the file datasets' fingerprints).
+uint64_t DataFileSampleHash(std::span<const uint8_t> bytes);
 
 class WindowedDataset : public Dataset {
  public:

@@ -34,7 +34,8 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
         "model options: weight_dtype " + std::string(DTypeName(options.weight_dtype)) +
         " is forward-only; set with_grad = false, or train with f32 master weights");
   }
-  if (!IsFloatingPoint(options.weight_dtype) || options.weight_dtype == DType::kI32) {
+  if (options.weight_dtype != DType::kF32 && options.weight_dtype != DType::kBF16 &&
+      options.weight_dtype != DType::kF16) {
     return InvalidArgumentError("model options: weight_dtype must be f32, bf16 or f16");
   }
   if (options.with_grad && !options.routed_experts) {

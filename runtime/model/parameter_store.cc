@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/core/check.h"
+#include "runtime/core/hash.h"
 #include "runtime/model/host_transfer.h"
 
 namespace sy {
@@ -63,25 +64,12 @@ void ParameterStore::ZeroGrads(Backend& backend) {
   }
 }
 
-namespace {
-
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : s) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-}  // namespace
-
 Status ParameterStore::Initialize(Backend& backend, uint64_t seed, float stddev) {
   for (const Parameter& p : params_) {
     std::vector<float> values(static_cast<size_t>(p.value.numel()));
     switch (p.init) {
       case ParamInit::kNormal: {
-        std::mt19937_64 rng(seed ^ Fnv1a(p.name));
+        std::mt19937_64 rng(seed ^ NameSeed(p.name));
         std::normal_distribution<float> normal(0.0f, stddev);
         if (!p.is_column_shard()) {
           for (float& v : values) v = normal(rng);

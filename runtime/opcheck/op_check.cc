@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "runtime/core/check.h"
+#include "runtime/core/hash.h"
 #include "runtime/reference/reference_ops.h"
 
 namespace sy {
@@ -35,13 +36,9 @@ constexpr double kF32Accumulate = 1e-10;
 
 // ---- seeded host data ----
 
+// Stable across platforms and runs, so a failing case reproduces anywhere.
 uint64_t SeedOf(const std::string& op, const std::string& case_name) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across platforms and runs
-  for (char ch : op + "/" + case_name) {
-    h ^= static_cast<unsigned char>(ch);
-    h *= 1099511628211ull;
-  }
-  return h;
+  return NameSeed(op + "/" + case_name);
 }
 
 class Rng {
@@ -110,6 +107,7 @@ class DeviceIo {
         case DType::kI64:
         case DType::kU8:
         case DType::kI8:
+        case DType::kF64:
           SY_CHECK(false) << "op-check: upload of " << DTypeName(dtype) << " as floats";
       }
     }

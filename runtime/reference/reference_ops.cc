@@ -53,6 +53,7 @@ double RoundTo(DType dtype, double x) {
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kF64:
       break;
   }
   SY_CHECK(false) << "reference::RoundTo: " << DTypeName(dtype) << " is not a float format";

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/core/read_file.h"
+
 namespace sy::storage {
 namespace {
 
@@ -105,12 +107,9 @@ Result<AccessTrace> ParseTrace(std::string_view text, const std::string& name) {
 }
 
 Result<AccessTrace> ReadTraceFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError("trace " + path + ": cannot open it for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return IOError("trace " + path + ": read failed");
-  return ParseTrace(text.str(), path);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status().WithContext("trace");
+  return ParseTrace(*text, path);
 }
 
 std::string FormatTrace(const AccessTrace& trace) {

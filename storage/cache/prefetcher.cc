@@ -17,9 +17,7 @@ Prefetcher::~Prefetcher() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
-    high_.clear();
-    low_.clear();
-    queued_.clear();
+    queue_.Clear();
   }
   cv_.notify_all();
   for (std::thread& worker : workers_) worker.join();
@@ -30,10 +28,16 @@ void Prefetcher::Prefetch(uint32_t layer, std::span<const uint32_t> experts,
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (uint32_t expert : experts) {
-      ExpertKey key{layer, expert};
-      if (!queued_.insert(key.Packed()).second) continue;
-      (priority == PrefetchPriority::kHigh ? high_ : low_).push_back(key);
-      ++stats_.requested;
+      switch (queue_.Push(priority, ExpertKey{layer, expert})) {
+        case decltype(queue_)::PushResult::kQueued:
+          ++stats_.requested;
+          break;
+        case decltype(queue_)::PushResult::kPromoted:
+          ++stats_.promoted;
+          break;
+        case decltype(queue_)::PushResult::kAlreadyQueued:
+          break;
+      }
     }
   }
   cv_.notify_all();
@@ -45,7 +49,7 @@ Result<CacheHandle> Prefetcher::Acquire(uint32_t layer, uint32_t expert, AccessM
 
 void Prefetcher::Drain() {
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return high_.empty() && low_.empty() && active_ == 0; });
+  cv_.wait(lock, [this] { return queue_.empty() && active_ == 0; });
 }
 
 PrefetcherStats Prefetcher::stats() const {
@@ -56,12 +60,9 @@ PrefetcherStats Prefetcher::stats() const {
 void Prefetcher::WorkLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !high_.empty() || !low_.empty(); });
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    std::deque<ExpertKey>& queue = !high_.empty() ? high_ : low_;
-    ExpertKey key = queue.front();
-    queue.pop_front();
-    queued_.erase(key.Packed());
+    const ExpertKey key = queue_.Pop()->key;
     ++active_;
     lock.unlock();
 

@@ -2,7 +2,9 @@
 //
 //   Prefetch(layer, experts, priority)  queues the experts; worker threads start their fetches,
 //                                       high priority before low, first come first served within
-//                                       a priority. Never blocks the caller.
+//                                       a priority (storage/cache/two_priority_queue.h). An
+//                                       expert already queued is not queued twice; a HIGH request
+//                                       for one queued LOW promotes it. Never blocks the caller.
 //   Acquire(layer, expert)              returns the pinned entry, waiting only if it has not
 //                                       landed yet (fetching it now if no prefetch asked for it).
 //
@@ -20,18 +22,19 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <span>
 #include <thread>
-#include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include "storage/cache/expert_cache.h"
+#include "storage/cache/two_priority_queue.h"
+#include "storage/store/expert_key.h"
 
 namespace sy::storage {
 
-enum class PrefetchPriority : uint8_t { kHigh, kLow };
+using PrefetchPriority = QueuePriority;
 
 // The hop after the host slot (e.g. host -> device on a copy stream).
 class NextHop {
@@ -49,6 +52,7 @@ struct PrefetcherOptions {
 
 struct PrefetcherStats {
   uint64_t requested = 0;         // experts passed to Prefetch (after de-duplication)
+  uint64_t promoted = 0;          // queued LOW experts asked for again at HIGH
   uint64_t started = 0;           // fetches started by a prefetch
   uint64_t already_resident = 0;  // nothing to do: resident or on its way
   uint64_t dropped = 0;           // no evictable slot, or an error
@@ -75,12 +79,10 @@ class Prefetcher {
   PrefetcherOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<ExpertKey> high_;           // guarded by mutex_
-  std::deque<ExpertKey> low_;            // guarded by mutex_
-  std::unordered_set<uint64_t> queued_;  // guarded by mutex_
-  int active_ = 0;                       // guarded by mutex_
-  bool stopping_ = false;                // guarded by mutex_
-  PrefetcherStats stats_;                // guarded by mutex_
+  TwoPriorityQueue<ExpertKey, std::monostate, ExpertKeyHash> queue_;  // guarded by mutex_
+  int active_ = 0;                                                    // guarded by mutex_
+  bool stopping_ = false;                                             // guarded by mutex_
+  PrefetcherStats stats_;                                             // guarded by mutex_
   std::vector<std::thread> workers_;
 };
 

@@ -2,18 +2,16 @@
 
 #include "storage/formats/text_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
+
+#include "runtime/core/read_file.h"
 
 namespace sy::storage {
 namespace {
@@ -297,54 +295,23 @@ Status ConvertToF32(const TensorBytes& tensor, std::span<float> out) {
 
 // ---- SafetensorsFile ----
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_ != nullptr) munmap(const_cast<uint8_t*>(map_), map_size_);
-}
-
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return NotFoundError("safetensors file " + path + " does not exist");
-    return ErrnoError("open", path, err);
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoError("fstat", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return InvalidArgumentError(path + " is not a regular file");
-  }
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
-  file->path_ = path;
-  file->map_size_ = static_cast<size_t>(st.st_size);
-  if (file->map_size_ > 0) {
-    void* p = mmap(nullptr, file->map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError("mmap", path, err);
-    }
-    file->map_ = static_cast<const uint8_t*>(p);
-  }
-  ::close(fd);
-  SY_ASSIGN_OR_RETURN(file->header_,
-                      ParseSafetensorsImage({file->map_, file->map_size_}, file->path_));
-  return file;
+  Result<MappedFile> map = MappedFile::Open(path);
+  if (!map.ok()) return map.status().WithContext("safetensors file");
+  SY_ASSIGN_OR_RETURN(SafetensorsHeader header, ParseSafetensorsImage(map->bytes(), path));
+  return std::unique_ptr<SafetensorsFile>(
+      new SafetensorsFile(std::move(map).value(), std::move(header)));
 }
 
 Result<TensorBytes> SafetensorsFile::Get(std::string_view name) const {
   const SafetensorsTensorInfo* info = header_.Find(name);
   if (info == nullptr) {
-    return NotFoundError(path_ + ": no tensor " + Quote(name));
+    return NotFoundError(path() + ": no tensor " + Quote(name));
   }
   TensorBytes t;
   t.info = info;
-  t.bytes = {map_ + header_.data_offset + info->begin, info->end - info->begin};
-  t.file = &path_;
+  t.bytes = {map_.data() + header_.data_offset + info->begin, info->end - info->begin};
+  t.file = &map_.path();
   return t;
 }
 
@@ -415,7 +382,7 @@ Result<std::unique_ptr<SafetensorsCheckpoint>> SafetensorsCheckpoint::Open(const
   const std::string single_path = dir + "/model.safetensors";
   if (FileExists(index_path)) {
     SY_ASSIGN_OR_RETURN(std::string text,
-                        ReadTextFile(index_path, kSafetensorsMaxHeaderBytes, "a model index"));
+                        ReadFile(index_path, kSafetensorsMaxHeaderBytes, "a model index"));
     SY_ASSIGN_OR_RETURN(auto weight_map, ParseSafetensorsIndex(text, index_path));
     std::map<std::string, size_t> shard_index;
     for (const auto& [tensor, shard] : weight_map) {

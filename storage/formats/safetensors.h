@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "runtime/core/dtype.h"
+#include "runtime/core/mapped_file.h"
 #include "runtime/core/status.h"
 
 namespace sy::storage {
@@ -107,20 +108,18 @@ class SafetensorsFile {
   // Maps `path` read-only and validates its header. NotFound / IOError from the OS, DataLoss or
   // InvalidArgument for a malformed file.
   static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
-  ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return map_.path(); }
   const SafetensorsHeader& header() const { return header_; }
   // NotFound naming the file and the tensor.
   Result<TensorBytes> Get(std::string_view name) const;
 
  private:
-  SafetensorsFile() = default;
-  std::string path_;
-  const uint8_t* map_ = nullptr;
-  size_t map_size_ = 0;
+  SafetensorsFile(MappedFile map, SafetensorsHeader header)
+      : map_(std::move(map)), header_(std::move(header)) {}
+  MappedFile map_;
   SafetensorsHeader header_;
 };
 

@@ -1,5 +1,4 @@
-// ReadTextFile: reads a small whole file (a config.json, a safetensors index) into a string, with
-// a size cap so a wrong path to a huge file fails fast. WriteTextFile: the other way, for reports.
+// WriteTextFile: a report or table to a file (to read a whole file, runtime/core/read_file.h).
 // ParseStrictJson: JSON from an untrusted file, refusing duplicate keys and deep nesting. Quote: a
 // string from a file, made safe to print.
 //
@@ -14,11 +13,6 @@
 #include "runtime/core/status.h"
 
 namespace sy::storage {
-
-// NotFound when `path` does not exist, IOError naming the call and errno text, InvalidArgument
-// when the file is larger than `max_bytes` (the message says it is not a `what`).
-Result<std::string> ReadTextFile(const std::string& path, size_t max_bytes,
-                                 const std::string& what);
 
 // Writes `text` to `path`, replacing the file (not atomically: a report or a table, not state).
 // IOError naming the path.

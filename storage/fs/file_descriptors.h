@@ -14,8 +14,8 @@
 #include <string>
 
 #include "runtime/core/status.h"
+#include "runtime/core/unique_fd.h"
 #include "storage/fs/file_system.h"
-#include "storage/fs/unique_fd.h"
 
 namespace sy::storage {
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "runtime/core/mutex.h"
+#include "runtime/core/unique_fd.h"
 #include "storage/fs/file_descriptors.h"
 #include "storage/fs/posix_file_system.h"
-#include "storage/fs/unique_fd.h"
 
 namespace sy::storage {
 namespace {

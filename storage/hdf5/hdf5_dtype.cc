@@ -19,6 +19,8 @@ hid_t Hdf5FileType(DType dtype) {
       return H5T_STD_U8LE;
     case DType::kI8:
       return H5T_STD_I8LE;
+    case DType::kF64:
+      return H5T_IEEE_F64LE;
   }
   return H5I_INVALID_HID;
 }
@@ -38,6 +40,8 @@ hid_t Hdf5MemoryType(DType dtype) {
       return H5T_NATIVE_UINT8;
     case DType::kI8:
       return H5T_NATIVE_INT8;
+    case DType::kF64:
+      return H5T_NATIVE_DOUBLE;
   }
   return H5I_INVALID_HID;
 }

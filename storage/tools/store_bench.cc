@@ -18,9 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/buffer.h"
+#include "runtime/core/statistics.h"
+#include "runtime/core/unique_fd.h"
 #include "storage/store/expert_store.h"
 #include "storage/tools/io_tune.h"
-#include "storage/fs/unique_fd.h"
 
 namespace sy::storage {
 namespace {
@@ -61,12 +62,6 @@ void DropPageCache(const std::string& path) {
   if (!fd.valid()) return;
   ::fdatasync(fd.get());
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 // Reads every expert of `order` through the store with `in_flight` reads at the device (the way a
@@ -342,8 +337,8 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
             ratios.push_back(ours.back() / theirs.back());
           }
           row.gbps = Median(ours);
-          row.fio_gbps = theirs.empty() ? 0 : Median(theirs);
-          row.paired_ratio = ratios.empty() ? 0 : Median(ratios);
+          row.fio_gbps = Median(theirs);
+          row.paired_ratio = Median(ratios);
           report.rows.push_back(row);
           if (progress) progress(row);
         }

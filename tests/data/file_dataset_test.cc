@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "runtime/data/mapped_file.h"
 #include "runtime/data/text_dataset.h"
 #include "runtime/data/token_file_dataset.h"
 
@@ -180,19 +179,28 @@ TEST(TextDatasetTest, EmptyAndMissingFiles) {
   EXPECT_FALSE(TextDataset::Open(std::filesystem::temp_directory_path().string(), 8, 0.1).ok());
 }
 
-TEST(MappedFileTest, MapsAndMoves) {
+TEST(DataFileTest, SampleHashSeesAChangedByteAndSize) {
   TempPath file(".bin");
   file.Write("abcdef");
-  auto mapped = MappedFile::Open(file.path());
+  auto mapped = OpenDataFile(file.path());
   ASSERT_TRUE(mapped.ok());
-  MappedFile moved = std::move(mapped).value();
-  ASSERT_EQ(moved.size(), 6u);
-  EXPECT_EQ(moved.bytes()[2], 'c');
-  const uint64_t hash = moved.SampleHash();
+  const uint64_t hash = DataFileSampleHash(mapped->bytes());
+  EXPECT_EQ(DataFileSampleHash(mapped->bytes()), hash);
   file.Write("abcdeg");
-  auto changed = MappedFile::Open(file.path());
+  auto changed = OpenDataFile(file.path());
   ASSERT_TRUE(changed.ok());
-  EXPECT_NE(changed->SampleHash(), hash);
+  EXPECT_NE(DataFileSampleHash(changed->bytes()), hash);
+  file.Write("abcdefg");
+  auto longer = OpenDataFile(file.path());
+  ASSERT_TRUE(longer.ok());
+  EXPECT_NE(DataFileSampleHash(longer->bytes()), hash);
+}
+
+TEST(DataFileTest, ErrorsPointAtDataPath) {
+  auto missing = OpenDataFile("/nonexistent/tokens.bin");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "data file /nonexistent/tokens.bin does not exist; check data.path");
 }
 
 }  // namespace

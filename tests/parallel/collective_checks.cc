@@ -20,9 +20,9 @@ void CheckAllReduceType(Communicator& comm, bool async) {
   for (Reduction op : {Reduction::kSum, Reduction::kMax, Reduction::kMin}) {
     std::vector<T> send(kCount), recv(kCount, T(-1));
     for (size_t i = 0; i < kCount; ++i) send[i] = static_cast<T>((r + 1) * (i + 1));
-    Status status = async ? comm.AllReduceAsync(send.data(), recv.data(), kCount,
-                                                ElementTypeOf<T>::value, op, stream)
-                          : comm.AllReduce<T>(send, recv, op);
+    Status status =
+        async ? comm.AllReduceAsync(send.data(), recv.data(), kCount, DTypeOf<T>::value, op, stream)
+              : comm.AllReduce<T>(send, recv, op);
     ASSERT_TRUE(status.ok()) << status.ToString();
     std::vector<T> in_place = send;
     status = comm.AllReduceInPlace<T>(in_place, op);
@@ -40,8 +40,8 @@ void CheckAllReduceType(Communicator& comm, bool async) {
           expected = static_cast<T>(i + 1);
           break;
       }
-      EXPECT_EQ(recv[i], expected) << ReductionName(op) << " "
-                                   << ElementTypeName(ElementTypeOf<T>::value) << " element " << i;
+      EXPECT_EQ(recv[i], expected)
+          << ReductionName(op) << " " << DTypeName(DTypeOf<T>::value) << " element " << i;
       EXPECT_EQ(in_place[i], expected) << "in place " << ReductionName(op) << " element " << i;
     }
   }
@@ -62,9 +62,9 @@ void CheckCollectives(Communicator& comm) {
     for (int root = 0; root < P; ++root) {
       std::vector<int64_t> data(5);
       for (size_t i = 0; i < data.size(); ++i) data[i] = r == root ? root * 100 + i : -1;
-      Status status =
-          async ? comm.BroadcastAsync(data.data(), data.size(), ElementType::kI64, root, stream)
-                : comm.Broadcast<int64_t>(data, root);
+      Status status = async
+                          ? comm.BroadcastAsync(data.data(), data.size(), DType::kI64, root, stream)
+                          : comm.Broadcast<int64_t>(data, root);
       ASSERT_TRUE(status.ok()) << status.ToString();
       for (size_t i = 0; i < data.size(); ++i) EXPECT_EQ(data[i], root * 100 + int64_t(i));
     }
@@ -78,9 +78,8 @@ void CheckCollectives(Communicator& comm) {
     {
       std::vector<int32_t> send = {r * 10, r * 10 + 1, r * 10 + 2};
       std::vector<int32_t> recv(3 * P, -1);
-      Status status =
-          async ? comm.AllGatherAsync(send.data(), 3, recv.data(), ElementType::kI32, stream)
-                : comm.AllGather<int32_t>(send, recv);
+      Status status = async ? comm.AllGatherAsync(send.data(), 3, recv.data(), DType::kI32, stream)
+                            : comm.AllGather<int32_t>(send, recv);
       ASSERT_TRUE(status.ok()) << status.ToString();
       for (int p = 0; p < P; ++p) {
         for (int i = 0; i < 3; ++i) EXPECT_EQ(recv[p * 3 + i], p * 10 + i);
@@ -100,7 +99,7 @@ void CheckCollectives(Communicator& comm) {
       for (size_t i = 0; i < send.size(); ++i) send[i] = r * 100 + int64_t(i);
       std::vector<int64_t> recv(total, kSentinel);
       Status status = async ? comm.AllGatherVAsync(send.data(), send.size(), recv.data(), counts,
-                                                   displs, ElementType::kI64, stream)
+                                                   displs, DType::kI64, stream)
                             : comm.AllGatherV<int64_t>(send, recv, counts, displs);
       ASSERT_TRUE(status.ok()) << status.ToString();
       for (int p = 0; p < P; ++p) {
@@ -117,13 +116,26 @@ void CheckCollectives(Communicator& comm) {
         for (size_t j = 0; j < kBlock; ++j) send[b * kBlock + j] = r + 10.0 * b + double(j);
       }
       std::vector<double> recv(kBlock, -1.0);
-      Status status = async ? comm.ReduceScatterAsync(send.data(), recv.data(), kBlock,
-                                                      ElementType::kF64, Reduction::kSum, stream)
-                            : comm.ReduceScatter(send.data(), recv.data(), kBlock,
-                                                 ElementType::kF64, Reduction::kSum);
+      Status status = async ? comm.ReduceScatterAsync(send.data(), recv.data(), kBlock, DType::kF64,
+                                                      Reduction::kSum, stream)
+                            : comm.ReduceScatter(send.data(), recv.data(), kBlock, DType::kF64,
+                                                 Reduction::kSum);
       ASSERT_TRUE(status.ok()) << status.ToString();
       for (size_t j = 0; j < kBlock; ++j) {
         EXPECT_DOUBLE_EQ(recv[j], P * (10.0 * r + double(j)) + P * (P - 1) / 2.0);
+      }
+    }
+
+    // AllGather of a 16-bit float dtype: moved as it is, bit for bit.
+    {
+      std::vector<BF16> send = {F32ToBF16(r + 0.5f), F32ToBF16(-r - 0.25f)};
+      std::vector<BF16> recv(2 * P, BF16{0xFFFF});
+      Status status = async ? comm.AllGatherAsync(send.data(), 2, recv.data(), DType::kBF16, stream)
+                            : comm.AllGather(send.data(), 2, recv.data(), DType::kBF16);
+      ASSERT_TRUE(status.ok()) << status.ToString();
+      for (int p = 0; p < P; ++p) {
+        EXPECT_EQ(BF16ToF32(recv[p * 2]), p + 0.5f);
+        EXPECT_EQ(BF16ToF32(recv[p * 2 + 1]), -p - 0.25f);
       }
     }
 
@@ -133,9 +145,8 @@ void CheckCollectives(Communicator& comm) {
       for (int p = 0; p < P; ++p) {
         for (int j = 0; j < 2; ++j) send[p * 2 + j] = r * 1000 + p * 10 + j;
       }
-      Status status =
-          async ? comm.AllToAllAsync(send.data(), recv.data(), 2, ElementType::kI32, stream)
-                : comm.AllToAll(send.data(), recv.data(), 2, ElementType::kI32);
+      Status status = async ? comm.AllToAllAsync(send.data(), recv.data(), 2, DType::kI32, stream)
+                            : comm.AllToAll(send.data(), recv.data(), 2, DType::kI32);
       ASSERT_TRUE(status.ok()) << status.ToString();
       for (int p = 0; p < P; ++p) {
         for (int j = 0; j < 2; ++j) EXPECT_EQ(recv[p * 2 + j], p * 1000 + r * 10 + j);
@@ -164,9 +175,9 @@ void CheckCollectives(Communicator& comm) {
         for (size_t i = 0; i < sc[p]; ++i) send[sd[p] + i] = uint8_t(r * 16 + p * 4 + i);
       }
       std::vector<uint8_t> recv(recv_total, 0xEE);
-      Status status = async ? comm.AllToAllVAsync(send.data(), sc, sd, recv.data(), rc, rd,
-                                                  ElementType::kByte, stream)
-                            : comm.AllToAllV<uint8_t>(send, sc, sd, recv, rc, rd);
+      Status status =
+          async ? comm.AllToAllVAsync(send.data(), sc, sd, recv.data(), rc, rd, DType::kU8, stream)
+                : comm.AllToAllV<uint8_t>(send, sc, sd, recv, rc, rd);
       ASSERT_TRUE(status.ok()) << status.ToString();
       for (int p = 0; p < P; ++p) {
         for (size_t i = 0; i < rc[p]; ++i) {
@@ -195,14 +206,13 @@ void CheckSendRecvRing(Communicator& comm) {
   const int prev = (r + P - 1) % P;
   std::vector<int64_t> first = {r, r + 1, r + 2, r + 3};
   std::vector<int64_t> second = {-r, -r - 1};
-  ASSERT_TRUE(comm.Send(first.data(), first.size(), ElementType::kI64, next, 7).ok());
+  ASSERT_TRUE(comm.Send(first.data(), first.size(), DType::kI64, next, 7).ok());
   HostTestStream stream;
-  ASSERT_TRUE(
-      comm.SendAsync(second.data(), second.size(), ElementType::kI64, next, 8, stream).ok());
+  ASSERT_TRUE(comm.SendAsync(second.data(), second.size(), DType::kI64, next, 8, stream).ok());
   std::vector<int64_t> got_second(2, 0), got_first(4, 0);
-  Status status = comm.Recv(got_second.data(), 2, ElementType::kI64, prev, 8);
+  Status status = comm.Recv(got_second.data(), 2, DType::kI64, prev, 8);
   ASSERT_TRUE(status.ok()) << status.ToString();
-  status = comm.RecvAsync(got_first.data(), 4, ElementType::kI64, prev, 7, stream);
+  status = comm.RecvAsync(got_first.data(), 4, DType::kI64, prev, 7, stream);
   ASSERT_TRUE(status.ok()) << status.ToString();
   EXPECT_EQ(got_first, (std::vector<int64_t>{prev, prev + 1, prev + 2, prev + 3}));
   EXPECT_EQ(got_second, (std::vector<int64_t>{-prev, -prev - 1}));
@@ -232,7 +242,7 @@ void CheckSplit(Communicator& comm) {
   EXPECT_EQ(members[sub.rank()], r) << "ranks ordered by key";
   int64_t mine = r;
   int64_t sum = 0;
-  ASSERT_TRUE(sub.AllReduce(&mine, &sum, 1, ElementType::kI64, Reduction::kSum).ok());
+  ASSERT_TRUE(sub.AllReduce(&mine, &sum, 1, DType::kI64, Reduction::kSum).ok());
   EXPECT_EQ(sum, std::accumulate(members.begin(), members.end(), int64_t{0}));
 }
 
@@ -241,12 +251,10 @@ void CheckTopologyCommunicators(const Topology& topology) {
   int64_t rank = topology.rank();
   int64_t intra_sum = 0;
   int64_t inter_sum = 0;
-  ASSERT_TRUE(topology.intra_node()
-                  .AllReduce(&rank, &intra_sum, 1, ElementType::kI64, Reduction::kSum)
-                  .ok());
-  ASSERT_TRUE(topology.inter_node()
-                  .AllReduce(&rank, &inter_sum, 1, ElementType::kI64, Reduction::kSum)
-                  .ok());
+  ASSERT_TRUE(
+      topology.intra_node().AllReduce(&rank, &intra_sum, 1, DType::kI64, Reduction::kSum).ok());
+  ASSERT_TRUE(
+      topology.inter_node().AllReduce(&rank, &inter_sum, 1, DType::kI64, Reduction::kSum).ok());
   int64_t expected_intra = 0;
   for (int l = 0; l < layout.node_size(topology.node()); ++l) {
     expected_intra += layout.rank_of(topology.node(), l);

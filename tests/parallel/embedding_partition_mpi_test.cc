@@ -137,9 +137,9 @@ TEST(EmbeddingPartitionMpiTest, LookupAndGradientMatchOneEmbedding) {
   const int64_t grad_bytes = 2 * n * (hidden - cols) * 4;
   EXPECT_EQ((*part)->traffic().backward_bytes, grad_bytes);
   int64_t sent[2] = {grad_bytes / 2, (*part)->traffic().forward_bytes / 2};
-  ASSERT_TRUE(world.AllReduce(sent, sent, 2, ElementType::kI64, Reduction::kMax).ok());
+  ASSERT_TRUE(world.AllReduce(sent, sent, 2, DType::kI64, Reduction::kMax).ok());
   float worst = grad_err;
-  ASSERT_TRUE(world.AllReduce(&worst, &worst, 1, ElementType::kF32, Reduction::kMax).ok());
+  ASSERT_TRUE(world.AllReduce(&worst, &worst, 1, DType::kF32, Reduction::kMax).ok());
   if (me == 0) {
     const double ring = RingAllReduceBytes(vocab, hidden, size);
     std::printf(
@@ -257,8 +257,7 @@ TEST(EmbeddingPartitionMpiTest, TrainingMatchesOneProcess) {
     ASSERT_TRUE(model->Backward().ok());
     grad_bytes = std::max(grad_bytes, part->traffic().backward_bytes - sent_before);
     double global_ce = static_cast<double>(loss->ce_loss) * share;
-    ASSERT_TRUE(
-        world.AllReduce(&global_ce, &global_ce, 1, ElementType::kF64, Reduction::kSum).ok());
+    ASSERT_TRUE(world.AllReduce(&global_ce, &global_ce, 1, DType::kF64, Reduction::kSum).ok());
     const double loss_err = std::fabs(global_ce - ref_loss->ce_loss);
     EXPECT_LE(loss_err, 1e-5 * std::max(1.0, double(ref_loss->ce_loss))) << "step " << step;
     worst_loss = std::max(worst_loss, loss_err);
@@ -296,9 +295,8 @@ TEST(EmbeddingPartitionMpiTest, TrainingMatchesOneProcess) {
   EXPECT_LE(RelError(*full_m, ref_states.at("embed_tokens").m), kRelTol);
 
   double worst[2] = {worst_param, worst_loss};
-  ASSERT_TRUE(world.AllReduce(worst, worst, 2, ElementType::kF64, Reduction::kMax).ok());
-  ASSERT_TRUE(
-      world.AllReduce(&grad_bytes, &grad_bytes, 1, ElementType::kI64, Reduction::kMax).ok());
+  ASSERT_TRUE(world.AllReduce(worst, worst, 2, DType::kF64, Reduction::kMax).ok());
+  ASSERT_TRUE(world.AllReduce(&grad_bytes, &grad_bytes, 1, DType::kI64, Reduction::kMax).ok());
   if (me == 0) {
     const double ring = RingAllReduceBytes(vocab, hidden, size);
     std::printf(

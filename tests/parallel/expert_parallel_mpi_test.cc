@@ -208,7 +208,7 @@ void CheckAgainstOneProcess(const EpCase& c) {
   worst = std::max(worst, ExpectClose(ep.out, ref_out, "forward output"));
   worst = std::max(worst, ExpectClose(ep.dh, ref_dh, "input gradient"));
   double loss = ep.loss;
-  ASSERT_TRUE(world.AllReduce(&loss, &loss, 1, ElementType::kF64, Reduction::kSum).ok());
+  ASSERT_TRUE(world.AllReduce(&loss, &loss, 1, DType::kF64, Reduction::kSum).ok());
   EXPECT_NEAR(loss, ref.loss, kRelTol * std::max(1.0, std::fabs(ref.loss))) << "loss";
   std::vector<float> gate_grad = ep.gate_grad;
   ASSERT_TRUE(world.AllReduceInPlace<float>(gate_grad, Reduction::kSum).ok());
@@ -223,7 +223,7 @@ void CheckAgainstOneProcess(const EpCase& c) {
                                         *DownloadF32(*backend, q->grad), p.name + " grad"));
   }
   float worst_all = worst;
-  ASSERT_TRUE(world.AllReduce(&worst_all, &worst_all, 1, ElementType::kF32, Reduction::kMax).ok());
+  ASSERT_TRUE(world.AllReduce(&worst_all, &worst_all, 1, DType::kF32, Reduction::kMax).ok());
   if (me == 0) {
     std::printf(
         "[ ep ] %d ranks, ep_size %d, %d experts, %s, %s%s: N=%lld, max relative error %.3g\n", P,

@@ -9,16 +9,10 @@
 namespace sy {
 namespace {
 
-TEST(ElementTypeTest, SizesAndNames) {
-  EXPECT_EQ(ElementSize(ElementType::kByte), 1u);
-  EXPECT_EQ(ElementSize(ElementType::kI32), 4u);
-  EXPECT_EQ(ElementSize(ElementType::kF32), 4u);
-  EXPECT_EQ(ElementSize(ElementType::kI64), 8u);
-  EXPECT_EQ(ElementSize(ElementType::kF64), 8u);
-  EXPECT_EQ(ElementTypeName(ElementType::kF64), "f64");
+TEST(ReductionTest, Names) {
+  EXPECT_EQ(ReductionName(Reduction::kSum), "sum");
+  EXPECT_EQ(ReductionName(Reduction::kMax), "max");
   EXPECT_EQ(ReductionName(Reduction::kMin), "min");
-  EXPECT_EQ(ElementTypeOf<double>::value, ElementType::kF64);
-  EXPECT_EQ(ElementTypeOf<int32_t>::value, ElementType::kI32);
 }
 
 TEST(LocalCommunicatorTest, IsOneRankOnTheHost) {
@@ -46,7 +40,7 @@ TEST(LocalCommunicatorTest, SendThenRecvToItself) {
 TEST(LocalCommunicatorTest, RecvWithoutSendFailsInsteadOfHanging) {
   LocalCommunicator comm(CommunicatorOptions{}, "solo");
   int32_t value = 0;
-  Status status = comm.Recv(&value, 1, ElementType::kI32, 0, 3);
+  Status status = comm.Recv(&value, 1, DType::kI32, 0, 3);
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(status.message().find("no matching Send"), std::string::npos) << status.message();
   EXPECT_NE(status.message().find("solo"), std::string::npos) << status.message();
@@ -55,9 +49,9 @@ TEST(LocalCommunicatorTest, RecvWithoutSendFailsInsteadOfHanging) {
 TEST(LocalCommunicatorTest, RecvOfAnotherSizeIsAnError) {
   LocalCommunicator comm;
   std::vector<int32_t> sent = {1, 2, 3};
-  ASSERT_TRUE(comm.Send(sent.data(), 3, ElementType::kI32, 0, 1).ok());
+  ASSERT_TRUE(comm.Send(sent.data(), 3, DType::kI32, 0, 1).ok());
   std::vector<int32_t> got(2);
-  Status status = comm.Recv(got.data(), 2, ElementType::kI32, 0, 1);
+  Status status = comm.Recv(got.data(), 2, DType::kI32, 0, 1);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("counts must match"), std::string::npos) << status.message();
 }
@@ -82,13 +76,15 @@ using LocalCommunicatorDeathTest = ::testing::Test;
 TEST(LocalCommunicatorDeathTest, MisuseFailsACheck) {
   LocalCommunicator comm;
   int64_t x = 0;
-  EXPECT_DEATH((void)comm.Broadcast(&x, 1, ElementType::kI64, 1), "root 1 is not a rank");
-  EXPECT_DEATH((void)comm.AllReduce(&x, &x, 1, ElementType::kByte, Reduction::kSum),
-               "numeric element type");
-  EXPECT_DEATH((void)comm.Send(&x, 1, ElementType::kI64, 2, 0), "peer 2 is not a rank");
+  EXPECT_DEATH((void)comm.Broadcast(&x, 1, DType::kI64, 1), "root 1 is not a rank");
+  EXPECT_DEATH((void)comm.AllReduce(&x, &x, 1, DType::kU8, Reduction::kSum),
+               "reductions take i32, i64, f32 or f64, not u8");
+  EXPECT_DEATH((void)comm.ReduceScatter(&x, &x, 1, DType::kBF16, Reduction::kMax),
+               "reductions take i32, i64, f32 or f64, not bf16");
+  EXPECT_DEATH((void)comm.Send(&x, 1, DType::kI64, 2, 0), "peer 2 is not a rank");
   std::vector<size_t> two = {0, 0};
   std::vector<size_t> one = {0};
-  EXPECT_DEATH((void)comm.AllToAllV(&x, two, one, &x, one, one, ElementType::kByte),
+  EXPECT_DEATH((void)comm.AllToAllV(&x, two, one, &x, one, one, DType::kU8),
                "send_counts needs one entry per rank");
   EXPECT_DEATH((void)comm.Split(-5, 0), "must be >= 0 or Communicator::kNoGroup");
   std::vector<int32_t> buffer(4);

@@ -98,7 +98,7 @@ TEST(MpiTimeoutTest, RecvWithoutSendIsCancelled) {
   if (world.rank() == 0) {
     int64_t value = 0;
     const Clock::time_point start = Clock::now();
-    Status status = (*dup)->Recv(&value, 1, ElementType::kI64, 1, 99);
+    Status status = (*dup)->Recv(&value, 1, DType::kI64, 1, 99);
     EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status.ToString();
     EXPECT_NE(status.message().find("Recv"), std::string::npos) << status.message();
     EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));

@@ -67,15 +67,14 @@ TEST(NcclCommunicatorTest, CollectivesOnDeviceBuffers) {
   DeviceBytes reduce(values.size() * sizeof(float));
   reduce.Upload(values);
   ASSERT_TRUE(
-      comm.AllReduce(reduce.get(), reduce.get(), values.size(), ElementType::kF32, Reduction::kSum)
-          .ok());
+      comm.AllReduce(reduce.get(), reduce.get(), values.size(), DType::kF32, Reduction::kSum).ok());
   std::vector<float> sum = reduce.Download<float>();
   for (size_t i = 0; i < sum.size(); ++i) EXPECT_EQ(sum[i], float((i + 1) * P * (P + 1) / 2));
 
   std::vector<int32_t> mine = {r * 10, r * 10 + 1};
   DeviceBytes gather_in(2 * sizeof(int32_t)), gather_out(2 * P * sizeof(int32_t));
   gather_in.Upload(mine);
-  ASSERT_TRUE(comm.AllGather(gather_in.get(), 2, gather_out.get(), ElementType::kI32).ok());
+  ASSERT_TRUE(comm.AllGather(gather_in.get(), 2, gather_out.get(), DType::kI32).ok());
   std::vector<int32_t> gathered = gather_out.Download<int32_t>();
   for (int p = 0; p < P; ++p) {
     EXPECT_EQ(gathered[2 * p], p * 10);

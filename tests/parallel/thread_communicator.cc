@@ -129,51 +129,53 @@ Status ThreadCommunicator::DoBarrier(Stream*) {
   return Status::Ok();
 }
 
-Status ThreadCommunicator::DoBroadcast(void* data, size_t count, ElementType type, int root,
-                                       Stream*) {
+Status ThreadCommunicator::DoBroadcast(void* data, size_t count, DType type, int root, Stream*) {
   group_->posts[rank_].recv = data;
   group_->sync.arrive_and_wait();
   if (rank_ != root && count > 0) {
-    std::memcpy(data, group_->posts[root].recv, count * ElementSize(type));
+    std::memcpy(data, group_->posts[root].recv, count * DTypeSize(type));
   }
   group_->sync.arrive_and_wait();
   return Status::Ok();
 }
 
-void ThreadCommunicator::Reduce(size_t offset, size_t count, ElementType type, Reduction op,
+void ThreadCommunicator::Reduce(size_t offset, size_t count, DType type, Reduction op,
                                 void* out) const {
   switch (type) {
-    case ElementType::kI32:
+    case DType::kI32:
       return ReduceTyped<int32_t>(group_->posts, offset, count, op, out);
-    case ElementType::kI64:
+    case DType::kI64:
       return ReduceTyped<int64_t>(group_->posts, offset, count, op, out);
-    case ElementType::kF32:
+    case DType::kF32:
       return ReduceTyped<float>(group_->posts, offset, count, op, out);
-    case ElementType::kF64:
+    case DType::kF64:
       return ReduceTyped<double>(group_->posts, offset, count, op, out);
-    case ElementType::kByte:
+    case DType::kU8:
+    case DType::kI8:
+    case DType::kF16:
+    case DType::kBF16:
       break;
   }
-  SY_CHECK(false) << "reduction on bytes";
+  SY_CHECK(false) << "reduction on " << DTypeName(type);
 }
 
-Status ThreadCommunicator::DoAllReduce(const void* send, void* recv, size_t count, ElementType type,
+Status ThreadCommunicator::DoAllReduce(const void* send, void* recv, size_t count, DType type,
                                        Reduction op, Stream*) {
   group_->posts[rank_].send = send;
   group_->sync.arrive_and_wait();
   // Reduce into a private buffer first: with send == recv another rank may still be reading.
-  std::vector<std::byte> result(count * ElementSize(type));
+  std::vector<std::byte> result(count * DTypeSize(type));
   Reduce(0, count, type, op, result.data());
   group_->sync.arrive_and_wait();
   if (!result.empty()) std::memcpy(recv, result.data(), result.size());
   return Status::Ok();
 }
 
-Status ThreadCommunicator::DoAllGather(const void* send, size_t count, void* recv, ElementType type,
+Status ThreadCommunicator::DoAllGather(const void* send, size_t count, void* recv, DType type,
                                        Stream*) {
   group_->posts[rank_].send = send;
   group_->sync.arrive_and_wait();
-  const size_t bytes = count * ElementSize(type);
+  const size_t bytes = count * DTypeSize(type);
   for (int r = 0; r < size() && bytes > 0; ++r) {
     std::memcpy(At(recv, r * bytes), group_->posts[r].send, bytes);
   }
@@ -183,12 +185,11 @@ Status ThreadCommunicator::DoAllGather(const void* send, size_t count, void* rec
 
 Status ThreadCommunicator::DoAllGatherV(const void* send, size_t count, void* recv,
                                         std::span<const size_t> recv_counts,
-                                        std::span<const size_t> recv_displs, ElementType type,
-                                        Stream*) {
+                                        std::span<const size_t> recv_displs, DType type, Stream*) {
   group_->posts[rank_].send = send;
   group_->posts[rank_].count = count;
   group_->sync.arrive_and_wait();
-  const size_t elem = ElementSize(type);
+  const size_t elem = DTypeSize(type);
   for (int r = 0; r < size(); ++r) {
     SY_CHECK_EQ(group_->posts[r].count, recv_counts[r]) << "AllGatherV count mismatch";
     if (recv_counts[r] > 0) {
@@ -200,7 +201,7 @@ Status ThreadCommunicator::DoAllGatherV(const void* send, size_t count, void* re
 }
 
 Status ThreadCommunicator::DoReduceScatter(const void* send, void* recv, size_t recv_count,
-                                           ElementType type, Reduction op, Stream*) {
+                                           DType type, Reduction op, Stream*) {
   group_->posts[rank_].send = send;
   group_->sync.arrive_and_wait();
   Reduce(static_cast<size_t>(rank_) * recv_count, recv_count, type, op, recv);
@@ -208,11 +209,11 @@ Status ThreadCommunicator::DoReduceScatter(const void* send, void* recv, size_t 
   return Status::Ok();
 }
 
-Status ThreadCommunicator::DoAllToAll(const void* send, void* recv, size_t count, ElementType type,
+Status ThreadCommunicator::DoAllToAll(const void* send, void* recv, size_t count, DType type,
                                       Stream*) {
   group_->posts[rank_].send = send;
   group_->sync.arrive_and_wait();
-  const size_t bytes = count * ElementSize(type);
+  const size_t bytes = count * DTypeSize(type);
   for (int r = 0; r < size() && bytes > 0; ++r) {
     std::memcpy(At(recv, r * bytes), At(group_->posts[r].send, rank_ * bytes), bytes);
   }
@@ -223,14 +224,13 @@ Status ThreadCommunicator::DoAllToAll(const void* send, void* recv, size_t count
 Status ThreadCommunicator::DoAllToAllV(const void* send, std::span<const size_t> send_counts,
                                        std::span<const size_t> send_displs, void* recv,
                                        std::span<const size_t> recv_counts,
-                                       std::span<const size_t> recv_displs, ElementType type,
-                                       Stream*) {
+                                       std::span<const size_t> recv_displs, DType type, Stream*) {
   Post& mine = group_->posts[rank_];
   mine.send = send;
   mine.send_counts = send_counts;
   mine.send_displs = send_displs;
   group_->sync.arrive_and_wait();
-  const size_t elem = ElementSize(type);
+  const size_t elem = DTypeSize(type);
   for (int r = 0; r < size(); ++r) {
     const Post& peer = group_->posts[r];
     SY_CHECK_EQ(peer.send_counts[rank_], recv_counts[r])
@@ -244,11 +244,11 @@ Status ThreadCommunicator::DoAllToAllV(const void* send, std::span<const size_t>
   return Status::Ok();
 }
 
-Status ThreadCommunicator::DoSend(const void* data, size_t count, ElementType type, int peer,
-                                  int tag, Stream*) {
+Status ThreadCommunicator::DoSend(const void* data, size_t count, DType type, int peer, int tag,
+                                  Stream*) {
   Message message;
   message.tag = tag;
-  message.bytes.resize(count * ElementSize(type));
+  message.bytes.resize(count * DTypeSize(type));
   if (!message.bytes.empty()) std::memcpy(message.bytes.data(), data, message.bytes.size());
   {
     std::lock_guard<std::mutex> lock(group_->mailbox_mutex);
@@ -258,7 +258,7 @@ Status ThreadCommunicator::DoSend(const void* data, size_t count, ElementType ty
   return Status::Ok();
 }
 
-Status ThreadCommunicator::DoRecv(void* data, size_t count, ElementType type, int peer, int tag,
+Status ThreadCommunicator::DoRecv(void* data, size_t count, DType type, int peer, int tag,
                                   Stream*) {
   std::unique_lock<std::mutex> lock(group_->mailbox_mutex);
   std::deque<Message>& box = group_->mailboxes[{peer, rank_}];
@@ -270,7 +270,7 @@ Status ThreadCommunicator::DoRecv(void* data, size_t count, ElementType type, in
                                  std::to_string(peer));
   }
   auto it = match();
-  SY_CHECK_EQ(it->bytes.size(), count * ElementSize(type)) << "Recv count mismatch";
+  SY_CHECK_EQ(it->bytes.size(), count * DTypeSize(type)) << "Recv count mismatch";
   if (!it->bytes.empty()) std::memcpy(data, it->bytes.data(), it->bytes.size());
   box.erase(it);
   return Status::Ok();

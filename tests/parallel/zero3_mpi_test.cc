@@ -211,7 +211,7 @@ TrainResult TrainAndCompare(bool prefetch) {
     SY_CHECK_OK(model->Backward());
     // The global mean CE is the sum over ranks of the prescaled local means.
     double global_ce = static_cast<double>(loss->ce_loss) * prescale;
-    SY_CHECK_OK(world.AllReduce(&global_ce, &global_ce, 1, ElementType::kF64, Reduction::kSum));
+    SY_CHECK_OK(world.AllReduce(&global_ce, &global_ce, 1, DType::kF64, Reduction::kSum));
     EXPECT_NEAR(global_ce, ref_loss->ce_loss, 1e-5 * std::max(1.0, double(ref_loss->ce_loss)))
         << "step " << step;
 
@@ -250,7 +250,7 @@ TrainResult TrainAndCompare(bool prefetch) {
     result.max_moment_error = std::max<double>(result.max_moment_error, std::max(em, ev));
   }
   double worst[2] = {result.max_param_error, result.max_moment_error};
-  SY_CHECK_OK(world.AllReduce(worst, worst, 2, ElementType::kF64, Reduction::kMax));
+  SY_CHECK_OK(world.AllReduce(worst, worst, 2, DType::kF64, Reduction::kMax));
   if (me == 0) {
     std::printf(
         "ZeRO-3 on %d ranks, %d AdamW steps, prefetch %s: max rel. error parameters %.3g, "
@@ -304,7 +304,7 @@ TEST(Zero3MpiTest, MemoryPerRank) {
   EXPECT_EQ(r.shard_bytes, 16 * r.shard_elements);
   int64_t total_shard_bytes = r.shard_bytes;
   ASSERT_TRUE(
-      world.AllReduce(&total_shard_bytes, &total_shard_bytes, 1, ElementType::kI64, Reduction::kSum)
+      world.AllReduce(&total_shard_bytes, &total_shard_bytes, 1, DType::kI64, Reduction::kSum)
           .ok());
   EXPECT_EQ(total_shard_bytes, 16 * r.padded_elements);
   EXPECT_LE(total_shard_bytes, 16 * (dense + static_cast<int64_t>(r.num_units) * (n_ranks - 1)));
@@ -389,11 +389,11 @@ TEST(Zero3MpiTest, MicroBatchesAccumulateAndNormMatches) {
     for (float g : Values(p.grad)) ref_sq += static_cast<double>(g) * g;
   }
   double sq = (*zero)->LocalGradSquaredNorm();
-  ASSERT_TRUE(world.AllReduce(&sq, &sq, 1, ElementType::kF64, Reduction::kSum).ok());
+  ASSERT_TRUE(world.AllReduce(&sq, &sq, 1, DType::kF64, Reduction::kSum).ok());
   EXPECT_NEAR(sq, ref_sq, 1e-5 * ref_sq);
   (*zero)->ScaleGradients(0.5f);
   double half_sq = (*zero)->LocalGradSquaredNorm();
-  ASSERT_TRUE(world.AllReduce(&half_sq, &half_sq, 1, ElementType::kF64, Reduction::kSum).ok());
+  ASSERT_TRUE(world.AllReduce(&half_sq, &half_sq, 1, DType::kF64, Reduction::kSum).ok());
   EXPECT_NEAR(half_sq, 0.25 * sq, 1e-6 * sq);
 
   // SGD with lr 2 on the halved gradient: p - g, against the reference's p - g.

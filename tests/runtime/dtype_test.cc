@@ -310,17 +310,31 @@ TEST(DType, ConvertBufferRejectsIntegers) {
   F16 h{};
   ASSERT_TRUE(ConvertBuffer(&b, DType::kBF16, &h, DType::kF16, 1).ok());
   EXPECT_EQ(F16ToF32(h), 1.5f);
+  double d = 2.0;
+  EXPECT_EQ(ConvertBuffer(&d, DType::kF64, &f, DType::kF32, 1).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadAsF32(&d, DType::kF64, 0), 2.0f);
 }
 
 TEST(DType, NamesAndSizes) {
-  for (DType d :
-       {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8, DType::kI8}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8,
+                  DType::kI8, DType::kF64}) {
     Result<DType> parsed = ParseDType(DTypeName(d));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, d);
   }
   EXPECT_EQ(DTypeSize(DType::kBF16), 2u);
   EXPECT_EQ(DTypeSize(DType::kI64), 8u);
+  EXPECT_EQ(DTypeSize(DType::kF64), 8u);
+  EXPECT_EQ(DTypeName(DType::kF64), "f64");
+  EXPECT_EQ(*ParseDType("float64"), DType::kF64);
+  EXPECT_EQ(DTypeOf<double>::value, DType::kF64);
+  EXPECT_EQ(DTypeOf<int32_t>::value, DType::kI32);
+  EXPECT_TRUE(IsFloatingPoint(DType::kF64));
+  EXPECT_FALSE(IsFloatingPoint(DType::kI64));
+  // The enum's values are stable: appended, never reordered.
+  EXPECT_EQ(static_cast<int>(DType::kI8), 6);
+  EXPECT_EQ(static_cast<int>(DType::kF64), 7);
   EXPECT_EQ(*ParseDType("bfloat16"), DType::kBF16);
   EXPECT_FALSE(ParseDType("f8").ok());
 }

@@ -1,6 +1,9 @@
-// MappedFile: a read-only memory mapping of a whole file, for the token and text datasets.
+// MappedFile: a read-only memory mapping of a whole file, the one file mapping Switchyard reads
+// through (the token and text datasets, safetensors shards). For a small file read whole into
+// memory, use ReadFile (runtime/core/read_file.h).
 //
-// Ownership: owns the mapping and unmaps it on destruction; move-only (copy deleted).
+// Ownership: owns the mapping and unmaps it on destruction; move-only (copy deleted). The file
+// descriptor is closed once the mapping exists.
 // Thread-safety: the bytes are immutable and may be read from any thread. Truncating the file
 // while it is mapped makes reads past the new end fault (SIGBUS), as with any mapping.
 #pragma once
@@ -17,8 +20,9 @@ namespace sy {
 
 class MappedFile {
  public:
-  // NotFound naming the path when it does not exist; IOError for other failures. An empty file
-  // maps to an empty span.
+  // Maps all of `path` (MAP_PRIVATE, PROT_READ). NotFound "<path> does not exist";
+  // InvalidArgument "<path> is not a regular file"; IOError naming the failed call. An empty
+  // file maps to an empty span.
   static Result<MappedFile> Open(const std::string& path);
 
   MappedFile(MappedFile&& other) noexcept;
@@ -29,11 +33,8 @@ class MappedFile {
 
   const std::string& path() const { return path_; }
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
-
-  // A hash of the size and the first and last 64 KiB: cheap, and enough to tell a resumed run
-  // that its data file was replaced.
-  uint64_t SampleHash() const;
 
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)

@@ -8,7 +8,7 @@
 
 #include <utility>
 
-namespace sy::storage {
+namespace sy {
 
 class UniqueFd {
  public:
@@ -38,4 +38,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace sy::storage
+}  // namespace sy

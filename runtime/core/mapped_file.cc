@@ -1,0 +1,55 @@
+#include "runtime/core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "runtime/core/unique_fd.h"
+
+namespace sy {
+
+Result<MappedFile> MappedFile::Open(const std::string& path) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    const int err = errno;
+    if (err == ENOENT) return NotFoundError(path + " does not exist");
+    return ErrnoError("open", path, err);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("stat", path, errno);
+  if (!S_ISREG(st.st_mode)) return InvalidArgumentError(path + " is not a regular file");
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size == 0) return MappedFile(path, nullptr, 0);
+  // The mapping keeps the file open after the descriptor closes.
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (data == MAP_FAILED) return ErrnoError("mmap", path, errno);
+  return MappedFile(path, static_cast<const uint8_t*>(data), size);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    path_ = std::move(other.path_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() { Reset(); }
+
+void MappedFile::Reset() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace sy
