@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
 namespace sy {
@@ -39,8 +40,8 @@ Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
   std::error_code ec;
   nlohmann::json config = nlohmann::json::object();
   if (fs::exists(config_path, ec)) {
-    SY_ASSIGN_OR_RETURN(std::string text, storage::ReadTextFile(config_path, kMaxConfigBytes,
-                                                                "tokenizer_config.json"));
+    SY_ASSIGN_OR_RETURN(std::string text,
+                        ReadFile(config_path, kMaxConfigBytes, "tokenizer_config.json"));
     SY_ASSIGN_OR_RETURN(config,
                         storage::ParseStrictJson(text, config_path, "tokenizer_config.json"));
     if (!config.is_object()) {
@@ -67,8 +68,7 @@ Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
       return InvalidArgumentError(config_path + ": chat_template is neither a string nor a list");
     }
   } else if (fs::exists(jinja_path, ec)) {
-    SY_ASSIGN_OR_RETURN(source,
-                        storage::ReadTextFile(jinja_path, kMaxConfigBytes, "chat_template.jinja"));
+    SY_ASSIGN_OR_RETURN(source, ReadFile(jinja_path, kMaxConfigBytes, "chat_template.jinja"));
   } else {
     return NotFoundError(dir +
                          " has no chat template (no \"chat_template\" in tokenizer_config.json "

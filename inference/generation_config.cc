@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
 namespace sy {
@@ -17,7 +18,7 @@ constexpr size_t kMaxConfigBytes = 64u << 20;
 Result<nlohmann::json> ReadJsonIfPresent(const std::string& path, const char* what) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return nlohmann::json();
-  SY_ASSIGN_OR_RETURN(std::string text, storage::ReadTextFile(path, kMaxConfigBytes, what));
+  SY_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxConfigBytes, what));
   SY_ASSIGN_OR_RETURN(nlohmann::json root, storage::ParseStrictJson(text, path, what));
   if (!root.is_object()) return InvalidArgumentError(path + ": " + what + " is not an object");
   return root;

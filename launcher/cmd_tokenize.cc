@@ -22,6 +22,7 @@
 #include "inference/tokenizer.h"
 #include "inference/tokenizer_round_trip.h"
 #include "launcher/command.h"
+#include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
 namespace sy::launcher {
@@ -71,7 +72,7 @@ class TokenizeCommand : public Command {
 
   Status RenderChat(const Tokenizer& tok) {
     SY_ASSIGN_OR_RETURN(ChatTemplate chat, ChatTemplate::Load(model_dir_));
-    SY_ASSIGN_OR_RETURN(std::string text, storage::ReadTextFile(chat_file_, 64u << 20, "--chat"));
+    SY_ASSIGN_OR_RETURN(std::string text, ReadFile(chat_file_, 64u << 20, "--chat"));
     SY_ASSIGN_OR_RETURN(nlohmann::json root, storage::ParseStrictJson(text, chat_file_, "--chat"));
     if (!root.is_object() || !root.contains("messages") || !root["messages"].is_array()) {
       return InvalidArgumentError(chat_file_ + ": expected {\"messages\": [...]}");
