@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -13,10 +14,12 @@
 #include <random>
 #include <utility>
 
+#include "optim/optimizer.h"
 #include "runtime/core/check.h"
 #include "runtime/core/hash.h"
 #include "runtime/core/read_file.h"
 #include "runtime/model/host_transfer.h"
+#include "runtime/model/linear.h"
 
 namespace sy::offload {
 namespace {
@@ -377,30 +380,115 @@ Result<std::unique_ptr<MlpPredictor>> LoadMlpPredictor(const std::string& path) 
 }
 
 // ---- training ----
+//
+// Training goes the way the model's training step goes (launcher/training/trainer_step.cc): the
+// forward and backward of runtime layers on a backend (Linear, Relu, CrossEntropy), and the
+// update by an optim/ optimizer. The MLP is small, so it trains on a CPU backend over host
+// vectors: every tensor below is a view of a vector, and MlpLayerWeights owns the weights.
 
 namespace {
 
-struct AdamState {
-  std::vector<float> m, v;
-  explicit AdamState(size_t n) : m(n, 0.0f), v(n, 0.0f) {}
-  void Step(std::vector<float>& w, const std::vector<float>& g, float lr, float wd, int64_t t) {
-    constexpr float kB1 = 0.9f, kB2 = 0.999f, kEps = 1e-8f;
-    const float c1 = 1.0f - std::pow(kB1, static_cast<float>(t));
-    const float c2 = 1.0f - std::pow(kB2, static_cast<float>(t));
-    for (size_t i = 0; i < w.size(); ++i) {
-      m[i] = kB1 * m[i] + (1 - kB1) * g[i];
-      v[i] = kB2 * v[i] + (1 - kB2) * g[i] * g[i];
-      w[i] -= lr * ((m[i] / c1) / (std::sqrt(v[i] / c2) + kEps) + wd * w[i]);
-    }
+// A host vector as an f32 tensor of `shape` on the CPU (a view: the vector keeps the data).
+Tensor View(std::vector<float>& v, Shape shape) {
+  SY_CHECK_LE(shape.numel(), static_cast<int64_t>(v.size())) << "view " << shape.ToString();
+  return Tensor::Wrap(v.data(), DType::kF32, std::move(shape));
+}
+
+// One source layer's MLP, scores = W2 relu(W1 x + b1) + b2, with its gradients and the
+// activations of one batch of up to `max_rows` rows.
+class MlpLayerTrainer {
+ public:
+  MlpLayerTrainer(Backend& backend, MlpLayerWeights& w, int64_t hidden, int64_t d, int64_t e, int k,
+                  int64_t max_rows)
+      : backend_(backend), hidden_(hidden), d_(d), e_(e), k_(k) {
+    const std::vector<float>* params[] = {&w.w1, &w.b1, &w.w2, &w.b2};
+    for (size_t i = 0; i < grads_.size(); ++i) grads_[i].assign(params[i]->size(), 0.0f);
+    l1_ = Linear(View(w.w1, {d, hidden}), View(grads_[0], {d, hidden}), View(w.b1, {d}),
+                 View(grads_[1], {d}));
+    l2_ =
+        Linear(View(w.w2, {e, d}), View(grads_[2], {e, d}), View(w.b2, {e}), View(grads_[3], {e}));
+    const auto n = [](int64_t v) { return static_cast<size_t>(v); };
+    x_.resize(n(max_rows * hidden));
+    for (std::vector<float>* v : {&z_, &act_, &dact_, &dz_}) v->resize(n(max_rows * d));
+    for (std::vector<float>* v : {&scores_, &dscores_}) v->resize(n(max_rows * e));
+    for (std::vector<float>* v : {&copies_, &dcopies_}) v->resize(n(k * max_rows * e));
+    for (std::vector<float>* v : {&losses_, &lse_, &dlosses_}) v->resize(n(k * max_rows));
+    targets_.resize(n(k * max_rows));
   }
+  // The layers view the trainer's own vectors.
+  MlpLayerTrainer(const MlpLayerTrainer&) = delete;
+  MlpLayerTrainer& operator=(const MlpLayerTrainer&) = delete;
+
+  // The input of the next Forward: standardised rows [rows, hidden], written by the caller.
+  float* x() { return x_.data(); }
+  // The gradients of w1, b1, w2 and b2, as the last Backward left them.
+  const std::array<std::vector<float>, 4>& grads() const { return grads_; }
+
+  // scores [rows, e] of the rows in x().
+  Result<std::span<const float>> Forward(int64_t rows) {
+    SY_RETURN_IF_ERROR(l1_.Forward(backend_, View(x_, {rows, hidden_}), View(z_, {rows, d_})));
+    backend_.Relu(View(z_, {rows, d_}), View(act_, {rows, d_}));
+    SY_RETURN_IF_ERROR(l2_.Forward(backend_, View(act_, {rows, d_}), View(scores_, {rows, e_})));
+    backend_.SynchronizeStream(backend_.compute_stream());
+    return std::span<const float>(scores_.data(), static_cast<size_t>(rows * e_));
+  }
+
+  // After Forward(rows), with targets [rows, k] the gate's choices: a row's loss is the softmax
+  // cross-entropy of its scores against the distribution with 1/k on each choice, which is the
+  // mean over its k choices of the cross-entropy against that one choice. Overwrites the
+  // gradients with those of the batch's mean loss; returns the sum of the rows' losses.
+  Result<double> Backward(int64_t rows, std::span<const int32_t> targets) {
+    // Block j of `copies` holds every row's scores, scored against the row's j-th choice.
+    const int64_t n = k_ * rows;
+    const Tensor scores = View(scores_, {rows, e_});
+    const Tensor copies = View(copies_, {n, e_});
+    for (int j = 0; j < k_; ++j) {
+      backend_.CopyAsync(scores, copies.Slice(j * rows, (j + 1) * rows), backend_.compute_stream());
+      for (int64_t r = 0; r < rows; ++r) {
+        targets_[static_cast<size_t>(j * rows + r)] = targets[static_cast<size_t>(r * k_ + j)];
+      }
+    }
+    const Tensor target_ids = Tensor::Wrap(targets_.data(), DType::kI32, {n});
+    const Tensor losses = View(losses_, {n}), lse = View(lse_, {n});
+    const Tensor dlosses = View(dlosses_, {n}), dcopies = View(dcopies_, {n, e_});
+    const Tensor dscores = View(dscores_, {rows, e_});
+    backend_.CrossEntropy(copies, target_ids, losses, lse);
+    backend_.Fill(dlosses, 1.0f / static_cast<float>(n));
+    backend_.CrossEntropyBackward(copies, target_ids, lse, dlosses, dcopies);
+    backend_.Reduce(dcopies.Reshape({k_, rows * e_}), dscores.Reshape({rows * e_}), ReduceOp::kSum,
+                    ReduceAxis::kFirst);
+    for (std::vector<float>& g : grads_) {
+      backend_.Fill(View(g, {static_cast<int64_t>(g.size())}), 0.0f);  // Backward accumulates
+    }
+    SY_RETURN_IF_ERROR(
+        l2_.Backward(backend_, View(act_, {rows, d_}), dscores, View(dact_, {rows, d_}), 0.0f));
+    backend_.ReluBackward(View(z_, {rows, d_}), View(dact_, {rows, d_}), View(dz_, {rows, d_}));
+    SY_RETURN_IF_ERROR(
+        l1_.Backward(backend_, View(x_, {rows, hidden_}), View(dz_, {rows, d_}), Tensor(), 0.0f));
+    backend_.SynchronizeStream(backend_.compute_stream());
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += losses_[static_cast<size_t>(i)];
+    return total / k_;
+  }
+
+ private:
+  Backend& backend_;
+  int64_t hidden_, d_, e_;
+  int k_;
+  Linear l1_, l2_;
+  std::array<std::vector<float>, 4> grads_;  // of w1, b1, w2, b2
+  std::vector<float> x_, z_, act_, scores_, copies_, losses_, lse_, dlosses_, dcopies_, dscores_,
+      dact_, dz_;
+  std::vector<int32_t> targets_;
 };
 
 // Trains layer `source` on rows `train` (indices into the traces), reports on `heldout`.
-MlpLayerWeights TrainLayer(const PredictorTraces& traces, int source,
-                           const std::vector<int64_t>& train, const std::vector<int64_t>& heldout,
-                           const MlpTrainOptions& options,
-                           const std::function<void(const MlpLayerReport&)>& progress,
-                           MlpLayerReport* report) {
+Result<MlpLayerWeights> TrainLayer(Backend& backend, const PredictorTraces& traces, int source,
+                                   const std::vector<int64_t>& train,
+                                   const std::vector<int64_t>& heldout,
+                                   const MlpTrainOptions& options,
+                                   const std::function<void(const MlpLayerReport&)>& progress,
+                                   MlpLayerReport* report) {
   const int64_t hd = traces.hidden;
   const int64_t d = options.mlp_hidden;
   const int64_t e = traces.num_experts;
@@ -441,87 +529,81 @@ MlpLayerWeights TrainLayer(const PredictorTraces& traces, int source,
   for (float& v : w.w1) v = normal(rng) * s1;
   for (float& v : w.w2) v = normal(rng) * s2;
 
-  AdamState a_w1(w.w1.size()), a_b1(w.b1.size()), a_w2(w.w2.size()), a_b2(w.b2.size());
-  std::vector<float> g_w1(w.w1.size()), g_b1(w.b1.size()), g_w2(w.w2.size()), g_b2(w.b2.size());
-  std::vector<float> x(static_cast<size_t>(hd)), z(static_cast<size_t>(d)),
-      act(static_cast<size_t>(d)), s(static_cast<size_t>(e)), ds(static_cast<size_t>(e)),
-      da(static_cast<size_t>(d));
-
-  // Forward of one row into x, z, act, s; returns the loss and leaves d loss / d scores in ds.
-  auto forward = [&](int64_t r) {
-    const float* in = hs.data() + r * hd;
-    for (int64_t i = 0; i < hd; ++i) x[i] = (in[i] - w.in_mean[i]) * w.in_inv_std[i];
-    MatVec(w.w1.data(), w.b1.data(), x.data(), d, hd, z.data());
-    for (int64_t j = 0; j < d; ++j) act[j] = std::max(z[j], 0.0f);
-    MatVec(w.w2.data(), w.b2.data(), act.data(), e, d, s.data());
-    const float mx = *std::max_element(s.begin(), s.end());
-    double total = 0;
-    for (int64_t i = 0; i < e; ++i) total += std::exp(static_cast<double>(s[i] - mx));
-    const double lse = mx + std::log(total);
-    double loss = 0;
-    for (int64_t i = 0; i < e; ++i) ds[i] = static_cast<float>(std::exp(s[i] - lse));
-    for (int j = 0; j < k; ++j) {
-      const int32_t t = ys[static_cast<size_t>(r * k + j)];
-      loss -= (s[t] - lse) / k;
-      ds[t] -= 1.0f / static_cast<float>(k);
+  const int64_t batch = std::max(options.batch, 1);
+  MlpLayerTrainer mlp(backend, w, hd, d, e, k, batch);
+  // Standardises rows [begin, end) of `rows` into the trainer's input; returns how many.
+  auto load = [&](const std::vector<int64_t>& rows, size_t begin, size_t end) {
+    float* x = mlp.x();
+    for (size_t b = begin; b < end; ++b) {
+      const float* in = hs.data() + rows[b] * hd;
+      for (int64_t i = 0; i < hd; ++i) *x++ = (in[i] - w.in_mean[i]) * w.in_inv_std[i];
     }
-    return loss;
+    return static_cast<int64_t>(end - begin);
   };
-  auto accuracy = [&](const std::vector<int64_t>& rows) {
+  auto accuracy = [&](const std::vector<int64_t>& rows) -> Result<double> {
     if (rows.empty()) return 0.0;
     std::vector<int32_t> targets, predicted;
-    for (const int64_t r : rows) {
-      forward(r);
-      const std::vector<int32_t> top = TopKExperts(s, 1, static_cast<int>(e), k);
+    for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(batch)) {
+      const size_t end = std::min(rows.size(), begin + static_cast<size_t>(batch));
+      const int64_t n = load(rows, begin, end);
+      SY_ASSIGN_OR_RETURN(std::span<const float> scores, mlp.Forward(n));
+      const std::vector<int32_t> top = TopKExperts(scores, n, static_cast<int>(e), k);
       predicted.insert(predicted.end(), top.begin(), top.end());
-      targets.insert(targets.end(), ys.begin() + r * k, ys.begin() + (r + 1) * k);
+      for (size_t b = begin; b < end; ++b) {
+        targets.insert(targets.end(), ys.begin() + rows[b] * k, ys.begin() + (rows[b] + 1) * k);
+      }
     }
     return TopKAccuracy(targets, predicted, static_cast<int64_t>(rows.size()), k);
   };
+
+  // Adam as torch.optim.AdamW, the weights decayed and the biases not.
+  OptimizerOptions decayed;
+  decayed.kind = OptimizerKind::kAdamW;
+  decayed.weight_decay = options.weight_decay;
+  OptimizerOptions undecayed = decayed;
+  undecayed.weight_decay = 0.0;
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> weight_optimizer,
+                      CreateOptimizer(decayed, nullptr));
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> bias_optimizer,
+                      CreateOptimizer(undecayed, nullptr));
+  std::vector<float>* params[4] = {&w.w1, &w.b1, &w.w2, &w.b2};
+  std::vector<float> m[4], v[4];
+  int64_t steps[4] = {0, 0, 0, 0};
+  ParamGroup groups[4];
+  for (int i = 0; i < 4; ++i) {
+    m[i].assign(params[i]->size(), 0.0f);
+    v[i].assign(params[i]->size(), 0.0f);
+    groups[i] = ParamGroup{.param = params[i]->data(),
+                           .grad = mlp.grads()[static_cast<size_t>(i)].data(),
+                           .m = m[i].data(),
+                           .v = v[i].data(),
+                           .n = params[i]->size(),
+                           .step = &steps[i],
+                           .compute = ComputeCopy{}};
+  }
+  const ParamGroup weight_groups[2] = {groups[0], groups[2]};
+  const ParamGroup bias_groups[2] = {groups[1], groups[3]};
 
   report->source = source;
   report->train_rows = static_cast<int64_t>(train.size());
   report->heldout_rows = static_cast<int64_t>(heldout.size());
   std::vector<int64_t> order = train;
-  int64_t t = 0;
-  const int batch = std::max(options.batch, 1);
+  std::vector<int32_t> targets;
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     std::shuffle(order.begin(), order.end(), rng);
     double epoch_loss = 0;
     for (size_t begin = 0; begin < order.size(); begin += static_cast<size_t>(batch)) {
       const size_t end = std::min(order.size(), begin + static_cast<size_t>(batch));
-      std::fill(g_w1.begin(), g_w1.end(), 0.0f);
-      std::fill(g_b1.begin(), g_b1.end(), 0.0f);
-      std::fill(g_w2.begin(), g_w2.end(), 0.0f);
-      std::fill(g_b2.begin(), g_b2.end(), 0.0f);
-      const float scale = 1.0f / static_cast<float>(end - begin);
+      const int64_t n = load(order, begin, end);
+      targets.clear();
       for (size_t b = begin; b < end; ++b) {
-        epoch_loss += forward(order[b]);
-        // Backward: ds -> w2, b2, act -> z (relu) -> w1, b1.
-        std::fill(da.begin(), da.end(), 0.0f);
-        for (int64_t i = 0; i < e; ++i) {
-          const float g = ds[i] * scale;
-          g_b2[i] += g;
-          float* gw = g_w2.data() + i * d;
-          const float* wr = w.w2.data() + i * d;
-          for (int64_t j = 0; j < d; ++j) {
-            gw[j] += g * act[j];
-            da[j] += g * wr[j];
-          }
-        }
-        for (int64_t j = 0; j < d; ++j) {
-          if (z[j] <= 0.0f) continue;
-          const float g = da[j];
-          g_b1[j] += g;
-          float* gw = g_w1.data() + j * hd;
-          for (int64_t i = 0; i < hd; ++i) gw[i] += g * x[i];
-        }
+        targets.insert(targets.end(), ys.begin() + order[b] * k, ys.begin() + (order[b] + 1) * k);
       }
-      ++t;
-      a_w1.Step(w.w1, g_w1, options.lr, options.weight_decay, t);
-      a_b1.Step(w.b1, g_b1, options.lr, 0.0f, t);
-      a_w2.Step(w.w2, g_w2, options.lr, options.weight_decay, t);
-      a_b2.Step(w.b2, g_b2, options.lr, 0.0f, t);
+      SY_RETURN_IF_ERROR(mlp.Forward(n).status());
+      SY_ASSIGN_OR_RETURN(const double loss_sum, mlp.Backward(n, targets));
+      epoch_loss += loss_sum;
+      weight_optimizer->Step(weight_groups, options.lr);
+      bias_optimizer->Step(bias_groups, options.lr);
     }
     epoch_loss /= std::max<double>(1.0, static_cast<double>(order.size()));
     if (epoch == 0) report->first_loss = epoch_loss;
@@ -529,13 +611,16 @@ MlpLayerWeights TrainLayer(const PredictorTraces& traces, int source,
     report->epoch = epoch + 1;
     if (progress) {
       const bool last = epoch + 1 == options.epochs;
-      report->train_accuracy = last ? accuracy(train) : 0.0;
-      report->heldout_accuracy = accuracy(heldout);
+      report->train_accuracy = 0.0;
+      if (last) {
+        SY_ASSIGN_OR_RETURN(report->train_accuracy, accuracy(train));
+      }
+      SY_ASSIGN_OR_RETURN(report->heldout_accuracy, accuracy(heldout));
       progress(*report);
     }
   }
-  report->train_accuracy = accuracy(train);
-  report->heldout_accuracy = accuracy(heldout);
+  SY_ASSIGN_OR_RETURN(report->train_accuracy, accuracy(train));
+  SY_ASSIGN_OR_RETURN(report->heldout_accuracy, accuracy(heldout));
   return w;
 }
 
@@ -591,10 +676,13 @@ Result<std::unique_ptr<MlpPredictor>> TrainMlpPredictor(
   std::vector<int64_t> heldout(all.begin(), all.begin() + n_heldout);
   std::vector<int64_t> train(all.begin() + n_heldout, all.end());
 
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, CreateBackend(Device::Cpu()));
   std::vector<MlpLayerWeights> layers;
   for (int m = 0; m + options.stride < traces.num_layers; ++m) {
     MlpLayerReport report;
-    layers.push_back(TrainLayer(traces, m, train, heldout, options, progress, &report));
+    SY_ASSIGN_OR_RETURN(MlpLayerWeights weights,
+                        TrainLayer(*cpu, traces, m, train, heldout, options, progress, &report));
+    layers.push_back(std::move(weights));
     if (reports != nullptr) reports->push_back(report);
   }
   return std::make_unique<MlpPredictor>(options.stride, traces.num_layers, traces.num_experts,

@@ -194,9 +194,11 @@ struct MlpLayerReport {
 };
 
 // Trains one MLP per source layer with softmax cross-entropy against the gate's top-k (each
-// chosen expert 1/k), plain Adam, deterministic for a seed. `progress` (optional) is called after
-// every epoch of every layer; `reports` (optional) receives each layer's final report.
-// InvalidArgument for malformed traces or options.
+// chosen expert 1/k), as the model trains: the runtime's Linear, Relu and CrossEntropy forward
+// and backward on a CPU backend, and optim/'s AdamW (weight_decay on the weights, none on the
+// biases). Deterministic for a seed. `progress` (optional) is called after every epoch of every
+// layer; `reports` (optional) receives each layer's final report. InvalidArgument for malformed
+// traces or options.
 Result<std::unique_ptr<MlpPredictor>> TrainMlpPredictor(
     const PredictorTraces& traces, const MlpTrainOptions& options,
     const std::function<void(const MlpLayerReport&)>& progress = {},

@@ -186,6 +186,9 @@ class Backend {
   // Exact (erf) GELU, PyTorch's default.
   virtual void Gelu(const Tensor& x, const Tensor& out) = 0;
   virtual void GeluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) = 0;
+  // out = max(x, 0) (a NaN stays NaN); the backward passes dout where x > 0 and 0 elsewhere.
+  virtual void Relu(const Tensor& x, const Tensor& out) = 0;
+  virtual void ReluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) = 0;
   // out = silu(gate) * up.
   virtual void Swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
   virtual void SwigluBackward(const Tensor& gate, const Tensor& up, const Tensor& dout,

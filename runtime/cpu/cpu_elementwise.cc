@@ -242,6 +242,34 @@ void CpuBackend::GeluBackward(const Tensor& x, const Tensor& dout, const Tensor&
   });
 }
 
+void CpuBackend::Relu(const Tensor& x, const Tensor& out) {
+  for (const Tensor* t : {&x, &out}) {
+    CheckOperand(*t, "Relu");
+    cpu::CheckDType(*t, DType::kF32, "Relu", "operand");
+  }
+  cpu::CheckSameShape(x, out, "Relu", "x", "out");
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+  pool().ParallelFor(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) po[i] = px[i] < 0.0f ? 0.0f : px[i];
+  });
+}
+
+void CpuBackend::ReluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  for (const Tensor* t : {&x, &dout, &dx}) {
+    CheckOperand(*t, "ReluBackward");
+    cpu::CheckDType(*t, DType::kF32, "ReluBackward", "operand");
+  }
+  cpu::CheckSameShape(x, dout, "ReluBackward", "x", "dout");
+  cpu::CheckSameShape(x, dx, "ReluBackward", "x", "dx");
+  const float* px = x.data<float>();
+  const float* pd = dout.data<float>();
+  float* po = dx.data<float>();
+  pool().ParallelFor(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) po[i] = px[i] > 0.0f ? pd[i] : 0.0f;
+  });
+}
+
 void CpuBackend::Swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   for (const Tensor* t : {&gate, &up, &out}) {
     CheckOperand(*t, "Swiglu");

@@ -81,6 +81,8 @@ class CudaBackend final : public Backend {
   void SiluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) override;
   void Gelu(const Tensor& x, const Tensor& out) override;
   void GeluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) override;
+  void Relu(const Tensor& x, const Tensor& out) override;
+  void ReluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) override;
   void Swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void SwigluBackward(const Tensor& gate, const Tensor& up, const Tensor& dout, const Tensor& dgate,
                       const Tensor& dup) override;

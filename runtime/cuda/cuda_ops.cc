@@ -211,6 +211,28 @@ void CudaBackend::GeluBackward(const Tensor& x, const Tensor& dout, const Tensor
                                  dx.data<float>(), x.numel(), stream());
 }
 
+void CudaBackend::Relu(const Tensor& x, const Tensor& out) {
+  for (const Tensor* t : {&x, &out}) {
+    CheckOperand(*t, "Relu");
+    CheckDType(*t, DType::kF32, "Relu");
+    CheckNumel(*t, x.numel(), "Relu");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchActivation(cuda::Activation::kRelu, x.data<float>(), out.data<float>(), x.numel(),
+                         stream());
+}
+
+void CudaBackend::ReluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  for (const Tensor* t : {&x, &dout, &dx}) {
+    CheckOperand(*t, "ReluBackward");
+    CheckDType(*t, DType::kF32, "ReluBackward");
+    CheckNumel(*t, x.numel(), "ReluBackward");
+  }
+  ScopedCudaDevice guard(info_.index);
+  cuda::LaunchActivationBackward(cuda::Activation::kRelu, x.data<float>(), dout.data<float>(),
+                                 dx.data<float>(), x.numel(), stream());
+}
+
 void CudaBackend::Swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   for (const Tensor* t : {&gate, &up, &out}) {
     CheckOperand(*t, "Swiglu");

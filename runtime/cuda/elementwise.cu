@@ -86,7 +86,17 @@ struct ActivationOp {
   float* out;
   __device__ void operator()(int64_t i) const {
     float v = x[i];
-    out[i] = act == Activation::kSilu ? v * Sigmoid(v) : 0.5f * v * (1.0f + erff(v * kInvSqrt2));
+    switch (act) {
+      case Activation::kSilu:
+        out[i] = v * Sigmoid(v);
+        return;
+      case Activation::kGelu:
+        out[i] = 0.5f * v * (1.0f + erff(v * kInvSqrt2));
+        return;
+      case Activation::kRelu:
+        out[i] = v < 0.0f ? 0.0f : v;  // a NaN stays NaN
+        return;
+    }
   }
 };
 
@@ -97,12 +107,20 @@ struct ActivationBackwardOp {
   float* dx;
   __device__ void operator()(int64_t i) const {
     float v = x[i];
-    float grad;
-    if (act == Activation::kSilu) {
-      float s = Sigmoid(v);
-      grad = s * (1.0f + v * (1.0f - s));
-    } else {
-      grad = 0.5f * (1.0f + erff(v * kInvSqrt2)) + v * kInvSqrt2Pi * expf(-0.5f * v * v);
+    float grad = 0.0f;
+    switch (act) {
+      case Activation::kSilu: {
+        float s = Sigmoid(v);
+        grad = s * (1.0f + v * (1.0f - s));
+        break;
+      }
+      case Activation::kGelu:
+        grad = 0.5f * (1.0f + erff(v * kInvSqrt2)) + v * kInvSqrt2Pi * expf(-0.5f * v * v);
+        break;
+      case Activation::kRelu:
+        // Selects rather than multiplies, so an infinite or NaN dout where x <= 0 gives 0.
+        dx[i] = v > 0.0f ? dout[i] : 0.0f;
+        return;
     }
     dx[i] = dout[i] * grad;
   }

@@ -35,7 +35,7 @@ void LaunchAxpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t s
 void LaunchAddBias(const float* x, const float* bias, float* out, int64_t rows, int64_t cols,
                    cudaStream_t stream);
 
-enum class Activation : uint8_t { kSilu, kGelu };  // GELU is the exact (erf) form
+enum class Activation : uint8_t { kSilu, kGelu, kRelu };  // GELU is the exact (erf) form
 void LaunchActivation(Activation act, const float* x, float* out, int64_t n, cudaStream_t stream);
 // dx = dout * act'(x).
 void LaunchActivationBackward(Activation act, const float* x, const float* dout, float* dx,

@@ -563,7 +563,8 @@ void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
       Values (*ref)(reference::ConstValues);
     };
     for (Unary u : {Unary{"Silu", &Backend::Silu, &reference::Silu},
-                    Unary{"Gelu", &Backend::Gelu, &reference::Gelu}}) {
+                    Unary{"Gelu", &Backend::Gelu, &reference::Gelu},
+                    Unary{"Relu", &Backend::Relu, &reference::Relu}}) {
       cases.push_back(
           MakeCase(u.op, sz, kF32Math, [n = n, u = u](DeviceIo& d, Rng& rng, Checker& c) {
             Values x = RoundAll(DType::kF32, rng.Uniforms(n, -9, 9));
@@ -579,7 +580,8 @@ void AddElementwiseCases(std::vector<OpCheckCase>& cases) {
     };
     for (UnaryBackward u :
          {UnaryBackward{"SiluBackward", &Backend::SiluBackward, &reference::SiluBackward},
-          UnaryBackward{"GeluBackward", &Backend::GeluBackward, &reference::GeluBackward}}) {
+          UnaryBackward{"GeluBackward", &Backend::GeluBackward, &reference::GeluBackward},
+          UnaryBackward{"ReluBackward", &Backend::ReluBackward, &reference::ReluBackward}}) {
       cases.push_back(
           MakeCase(u.op, sz, kF32Math, [n = n, u = u](DeviceIo& d, Rng& rng, Checker& c) {
             Values x = RoundAll(DType::kF32, rng.Uniforms(n, -9, 9));

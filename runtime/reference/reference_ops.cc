@@ -200,6 +200,12 @@ Values Gelu(ConstValues x) {
 Values GeluBackward(ConstValues x, ConstValues dout) {
   return Map2(x, dout, [](double v, double d) { return d * (NormalCdf(v) + v * NormalPdf(v)); });
 }
+Values Relu(ConstValues x) {
+  return Map(x, [](double v) { return v > 0.0 ? v : 0.0; });
+}
+Values ReluBackward(ConstValues x, ConstValues dout) {
+  return Map2(x, dout, [](double v, double d) { return v > 0.0 ? d : 0.0; });
+}
 Values Swiglu(ConstValues gate, ConstValues up) {
   return Map2(gate, up, [](double g, double u) { return g * Sigmoid(g) * u; });
 }

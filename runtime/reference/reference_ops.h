@@ -64,6 +64,8 @@ Values Silu(ConstValues x);
 Values SiluBackward(ConstValues x, ConstValues dout);
 Values Gelu(ConstValues x);  // exact erf form
 Values GeluBackward(ConstValues x, ConstValues dout);
+Values Relu(ConstValues x);
+Values ReluBackward(ConstValues x, ConstValues dout);
 Values Swiglu(ConstValues gate, ConstValues up);
 struct SwigluGrads {
   Values dgate, dup;

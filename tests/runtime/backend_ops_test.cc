@@ -109,6 +109,8 @@ TEST(OpChecks, CoverEveryOperator) {
                         "SiluBackward",
                         "Gelu",
                         "GeluBackward",
+                        "Relu",
+                        "ReluBackward",
                         "Swiglu",
                         "SwigluBackward",
                         "Reduce",

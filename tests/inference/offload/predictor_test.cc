@@ -114,6 +114,27 @@ TEST(ExpertPredictorTest, TrainingRejectsBadOptionsAndTraces) {
   bad = traces;
   bad.h[1].pop_back();
   EXPECT_EQ(TrainMlpPredictor(bad, options).status().code(), StatusCode::kInvalidArgument);
+  options.weight_decay = -0.1f;  // refused by the optimizer's own validation
+  EXPECT_EQ(TrainMlpPredictor(traces, options).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ExpertPredictorTest, WeightDecayShrinksTheWeights) {
+  const PredictorTraces traces = Synthetic(200, 8, 4, 2, 3);
+  MlpTrainOptions options;
+  options.mlp_hidden = 16;
+  options.epochs = 5;
+  options.lr = 1e-2f;
+  auto plain = TrainMlpPredictor(traces, options);
+  options.weight_decay = 10.0f;  // AdamW: each step scales the weights by 1 - lr * wd = 0.9
+  auto decayed = TrainMlpPredictor(traces, options);
+  ASSERT_TRUE(plain.ok() && decayed.ok());
+  auto squares = [](const std::vector<float>& v) {
+    double s = 0;
+    for (const float x : v) s += static_cast<double>(x) * x;
+    return s;
+  };
+  EXPECT_LT(squares((*decayed)->layer(0).w1), 0.5 * squares((*plain)->layer(0).w1));
+  EXPECT_LT(squares((*decayed)->layer(0).w2), 0.5 * squares((*plain)->layer(0).w2));
 }
 
 std::unique_ptr<MlpPredictor> SmallMlp() {
