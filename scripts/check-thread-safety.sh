@@ -16,7 +16,7 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DSY_NATIVE=OFF "$@" >/dev/null
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DSY_BUILD_FUZZERS=ON -DSY_NATIVE=OFF "$@" >/dev/null
 python3 - "$build_dir/compile_commands.json" "$jobs" "${ONLY:-}" <<'EOF'
 import json, os, re, shlex, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
