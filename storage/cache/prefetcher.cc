@@ -15,18 +15,18 @@ Prefetcher::Prefetcher(ExpertCache* cache, const PrefetcherOptions& options)
 
 Prefetcher::~Prefetcher() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
     queue_.Clear();
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (std::thread& worker : workers_) worker.join();
 }
 
 void Prefetcher::Prefetch(uint32_t layer, std::span<const uint32_t> experts,
                           PrefetchPriority priority) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (uint32_t expert : experts) {
       switch (queue_.Push(priority, ExpertKey{layer, expert})) {
         case decltype(queue_)::PushResult::kQueued:
@@ -40,7 +40,7 @@ void Prefetcher::Prefetch(uint32_t layer, std::span<const uint32_t> experts,
       }
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Result<CacheHandle> Prefetcher::Acquire(uint32_t layer, uint32_t expert, AccessMode mode) {
@@ -48,23 +48,23 @@ Result<CacheHandle> Prefetcher::Acquire(uint32_t layer, uint32_t expert, AccessM
 }
 
 void Prefetcher::Drain() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return queue_.empty() && active_ == 0; });
+  MutexLock lock(&mutex_);
+  while (!queue_.empty() || active_ != 0) cv_.Wait(&mutex_);
 }
 
 PrefetcherStats Prefetcher::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return stats_;
 }
 
 void Prefetcher::WorkLoop() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) cv_.Wait(&mutex_);
     if (stopping_) return;
     const ExpertKey key = queue_.Pop()->key;
     ++active_;
-    lock.unlock();
+    lock.Unlock();
 
     Result<bool> started = cache_->Prefetch(key);
     bool handed_on = false;
@@ -79,7 +79,7 @@ void Prefetcher::WorkLoop() {
       }
     }
 
-    lock.lock();
+    lock.Lock();
     --active_;
     if (!started.ok()) {
       ++stats_.dropped;
@@ -89,7 +89,7 @@ void Prefetcher::WorkLoop() {
       ++stats_.already_resident;
     }
     if (handed_on) ++stats_.handed_on;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 

@@ -20,14 +20,13 @@
 // worker thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <span>
 #include <thread>
 #include <variant>
 #include <vector>
 
+#include "runtime/core/mutex.h"
 #include "storage/cache/expert_cache.h"
 #include "storage/cache/two_priority_queue.h"
 #include "storage/store/expert_key.h"
@@ -66,23 +65,24 @@ class Prefetcher {
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
-  void Prefetch(uint32_t layer, std::span<const uint32_t> experts, PrefetchPriority priority);
+  void Prefetch(uint32_t layer, std::span<const uint32_t> experts, PrefetchPriority priority)
+      SY_EXCLUDES(mutex_);
   Result<CacheHandle> Acquire(uint32_t layer, uint32_t expert, AccessMode mode = AccessMode::kRead);
   // Waits until every request queued so far has been worked on (not for the data to land).
-  void Drain();
-  PrefetcherStats stats() const;
+  void Drain() SY_EXCLUDES(mutex_);
+  PrefetcherStats stats() const SY_EXCLUDES(mutex_);
 
  private:
-  void WorkLoop();
+  void WorkLoop() SY_EXCLUDES(mutex_);
 
   ExpertCache* cache_;
   PrefetcherOptions options_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  TwoPriorityQueue<ExpertKey, std::monostate, ExpertKeyHash> queue_;  // guarded by mutex_
-  int active_ = 0;                                                    // guarded by mutex_
-  bool stopping_ = false;                                             // guarded by mutex_
-  PrefetcherStats stats_;                                             // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar cv_;
+  TwoPriorityQueue<ExpertKey, std::monostate, ExpertKeyHash> queue_ SY_GUARDED_BY(mutex_);
+  int active_ SY_GUARDED_BY(mutex_) = 0;
+  bool stopping_ SY_GUARDED_BY(mutex_) = false;
+  PrefetcherStats stats_ SY_GUARDED_BY(mutex_);
   std::vector<std::thread> workers_;
 };
 
