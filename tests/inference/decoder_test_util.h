@@ -8,12 +8,23 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "inference/generate_engine.h"
 #include "runtime/backend/backend.h"
 #include "runtime/model/moe_model.h"
 
 namespace sy::testing {
+
+// A greedy request: temperature 0, at most `max_new_tokens` new tokens.
+inline GenerateRequest GreedyRequest(std::vector<int32_t> prompt, int64_t max_new_tokens) {
+  GenerateRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.sampling.max_new_tokens = max_new_tokens;
+  return r;
+}
 
 // A forward-only model with weights ~ N(0, stddev^2) (0.3: O(1) activations, routing far from
 // ties).

@@ -36,14 +36,6 @@ ModelConfig Config() {
   return c;
 }
 
-GenerateRequest Greedy(std::vector<int32_t> prompt, int64_t max_new_tokens) {
-  GenerateRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.sampling.max_new_tokens = max_new_tokens;
-  return r;
-}
-
 // Reads a handle to its end: every token, and the final update.
 std::pair<std::vector<int32_t>, RequestUpdate> ReadAll(RequestHandle& handle) {
   std::vector<int32_t> tokens;
@@ -89,7 +81,7 @@ TEST_P(EngineThreadTest, ConcurrentSubmittersGetTheirOwnTokens) {
         GenerateEngine::Create(*model_, &provider_, {.max_batch = 1, .max_context = 16});
     ASSERT_TRUE(alone.ok()) << alone.status().ToString();
     for (int i = 0; i < kRequests; ++i) {
-      Result<Generation> g = (*alone)->Generate(Greedy(prompts[i], lengths[i]));
+      Result<Generation> g = (*alone)->Generate(testing::GreedyRequest(prompts[i], lengths[i]));
       ASSERT_TRUE(g.ok()) << g.status().ToString();
       want.push_back(g->tokens);
     }
@@ -101,7 +93,8 @@ TEST_P(EngineThreadTest, ConcurrentSubmittersGetTheirOwnTokens) {
   std::vector<std::thread> clients;
   for (int i = 0; i < kRequests; ++i) {
     clients.emplace_back([&, i] {
-      Result<std::shared_ptr<RequestHandle>> h = worker->Submit(Greedy(prompts[i], lengths[i]));
+      Result<std::shared_ptr<RequestHandle>> h =
+          worker->Submit(testing::GreedyRequest(prompts[i], lengths[i]));
       ASSERT_TRUE(h.ok()) << h.status().ToString();
       std::tie(got[i], ends[i]) = ReadAll(**h);
     });
@@ -131,18 +124,20 @@ TEST_P(EngineThreadTest, CancelFreesTheSlotAndBadRequestsAreRefusedAtSubmit) {
   std::unique_ptr<EngineThread> worker = StartWorker(1, 4096);
   ASSERT_NE(worker, nullptr);
   // Refused on this thread, before the engine sees them.
-  Result<std::shared_ptr<RequestHandle>> bad = worker->Submit(Greedy({1, 48}, 2));
+  Result<std::shared_ptr<RequestHandle>> bad = worker->Submit(testing::GreedyRequest({1, 48}, 2));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("outside [0, vocab_size = 48)"), std::string::npos);
-  bad = worker->Submit(Greedy({1, 2}, 4095));
+  bad = worker->Submit(testing::GreedyRequest({1, 2}, 4095));
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("exceeds the context of 4096"), std::string::npos);
   // One slot: a long request holds it until it is cancelled, then the next one runs.
-  Result<std::shared_ptr<RequestHandle>> long_one = worker->Submit(Greedy({3, 4}, 4000));
+  Result<std::shared_ptr<RequestHandle>> long_one =
+      worker->Submit(testing::GreedyRequest({3, 4}, 4000));
   ASSERT_TRUE(long_one.ok());
   RequestUpdate first = (*long_one)->Next(milliseconds(10000));
   ASSERT_FALSE(first.tokens.empty());
-  Result<std::shared_ptr<RequestHandle>> next = worker->Submit(Greedy({9, 8, 7}, 3));
+  Result<std::shared_ptr<RequestHandle>> next =
+      worker->Submit(testing::GreedyRequest({9, 8, 7}, 3));
   ASSERT_TRUE(next.ok());
   (*long_one)->Cancel();
   auto [long_tokens, long_end] = ReadAll(**long_one);
@@ -152,8 +147,9 @@ TEST_P(EngineThreadTest, CancelFreesTheSlotAndBadRequestsAreRefusedAtSubmit) {
   EXPECT_EQ(next_end.finish, FinishReason::kMaxTokens);
   EXPECT_EQ(next_tokens.size(), 3u);
   // A request cancelled before it starts ends without a token.
-  Result<std::shared_ptr<RequestHandle>> blocker = worker->Submit(Greedy({3}, 4000));
-  Result<std::shared_ptr<RequestHandle>> never = worker->Submit(Greedy({5}, 4));
+  Result<std::shared_ptr<RequestHandle>> blocker =
+      worker->Submit(testing::GreedyRequest({3}, 4000));
+  Result<std::shared_ptr<RequestHandle>> never = worker->Submit(testing::GreedyRequest({5}, 4));
   ASSERT_TRUE(blocker.ok() && never.ok());
   (*never)->Cancel();
   (*blocker)->Cancel();
@@ -168,7 +164,8 @@ TEST_P(EngineThreadTest, DrainFinishesInFlightAndRefusesNew) {
   ASSERT_NE(worker, nullptr);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int i = 0; i < 5; ++i) {
-    Result<std::shared_ptr<RequestHandle>> h = worker->Submit(Greedy({i + 1, i + 2}, 6));
+    Result<std::shared_ptr<RequestHandle>> h =
+        worker->Submit(testing::GreedyRequest({i + 1, i + 2}, 6));
     ASSERT_TRUE(h.ok());
     handles.push_back(*h);
   }
@@ -179,7 +176,7 @@ TEST_P(EngineThreadTest, DrainFinishesInFlightAndRefusesNew) {
     EXPECT_EQ(tokens.size(), 6u);
     EXPECT_EQ(end.finish, FinishReason::kMaxTokens);
   }
-  Result<std::shared_ptr<RequestHandle>> late = worker->Submit(Greedy({1}, 1));
+  Result<std::shared_ptr<RequestHandle>> late = worker->Submit(testing::GreedyRequest({1}, 1));
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), StatusCode::kUnavailable);
 }
@@ -189,7 +186,7 @@ TEST_P(EngineThreadTest, DestructorCancelsWhatIsInFlight) {
   {
     std::unique_ptr<EngineThread> worker = StartWorker(1, 4096);
     ASSERT_NE(worker, nullptr);
-    Result<std::shared_ptr<RequestHandle>> h = worker->Submit(Greedy({1, 2}, 4000));
+    Result<std::shared_ptr<RequestHandle>> h = worker->Submit(testing::GreedyRequest({1, 2}, 4000));
     ASSERT_TRUE(h.ok());
     handle = *h;
     ASSERT_FALSE(handle->Next(milliseconds(10000)).tokens.empty());

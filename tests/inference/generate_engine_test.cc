@@ -45,14 +45,6 @@ std::vector<int32_t> GreedyByFullForward(MoeModel& model, std::vector<int32_t> i
   return out;
 }
 
-GenerateRequest Greedy(std::vector<int32_t> prompt, int64_t max_new_tokens) {
-  GenerateRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.sampling.max_new_tokens = max_new_tokens;
-  return r;
-}
-
 class GenerateEngineTest : public testing::BackendTest {
  protected:
   void SetUp() override {
@@ -76,7 +68,7 @@ TEST_P(GenerateEngineTest, GreedyEqualsFullForwardAndStreamsEveryToken) {
   std::vector<int64_t> indices;
   StopReason last = StopReason::kNone;
   std::vector<float> prompt_logits;
-  GenerateRequest request = Greedy(prompt, 7);
+  GenerateRequest request = testing::GreedyRequest(prompt, 7);
   request.prompt_logits = &prompt_logits;
   Result<Generation> g = (*engine)->Generate(request, [&](const TokenEvent& e) {
     streamed.push_back(e.token);
@@ -116,11 +108,11 @@ TEST_P(GenerateEngineTest, ContinuousBatchingGivesEachRequestItsOwnTokens) {
   std::map<int64_t, std::vector<int32_t>> streamed;
   std::vector<int64_t> ids;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    Result<int64_t> id =
-        (*engine)->Submit(Greedy(prompts[i], lengths[i]), [&streamed](const TokenEvent& e) {
-          streamed[e.request].push_back(e.token);
-          return true;
-        });
+    Result<int64_t> id = (*engine)->Submit(testing::GreedyRequest(prompts[i], lengths[i]),
+                                           [&streamed](const TokenEvent& e) {
+                                             streamed[e.request].push_back(e.token);
+                                             return true;
+                                           });
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     ids.push_back(*id);
   }
@@ -149,7 +141,7 @@ TEST_P(GenerateEngineTest, StopTokensCancelAndPromptOnly) {
       GenerateEngine::Create(*model_, &provider, {.max_batch = 2, .max_context = 16});
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   // A stop token: the request ends with it, stop token included.
-  GenerateRequest stop = Greedy(prompt, 6);
+  GenerateRequest stop = testing::GreedyRequest(prompt, 6);
   stop.sampling.stop_tokens = {greedy[2]};
   Result<Generation> g = (*engine)->Generate(stop);
   ASSERT_TRUE(g.ok());
@@ -157,13 +149,14 @@ TEST_P(GenerateEngineTest, StopTokensCancelAndPromptOnly) {
   EXPECT_EQ(g->tokens, std::vector<int32_t>(greedy.begin(), greedy.begin() + first_stop + 1));
   EXPECT_EQ(g->finish, FinishReason::kStopToken);
   // The callback cancels after the second token.
-  g = (*engine)->Generate(Greedy(prompt, 6), [](const TokenEvent& e) { return e.index < 1; });
+  g = (*engine)->Generate(testing::GreedyRequest(prompt, 6),
+                          [](const TokenEvent& e) { return e.index < 1; });
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->tokens, std::vector<int32_t>(greedy.begin(), greedy.begin() + 2));
   EXPECT_EQ(g->finish, FinishReason::kCancelled);
   // max_new_tokens 0: the prompt's logits, no token.
   std::vector<float> logits;
-  GenerateRequest only = Greedy(prompt, 0);
+  GenerateRequest only = testing::GreedyRequest(prompt, 0);
   only.prompt_logits = &logits;
   g = (*engine)->Generate(only);
   ASSERT_TRUE(g.ok());
@@ -171,7 +164,7 @@ TEST_P(GenerateEngineTest, StopTokensCancelAndPromptOnly) {
   EXPECT_EQ(g->finish, FinishReason::kPromptOnly);
   EXPECT_EQ(logits.size(), prompt.size() * static_cast<size_t>(Config().vocab_size));
   // Cancel a waiting request by id.
-  Result<int64_t> id = (*engine)->Submit(Greedy(prompt, 3));
+  Result<int64_t> id = (*engine)->Submit(testing::GreedyRequest(prompt, 3));
   ASSERT_TRUE(id.ok());
   EXPECT_TRUE((*engine)->Cancel(*id));
   EXPECT_FALSE((*engine)->Cancel(*id));
@@ -190,10 +183,10 @@ TEST_P(GenerateEngineTest, BadRequestsAreRefusedBeforeAnythingRuns) {
     EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(id.status().message().find(says), std::string::npos) << id.status().ToString();
   };
-  refused(Greedy({}, 2), "prompt is empty");
-  refused(Greedy({1, 48}, 2), "outside [0, vocab_size = 48)");
-  refused(Greedy({1, 2, 3, 4, 5}, 4), "exceeds the context of 8");
-  GenerateRequest hot = Greedy({1}, 2);
+  refused(testing::GreedyRequest({}, 2), "prompt is empty");
+  refused(testing::GreedyRequest({1, 48}, 2), "outside [0, vocab_size = 48)");
+  refused(testing::GreedyRequest({1, 2, 3, 4, 5}, 4), "exceeds the context of 8");
+  GenerateRequest hot = testing::GreedyRequest({1}, 2);
   hot.sampling.temperature = -1.0f;
   refused(hot, "temperature");
   EXPECT_TRUE((*engine)->idle());
