@@ -197,7 +197,8 @@ while [ "$kills" -lt "$kills_wanted" ]; do
     fi
     break
   done
-  echo "cycle $cycle ($mode): $cycle_kills kills; total $kills kills, $resumes resumes, $completed completed"
+  echo "cycle $cycle ($mode): $cycle_kills kills; total $kills kills, $resumes resumes," \
+    "$completed completed, $corrupt corrupt, $failed_resumes failed resumes, $mismatches mismatches"
   rm -rf "$ckpt" "$ckpt-store"
   cycle=$((cycle + 1))
 done
