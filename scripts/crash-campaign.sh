@@ -84,39 +84,7 @@ EOF
 }
 
 # Tensor for tensor, attribute for attribute, equal (the config's paths and resume flags aside).
-same_checkpoint() {
-  /usr/bin/python3 - "$1" "$2" <<'EOF'
-import json, sys
-import h5py, numpy as np
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-diffs = []
-def config(f):
-    c = json.loads(bytes(f["meta/config"][()]).decode())
-    for block in ("checkpoint", "expert_store"):  # where it ran and how it started
-        for key in ("dir", "resume", "resume_from"):
-            c.get(block, {}).pop(key, None)
-    return c
-def visit(name, obj):
-    if name not in b:
-        diffs.append(name + " missing")
-        return
-    if isinstance(obj, h5py.Dataset) and name != "meta/config":
-        x, y = obj[()], b[name][()]
-        if not np.array_equal(np.asarray(x), np.asarray(y)):
-            diffs.append(name)
-    for k, v in obj.attrs.items():
-        if name == "meta/config":
-            continue  # its length follows checkpoint.dir; the JSON is compared below
-        if k not in b[name].attrs or not np.array_equal(v, b[name].attrs[k]):
-            diffs.append(name + "@" + k)
-a.visititems(visit)
-if config(a) != config(b):
-    diffs.append("meta/config")
-if diffs:
-    print("mismatch:", ", ".join(diffs[:10]))
-    sys.exit(1)
-EOF
-}
+same_checkpoint() { /usr/bin/python3 scripts/compare_checkpoints.py "$1" "$2"; }
 
 final_name=$(printf "step-%08d.h5" "$steps")
 declare -A reference window_ms
