@@ -272,6 +272,10 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
     loaded.hf.config.pregate = true;
   }
   SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(dir));
+  if (loaded.hf.attention_bias_from_checkpoint &&
+      !ckpt->Contains(HfTensorName(family, "layers/0/attn/bq"))) {
+    loaded.hf.config.attention_bias = false;  // a Qwen2-MoE exported without q/k/v biases
+  }
   SY_RETURN_IF_ERROR(CheckCheckpointCoversConfig(*ckpt, family, loaded.hf.config));
   ModelOptions model_options;
   model_options.with_grad = false;
