@@ -430,9 +430,8 @@ Result<std::string> HfConfigJson(HfFamily family, const ModelConfig& c, const st
       arch["router_aux_loss_coef"] = c.router_aux_loss_coef;
       arch["rope_scaling"] = nullptr;
       arch["use_sliding_window"] = false;
-      defaults.update({{"max_position_embeddings", 32768},
-                       {"max_window_layers", 28},
-                       {"sliding_window", nullptr}});
+      arch["sliding_window"] = nullptr;  // transformers drops the window when it is unused
+      defaults.update({{"max_position_embeddings", 32768}, {"max_window_layers", 28}});
       if (family == HfFamily::kQwen2Moe) {
         arch["shared_expert_intermediate_size"] = c.shared_intermediate();
         if (!c.attention_bias) arch["qkv_bias"] = false;
@@ -466,17 +465,18 @@ Result<std::string> HfConfigJson(HfFamily family, const ModelConfig& c, const st
       arch["norm_topk_prob"] = c.norm_topk_prob;
       arch["attention_bias"] = c.attention_bias;
       arch["scoring_func"] = "softmax";
-      arch["aux_loss_alpha"] = c.router_aux_loss_coef;
       arch["rope_scaling"] = nullptr;
-      defaults.update({{"auto_map",
-                        {{"AutoConfig", "configuration_deepseek.DeepseekConfig"},
-                         {"AutoModel", "modeling_deepseek.DeepseekModel"},
-                         {"AutoModelForCausalLM", "modeling_deepseek.DeepseekForCausalLM"}}},
-                       {"bos_token_id", 100000},
-                       {"eos_token_id", 100001},
-                       {"max_position_embeddings", 4096},
-                       {"pretraining_tp", 1},
-                       {"seq_aux", true}});
+      defaults.update(
+          {{"auto_map",
+            {{"AutoConfig", "configuration_deepseek.DeepseekConfig"},
+             {"AutoModel", "modeling_deepseek.DeepseekModel"},
+             {"AutoModelForCausalLM", "modeling_deepseek.DeepseekForCausalLM"}}},
+           {"aux_loss_alpha", c.router_aux_loss_coef > 0 ? c.router_aux_loss_coef : 0.001},
+           {"bos_token_id", 100000},
+           {"eos_token_id", 100001},
+           {"max_position_embeddings", 4096},
+           {"pretraining_tp", 1},
+           {"seq_aux", true}});
       break;
   }
   json out = defaults;
