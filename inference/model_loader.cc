@@ -102,6 +102,13 @@ std::string HfTensorName(HfFamily family, const std::string& name) {
   return "";
 }
 
+void ResolveConfigAgainstCheckpoint(const storage::SafetensorsCheckpoint& ckpt, HfModelConfig& hf) {
+  if (hf.attention_bias_from_checkpoint &&
+      !ckpt.Contains(HfTensorName(hf.family, "layers/0/attn/bq"))) {
+    hf.config.attention_bias = false;  // a Qwen2-MoE exported without q/k/v biases
+  }
+}
+
 Status UploadParameter(Backend& backend, Parameter& param, std::span<const float> values,
                        std::vector<uint16_t>& scratch) {
   const Tensor& value = param.value;
@@ -272,6 +279,7 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
     loaded.hf.config.pregate = true;
   }
   SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(dir));
+  ResolveConfigAgainstCheckpoint(*ckpt, loaded.hf);
   SY_RETURN_IF_ERROR(CheckCheckpointCoversConfig(*ckpt, family, loaded.hf.config));
   ModelOptions model_options;
   model_options.with_grad = false;

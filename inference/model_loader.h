@@ -40,6 +40,9 @@
 #include "runtime/model/moe_model.h"
 
 namespace sy {
+namespace storage {
+class SafetensorsCheckpoint;
+}  // namespace storage
 
 struct LoadOptions {
   // Storage dtype of the loaded weights (f32, bf16 or f16). Default: f32.
@@ -65,6 +68,10 @@ struct LoadedModel {
 
 // The Hugging Face tensor name of our parameter `name` for `family`, or "" when it has none.
 std::string HfTensorName(HfFamily family, const std::string& name);
+
+// Settles what config.json leaves to the files: a Qwen2-MoE config without "qkv_bias" over a
+// checkpoint with no q_proj bias has no q/k/v bias (HfModelConfig::attention_bias_from_checkpoint).
+void ResolveConfigAgainstCheckpoint(const storage::SafetensorsCheckpoint& ckpt, HfModelConfig& hf);
 
 // Copies `values` (f32, param.value.numel() of them, host memory) into `param.value`, converted
 // to its dtype through `scratch` (host staging, reused between calls), and waits for the copy on
