@@ -234,6 +234,13 @@ class Parser {
       return Truncated(where + ": array of " + std::to_string(count) + " " +
                        std::string(GgufValueTypeName(v->array_type)));
     }
+    // Each element is held as a GgufValue (~100 bytes): cap the file's total so a crafted array
+    // of bytes cannot ask for 100x its size in memory.
+    array_elements_ += count;
+    if (array_elements_ > kGgufMaxArrayElements) {
+      return Fail(where + ": the metadata arrays hold more than " +
+                  std::to_string(kGgufMaxArrayElements) + " elements in all");
+    }
     v->array.resize(static_cast<size_t>(count));
     for (uint64_t k = 0; k < count; ++k) {
       SY_RETURN_IF_ERROR(ReadScalar(v->array_type, &v->array[static_cast<size_t>(k)],
@@ -355,6 +362,7 @@ class Parser {
  private:
   Cursor c_;
   std::string_view file_;
+  uint64_t array_elements_ = 0;
 };
 
 }  // namespace

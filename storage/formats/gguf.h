@@ -12,7 +12,8 @@
 //
 // Every bound is checked (ggml/src/gguf.cpp does the same checks):
 //   - magic, version 3, counts that fit the file (each KV and tensor info takes bytes)
-//   - every string and array length against the bytes left, with no overflow; no nested arrays
+//   - every string and array length against the bytes left, with no overflow; no nested arrays;
+//     at most kGgufMaxArrayElements array elements in all
 //   - keys unique, tensor names unique and at most 63 bytes, n_dims in [1, 4], every ne >= 0
 //   - the tensor type is one ggml defines, ne[0] is a multiple of its block size, and
 //     product(ne) / block * type size fits in u64 (overflow-checked)
@@ -43,6 +44,9 @@ inline constexpr uint32_t kGgufVersion = 3;
 inline constexpr uint32_t kGgufDefaultAlignment = 32;
 inline constexpr size_t kGgufMaxDims = 4;              // GGML_MAX_DIMS
 inline constexpr size_t kGgufMaxTensorNameBytes = 63;  // GGML_MAX_NAME - 1
+// Metadata array elements per file, all arrays together (a 256k-token vocabulary's tokens, scores,
+// types and merges are about 1M).
+inline constexpr uint64_t kGgufMaxArrayElements = 1ull << 24;
 
 // The metadata value types (gguf_type). The numbers are the file's.
 enum class GgufValueType : uint32_t {
