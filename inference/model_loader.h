@@ -31,6 +31,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "inference/hf_config.h"
@@ -78,6 +79,31 @@ void ResolveConfigAgainstCheckpoint(const storage::SafetensorsCheckpoint& ckpt, 
 // the compute stream. Shared by every checkpoint loader.
 Status UploadParameter(Backend& backend, Parameter& param, std::span<const float> values,
                        std::vector<uint16_t>& scratch);
+
+// A checkpoint's tensors under their Hugging Face names, whatever the file format: a safetensors
+// checkpoint, or a GGUF file seen through inference/gguf_model.h. Implementations are immutable
+// after construction and may be read from any thread.
+class HfTensorSource {
+ public:
+  virtual ~HfTensorSource() = default;
+  // The path errors name ("DIR" for safetensors, "x.gguf" for GGUF).
+  virtual const std::string& where() const = 0;
+  // Where the config came from, for errors: "config.json", "the GGUF metadata".
+  virtual std::string_view config_name() const = 0;
+  // Every tensor name, sorted.
+  virtual std::vector<std::string> TensorNames() const = 0;
+  virtual bool Contains(const std::string& name) const = 0;
+  // Row-major shape of `name`; NotFound naming the checkpoint and the tensor.
+  virtual Result<std::vector<int64_t>> Shape(const std::string& name) const = 0;
+  // The values of `name` as f32 (out.size() == its element count); errors name the file and the
+  // tensor.
+  virtual Status ReadF32(const std::string& name, std::span<float> out) const = 0;
+};
+
+// The model `hf` describes, its weights read from `source` by HfTensorName, with every check
+// LoadHfModel makes (missing, unexpected and wrongly shaped tensors are errors naming them).
+Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
+                                        const HfTensorSource& source, const LoadOptions& options);
 
 Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
                                 const LoadOptions& options = {});
