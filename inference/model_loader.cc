@@ -102,7 +102,7 @@ std::string HfTensorName(HfFamily family, const std::string& name) {
   return "";
 }
 
-void ResolveConfigAgainstCheckpoint(const HfTensorSource& ckpt, HfModelConfig& hf) {
+void ResolveConfigAgainstCheckpoint(const storage::SafetensorsCheckpoint& ckpt, HfModelConfig& hf) {
   if (hf.attention_bias_from_checkpoint &&
       !ckpt.Contains(HfTensorName(hf.family, "layers/0/attn/bq"))) {
     hf.config.attention_bias = false;  // a Qwen2-MoE exported without q/k/v biases
@@ -291,6 +291,7 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
                                 const LoadOptions& options) {
   SY_ASSIGN_OR_RETURN(HfModelConfig hf, LoadHfConfig(dir));
   SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(dir));
+  ResolveConfigAgainstCheckpoint(*ckpt, hf);
   return LoadModelFromSource(backend, std::move(hf), SafetensorsSource(*ckpt), options);
 }
 
@@ -309,7 +310,6 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
     loaded.hf.config.pregate = true;
   }
   const HfTensorSource* ckpt = &source;
-  ResolveConfigAgainstCheckpoint(*ckpt, loaded.hf);
   SY_RETURN_IF_ERROR(CheckCheckpointCoversConfig(*ckpt, family, loaded.hf.config));
   ModelOptions model_options;
   model_options.with_grad = false;
