@@ -280,6 +280,16 @@ class TrainingLoop {
                              {"backward", r.backward_seconds},
                              {"optimizer", r.optimizer_seconds},
                              {"communication", r.communication_seconds}}}};
+    if (r.has_expert_store) {
+      const uint64_t accesses = r.expert_cache_hits + r.expert_cache_misses;
+      line["expert_store"] = {
+          {"hit_rate", accesses > 0 ? static_cast<double>(r.expert_cache_hits) / accesses : 1.0},
+          {"hits", r.expert_cache_hits},
+          {"misses", r.expert_cache_misses},
+          {"bytes_read", r.store_bytes_read},
+          {"bytes_written", r.store_bytes_written},
+          {"wait_seconds", r.expert_wait_seconds}};
+    }
     metrics_ << line.dump() << "\n";
     metrics_.flush();
   }
