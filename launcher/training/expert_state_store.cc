@@ -7,6 +7,8 @@
 #include <map>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/core/check.h"
 
 namespace sy::launcher {
@@ -112,24 +114,36 @@ Status ExpertStateStore::Open() {
   layout.kinds.push_back(kind);
 
   auto exists = options_.fs->Exists(options_.path);
-  if (exists.ok() && *exists) {
+  bool create = !(exists.ok() && *exists);
+  if (!create) {
     Result<std::unique_ptr<storage::ExpertStore>> opened =
         storage::ExpertStore::Open(options_.fs, options_.path);
-    if (!opened.ok()) {
+    if (opened.status().code() == StatusCode::kDataLoss) {
+      // The store holds nothing a checkpoint does not (every state is rewritten at creation and
+      // restore), so a store damaged beyond its own recovery is replaced.
+      spdlog::warn("expert_store: {} cannot be opened ({}); creating it anew", options_.path,
+                   opened.status().message());
+      SY_RETURN_IF_ERROR(options_.fs->Remove(options_.path));
+      create = true;
+    } else if (!opened.ok()) {
       return Status(opened.status().code(), "expert_store: " + opened.status().message());
+    } else {
+      store_ = std::move(*opened);
+      Result<storage::KindInfo> info = store_->Kind(storage::ExtentKind::kTrainState);
+      if (store_->num_layers() != layout.num_layers ||
+          store_->num_experts() != layout.num_experts || !info.ok() ||
+          info->part_bytes != kind.part_bytes) {
+        return FailedPreconditionError(
+            "expert_store: " + options_.path + " holds another model's expert states (" +
+            std::to_string(store_->num_layers()) + " layers x " +
+            std::to_string(store_->num_experts()) + " experts, this run needs " +
+            std::to_string(layout.num_layers) + " x " + std::to_string(layout.num_experts) +
+            " of " + std::to_string(payload) +
+            " bytes); delete it or point expert_store.dir elsewhere");
+      }
     }
-    store_ = std::move(*opened);
-    Result<storage::KindInfo> info = store_->Kind(storage::ExtentKind::kTrainState);
-    if (store_->num_layers() != layout.num_layers || store_->num_experts() != layout.num_experts ||
-        !info.ok() || info->part_bytes != kind.part_bytes) {
-      return FailedPreconditionError(
-          "expert_store: " + options_.path + " holds another model's expert states (" +
-          std::to_string(store_->num_layers()) + " layers x " +
-          std::to_string(store_->num_experts()) + " experts, this run needs " +
-          std::to_string(layout.num_layers) + " x " + std::to_string(layout.num_experts) + " of " +
-          std::to_string(payload) + " bytes); delete it or point expert_store.dir elsewhere");
-    }
-  } else {
+  }
+  if (create) {
     Result<std::unique_ptr<storage::ExpertStore>> created =
         storage::ExpertStore::Create(options_.fs, options_.path, layout);
     if (!created.ok()) {

@@ -8,10 +8,12 @@ step). Checks, exactly (no tolerance):
   - the loss and ce_loss of every step
   - every tensor of the final checkpoints (parameters, AdamW moments, optimizer step counts)
   - every step's metrics carry the store's counters, with misses and bytes written in every step
+  - with --resume-check: both runs continue 2 steps from their checkpoints (the store run reopens
+    its store files), again exactly equal
 Prints "store equivalence ok".
 
     store_equivalence.py --switchyard BIN [--mpirun "mpirun ARGS" --np 4] --config CFG \
-        [--set parallel.ep_size=4 ...] [--steps 12] [--fraction 0.25]
+        [--set parallel.ep_size=4 ...] [--steps 12] [--fraction 0.25] [--resume-check]
 """
 import argparse
 import json
@@ -35,6 +37,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], dest="sets")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--fraction", type=float, default=0.25)
+    ap.add_argument("--resume-check", action="store_true")
     args = ap.parse_args()
 
     with open(args.config) as f:
@@ -59,9 +62,9 @@ def main():
     if args.np > 1:
         launcher = shlex.split(args.mpirun) + ["-np", str(args.np)]
 
-    def train(tag, store):
+    def train(tag, store, steps=args.steps, resume=False):
         cmd = launcher + [args.switchyard, "train", "--config", args.config,
-                          "--set", f"train.steps={args.steps}", "--set", "train.eval_every=0",
+                          "--set", f"train.steps={steps}", "--set", "train.eval_every=0",
                           "--set", "train.eval_batches=1", "--set", "train.threads=1",
                           "--set", "log.every=1", "--set", "log.progress=lines",
                           "--set", f"log.metrics={tmp}/{tag}.jsonl",
@@ -71,7 +74,9 @@ def main():
         if store:
             cmd += ["--set", f'expert_store.dir="{tmp}/store"', "--set",
                     "expert_store.filesystem=posix", "--set", f"expert_store.cache_mib={cache_mib}"]
-        run(cmd, f"{tag} (np {args.np})")
+        if resume:
+            cmd += ["--resume"]
+        run(cmd, f"{tag} (np {args.np}{', resumed' if resume else ''})")
 
     train("memory", store=False)
     train("store", store=True)
@@ -91,6 +96,16 @@ def main():
         if st["misses"] <= 0 or st["bytes_written"] <= 0:
             sys.exit(f"FAIL: step {rec['step']}: no eviction traffic with {slots} of {local} "
                      f"experts cached: {st}")
+    if args.resume_check:
+        # Both continue from their checkpoints; the store run reopens its store files.
+        more = args.steps + 2
+        train("memory", store=False, steps=more, resume=True)
+        train("store", store=True, steps=more, resume=True)
+        compare_losses(losses(f"{tmp}/store.jsonl"), losses(f"{tmp}/memory.jsonl"),
+                       range(args.steps + 1, more + 1), 0.0, "resumed losses")
+        ckpt = f"step-{more:08d}.h5"
+        compare_checkpoints(f"{tmp}/store-ckpt/{ckpt}", f"{tmp}/memory-ckpt/{ckpt}", 0.0)
+        print("resume: 2 more steps from both checkpoints, bit-identical")
     files = sorted(os.listdir(f"{tmp}/store"))
     expected = sorted(f"rank-{r}.store" for r in range(args.np))
     if files != expected:
