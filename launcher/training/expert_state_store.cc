@@ -27,8 +27,14 @@ ExpertStateStore::ExpertStateStore(const ExpertStateStoreOptions& options, Optim
     : options_(options), optimizer_(optimizer), entries_(std::move(entries)) {}
 
 ExpertStateStore::~ExpertStateStore() {
-  // The cache borrows the store and must go first; its destructor does not write back (the
-  // trainer's EndStep and Consolidate do).
+  // The cache borrows the store and must go first. Its destructor does not write back; the
+  // states that matter are in the checkpoints, so a failure here is only logged.
+  if (cache_) {
+    const Status flushed = cache_->Flush();
+    if (!flushed.ok()) {
+      spdlog::warn("expert_store: final write-back to {}: {}", options_.path, flushed.message());
+    }
+  }
   cache_.reset();
   store_.reset();
 }
@@ -427,8 +433,11 @@ ExpertStoreStats ExpertStateStore::stats() const {
   const storage::CacheStats c = cache_->stats();
   const storage::StoreStats s = store_->stats();
   ExpertStoreStats out;
-  out.hits = c.hits;
-  out.misses = c.misses;
+  // The cache counts an Acquire of a prefetched entry as a hit; here it is a store read.
+  const uint64_t accesses = c.hits + c.misses;
+  out.misses = std::min(accesses, c.misses + c.prefetches_started);
+  out.hits = accesses - out.misses;
+  out.prefetched = c.prefetches_started;
   out.evictions = c.evictions;
   out.bytes_read = s.bytes_read;
   out.bytes_written = s.bytes_written;

@@ -84,8 +84,10 @@ struct ExpertStateStoreOptions {
 
 // Counters since creation.
 struct ExpertStoreStats {
-  uint64_t hits = 0;    // cache accesses that found the expert resident
-  uint64_t misses = 0;  // cache accesses that read it from the store
+  uint64_t hits = 0;        // cache accesses served without a store read
+  uint64_t misses = 0;      // cache accesses that read the expert from the store (on demand or
+                            // prefetched for them)
+  uint64_t prefetched = 0;  // of the misses, reads started ahead by the prefetch
   uint64_t evictions = 0;
   uint64_t bytes_read = 0;        // by the store
   uint64_t bytes_written = 0;     // by the store

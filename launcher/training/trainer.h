@@ -85,7 +85,8 @@ struct StepReport {
   // With expert_store.dir: this rank's expert store over this step (expert_state_store.h).
   bool has_expert_store = false;
   uint64_t expert_cache_hits = 0;
-  uint64_t expert_cache_misses = 0;
+  uint64_t expert_cache_misses = 0;  // store reads, on demand or prefetched
+  uint64_t expert_prefetched = 0;
   uint64_t store_bytes_read = 0;
   uint64_t store_bytes_written = 0;
   double expert_wait_seconds = 0;  // waiting for experts' states (reads, write-backs)

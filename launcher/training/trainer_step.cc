@@ -122,6 +122,7 @@ Result<StepReport> Trainer::StepOnce() {
     report.has_expert_store = true;
     report.expert_cache_hits = after.hits - store_before.hits;
     report.expert_cache_misses = after.misses - store_before.misses;
+    report.expert_prefetched = after.prefetched - store_before.prefetched;
     report.store_bytes_read = after.bytes_read - store_before.bytes_read;
     report.store_bytes_written = after.bytes_written - store_before.bytes_written;
     report.expert_wait_seconds = after.wait_seconds - store_before.wait_seconds;
