@@ -203,6 +203,53 @@ const ConfigSchema<ParallelOptions>& ParallelOptionsSchema() {
   return *schema;
 }
 
+std::string_view StoreFileSystemName(StoreFileSystem fs) {
+  switch (fs) {
+    case StoreFileSystem::kUring:
+      return "io_uring";
+    case StoreFileSystem::kPmem:
+      return "pmem";
+    case StoreFileSystem::kPosix:
+      return "posix";
+  }
+  return "posix";
+}
+
+const ConfigSchema<ExpertStoreOptions>& ExpertStoreOptionsSchema() {
+  using E = ExpertStoreOptions;
+  static const auto* schema = [] {
+    auto* s = new ConfigSchema<E>();
+    s->Field("dir", &E::dir, "Directory of the expert stores (empty = expert states in memory)")
+        .Enum("filesystem", &E::filesystem,
+              {{"uring", StoreFileSystem::kUring},
+               {"pmem", StoreFileSystem::kPmem},
+               {"posix", StoreFileSystem::kPosix}},
+              "I/O of the store: uring (posix where unavailable), pmem or posix")
+        .Field("cache_mib", &E::cache_mib, "CPU cache budget for expert states per rank (MiB)")
+        .Min(0)
+        .Field("lfu_threshold", &E::lfu_threshold,
+               "LFU eviction candidates have at least this count (MoESys Algorithm 2)")
+        .Min(0)
+        .Field("decay", &E::decay, "Factor the LFU counts are multiplied by every decay_every")
+        .Min(0)
+        .Max(1)
+        .Field("decay_every", &E::decay_every, "Steps between LFU count decays (0 = never)")
+        .Min(0)
+        .Field("prefetch", &E::prefetch, "Read the next needed expert while one is updated")
+        .Field("sparse_adam", &E::sparse_adam,
+               "Skip the zero-gradient AdamW steps of experts without tokens (not exact)")
+        .Check([](const E& e) -> std::optional<ConfigIssue> {
+          if (!e.dir.empty() && e.cache_mib <= 0) {
+            return ConfigIssue{"cache_mib", "must be positive when expert_store.dir is set"};
+          }
+          if (e.decay <= 0) return ConfigIssue{"decay", "must be in (0, 1]"};
+          return std::nullopt;
+        });
+    return s;
+  }();
+  return *schema;
+}
+
 OptimizerOptions TrainConfig::optimizer_options() const {
   OptimizerOptions o;
   o.kind = optim.kind;
@@ -226,7 +273,7 @@ LrScheduleOptions TrainConfig::schedule_options() const {
 
 Result<TrainConfig> LoadTrainConfig(Config& config) {
   SY_RETURN_IF_ERROR(config.CheckKnownBlocks(
-      {"model", "data", "train", "optim", "checkpoint", "log", "parallel"}));
+      {"model", "data", "train", "optim", "checkpoint", "log", "parallel", "expert_store"}));
   TrainConfig out;
   SY_RETURN_IF_ERROR(DataOptionsSchema().Bind(config, "data", &out.data));
   SY_RETURN_IF_ERROR(TrainOptionsSchema().Bind(config, "train", &out.train));
@@ -235,6 +282,12 @@ Result<TrainConfig> LoadTrainConfig(Config& config) {
   SY_RETURN_IF_ERROR(LogOptionsSchema().Bind(config, "log", &out.log));
   SY_RETURN_IF_ERROR(ParallelOptionsSchema().Bind(config, "parallel", &out.parallel));
   SY_RETURN_IF_ERROR(ModelConfigSchema().Bind(config, "model", &out.model));
+  SY_RETURN_IF_ERROR(ExpertStoreOptionsSchema().Bind(config, "expert_store", &out.expert_store));
+  if (out.expert_store.enabled() && out.model.num_experts == 0) {
+    return InvalidArgumentError(config.Where("expert_store.dir") +
+                                ": 'expert_store.dir' is set but the model has no experts "
+                                "(model.num_experts 0); unset expert_store.dir");
+  }
   Result<Device> device = ParseDevice(out.train.device);
   if (!device.ok()) {
     return InvalidArgumentError(config.Where("train.device") + ": 'train.device' " +

@@ -13,7 +13,9 @@
 //     "log": {"metrics": "", "every": 10, "progress": "auto", "routing_trace": "",
 //             "routing_trace_tokens": 16},
 //     "parallel": {"ep_size": 1, "zero_stage": 0, "hierarchical_a2a": false,
-//                  "ranks_per_node": 0, "timeout_s": 300, "embedding_partition": false}
+//                  "ranks_per_node": 0, "timeout_s": 300, "embedding_partition": false},
+//     "expert_store": {"dir": "", "filesystem": "uring", "cache_mib": 256, "lfu_threshold": 0,
+//                      "decay": 0.5, "decay_every": 25, "prefetch": true, "sparse_adam": false}
 //   }
 //
 // The "parallel" block only matters under mpirun (launcher/training/trainer.h): checks that need
@@ -26,6 +28,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_options.h"
@@ -114,6 +117,41 @@ struct ParallelOptions {
   bool embedding_partition = false;
 };
 
+// Which file system the expert store does its I/O through (storage/fs/file_system.h).
+enum class StoreFileSystem : uint8_t {
+  kUring,  // io_uring with O_DIRECT; posix, with a logged reason, where it cannot run
+  kPmem,   // libpmem2 (page granularity on any file); posix where the build lacks it
+  kPosix,  // pread / pwrite with O_DIRECT
+};
+// The name MakeFileSystem takes: "io_uring", "pmem" or "posix".
+std::string_view StoreFileSystemName(StoreFileSystem fs);
+
+// The "expert_store" block: the expert (sparse) optimizer states on SSD/PMem behind the MoESys LFU
+// CPU cache (launcher/training/expert_state_store.h, docs/training.md). With `dir` empty the
+// states live in memory, as without the block.
+struct ExpertStoreOptions {
+  // Default: none = expert states in memory. Directory of the stores, one file per rank
+  // (rank-R.store), keyed by (MoE layer, expert).
+  std::string dir;
+  StoreFileSystem filesystem = StoreFileSystem::kUring;  // Default: uring
+  double cache_mib = 256;  // Default: 256 MiB. CPU cache budget for expert states, per rank
+  // Default: 0. MoESys Algorithm 2's threshold: on a miss when full the entry with the smallest
+  // count at or above it is evicted (the smallest of all when none reaches it).
+  double lfu_threshold = 0;
+  double decay = 0.5;        // Default: 0.5. Counts are multiplied by this every decay_every steps
+  int64_t decay_every = 25;  // Default: 25 steps between decays; 0 never decays
+  // Default: true. Start reading the next needed expert from the store while the current one is
+  // updated (one ahead, so that a prefetched entry is never the victim of the next).
+  bool prefetch = true;
+  // Default: false (exact): an expert that got no tokens in a step has its zero-gradient AdamW
+  // step (moment decay, weight decay) replayed when it is next loaded, at a checkpoint and at the
+  // end, so training is bit-identical to in-memory training. true skips those steps, as MoESys
+  // does: an expert's moments and step count advance only when it is activated.
+  bool sparse_adam = false;
+
+  bool enabled() const { return !dir.empty(); }
+};
+
 struct TrainConfig {
   ModelConfig model;
   DataOptions data;
@@ -122,6 +160,7 @@ struct TrainConfig {
   CheckpointOptions checkpoint;
   LogOptions log;
   ParallelOptions parallel;
+  ExpertStoreOptions expert_store;
   // The effective config (every block with its defaults), as written into checkpoints.
   std::string effective_json;
 
@@ -135,6 +174,7 @@ const ConfigSchema<OptimBlock>& OptimBlockSchema();
 const ConfigSchema<CheckpointOptions>& CheckpointOptionsSchema();
 const ConfigSchema<LogOptions>& LogOptionsSchema();
 const ConfigSchema<ParallelOptions>& ParallelOptionsSchema();
+const ConfigSchema<ExpertStoreOptions>& ExpertStoreOptionsSchema();
 
 // Binds every block of `config` (rejecting unknown blocks with a suggestion), validates the model,
 // checks the model against the data (vocabulary) and parallel.ep_size against model.num_experts.

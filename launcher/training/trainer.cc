@@ -4,13 +4,17 @@
 #include "launcher/training/trainer.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 #include <span>
 #include <thread>
 #include <utility>
 
 #include "launcher/training/distributed_rank.h"
+#include "launcher/training/loss_share_expert_compute.h"
 #include "launcher/training/rank_collectives.h"
 #include "launcher/training/training_memory.h"
+#include "parallel/expert_parallel_compute.h"
 
 namespace sy::launcher {
 
@@ -20,6 +24,8 @@ Trainer::~Trainer() {
   // Zero3 removes its hooks from the model; the layers' expert-parallel computes point into
   // dist_'s topology and communicators.
   if (dist_) dist_->DetachModel();
+  expert_store_.reset();  // borrows the optimizer and the model's expert tensors
+  store_fs_.reset();
   model_.reset();
   dist_.reset();
 }
@@ -140,7 +146,8 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
   SY_ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(config_.optimizer_options(), pool_.get()));
   SY_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config_.schedule_options()));
   schedule_ = std::make_unique<LrSchedule>(schedule);
-  return InitParamStates();
+  SY_RETURN_IF_ERROR(InitParamStates());
+  return config_.expert_store.enabled() ? InitExpertStore() : Status::Ok();
 }
 
 Status Trainer::InitParamStates() {
@@ -166,12 +173,131 @@ Status Trainer::InitParamStates() {
       backend_->CopyAsync(p.value, s.host_value, backend_->compute_stream());
     }
     const size_t n = static_cast<size_t>(p.value.numel());
-    if (optimizer_->NeedsFirstMoment()) s.m.assign(n, 0.0f);
-    if (optimizer_->NeedsSecondMoment()) s.v.assign(n, 0.0f);
+    // With an expert store, an expert's moments live there (InitExpertStore).
+    const bool in_store = config_.expert_store.enabled() && p.is_expert;
+    if (optimizer_->NeedsFirstMoment() && !in_store) s.m.assign(n, 0.0f);
+    if (optimizer_->NeedsSecondMoment() && !in_store) s.v.assign(n, 0.0f);
     states_.push_back(std::move(s));
   }
   backend_->Synchronize();
   return Status::Ok();
+}
+
+namespace {
+
+// The LocalExpertCompute under a layer's expert compute: the layer's own, or an expert-parallel
+// rank's local experts (under its loss-share wrapper). Null for anything else.
+LocalExpertCompute* FindLocalExperts(ExpertCompute& compute) {
+  if (auto* local = dynamic_cast<LocalExpertCompute*>(&compute)) return local;
+  if (auto* share = dynamic_cast<LossShareExpertCompute*>(&compute)) {
+    return FindLocalExperts(share->inner());
+  }
+  if (auto* ep = dynamic_cast<ExpertParallelCompute*>(&compute)) return &ep->local();
+  return nullptr;
+}
+
+}  // namespace
+
+Status Trainer::InitExpertStore() {
+  const ExpertStoreOptions& o = config_.expert_store;
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  if (ec) {
+    return InvalidArgumentError("config: 'expert_store.dir' " + o.dir +
+                                " cannot be created: " + ec.message());
+  }
+  SY_ASSIGN_OR_RETURN(store_fs_, storage::MakeFileSystem(StoreFileSystemName(o.filesystem)));
+  // MoE layer index of each decoder layer that has experts (the same on every rank).
+  std::map<int, int> moe_index;
+  for (const ParamInfo& p : all_params_) {
+    if (p.is_expert) moe_index.emplace(model_->parameters().Find(p.name)->layer, 0);
+  }
+  int next = 0;
+  for (auto& [layer, index] : moe_index) index = next++;
+  // One entry per (layer, expert) of this rank, its tensors in ParameterStore order.
+  std::vector<ExpertEntry> entries;
+  std::map<std::pair<int, int>, size_t> entry_of;
+  for (size_t i = 0; i < states_.size(); ++i) {
+    ParamState& s = states_[i];
+    if (!s.param->is_expert) continue;
+    const auto key = std::make_pair(s.param->layer, s.param->expert);
+    auto [it, fresh] = entry_of.emplace(key, entries.size());
+    if (fresh) {
+      ExpertEntry e;
+      e.name = "experts/layer" + std::to_string(key.first) + "/expert" + std::to_string(key.second);
+      e.moe_layer = moe_index.at(key.first);
+      e.decoder_layer = key.first;
+      e.expert = key.second;
+      entries.push_back(std::move(e));
+    }
+    entries[it->second].parts.push_back({s.host_value.data<float>(), s.host_grad.data<float>(),
+                                         static_cast<size_t>(s.host_value.numel())});
+    expert_states_of_[entries[it->second].name].push_back(i);
+  }
+  ExpertStateStoreOptions options;
+  options.path = o.dir + "/rank-" + std::to_string(rank()) + ".store";
+  options.fs = store_fs_.get();
+  options.cache_bytes = static_cast<size_t>(o.cache_mib * 1024.0 * 1024.0);
+  options.lfu.threshold = o.lfu_threshold;
+  options.lfu.beta = o.decay;
+  options.lfu.decay_every = o.decay_every;
+  options.prefetch = o.prefetch;
+  options.sparse_adam = o.sparse_adam;
+  if (!host_backend()) {
+    // The store writes masters into the host copies; the device copies follow.
+    options.values_changed = [this](size_t entry) {
+      for (size_t i : expert_states_of_.at(expert_store_->entries()[entry].name)) {
+        backend_->CopyAsync(states_[i].host_value, states_[i].param->value,
+                            backend_->compute_stream());
+      }
+      backend_->Synchronize();
+    };
+  }
+  SY_ASSIGN_OR_RETURN(expert_store_,
+                      ExpertStateStore::Create(options, optimizer_.get(), std::move(entries)));
+  ExpertStateStore* store = expert_store_.get();
+  for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
+    LocalExpertCompute* local = FindLocalExperts(model_->moe_layer(m).expert_compute());
+    if (local == nullptr) {
+      return FailedPreconditionError(
+          "expert_store: MoE layer " + std::to_string(m) +
+          " does not compute its experts locally; unset expert_store.dir");
+    }
+    local->set_before_forward([store](int layer, int first_expert, std::span<const int64_t> rows) {
+      return store->Prepare(layer, first_expert, rows);
+    });
+  }
+  return Status::Ok();
+}
+
+Status Trainer::ConsolidateExperts() {
+  return expert_store_ ? expert_store_->Consolidate() : Status::Ok();
+}
+
+Status Trainer::ExportExpertStates() {
+  if (!expert_store_) return Status::Ok();
+  SY_RETURN_IF_ERROR(expert_store_->Consolidate());
+  std::vector<std::vector<float>> m, v;
+  int64_t opt_step = 0;
+  for (size_t e = 0; e < expert_store_->entries().size(); ++e) {
+    SY_RETURN_IF_ERROR(expert_store_->Export(e, &m, &v, &opt_step));
+    const std::vector<size_t>& idx = expert_states_of_.at(expert_store_->entries()[e].name);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      states_[idx[k]].m = std::move(m[k]);
+      states_[idx[k]].v = std::move(v[k]);
+      states_[idx[k]].opt_step = opt_step;
+    }
+  }
+  return Status::Ok();
+}
+
+void Trainer::DropExpertStates() {
+  if (!expert_store_) return;
+  for (ParamState& s : states_) {
+    if (!InStore(s)) continue;
+    std::vector<float>().swap(s.m);
+    std::vector<float>().swap(s.v);
+  }
 }
 
 std::vector<std::vector<float>> Trainer::ParameterValues() {

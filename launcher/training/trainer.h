@@ -28,6 +28,11 @@
 // process or `switchyard generate` loads it; a distributed resume reads it on rank 0 and
 // broadcasts it.
 //
+// Expert store (config block expert_store, expert_state_store.h): the experts' optimizer states
+// live in a store file per rank behind the MoESys LFU CPU cache; the model's expert tensors stay
+// the compute copy. Exact by default (bit-identical to in-memory training); a checkpoint
+// consolidates the experts' states into the same file an in-memory run writes.
+//
 // Ownership: the Trainer owns its backend, model, dataset, batchers, optimizer and states, and its
 // DistributedRank; it does not own the world communicator, which must outlive it.
 // Thread-safety: none; one thread drives a Trainer.
@@ -36,8 +41,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "launcher/training/expert_state_store.h"
 #include "launcher/training/param_state.h"
 #include "launcher/training/train_checkpoint.h"
 #include "launcher/training/train_options.h"
@@ -75,6 +82,14 @@ struct StepReport {
   double communication_seconds = 0;
   // Per MoE layer, the token-slots routed to each expert in this step (over all ranks).
   std::vector<std::vector<int64_t>> expert_load;
+  // With expert_store.dir: this rank's expert store over this step (expert_state_store.h).
+  bool has_expert_store = false;
+  uint64_t expert_cache_hits = 0;
+  uint64_t expert_cache_misses = 0;  // store reads, on demand or prefetched
+  uint64_t expert_prefetched = 0;
+  uint64_t store_bytes_read = 0;
+  uint64_t store_bytes_written = 0;
+  double expert_wait_seconds = 0;  // waiting for experts' states (reads, write-backs)
 };
 
 struct EvalReport {
@@ -142,8 +157,14 @@ class Trainer {
   const storage::AccessTrace& routing_trace() const { return trace_; }
   const Dataset& dataset() const { return *dataset_; }
   // Every parameter's current fp32 value, in ParameterStore order (a host copy). Distributed: the
-  // parameters this rank holds (the dense ones and its own experts).
+  // parameters this rank holds (the dense ones and its own experts). With an expert store in
+  // exact mode, call ConsolidateExperts first (experts without tokens lag until then).
   std::vector<std::vector<float>> ParameterValues();
+  // With an expert store: replays every expert's missing updates and writes the cache back (see
+  // ExpertStateStore::Consolidate); OK without one. Not collective.
+  Status ConsolidateExperts();
+  // This rank's expert store, or null without expert_store.dir.
+  const ExpertStateStore* expert_store() const { return expert_store_.get(); }
 
  private:
   // One parameter of the whole model, as a single process registers it.
@@ -158,10 +179,19 @@ class Trainer {
   explicit Trainer(const TrainConfig& config);
   Status Init(Communicator* world, bool concurrent_mpi);
   Status InitParamStates();
+  // Opens this rank's expert store over the expert states and hooks the MoE layers' experts.
+  Status InitExpertStore();
+  // The store's moments and step counts into the expert ParamStates (for a checkpoint) and out.
+  Status ExportExpertStates();
+  void DropExpertStates();
+  // Whether the optimizer state of `s` lives in the expert store.
+  bool InStore(const ParamState& s) const { return expert_store_ && s.param->is_expert; }
   // Step without the hint that Step adds to an out-of-memory error.
   Result<StepReport> StepOnce();
   // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
   void RecordRouting();
+  // SaveCheckpoint once the expert states are in states_.
+  Status SaveCheckpointOfStates(const std::string& path);
   Status SaveDistributedCheckpoint(const std::string& path);
   Status LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* ckpt);
   // Copies `ckpt` (every parameter of the model, in ParameterStore order) into this trainer.
@@ -189,6 +219,11 @@ class Trainer {
   int64_t step_ = 0;
   storage::AccessTrace trace_;             // with log.routing_trace
   std::unique_ptr<DistributedRank> dist_;  // null in one process
+  // With expert_store.dir (the file system outlives the store).
+  std::unique_ptr<storage::FileSystem> store_fs_;
+  std::unique_ptr<ExpertStateStore> expert_store_;
+  // Entry name -> the indices in states_ of its tensors, in the entry's part order.
+  std::unordered_map<std::string, std::vector<size_t>> expert_states_of_;
 };
 
 }  // namespace sy::launcher

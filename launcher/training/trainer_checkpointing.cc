@@ -41,6 +41,16 @@ std::string FirstDifference(const nlohmann::json& a, const nlohmann::json& b,
 }  // namespace
 
 Status Trainer::SaveCheckpoint(const std::string& path) {
+  // With an expert store the experts' states are consolidated into the file an in-memory run
+  // writes; their moments are held only for the save. A rank whose store fails returns here, and
+  // RunTrainingJob ends the job on every rank.
+  const Status exported = ExportExpertStates();
+  Status saved = exported.ok() ? SaveCheckpointOfStates(path) : exported;
+  DropExpertStates();
+  return saved;
+}
+
+Status Trainer::SaveCheckpointOfStates(const std::string& path) {
   if (dist_) return SaveDistributedCheckpoint(path);
   TrainCheckpoint ckpt;
   ckpt.config_json = config_.effective_json;
@@ -292,6 +302,25 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
     SY_RETURN_IF_ERROR(dist_->zero()->LoadOptimizerState(states));
   }
   step_ = ckpt.step;
+  if (expert_store_) {
+    // The experts' states go into the store; the run has made as many updates as its most
+    // updated parameter (every dense one is updated at every update).
+    int64_t updates = 0;
+    for (int64_t s : ckpt.optimizer_steps) updates = std::max(updates, s);
+    std::vector<std::vector<float>> m, v;
+    for (size_t e = 0; e < expert_store_->entries().size(); ++e) {
+      const std::vector<size_t>& idx = expert_states_of_.at(expert_store_->entries()[e].name);
+      m.assign(idx.size(), {});
+      v.assign(idx.size(), {});
+      for (size_t k = 0; k < idx.size(); ++k) {
+        m[k] = std::move(states_[idx[k]].m);
+        v[k] = std::move(states_[idx[k]].v);
+      }
+      SY_RETURN_IF_ERROR(expert_store_->Import(e, m, v, states_[idx[0]].opt_step, updates));
+    }
+    DropExpertStates();
+    SY_RETURN_IF_ERROR(expert_store_->Consolidate());
+  }
   return Status::Ok();
 }
 

@@ -42,6 +42,8 @@ Result<StepReport> Trainer::StepOnce() {
   SY_RETURN_IF_ERROR(train_batcher_->Next(&batch_));
   const auto data_done = Clock::now();
   const double comm_data = comm();
+  const ExpertStoreStats store_before = expert_store_ ? expert_store_->stats() : ExpertStoreStats{};
+  if (expert_store_) expert_store_->BeginStep();
   if (dist_) {
     dist_->ZeroGrads();
   } else {
@@ -94,6 +96,7 @@ Result<StepReport> Trainer::StepOnce() {
     std::vector<ParamGroup> groups;
     groups.reserve(states_.size());
     for (ParamState& s : states_) {
+      if (InStore(s)) continue;  // updated by the expert store below
       ParamGroup g;
       g.param = s.host_value.data<float>();
       g.grad = s.host_grad.data<float>();
@@ -104,6 +107,7 @@ Result<StepReport> Trainer::StepOnce() {
       groups.push_back(g);
     }
     optimizer_->Step(groups, report.lr);
+    if (expert_store_) SY_RETURN_IF_ERROR(expert_store_->Update(report.lr));
     if (dist_ && dist_->zero()) SY_RETURN_IF_ERROR(dist_->zero()->Step(report.lr));
     if (!host_backend()) {
       for (ParamState& s : states_) {
@@ -111,6 +115,17 @@ Result<StepReport> Trainer::StepOnce() {
       }
       backend_->Synchronize();
     }
+  }
+  if (expert_store_) {
+    SY_RETURN_IF_ERROR(expert_store_->EndStep());
+    const ExpertStoreStats after = expert_store_->stats();
+    report.has_expert_store = true;
+    report.expert_cache_hits = after.hits - store_before.hits;
+    report.expert_cache_misses = after.misses - store_before.misses;
+    report.expert_prefetched = after.prefetched - store_before.prefetched;
+    report.store_bytes_read = after.bytes_read - store_before.bytes_read;
+    report.store_bytes_written = after.bytes_written - store_before.bytes_written;
+    report.expert_wait_seconds = after.wait_seconds - store_before.wait_seconds;
   }
   const auto optimizer_done = Clock::now();
   const double comm_optimizer = comm();

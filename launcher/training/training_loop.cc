@@ -152,6 +152,8 @@ class TrainingLoop {
                    trainer_.routing_trace().num_steps());
     }
     SY_ASSIGN_OR_RETURN(EvalReport final_eval, trainer_.Evaluate());
+    // With an expert store: every expert's state brought up to date and written back.
+    SY_RETURN_IF_ERROR(trainer_.ConsolidateExperts());
     LogEval(final_eval);
     std::fprintf(out_, "final step %lld eval loss %.4f time %.1fs accuracy: %s\n",
                  static_cast<long long>(trainer_.step()), final_eval.loss,
@@ -280,6 +282,17 @@ class TrainingLoop {
                              {"backward", r.backward_seconds},
                              {"optimizer", r.optimizer_seconds},
                              {"communication", r.communication_seconds}}}};
+    if (r.has_expert_store) {
+      const uint64_t accesses = r.expert_cache_hits + r.expert_cache_misses;
+      line["expert_store"] = {
+          {"hit_rate", accesses > 0 ? static_cast<double>(r.expert_cache_hits) / accesses : 1.0},
+          {"hits", r.expert_cache_hits},
+          {"misses", r.expert_cache_misses},
+          {"prefetched", r.expert_prefetched},
+          {"bytes_read", r.store_bytes_read},
+          {"bytes_written", r.store_bytes_written},
+          {"wait_seconds", r.expert_wait_seconds}};
+    }
     metrics_ << line.dump() << "\n";
     metrics_.flush();
   }

@@ -12,6 +12,8 @@ Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
     int64_t intermediate, DType weight_dtype, bool with_grad, int first_expert) {
   SY_CHECK_GE(first_expert, 0) << "first_expert";
   std::unique_ptr<LocalExpertCompute> ec(new LocalExpertCompute());
+  ec->layer_ = layer;
+  ec->first_expert_ = first_expert;
   const int64_t e = num_experts;
   SY_ASSIGN_OR_RETURN(ec->w_gate_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
   SY_ASSIGN_OR_RETURN(ec->w_up_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
@@ -51,6 +53,7 @@ Status LocalExpertCompute::Forward(Backend& backend, const Tensor& xs,
   SY_CHECK_EQ(static_cast<int64_t>(group_rows.size()), w_gate_.dim(0)) << "group count";
   SY_CHECK_EQ(std::accumulate(group_rows.begin(), group_rows.end(), int64_t{0}), xs.dim(0))
       << "group rows do not add up to the rows of " << xs.ToString();
+  if (before_forward_) SY_RETURN_IF_ERROR(before_forward_(layer_, first_expert_, group_rows));
   const int64_t r = xs.dim(0);
   const int64_t inter = w_gate_.dim(1);
   group_rows_.assign(group_rows.begin(), group_rows.end());

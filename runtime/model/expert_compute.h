@@ -19,13 +19,22 @@
 // pre-gate, the next MoE layer's routing logits). Training implementations ignore it (the default);
 // inference expert providers (inference/expert_provider.h) fetch or prefetch experts from it.
 //
+// Note [before-forward hook]. LocalExpertCompute::set_before_forward installs a callback that
+// Forward runs first, with the decoder layer, the first global expert of this compute and the rows
+// each of its experts is about to compute (after the expert-parallel exchange of the counts, so
+// on an EP rank these are the rows its own experts receive from every rank). The training expert
+// store (launcher/training/expert_state_store.h) brings the activated experts' weights up to date
+// there; an error from the hook fails the Forward.
+//
 // Ownership: holds parameter views and, between Forward and Release, views of its activations.
 // Thread-safety: as the Backend's operators.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -94,6 +103,13 @@ class LocalExpertCompute final : public ExpertCompute {
   Status Backward(Backend& backend, const Tensor& d_ys, const Tensor& d_xs) override;
   void Release() override;
 
+  // Note [before-forward hook]. An empty function removes it.
+  using BeforeForward =
+      std::function<Status(int layer, int first_expert, std::span<const int64_t> group_rows)>;
+  void set_before_forward(BeforeForward hook) { before_forward_ = std::move(hook); }
+  int layer() const { return layer_; }
+  int first_expert() const { return first_expert_; }
+
   // Stacked weights: w_gate, w_up [E, I, H]; w_down [E, H, I].
   const Tensor& w_gate() const { return w_gate_; }
   const Tensor& w_up() const { return w_up_; }
@@ -102,6 +118,9 @@ class LocalExpertCompute final : public ExpertCompute {
  private:
   LocalExpertCompute() = default;
 
+  int layer_ = 0;
+  int first_expert_ = 0;
+  BeforeForward before_forward_;
   Tensor w_gate_, w_up_, w_down_;
   Tensor dw_gate_, dw_up_, dw_down_;
   std::vector<int64_t> group_rows_;

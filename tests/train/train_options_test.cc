@@ -108,5 +108,48 @@ TEST(TrainOptionsTest, MissingConfigFileIsNotFound) {
   EXPECT_NE(r.status().message().find("/nonexistent/cfg.json"), std::string::npos);
 }
 
+TEST(TrainOptionsTest, ExpertStoreBlockDefaultsAndChecks) {
+  Result<TrainConfig> tiny = LoadTrainConfigFile(SY_TINY_CONFIG, {});
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  EXPECT_FALSE(tiny->expert_store.enabled());
+  EXPECT_EQ(tiny->expert_store.filesystem, StoreFileSystem::kUring);
+  EXPECT_TRUE(tiny->expert_store.prefetch);
+  EXPECT_FALSE(tiny->expert_store.sparse_adam);
+  EXPECT_NE(tiny->effective_json.find("\"expert_store\""), std::string::npos);
+  Result<TrainConfig> on = LoadTrainConfigFile(
+      SY_TINY_CONFIG,
+      {"expert_store.dir=\"/tmp/x\"", "expert_store.filesystem=posix", "expert_store.cache_mib=0.5",
+       "expert_store.lfu_threshold=2", "expert_store.decay=0.25", "expert_store.decay_every=3",
+       "expert_store.prefetch=false", "expert_store.sparse_adam=true"});
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  EXPECT_TRUE(on->expert_store.enabled());
+  EXPECT_EQ(on->expert_store.dir, "/tmp/x");
+  EXPECT_EQ(on->expert_store.filesystem, StoreFileSystem::kPosix);
+  EXPECT_EQ(StoreFileSystemName(on->expert_store.filesystem), "posix");
+  EXPECT_EQ(on->expert_store.cache_mib, 0.5);
+  EXPECT_EQ(on->expert_store.lfu_threshold, 2);
+  EXPECT_EQ(on->expert_store.decay, 0.25);
+  EXPECT_EQ(on->expert_store.decay_every, 3);
+  EXPECT_FALSE(on->expert_store.prefetch);
+  EXPECT_TRUE(on->expert_store.sparse_adam);
+
+  Status s = LoadError({"expert_store.cache_mb=3"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown key 'expert_store.cache_mb'"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("did you mean 'expert_store.cache_mib'"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("tiny.json"), std::string::npos) << s.message();
+  s = LoadError({"expert_store.filesystem=ext4"});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("uring"), std::string::npos) << s.message();
+  s = LoadError({"expert_store.decay=1.5"});
+  EXPECT_NE(s.message().find("'expert_store.decay'"), std::string::npos) << s.message();
+  s = LoadError({"expert_store.dir=\"/tmp/x\"", "expert_store.cache_mib=0"});
+  EXPECT_NE(s.message().find("expert_store.cache_mib"), std::string::npos) << s.message();
+  s = LoadError({"expert_store.dir=\"/tmp/x\"", "model.num_experts=0"});
+  EXPECT_NE(s.message().find("expert_store.dir"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace sy::launcher

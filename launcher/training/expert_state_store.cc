@@ -1,0 +1,449 @@
+#include "launcher/training/expert_state_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <map>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/core/check.h"
+
+namespace sy::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMetaBytes = 2 * sizeof(int64_t);
+// Initial states written per batch of store writes (each batch publishes with one fdatasync).
+constexpr size_t kInitialBatch = 16;
+
+}  // namespace
+
+ExpertStateStore::ExpertStateStore(const ExpertStateStoreOptions& options, Optimizer* optimizer,
+                                   std::vector<ExpertEntry> entries)
+    : options_(options), optimizer_(optimizer), entries_(std::move(entries)) {}
+
+ExpertStateStore::~ExpertStateStore() {
+  // The cache borrows the store and must go first. Its destructor does not write back; the
+  // states that matter are in the checkpoints, so a failure here is only logged.
+  if (cache_) {
+    const Status flushed = cache_->Flush();
+    if (!flushed.ok()) {
+      spdlog::warn("expert_store: final write-back to {}: {}", options_.path, flushed.message());
+    }
+  }
+  cache_.reset();
+  store_.reset();
+}
+
+Result<std::unique_ptr<ExpertStateStore>> ExpertStateStore::Create(
+    const ExpertStateStoreOptions& options, Optimizer* optimizer,
+    std::vector<ExpertEntry> entries) {
+  SY_CHECK(options.fs != nullptr) << "ExpertStateStore needs a file system";
+  SY_CHECK(optimizer != nullptr) << "ExpertStateStore needs the optimizer";
+  SY_CHECK(!entries.empty()) << "ExpertStateStore without experts";
+  std::unique_ptr<ExpertStateStore> s(new ExpertStateStore(options, optimizer, std::move(entries)));
+  SY_RETURN_IF_ERROR(s->Open());
+  SY_RETURN_IF_ERROR(s->WriteInitialStates());
+  return s;
+}
+
+Status ExpertStateStore::Open() {
+  with_m_ = optimizer_->NeedsFirstMoment();
+  with_v_ = optimizer_->NeedsSecondMoment();
+  // The layout: MoE layers, and per layer the contiguous range of this rank's experts.
+  std::map<int, std::vector<size_t>> by_layer;
+  int max_decoder_layer = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    by_layer[entries_[i].moe_layer].push_back(i);
+    max_decoder_layer = std::max(max_decoder_layer, entries_[i].decoder_layer);
+  }
+  num_moe_layers_ = static_cast<int>(by_layer.rbegin()->first) + 1;
+  experts_per_layer_ = static_cast<int>(by_layer.begin()->second.size());
+  first_expert_.assign(static_cast<size_t>(num_moe_layers_), -1);
+  decoder_to_moe_.assign(static_cast<size_t>(max_decoder_layer) + 1, -1);
+  std::vector<ExpertEntry> ordered(entries_.size());
+  size_t largest = 0;
+  for (auto& [layer, members] : by_layer) {
+    SY_CHECK_EQ(static_cast<int>(members.size()), experts_per_layer_)
+        << "every MoE layer needs the same number of local experts";
+    int first = entries_[members[0]].expert;
+    for (size_t i : members) first = std::min(first, entries_[i].expert);
+    first_expert_[static_cast<size_t>(layer)] = first;
+    for (size_t i : members) {
+      ExpertEntry& e = entries_[i];
+      const int local = e.expert - first;
+      SY_CHECK(local >= 0 && local < experts_per_layer_) << e.name << ": experts not contiguous";
+      decoder_to_moe_[static_cast<size_t>(e.decoder_layer)] = layer;
+      ordered[EntryIndex(layer, local)] = std::move(e);
+    }
+  }
+  entries_ = std::move(ordered);
+  for (const ExpertEntry& e : entries_) {
+    size_t n = 0;
+    for (const ExpertPart& p : e.parts) n += p.n;
+    SY_CHECK_GT(n, 0u) << e.name << " has no parameters";
+    numel_.push_back(n);
+    largest = std::max(largest, n);
+    SY_CHECK_EQ(n, numel_[0]) << e.name << ": every expert needs the same size";
+  }
+  zeros_.assign(largest, 0.0f);
+  last_update_.assign(entries_.size(), 0);
+  activated_.assign(entries_.size(), 0);
+
+  const uint64_t part = numel_[0] * sizeof(float);
+  storage::KindSpec kind;
+  kind.kind = storage::ExtentKind::kTrainState;
+  kind.part_bytes.push_back(part);
+  if (with_m_) kind.part_bytes.push_back(part);
+  if (with_v_) kind.part_bytes.push_back(part);
+  kind.part_bytes.push_back(kMetaBytes);
+  uint64_t payload = 0;
+  for (uint64_t b : kind.part_bytes) payload += b;
+  const uint64_t stride = storage::AlignUp(payload, storage::kStoreBlock);
+  const size_t slots = options_.cache_bytes / stride;
+  if (slots == 0) {
+    return ResourceExhaustedError(
+        "expert_store.cache_mib: the cache budget of " + std::to_string(options_.cache_bytes) +
+        " bytes holds no expert (one expert's state is " + std::to_string(stride) +
+        " bytes); raise expert_store.cache_mib to at least " +
+        std::to_string(static_cast<double>(stride) / (1 << 20)) + " MiB");
+  }
+  const int64_t total = static_cast<int64_t>(entries_.size());
+  kind.spare_extents = std::min<int64_t>(total, std::max<int64_t>(16, static_cast<int64_t>(slots)));
+  storage::StoreLayout layout;
+  layout.num_layers = static_cast<uint32_t>(num_moe_layers_);
+  layout.num_experts = static_cast<uint32_t>(experts_per_layer_);
+  layout.kinds.push_back(kind);
+
+  auto exists = options_.fs->Exists(options_.path);
+  bool create = !(exists.ok() && *exists);
+  if (!create) {
+    Result<std::unique_ptr<storage::ExpertStore>> opened =
+        storage::ExpertStore::Open(options_.fs, options_.path);
+    if (opened.status().code() == StatusCode::kDataLoss) {
+      // The store holds nothing a checkpoint does not (every state is rewritten at creation and
+      // restore), so a store damaged beyond its own recovery is replaced.
+      spdlog::warn("expert_store: {} cannot be opened ({}); creating it anew", options_.path,
+                   opened.status().message());
+      SY_RETURN_IF_ERROR(options_.fs->Remove(options_.path));
+      create = true;
+    } else if (!opened.ok()) {
+      return Status(opened.status().code(), "expert_store: " + opened.status().message());
+    } else {
+      store_ = std::move(*opened);
+      Result<storage::KindInfo> info = store_->Kind(storage::ExtentKind::kTrainState);
+      if (store_->num_layers() != layout.num_layers ||
+          store_->num_experts() != layout.num_experts || !info.ok() ||
+          info->part_bytes != kind.part_bytes) {
+        return FailedPreconditionError(
+            "expert_store: " + options_.path + " holds another model's expert states (" +
+            std::to_string(store_->num_layers()) + " layers x " +
+            std::to_string(store_->num_experts()) + " experts, this run needs " +
+            std::to_string(layout.num_layers) + " x " + std::to_string(layout.num_experts) +
+            " of " + std::to_string(payload) +
+            " bytes); delete it or point expert_store.dir elsewhere");
+      }
+    }
+  }
+  if (create) {
+    Result<std::unique_ptr<storage::ExpertStore>> created =
+        storage::ExpertStore::Create(options_.fs, options_.path, layout);
+    if (!created.ok()) {
+      return Status(created.status().code(), "expert_store: " + created.status().message());
+    }
+    store_ = std::move(*created);
+  }
+  storage::CacheOptions cache;
+  cache.num_slots = slots;
+  cache.kind = storage::ExtentKind::kTrainState;
+  cache.policy.kind = storage::PolicyKind::kMoESysLfu;
+  cache.policy.lfu = options_.lfu;
+  cache.update_cycle = 1;
+  Result<std::unique_ptr<storage::ExpertCache>> made =
+      storage::ExpertCache::Create(store_.get(), cache);
+  if (!made.ok()) {
+    return Status(made.status().code(), "expert_store: " + made.status().message());
+  }
+  cache_ = std::move(*made);
+  return Status::Ok();
+}
+
+size_t ExpertStateStore::EntryIndex(int moe_layer, int local) const {
+  return static_cast<size_t>(moe_layer) * static_cast<size_t>(experts_per_layer_) +
+         static_cast<size_t>(local);
+}
+
+storage::ExpertKey ExpertStateStore::Key(size_t entry) const {
+  return {static_cast<uint32_t>(entry / static_cast<size_t>(experts_per_layer_)),
+          static_cast<uint32_t>(entry % static_cast<size_t>(experts_per_layer_))};
+}
+
+Status ExpertStateStore::Fail(size_t entry, const Status& status) const {
+  const ExpertEntry& e = entries_[entry];
+  return Status(status.code(), "expert_store: " + e.name + " (layer " +
+                                   std::to_string(e.decoder_layer) + " expert " +
+                                   std::to_string(e.expert) + ") in " + options_.path + ": " +
+                                   status.message());
+}
+
+Status ExpertStateStore::WriteInitialStates() {
+  const size_t payload = cache_->payload_bytes();
+  const size_t n = numel_[0];
+  std::vector<std::vector<std::byte>> staging(std::min(kInitialBatch, entries_.size()),
+                                              std::vector<std::byte>(payload, std::byte{0}));
+  for (size_t first = 0; first < entries_.size(); first += kInitialBatch) {
+    const size_t count = std::min(kInitialBatch, entries_.size() - first);
+    std::vector<std::future<Result<uint64_t>>> writes;
+    for (size_t j = 0; j < count; ++j) {
+      const size_t entry = first + j;
+      std::vector<std::byte>& buf = staging[j];
+      std::fill(buf.begin(), buf.end(), std::byte{0});
+      size_t at = 0;
+      for (const ExpertPart& p : entries_[entry].parts) {
+        std::memcpy(buf.data() + at * sizeof(float), p.value, p.n * sizeof(float));
+        at += p.n;
+      }
+      SY_CHECK_EQ(at, n) << "expert size";
+      writes.push_back(store_->Write(Key(entry), storage::ExtentKind::kTrainState, buf));
+    }
+    for (size_t j = 0; j < count; ++j) {
+      Result<uint64_t> written = writes[j].get();
+      if (!written.ok()) return Fail(first + j, written.status());
+    }
+  }
+  std::fill(last_update_.begin(), last_update_.end(), 0);
+  updates_ = lr_base_ = 0;
+  lrs_.clear();
+  return Status::Ok();
+}
+
+Result<storage::CacheHandle> ExpertStateStore::AcquireEntry(size_t entry,
+                                                            storage::AccessMode mode) {
+  const auto start = Clock::now();
+  Result<storage::CacheHandle> handle = cache_->Acquire(Key(entry), mode);
+  wait_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  if (!handle.ok()) return Fail(entry, handle.status());
+  return handle;
+}
+
+void ExpertStateStore::PrefetchEntry(size_t entry) {
+  // One ahead only: a prefetched entry is new to the LFU (count 1), so a second one would likely
+  // evict the first before it is used.
+  if (!options_.prefetch || cache_->num_slots() < 2) return;
+  (void)cache_->Prefetch(Key(entry));
+}
+
+void ExpertStateStore::Advance(size_t entry, storage::CacheHandle& handle, int64_t target,
+                               const double* lr) {
+  const ExpertEntry& e = entries_[entry];
+  const size_t n = numel_[entry];
+  std::byte* data = handle.data().data();
+  float* master = reinterpret_cast<float*>(data);
+  float* m = with_m_ ? master + n : nullptr;
+  float* v = with_v_ ? master + n * (with_m_ ? 2 : 1) : nullptr;
+  std::byte* meta_bytes = data + n * sizeof(float) * (1 + (with_m_ ? 1 : 0) + (with_v_ ? 1 : 0));
+  Meta meta;
+  std::memcpy(&meta, meta_bytes, sizeof(meta));
+  SY_CHECK_EQ(meta.last_update, last_update_[entry]) << e.name << ": state and index disagree";
+
+  std::vector<ParamGroup> groups(e.parts.size());
+  std::vector<int64_t> steps(e.parts.size());
+  auto step_once = [&](double rate, bool with_grad) {
+    size_t at = 0;
+    for (size_t k = 0; k < e.parts.size(); ++k) {
+      steps[k] = meta.opt_step;
+      ParamGroup& g = groups[k];
+      g.param = master + at;
+      g.grad = with_grad ? e.parts[k].grad : zeros_.data();
+      g.m = m != nullptr ? m + at : nullptr;
+      g.v = v != nullptr ? v + at : nullptr;
+      g.n = e.parts[k].n;
+      g.step = &steps[k];
+      at += e.parts[k].n;
+    }
+    optimizer_->Step(groups, rate);
+    meta.opt_step = steps[0];
+  };
+  bool changed = false;
+  if (!options_.sparse_adam) {
+    SY_CHECK_GE(meta.last_update, lr_base_)
+        << e.name << ": its state predates the learning rates this run recorded";
+    for (int64_t u = meta.last_update + 1; u <= target; ++u) {
+      step_once(lrs_[static_cast<size_t>(u - lr_base_ - 1)], /*with_grad=*/false);
+      ++replayed_;
+      changed = true;
+    }
+    meta.last_update = std::max(meta.last_update, target);
+  }
+  if (lr != nullptr) {
+    step_once(*lr, /*with_grad=*/true);
+    meta.last_update = updates_;
+    changed = true;
+  }
+  std::memcpy(meta_bytes, &meta, sizeof(meta));
+  last_update_[entry] = meta.last_update;
+  if (!changed) return;
+  size_t at = 0;
+  for (const ExpertPart& p : e.parts) {
+    std::memcpy(p.value, master + at, p.n * sizeof(float));
+    at += p.n;
+  }
+  if (options_.values_changed) options_.values_changed(entry);
+}
+
+void ExpertStateStore::BeginStep() {
+  std::fill(activated_.begin(), activated_.end(), 0);
+  activated_order_.clear();
+}
+
+Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
+                                 std::span<const int64_t> rows) {
+  SY_CHECK(decoder_layer >= 0 && decoder_layer < static_cast<int>(decoder_to_moe_.size()) &&
+           decoder_to_moe_[static_cast<size_t>(decoder_layer)] >= 0)
+      << "decoder layer " << decoder_layer << " has no experts in the store";
+  const int moe = decoder_to_moe_[static_cast<size_t>(decoder_layer)];
+  SY_CHECK_EQ(first_expert, first_expert_[static_cast<size_t>(moe)]) << "first expert";
+  SY_CHECK_EQ(static_cast<int>(rows.size()), experts_per_layer_) << "local experts";
+  std::vector<size_t> stale;
+  for (int i = 0; i < experts_per_layer_; ++i) {
+    if (rows[static_cast<size_t>(i)] == 0) continue;
+    const size_t entry = EntryIndex(moe, i);
+    if (!activated_[entry]) {
+      activated_[entry] = 1;
+      activated_order_.push_back(entry);
+    }
+    if (!options_.sparse_adam && last_update_[entry] < updates_) stale.push_back(entry);
+  }
+  for (size_t i = 0; i < stale.size(); ++i) {
+    SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(stale[i]));
+    if (i + 1 < stale.size()) PrefetchEntry(stale[i + 1]);
+    Advance(stale[i], handle, updates_, nullptr);
+  }
+  return Status::Ok();
+}
+
+Status ExpertStateStore::Update(double lr) {
+  ++updates_;
+  lrs_.push_back(lr);
+  for (size_t i = 0; i < activated_order_.size(); ++i) {
+    const size_t entry = activated_order_[i];
+    SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
+    if (i + 1 < activated_order_.size()) PrefetchEntry(activated_order_[i + 1]);
+    Advance(entry, handle, updates_ - 1, &lr);
+  }
+  return Status::Ok();
+}
+
+Status ExpertStateStore::EndStep() {
+  Status s = cache_->Step();
+  if (!s.ok())
+    return Status(s.code(), "expert_store: write-back to " + options_.path + ": " + s.message());
+  return Status::Ok();
+}
+
+Status ExpertStateStore::Consolidate() {
+  if (!options_.sparse_adam) {
+    std::vector<size_t> stale;
+    for (size_t e = 0; e < entries_.size(); ++e) {
+      if (last_update_[e] < updates_) stale.push_back(e);
+    }
+    for (size_t i = 0; i < stale.size(); ++i) {
+      SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(stale[i]));
+      if (i + 1 < stale.size()) PrefetchEntry(stale[i + 1]);
+      Advance(stale[i], handle, updates_, nullptr);
+    }
+  }
+  Status s = cache_->Flush();
+  if (!s.ok())
+    return Status(s.code(), "expert_store: write-back to " + options_.path + ": " + s.message());
+  return Status::Ok();
+}
+
+Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* m,
+                                std::vector<std::vector<float>>* v, int64_t* opt_step) {
+  SY_CHECK_LT(entry, entries_.size()) << "entry";
+  SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry, storage::AccessMode::kRead));
+  const ExpertEntry& e = entries_[entry];
+  const size_t n = numel_[entry];
+  const float* master = reinterpret_cast<const float*>(handle.data().data());
+  const float* sm = with_m_ ? master + n : nullptr;
+  const float* sv = with_v_ ? master + n * (with_m_ ? 2 : 1) : nullptr;
+  Meta meta;
+  std::memcpy(
+      &meta, handle.data().data() + n * sizeof(float) * (1 + (with_m_ ? 1 : 0) + (with_v_ ? 1 : 0)),
+      sizeof(meta));
+  m->assign(e.parts.size(), {});
+  v->assign(e.parts.size(), {});
+  size_t at = 0;
+  for (size_t k = 0; k < e.parts.size(); ++k) {
+    const size_t pn = e.parts[k].n;
+    if (sm != nullptr) (*m)[k].assign(sm + at, sm + at + pn);
+    if (sv != nullptr) (*v)[k].assign(sv + at, sv + at + pn);
+    at += pn;
+  }
+  *opt_step = meta.opt_step;
+  return Status::Ok();
+}
+
+Status ExpertStateStore::Import(size_t entry, const std::vector<std::vector<float>>& m,
+                                const std::vector<std::vector<float>>& v, int64_t opt_step,
+                                int64_t updates) {
+  SY_CHECK_LT(entry, entries_.size()) << "entry";
+  const ExpertEntry& e = entries_[entry];
+  SY_CHECK_EQ(m.size(), e.parts.size()) << e.name << ": m parts";
+  SY_CHECK_EQ(v.size(), e.parts.size()) << e.name << ": v parts";
+  SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
+  const size_t n = numel_[entry];
+  float* master = reinterpret_cast<float*>(handle.data().data());
+  float* sm = with_m_ ? master + n : nullptr;
+  float* sv = with_v_ ? master + n * (with_m_ ? 2 : 1) : nullptr;
+  size_t at = 0;
+  for (size_t k = 0; k < e.parts.size(); ++k) {
+    const size_t pn = e.parts[k].n;
+    std::memcpy(master + at, e.parts[k].value, pn * sizeof(float));
+    if (sm != nullptr) {
+      SY_CHECK_EQ(m[k].size(), pn) << e.name << ": m size";
+      std::memcpy(sm + at, m[k].data(), pn * sizeof(float));
+    }
+    if (sv != nullptr) {
+      SY_CHECK_EQ(v[k].size(), pn) << e.name << ": v size";
+      std::memcpy(sv + at, v[k].data(), pn * sizeof(float));
+    }
+    at += pn;
+  }
+  const Meta meta{opt_step, updates};
+  std::memcpy(reinterpret_cast<std::byte*>(master) +
+                  n * sizeof(float) * (1 + (with_m_ ? 1 : 0) + (with_v_ ? 1 : 0)),
+              &meta, sizeof(meta));
+  last_update_[entry] = updates;
+  updates_ = lr_base_ = updates;
+  lrs_.clear();
+  return Status::Ok();
+}
+
+size_t ExpertStateStore::cache_slots() const { return cache_->num_slots(); }
+size_t ExpertStateStore::extent_bytes() const { return cache_->slot_bytes(); }
+const std::string& ExpertStateStore::path() const { return options_.path; }
+
+ExpertStoreStats ExpertStateStore::stats() const {
+  const storage::CacheStats c = cache_->stats();
+  const storage::StoreStats s = store_->stats();
+  ExpertStoreStats out;
+  // The cache counts an Acquire of a prefetched entry as a hit; here it is a store read.
+  const uint64_t accesses = c.hits + c.misses;
+  out.misses = std::min(accesses, c.misses + c.prefetches_started);
+  out.hits = accesses - out.misses;
+  out.prefetched = c.prefetches_started;
+  out.evictions = c.evictions;
+  out.bytes_read = s.bytes_read;
+  out.bytes_written = s.bytes_written;
+  out.replayed_updates = replayed_;
+  out.wait_seconds = wait_seconds_;
+  return out;
+}
+
+}  // namespace sy::launcher

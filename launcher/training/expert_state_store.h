@@ -1,0 +1,190 @@
+// ExpertStateStore: the optimizer states of one rank's experts (fp32 master, Adam m and v, 12 B
+// per parameter, and the expert's step counters) in the crash-safe ExpertStore on SSD/PMem,
+// behind the MoESys LFU CPU cache (storage/cache/expert_cache.h: Algorithm 2, counts decayed
+// every decay_every steps, dirty entries written back every update cycle). The expert_store
+// config block (train_options.h) turns it on; docs/training.md is the user's view.
+//
+// One extent of kind kTrainState per expert, keyed by (MoE layer, local expert), with the parts
+//   master [n] f32 | m [n] f32 (when the optimizer keeps it) | v [n] f32 (likewise) | meta
+// where n is the expert's parameter count (its tensors back to back, in registration order) and
+// meta is {optimizer step count, last update} as two int64.
+//
+// The model keeps computing with its own expert tensors (ExpertPart::value): the store writes the
+// master into them whenever it changes, so on a host backend with f32 weights they are equal.
+//
+// The update (Update) runs the trainer's Optimizer, so the arithmetic is the in-memory one, on the
+// trainer's thread pool. An expert without tokens in a step has a zero gradient; in-memory AdamW
+// still decays its moments and applies weight decay. Two modes:
+//   exact (default)  the store counts updates (one per optimizer step that was not skipped) and
+//                    records the learning rate of each; an expert remembers the last update its
+//                    state includes. Before the model computes with an expert (Prepare), before it
+//                    is updated, at a checkpoint (Consolidate) and at the end, the missing updates
+//                    are replayed with a zero gradient and their learning rates. The result is
+//                    bit-identical to in-memory training.
+//   sparse_adam      experts without tokens are not touched, as MoESys does: their moments and
+//                    step counts advance only when they are activated.
+//
+// Which experts a step activates comes from Prepare, which the trainer calls from the MoE layers'
+// LocalExpertCompute hook (runtime/model/expert_compute.h) with the rows each local expert
+// receives, after the expert-parallel exchange of the counts.
+//
+// Errors (a store read or write that fails, EIO, ENOSPC, a torn extent) come back as a Status
+// naming the expert and the store file; the store keeps its previous durable generation
+// (storage/store/expert_store.h).
+//
+// Ownership: owns the ExpertStore and the ExpertCache; borrows the FileSystem, the Optimizer and
+// the expert tensors (ExpertPart), which must outlive it.
+// Thread-safety: none; the trainer's thread (the cache and the store run their own threads).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+#include "runtime/core/status.h"
+#include "storage/cache/cache_policy.h"
+#include "storage/cache/expert_cache.h"
+#include "storage/fs/file_system.h"
+#include "storage/store/expert_store.h"
+
+namespace sy::launcher {
+
+// One tensor of an expert, as flat host f32 views.
+struct ExpertPart {
+  float* value = nullptr;       // what the model computes with; the store writes the master here
+  const float* grad = nullptr;  // its gradient, read by Update (unscaled and clipped)
+  size_t n = 0;
+};
+
+// One expert of this rank.
+struct ExpertEntry {
+  std::string name;       // for messages: "experts/layer1/expert3"
+  int moe_layer = 0;      // index among the model's MoE layers
+  int decoder_layer = 0;  // the decoder layer (Parameter::layer)
+  int expert = 0;         // global expert id
+  std::vector<ExpertPart> parts;
+};
+
+struct ExpertStateStoreOptions {
+  std::string path;                   // Required. The store file (created when absent)
+  storage::FileSystem* fs = nullptr;  // Required, borrowed
+  size_t cache_bytes = 0;             // Required. CPU cache budget; at least one expert's extent
+  storage::LfuOptions lfu;            // MoESys Algorithm 2's threshold, decay and its period
+  bool prefetch = true;               // Default: true. Read the next expert while one is updated
+  bool sparse_adam = false;           // Default: false (exact)
+  // Called after the store wrote new master values into an entry's parts (its index), e.g. to
+  // copy them to a device. Default: none.
+  std::function<void(size_t entry)> values_changed;
+};
+
+// Counters since creation.
+struct ExpertStoreStats {
+  uint64_t hits = 0;        // cache accesses served without a store read
+  uint64_t misses = 0;      // cache accesses that read the expert from the store (on demand or
+                            // prefetched for them)
+  uint64_t prefetched = 0;  // of the misses, reads started ahead by the prefetch
+  uint64_t evictions = 0;
+  uint64_t bytes_read = 0;        // by the store
+  uint64_t bytes_written = 0;     // by the store
+  uint64_t replayed_updates = 0;  // zero-gradient updates replayed (exact mode)
+  double wait_seconds = 0;        // time the trainer waited for an expert's state
+};
+
+class ExpertStateStore {
+ public:
+  // Opens the store file at options.path (creating it, preallocated, when absent; an existing
+  // file must have this layout, else FailedPrecondition naming it) and a cache of as many
+  // experts as cache_bytes holds (ResourceExhausted naming expert_store.cache_mib when not one).
+  // Every entry's state starts as its parts' current values with zero moments and step counts
+  // (written to the store now); LoadCheckpoint-style callers then Import.
+  // `entries` must share their part sizes per MoE layer.
+  static Result<std::unique_ptr<ExpertStateStore>> Create(const ExpertStateStoreOptions& options,
+                                                          Optimizer* optimizer,
+                                                          std::vector<ExpertEntry> entries);
+  ~ExpertStateStore();
+  ExpertStateStore(const ExpertStateStore&) = delete;
+  ExpertStateStore& operator=(const ExpertStateStore&) = delete;
+
+  // A new step begins: no expert is activated yet.
+  void BeginStep();
+  // The model is about to compute the experts first_expert .. first_expert + rows.size() - 1 of
+  // decoder layer `decoder_layer` with rows[i] rows each. Those with rows are activated for this
+  // step's Update and, in exact mode, brought up to date (their values written) first.
+  Status Prepare(int decoder_layer, int first_expert, std::span<const int64_t> rows);
+  // One optimizer update at learning rate `lr` of every expert activated since BeginStep, from the
+  // gradients in their parts. Call once per step that is not skipped.
+  Status Update(double lr);
+  // Ends a step (skipped or not): LFU bookkeeping and the write-back of every dirty entry, so the
+  // store's durable generation holds the state after this step.
+  Status EndStep();
+  // Exact mode: replays every expert's missing updates, so that every part's value and every
+  // state (Export) is the in-memory one; then writes back. Sparse mode: only the write-back.
+  Status Consolidate();
+
+  // The state of `entry` as the in-memory trainer keeps it, per part: m and v (empty when the
+  // optimizer keeps no such moment) and the step count. Call Consolidate first for exact values.
+  Status Export(size_t entry, std::vector<std::vector<float>>* m,
+                std::vector<std::vector<float>>* v, int64_t* opt_step);
+  // Replaces the state of `entry`: the master from its parts' values, `m`, `v` (per part; empty
+  // when the optimizer keeps no such moment) and the step count. `updates` is the number of
+  // updates the run has made (the in-memory trainer's largest step count); every Import of one
+  // restore passes the same value.
+  Status Import(size_t entry, const std::vector<std::vector<float>>& m,
+                const std::vector<std::vector<float>>& v, int64_t opt_step, int64_t updates);
+
+  const std::vector<ExpertEntry>& entries() const { return entries_; }
+  size_t cache_slots() const;
+  size_t extent_bytes() const;  // one expert's state on disk
+  const std::string& path() const;
+  ExpertStoreStats stats() const;
+
+ private:
+  struct Meta {
+    int64_t opt_step = 0;
+    int64_t last_update = 0;  // the update count this state includes
+  };
+
+  ExpertStateStore(const ExpertStateStoreOptions& options, Optimizer* optimizer,
+                   std::vector<ExpertEntry> entries);
+  Status Open();
+  Status WriteInitialStates();
+  storage::ExpertKey Key(size_t entry) const;
+  // Acquires `entry` (kWrite marks it dirty); errors name the expert and the file.
+  Result<storage::CacheHandle> AcquireEntry(size_t entry,
+                                            storage::AccessMode mode = storage::AccessMode::kWrite);
+  // Starts reading `entry` (a hint: failures surface at its Acquire).
+  void PrefetchEntry(size_t entry);
+  // Replays the updates after the state's last_update up to `target` with a zero gradient, then
+  // optionally one update from the parts' gradients, then writes the master into the parts.
+  void Advance(size_t entry, storage::CacheHandle& handle, int64_t target, const double* lr);
+  Status Fail(size_t entry, const Status& status) const;
+  size_t EntryIndex(int moe_layer, int local) const;
+
+  ExpertStateStoreOptions options_;
+  Optimizer* optimizer_;
+  std::vector<ExpertEntry> entries_;
+  std::vector<size_t> numel_;  // per entry: parameters
+  int num_moe_layers_ = 0;
+  int experts_per_layer_ = 0;        // local experts per MoE layer
+  std::vector<int> first_expert_;    // per MoE layer: the first local global id
+  std::vector<int> decoder_to_moe_;  // decoder layer -> MoE layer, or -1
+  bool with_m_ = false, with_v_ = false;
+  std::unique_ptr<storage::ExpertStore> store_;
+  std::unique_ptr<storage::ExpertCache> cache_;
+  std::vector<float> zeros_;          // the largest expert's zero gradient
+  std::vector<int64_t> last_update_;  // per entry: its state's last_update (mirror of meta)
+  std::vector<char> activated_;       // per entry: activated since BeginStep
+  std::vector<size_t> activated_order_;
+  int64_t updates_ = 0;  // updates made by the run
+  int64_t lr_base_ = 0;  // lrs_[i] is the learning rate of update lr_base_ + 1 + i
+  std::vector<double> lrs_;
+  uint64_t replayed_ = 0;
+  double wait_seconds_ = 0;
+};
+
+}  // namespace sy::launcher

@@ -1,0 +1,221 @@
+// ExpertStateStore (launcher/training/expert_state_store.h) on an in-memory file system: its
+// lazy AdamW equals stepping every expert every step in memory, bit for bit (the oracle runs the
+// same Optimizer over plain vectors); I/O faults come back as a Status naming the expert and the
+// store file, and the store keeps serving its last durable state.
+#include "launcher/training/expert_state_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/core/check.h"
+#include "storage/fs/fault_injection_file_system.h"
+#include "storage/fs/mem_file_system.h"
+
+namespace sy::launcher {
+namespace {
+
+constexpr int kLayers = 2;
+constexpr int kExperts = 4;
+constexpr size_t kPartSizes[] = {300, 500};  // two tensors per expert
+
+// One expert's tensors: values and gradients, as the model holds them.
+struct Tensors {
+  std::vector<std::vector<float>> value, grad;
+};
+
+struct Fixture {
+  storage::MemFileSystem mem;
+  storage::FaultInjectionFileSystem fs{&mem};
+  ThreadPool pool{2};
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<Tensors> tensors;  // per (layer, expert), layer-major
+  std::unique_ptr<ExpertStateStore> store;
+
+  explicit Fixture(size_t cache_experts, bool sparse = false) {
+    OptimizerOptions o;
+    o.kind = OptimizerKind::kAdamW;
+    o.weight_decay = 0.1;
+    Result<std::unique_ptr<Optimizer>> made_optimizer = CreateOptimizer(o, &pool);
+    SY_CHECK(made_optimizer.ok()) << made_optimizer.status().message();
+    optimizer = std::move(*made_optimizer);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 0.1f);
+    std::vector<ExpertEntry> entries;
+    tensors.resize(kLayers * kExperts);
+    for (int l = 0; l < kLayers; ++l) {
+      for (int e = 0; e < kExperts; ++e) {
+        Tensors& t = tensors[l * kExperts + e];
+        ExpertEntry entry;
+        entry.name = "experts/layer" + std::to_string(2 * l + 1) + "/expert" + std::to_string(e);
+        entry.moe_layer = l;
+        entry.decoder_layer = 2 * l + 1;
+        entry.expert = e;
+        for (size_t n : kPartSizes) {
+          t.value.emplace_back(n);
+          t.grad.emplace_back(n, 0.0f);
+          for (float& x : t.value.back()) x = normal(rng);
+        }
+        for (size_t k = 0; k < t.value.size(); ++k) {
+          entry.parts.push_back({t.value[k].data(), t.grad[k].data(), t.value[k].size()});
+        }
+        entries.push_back(std::move(entry));
+      }
+    }
+    ExpertStateStoreOptions options;
+    options.path = "/store/rank-0.store";
+    options.fs = &fs;
+    const size_t extent = ((800 * 12 + 16 + 4095) / 4096) * 4096;
+    options.cache_bytes = cache_experts * extent;
+    options.sparse_adam = sparse;
+    Result<std::unique_ptr<ExpertStateStore>> made =
+        ExpertStateStore::Create(options, optimizer.get(), std::move(entries));
+    SY_CHECK(made.ok()) << made.status().message();
+    store = std::move(*made);
+  }
+};
+
+// Which experts of which layer get rows in step s (a fixed pattern with idle experts).
+std::vector<int64_t> Rows(int step, int layer) {
+  std::vector<int64_t> rows(kExperts, 0);
+  for (int e = 0; e < kExperts; ++e) rows[e] = ((step * 3 + layer + e * 5) % 7 < 3) ? e + 1 : 0;
+  return rows;
+}
+
+TEST(ExpertStateStoreTest, LazyReplayEqualsSteppingEveryExpertEveryStep) {
+  Fixture f(/*cache_experts=*/2);
+  EXPECT_EQ(f.store->cache_slots(), 2u);
+  // The oracle: the same optimizer over in-memory copies, every expert every step.
+  std::vector<Tensors> ref = f.tensors;
+  std::vector<std::vector<std::vector<float>>> m(ref.size()), v(ref.size());
+  std::vector<std::vector<int64_t>> steps(ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    for (size_t n : kPartSizes) {
+      m[i].emplace_back(n, 0.0f);
+      v[i].emplace_back(n, 0.0f);
+      steps[i].push_back(0);
+    }
+  }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int kSteps = 9;
+  for (int s = 0; s < kSteps; ++s) {
+    const double lr = 1e-2 * (1.0 + s);
+    f.store->BeginStep();
+    for (int l = 0; l < kLayers; ++l) {
+      const std::vector<int64_t> rows = Rows(s, l);
+      ASSERT_TRUE(f.store->Prepare(2 * l + 1, 0, rows).ok());
+      for (int e = 0; e < kExperts; ++e) {
+        const size_t i = static_cast<size_t>(l * kExperts + e);
+        // The model computes with up-to-date weights: the prepared ones equal the oracle's.
+        if (rows[e] > 0) {
+          for (size_t k = 0; k < ref[i].value.size(); ++k) {
+            ASSERT_EQ(std::memcmp(f.tensors[i].value[k].data(), ref[i].value[k].data(),
+                                  ref[i].value[k].size() * sizeof(float)),
+                      0)
+                << "step " << s << " layer " << l << " expert " << e;
+          }
+        }
+        for (size_t k = 0; k < ref[i].grad.size(); ++k) {
+          for (size_t j = 0; j < ref[i].grad[k].size(); ++j) {
+            ref[i].grad[k][j] = rows[e] > 0 ? normal(rng) : 0.0f;
+          }
+          f.tensors[i].grad[k] = ref[i].grad[k];
+        }
+      }
+    }
+    std::vector<ParamGroup> groups;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      for (size_t k = 0; k < ref[i].value.size(); ++k) {
+        groups.push_back({ref[i].value[k].data(),
+                          ref[i].grad[k].data(),
+                          m[i][k].data(),
+                          v[i][k].data(),
+                          ref[i].value[k].size(),
+                          &steps[i][k],
+                          {}});
+      }
+    }
+    f.optimizer->Step(groups, lr);
+    ASSERT_TRUE(f.store->Update(lr).ok());
+    ASSERT_TRUE(f.store->EndStep().ok());
+  }
+  ASSERT_TRUE(f.store->Consolidate().ok());
+  EXPECT_GT(f.store->stats().replayed_updates, 0u);
+  EXPECT_GT(f.store->stats().misses, 0u);
+  for (size_t entry = 0; entry < f.store->entries().size(); ++entry) {
+    const ExpertEntry& e = f.store->entries()[entry];
+    const size_t i = static_cast<size_t>(e.moe_layer * kExperts + e.expert);
+    std::vector<std::vector<float>> em, ev;
+    int64_t opt_step = 0;
+    ASSERT_TRUE(f.store->Export(entry, &em, &ev, &opt_step).ok());
+    EXPECT_EQ(opt_step, kSteps);
+    for (size_t k = 0; k < ref[i].value.size(); ++k) {
+      EXPECT_EQ(f.tensors[i].value[k], ref[i].value[k]) << e.name;
+      EXPECT_EQ(em[k], m[i][k]) << e.name;
+      EXPECT_EQ(ev[k], v[i][k]) << e.name;
+    }
+  }
+}
+
+TEST(ExpertStateStoreTest, SparseAdamLeavesIdleExpertsAlone) {
+  Fixture f(/*cache_experts=*/3, /*sparse=*/true);
+  const std::vector<float> before = f.tensors[1].value[0];
+  f.store->BeginStep();
+  std::vector<int64_t> rows = {5, 0, 0, 0};
+  ASSERT_TRUE(f.store->Prepare(1, 0, rows).ok());
+  for (float& g : f.tensors[0].grad[0]) g = 1.0f;
+  ASSERT_TRUE(f.store->Update(0.1).ok());
+  ASSERT_TRUE(f.store->EndStep().ok());
+  ASSERT_TRUE(f.store->Consolidate().ok());
+  EXPECT_EQ(f.tensors[1].value[0], before);  // idle: no weight decay, no step
+  std::vector<std::vector<float>> m, v;
+  int64_t step = -1;
+  ASSERT_TRUE(f.store->Export(1, &m, &v, &step).ok());
+  EXPECT_EQ(step, 0);
+  ASSERT_TRUE(f.store->Export(0, &m, &v, &step).ok());
+  EXPECT_EQ(step, 1);
+  EXPECT_NE(m[0][0], 0.0f);
+}
+
+TEST(ExpertStateStoreTest, ReadErrorNamesTheExpertAndTheFile) {
+  Fixture f(/*cache_experts=*/1);
+  f.store->BeginStep();
+  ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 1, 0, 0}).ok());
+  f.fs.AddRule({.op = storage::FaultOp::kRead, .path_contains = "rank-0.store", .times = -1});
+  const Status s = f.store->Update(0.1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("experts/layer1/expert"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("/store/rank-0.store"), std::string::npos) << s.message();
+  // Once the device recovers, the store serves the last durable state again.
+  f.fs.ClearRules();
+  f.store->BeginStep();
+  ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{0, 0, 1, 0}).ok());
+  EXPECT_TRUE(f.store->Update(0.1).ok());
+}
+
+TEST(ExpertStateStoreTest, WriteErrorNamesTheFileAndKeepsThePreviousGeneration) {
+  Fixture f(/*cache_experts=*/4);
+  f.store->BeginStep();
+  ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 0, 0, 0}).ok());
+  for (float& g : f.tensors[0].grad[0]) g = 1.0f;
+  ASSERT_TRUE(f.store->Update(0.1).ok());
+  f.fs.AddRule({.op = storage::FaultOp::kWrite,
+                .error = ENOSPC,
+                .path_contains = "rank-0.store",
+                .times = -1});
+  const Status s = f.store->EndStep();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/store/rank-0.store"), std::string::npos) << s.message();
+  f.fs.ClearRules();
+  // The update is still in the cache, dirty; the next write-back makes it durable.
+  EXPECT_TRUE(f.store->EndStep().ok());
+}
+
+}  // namespace
+}  // namespace sy::launcher
