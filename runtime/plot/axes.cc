@@ -89,22 +89,27 @@ void DrawFrame(Surface& s, const Area& area) {
   s.Polyline(box, kFrame, 1);
 }
 
-void DrawLegend(Surface& s, const Area& area, const std::vector<std::string>& names,
-                const std::vector<Rgb>& colors) {
-  if (names.empty()) return;
+namespace {
+constexpr double kSwatch = 18, kPad = 8, kRow = kTextHeight + 8;
+}  // namespace
+
+double LegendWidth(const std::vector<std::string>& names) {
   size_t longest = 0;
   for (const std::string& n : names) longest = std::max(longest, n.size());
-  const double swatch = 18, pad = 8, row = kTextHeight + 8;
-  const double w = pad + swatch + 6 + TextWidth(static_cast<int>(longest)) + pad;
-  const double h = pad + row * static_cast<double>(names.size()) - 8 + pad;
-  const double x = area.right - w - 8, y = area.top + 8;
-  s.FillRect(x, y, w, h, {255, 255, 255});
+  return kPad + kSwatch + 6 + TextWidth(static_cast<int>(longest)) + kPad;
+}
+
+void DrawLegend(Surface& s, double x, double y, const std::vector<std::string>& names,
+                const std::vector<Rgb>& colors) {
+  if (names.empty() || colors.empty()) return;
+  const double w = LegendWidth(names);
+  const double h = kPad + kRow * static_cast<double>(names.size()) - 8 + kPad;
   const Point box[] = {{x, y}, {x + w, y}, {x + w, y + h}, {x, y + h}, {x, y}};
   s.Polyline(box, kGrid, 1);
   for (size_t i = 0; i < names.size(); ++i) {
-    const double cy = y + pad + row * static_cast<double>(i) + kTextHeight / 2.0;
-    s.FillRect(x + pad, cy - 3, swatch, 6, colors[i % colors.size()]);
-    s.Text(x + pad + swatch + 6, cy, names[i], kInk, TextAnchor::kStart);
+    const double cy = y + kPad + kRow * static_cast<double>(i) + kTextHeight / 2.0;
+    s.FillRect(x + kPad, cy - 3, kSwatch, 6, colors[i % colors.size()]);
+    s.Text(x + kPad + kSwatch + 6, cy, names[i], kInk, TextAnchor::kStart);
   }
 }
 

@@ -49,8 +49,10 @@ void DrawYTicks(Surface& s, const Area& area, const Scale& y, const std::vector<
 // The area's outline.
 void DrawFrame(Surface& s, const Area& area);
 
-// A legend in the area's top-right corner: a colour swatch and a name per entry.
-void DrawLegend(Surface& s, const Area& area, const std::vector<std::string>& names,
+// A legend, a colour swatch and a name per entry, with its top-left corner at (x, y); charts
+// put it right of their plot area, LegendWidth(names) wide.
+double LegendWidth(const std::vector<std::string>& names);
+void DrawLegend(Surface& s, double x, double y, const std::vector<std::string>& names,
                 const std::vector<Rgb>& colors);
 
 }  // namespace sy::plot

@@ -11,7 +11,16 @@
 namespace sy::plot {
 
 void DrawBarChart(const BarChart& chart, Surface& s) {
-  const Area area{110, 44, s.width() - 30.0, s.height() - 64.0};
+  std::vector<std::string> names;
+  std::vector<Rgb> colors;
+  for (size_t g = 0; g < chart.groups.size(); ++g) {
+    names.push_back(chart.groups[g].name);
+    colors.push_back(SeriesColor(static_cast<int>(g)));
+  }
+  // A legend, right of the plot, unless the one group has no name.
+  const bool legend = chart.groups.size() > 1 || (!names.empty() && !names[0].empty());
+  const double legend_w = legend ? LegendWidth(names) + 16 : 0;
+  const Area area{110, 44, s.width() - 30.0 - legend_w, s.height() - 64.0};
   double lo = 0, hi = 0;
   for (const BarGroup& g : chart.groups) {
     for (double v : g.values) {
@@ -38,7 +47,7 @@ void DrawBarChart(const BarChart& chart, Surface& s) {
       if (!std::isfinite(v)) continue;
       const double px = slot_left + slot * 0.1 + bar_w * static_cast<double>(g);
       const double top = y(std::max(v, 0.0)), bottom = y(std::min(v, 0.0));
-      s.FillRect(px, top, bar_w, std::max(1.0, bottom - top), SeriesColor(static_cast<int>(g)));
+      s.FillRect(px, top, bar_w, std::max(1.0, bottom - top), colors[g]);
       if (bar_w >= TextWidth(4)) {
         s.Text(px + bar_w / 2, top - 4 - kTextHeight / 2.0, FormatValue(v), kInk,
                TextAnchor::kMiddle);
@@ -50,15 +59,7 @@ void DrawBarChart(const BarChart& chart, Surface& s) {
   const Point zero[] = {{area.left, y(0)}, {area.right, y(0)}};
   s.Polyline(zero, kFrame, 1);
   DrawFrame(s, area);
-  if (chart.groups.size() > 1) {
-    std::vector<std::string> names;
-    std::vector<Rgb> colors;
-    for (size_t g = 0; g < chart.groups.size(); ++g) {
-      names.push_back(chart.groups[g].name);
-      colors.push_back(SeriesColor(static_cast<int>(g)));
-    }
-    DrawLegend(s, area, names, colors);
-  }
+  if (legend) DrawLegend(s, area.right + 16, area.top, names, colors);
 }
 
 }  // namespace sy::plot

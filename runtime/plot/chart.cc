@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/plot/axes.h"
 #include "runtime/plot/bitmap_font.h"
 #include "runtime/plot/raster_surface.h"
 #include "runtime/plot/svg_surface.h"
@@ -74,7 +75,10 @@ ChartSize SizeOf(const Chart& chart) {
   if (const auto* bars = std::get_if<BarChart>(&chart)) {
     // Every category label fits under its bars.
     const int slot = TextWidth(static_cast<int>(Longest(bars->categories))) + 16;
-    const int width = 110 + slot * static_cast<int>(bars->categories.size()) + 30;
+    std::vector<std::string> names;
+    for (const BarGroup& g : bars->groups) names.push_back(g.name);
+    const int width = 110 + slot * static_cast<int>(bars->categories.size()) + 30 +
+                      static_cast<int>(LegendWidth(names)) + 16;
     return {std::clamp(width, kWidth, 4000), kHeight};
   }
   if (const auto* map = std::get_if<Heatmap>(&chart)) {

@@ -11,7 +11,16 @@
 namespace sy::plot {
 
 void DrawLineChart(const LineChart& chart, Surface& s) {
-  const Area area{100, 44, s.width() - 24.0, s.height() - 64.0};
+  std::vector<std::string> names;
+  std::vector<Rgb> colors;
+  for (size_t k = 0; k < chart.series.size(); ++k) {
+    names.push_back(chart.series[k].name);
+    colors.push_back(SeriesColor(static_cast<int>(k)));
+  }
+  // A legend, right of the plot, unless the one series has no name.
+  const bool legend = chart.series.size() > 1 || (!names.empty() && !names[0].empty());
+  const double legend_w = legend ? LegendWidth(names) + 16 : 0;
+  const Area area{100, 44, s.width() - 24.0 - legend_w, s.height() - 64.0};
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
   double y_lo = x_lo, y_hi = -x_lo;
   for (const Series& series : chart.series) {
@@ -43,11 +52,9 @@ void DrawLineChart(const LineChart& chart, Surface& s) {
   }
   DrawFrame(s, area);
 
-  std::vector<std::string> names;
-  std::vector<Rgb> colors;
   for (size_t k = 0; k < chart.series.size(); ++k) {
     const Series& series = chart.series[k];
-    const Rgb color = SeriesColor(static_cast<int>(k));
+    const Rgb color = colors[k];
     std::vector<Point> run;  // the points since the last missing one
     size_t finite = 0;
     auto flush = [&] {
@@ -70,12 +77,8 @@ void DrawLineChart(const LineChart& chart, Surface& s) {
         s.FillRect(x(series.x[i]) - 3, y(series.y[i]) - 3, 7, 7, color);
       }
     }
-    names.push_back(series.name);
-    colors.push_back(color);
   }
-  if (chart.series.size() > 1 || (!names.empty() && !names[0].empty())) {
-    DrawLegend(s, area, names, colors);
-  }
+  if (legend) DrawLegend(s, area.right + 16, area.top, names, colors);
 }
 
 }  // namespace sy::plot
