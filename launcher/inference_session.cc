@@ -41,6 +41,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
     load.weight_dtype = options.weight_dtype;
     load.pregate = options.pregate;
     load.experts_on_host = own_provider && options.policy != "resident";
+    load.progress = options.load_progress;
     SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*s->backend_, options.model_path, load));
     if (loaded.host_experts != nullptr) s->provider_->set_host_experts(loaded.host_experts);
     s->model_ = std::move(loaded.model);
