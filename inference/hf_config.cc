@@ -204,15 +204,19 @@ Result<HfModelConfig> ParseFamily(const Fields& f, HfFamily family) {
       SY_GET(c.norm_topk_prob, f.Bool("norm_topk_prob", false));
       SY_RETURN_IF_ERROR(ParseQwenSparsity(f, c));
       if (family == HfFamily::kQwen2Moe) {
-        // Qwen2-MoE's q/k/v projections always carry a bias, and every MoE block has one
+        // Qwen2-MoE's q/k/v projections carry a bias unless "qkv_bias": false says otherwise
+        // (o never has one); without the key the loader looks for the bias tensors
+        // (HfModelConfig::attention_bias_from_checkpoint). Every MoE block has one
         // sigmoid-gated shared expert.
-        c.attention_bias = true;
+        out.attention_bias_from_checkpoint = !f.Has("qkv_bias");
+        SY_GET(c.attention_bias, f.Bool("qkv_bias", true));
         SY_GET(c.shared_expert_intermediate_size,
                f.Int("shared_expert_intermediate_size", std::nullopt, 1));
         c.num_shared_experts = 1;
         c.shared_expert_gate = true;
       } else {
         SY_GET(c.attention_bias, f.Bool("attention_bias", false));
+        c.attention_out_bias = c.attention_bias;  // transformers: q, k, v and o
         c.qk_norm = true;
         c.qk_norm_per_head = true;
       }
@@ -226,6 +230,7 @@ Result<HfModelConfig> ParseFamily(const Fields& f, HfFamily family) {
       c.intermediate_size = c.moe_intermediate_size;
       SY_GET(c.norm_topk_prob, f.Bool("norm_topk_prob", false));
       SY_GET(c.attention_bias, f.Bool("attention_bias", false));
+      c.attention_out_bias = c.attention_bias;  // transformers: q, k, v and o
       c.qk_norm = true;
       c.qk_norm_per_head = false;
       break;
@@ -253,6 +258,7 @@ Result<HfModelConfig> ParseFamily(const Fields& f, HfFamily family) {
       c.moe_every = static_cast<int>(freq);
       SY_GET(c.norm_topk_prob, f.Bool("norm_topk_prob", false));
       SY_GET(c.attention_bias, f.Bool("attention_bias", false));
+      c.attention_out_bias = c.attention_bias;  // modeling_deepseek.py: q, k, v and o
       break;
     }
   }

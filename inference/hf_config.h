@@ -2,10 +2,13 @@
 //
 //   model_type  family            notes
 //   mixtral     Mixtral           experts of width intermediate_size; top-k renormalised
-//   qwen2_moe   Qwen2-MoE         qkv bias; one shared expert with a sigmoid gate
+//   qwen2_moe   Qwen2-MoE         q/k/v bias (qkv_bias, default true); one shared expert with a
+//                                 sigmoid gate
 //   qwen3_moe   Qwen3-MoE         per-head q/k RMSNorm; explicit head_dim
 //   olmoe       OLMoE             q/k RMSNorm over the whole projection
 //   deepseek    DeepSeek-MoE v1   first_k_dense_replace dense layers, n_shared_experts fused
+// Qwen3-MoE, OLMoE and DeepSeek with attention_bias = true have a bias on q, k, v and o, as
+// transformers builds them.
 //
 // Fields that change the math and that Switchyard does not implement are errors naming the field
 // and its value (rope_scaling, a sliding window shorter than the context, clip_qkv, an activation
@@ -32,6 +35,9 @@ struct HfModelConfig {
   HfFamily family = HfFamily::kMixtral;
   ModelConfig config;                   // validated
   int64_t max_position_embeddings = 0;  // 0 when absent
+  // Qwen2-MoE without a "qkv_bias" key: config.attention_bias is true, and the loader turns it
+  // off when the checkpoint holds no q_proj bias (LoadHfModel). False for every other config.
+  bool attention_bias_from_checkpoint = false;
 };
 
 // Parses config.json text. `file` names it in error messages.

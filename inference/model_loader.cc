@@ -103,6 +103,13 @@ std::string HfTensorName(HfFamily family, const std::string& name) {
   return "";
 }
 
+void ResolveConfigAgainstCheckpoint(const storage::SafetensorsCheckpoint& ckpt, HfModelConfig& hf) {
+  if (hf.attention_bias_from_checkpoint &&
+      !ckpt.Contains(HfTensorName(hf.family, "layers/0/attn/bq"))) {
+    hf.config.attention_bias = false;  // a Qwen2-MoE exported without q/k/v biases
+  }
+}
+
 Status UploadParameter(Backend& backend, Parameter& param, std::span<const float> values,
                        std::vector<uint16_t>& scratch) {
   const Tensor& value = param.value;
@@ -138,33 +145,53 @@ Status UploadParameter(Backend& backend, Parameter& param, std::span<const float
 
 namespace {
 
+// A safetensors checkpoint as an HfTensorSource.
+class SafetensorsSource : public HfTensorSource {
+ public:
+  explicit SafetensorsSource(const storage::SafetensorsCheckpoint& ckpt) : ckpt_(ckpt) {}
+  const std::string& where() const override { return ckpt_.dir(); }
+  std::string_view config_name() const override { return "config.json"; }
+  std::vector<std::string> TensorNames() const override { return ckpt_.TensorNames(); }
+  bool Contains(const std::string& name) const override { return ckpt_.Contains(name); }
+  Result<std::vector<int64_t>> Shape(const std::string& name) const override {
+    SY_ASSIGN_OR_RETURN(storage::TensorBytes t, ckpt_.Get(name));
+    return t.info->shape;
+  }
+  Status ReadF32(const std::string& name, std::span<float> out) const override {
+    SY_ASSIGN_OR_RETURN(storage::TensorBytes t, ckpt_.Get(name));
+    return storage::ConvertToF32(t, out);
+  }
+
+ private:
+  const storage::SafetensorsCheckpoint& ckpt_;
+};
+
 // Our parameter `name` of shape `want` from the checkpoint, converted to f32 into `f32`; its
 // Hugging Face name goes into `used`.
-Status ReadTensor(const storage::SafetensorsCheckpoint& ckpt, HfFamily family,
-                  const std::string& name, const Shape& want_shape, std::set<std::string>& used,
-                  std::vector<float>& f32) {
-  const std::string& dir = ckpt.dir();
+Status ReadTensor(const HfTensorSource& source, HfFamily family, const std::string& name,
+                  const Shape& want_shape, std::set<std::string>& used, std::vector<float>& f32) {
+  const std::string& dir = source.where();
+  const std::string config(source.config_name());
   const std::string hf_name = HfTensorName(family, name);
   if (hf_name.empty()) {
     return InternalError("no Hugging Face name for parameter " + name + " of " +
                          std::string(HfFamilyModelType(family)));
   }
-  Result<storage::TensorBytes> tensor = ckpt.Get(hf_name);
-  if (!tensor.ok()) {
+  Result<std::vector<int64_t>> have = source.Shape(hf_name);
+  if (!have.ok()) {
     return NotFoundError(dir + ": tensor \"" + hf_name + "\" is missing (needed for " + name +
                          " of this " + std::string(HfFamilyModelType(family)) +
-                         " config); the checkpoint does not match config.json");
+                         " config); the checkpoint does not match " + config);
   }
   used.insert(hf_name);
   const std::span<const int64_t> want = want_shape.dims();
-  const std::vector<int64_t>& have = tensor->info->shape;
-  if (!std::equal(want.begin(), want.end(), have.begin(), have.end())) {
-    return InvalidArgumentError(*tensor->file + ": tensor \"" + hf_name + "\" has shape " +
-                                ShapeText(have) + ", but config.json implies " + ShapeText(want) +
-                                "; the checkpoint does not match config.json");
+  if (!std::equal(want.begin(), want.end(), have->begin(), have->end())) {
+    return InvalidArgumentError(dir + ": tensor \"" + hf_name + "\" has shape " + ShapeText(*have) +
+                                ", but " + config + " implies " + ShapeText(want) +
+                                "; the checkpoint does not match " + config);
   }
   f32.resize(static_cast<size_t>(want_shape.numel()));
-  return storage::ConvertToF32(*tensor, f32);
+  return source.ReadF32(hf_name, f32);
 }
 
 const char* ExpertWeightName(offload::ExpertChunk c) {
@@ -181,10 +208,9 @@ const char* ExpertWeightName(offload::ExpertChunk c) {
 
 // Every routed expert of the checkpoint, converted to the layout's dtype straight into `host`'s
 // pinned memory (host-accessible on every backend: AllocateHost).
-Status LoadHostExperts(const storage::SafetensorsCheckpoint& ckpt, HfFamily family,
-                       const ModelConfig& config, offload::HostExperts& host,
-                       std::set<std::string>& used, std::vector<float>& f32,
-                       const std::function<void(int64_t)>& loaded) {
+Status LoadHostExperts(const HfTensorSource& ckpt, HfFamily family, const ModelConfig& config,
+                       offload::HostExperts& host, std::set<std::string>& used,
+                       std::vector<float>& f32, const std::function<void(int64_t)>& loaded) {
   const offload::ExpertLayout& layout = host.layout();
   for (int layer = 0; layer < config.num_layers; ++layer) {
     const int m = config.MoeIndex(layer);
@@ -228,33 +254,35 @@ Status LoadHostExperts(const storage::SafetensorsCheckpoint& ckpt, HfFamily fami
 // one, so the check is bounded by the checkpoint, not by the config. Then the parameter count the
 // config implies must not be more than twice the values the files hold (a hidden size far past
 // the weights').
-Status CheckCheckpointCoversConfig(const storage::SafetensorsCheckpoint& ckpt, HfFamily family,
+Status CheckCheckpointCoversConfig(const HfTensorSource& ckpt, HfFamily family,
                                    const ModelConfig& config) {
+  const std::string cfg(ckpt.config_name());
   for (int layer = 0; layer < config.num_layers; ++layer) {
     const std::string name =
         HfTensorName(family, "layers/" + std::to_string(layer) + "/input_norm");
     if (!ckpt.Contains(name)) {
-      return NotFoundError(ckpt.dir() + ": config.json says num_hidden_layers " +
+      return NotFoundError(ckpt.where() + ": " + cfg + " says num_hidden_layers " +
                            std::to_string(config.num_layers) + ", but tensor \"" + name +
                            "\" is missing (the checkpoint holds " + std::to_string(layer) +
                            (layer == 1 ? " layer" : " layers") +
-                           "); the checkpoint does not match config.json");
+                           "); the checkpoint does not match " + cfg);
     }
   }
   int64_t held = 0;
   for (const std::string& name : ckpt.TensorNames()) {
-    Result<storage::TensorBytes> tensor = ckpt.Get(name);
-    if (!tensor.ok()) return tensor.status();
-    held += tensor->info->numel();
+    SY_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ckpt.Shape(name));
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    held += n;
   }
   // A small shortfall (a missing tensor) is named precisely by the load itself, whose memory it
   // bounds; a large one would allocate far past the files first.
   const int64_t needed = config.NumParameters();
   if (needed / 2 > held) {
-    return InvalidArgumentError(ckpt.dir() + ": config.json implies " + std::to_string(needed) +
+    return InvalidArgumentError(ckpt.where() + ": " + cfg + " implies " + std::to_string(needed) +
                                 " parameters, more than twice the " + std::to_string(held) +
-                                " values the checkpoint holds; the checkpoint does not match "
-                                "config.json");
+                                " values the checkpoint holds; the checkpoint does not match " +
+                                cfg);
   }
   return Status::Ok();
 }
@@ -263,9 +291,18 @@ Status CheckCheckpointCoversConfig(const storage::SafetensorsCheckpoint& ckpt, H
 
 Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
                                 const LoadOptions& options) {
+  SY_ASSIGN_OR_RETURN(HfModelConfig hf, LoadHfConfig(dir));
+  SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(dir));
+  ResolveConfigAgainstCheckpoint(*ckpt, hf);
+  return LoadModelFromSource(backend, std::move(hf), SafetensorsSource(*ckpt), options);
+}
+
+Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
+                                        const HfTensorSource& source, const LoadOptions& options) {
   LoadedModel loaded;
-  SY_ASSIGN_OR_RETURN(loaded.hf, LoadHfConfig(dir));
+  loaded.hf = std::move(hf);
   const HfFamily family = loaded.hf.family;
+  const std::string& dir = source.where();
   if (options.pregate) {
     if (loaded.hf.config.NumMoeLayers() < 2) {
       return InvalidArgumentError(dir + ": a pre-gated load needs at least two MoE layers; this " +
@@ -274,7 +311,7 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
     }
     loaded.hf.config.pregate = true;
   }
-  SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(dir));
+  const HfTensorSource* ckpt = &source;
   SY_RETURN_IF_ERROR(CheckCheckpointCoversConfig(*ckpt, family, loaded.hf.config));
   ModelOptions model_options;
   model_options.with_grad = false;
@@ -306,8 +343,8 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
   }
   for (Parameter& param : loaded.model->parameters()) {
     // A pre-gate reads the next MoE layer's gate; every other name is its own source.
-    const std::string source = PregateSourceName(loaded.hf.config, param.name);
-    SY_RETURN_IF_ERROR(ReadTensor(*ckpt, family, source, param.value.shape(), used, f32));
+    const std::string from = PregateSourceName(loaded.hf.config, param.name);
+    SY_RETURN_IF_ERROR(ReadTensor(*ckpt, family, from, param.value.shape(), used, f32));
     SY_RETURN_IF_ERROR(UploadParameter(backend, param, f32, half));
     advance(param.value.numel());
   }
@@ -325,8 +362,9 @@ Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
     }
     if (unexpected.size() > 5) list += ", ... (" + std::to_string(unexpected.size()) + " in all)";
     return InvalidArgumentError(dir + ": unexpected tensor " + list + " for a " +
-                                std::string(HfFamilyModelType(family)) +
-                                " model with this config.json; the checkpoint has weights "
+                                std::string(HfFamilyModelType(family)) + " model with this " +
+                                std::string(source.config_name()) +
+                                "; the checkpoint has weights "
                                 "Switchyard would ignore (a different architecture or config)");
   }
   return loaded;

@@ -32,6 +32,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "inference/hf_config.h"
@@ -41,6 +42,9 @@
 #include "runtime/model/moe_model.h"
 
 namespace sy {
+namespace storage {
+class SafetensorsCheckpoint;
+}  // namespace storage
 
 struct LoadOptions {
   // Storage dtype of the loaded weights (f32, bf16 or f16). Default: f32.
@@ -70,11 +74,40 @@ struct LoadedModel {
 // The Hugging Face tensor name of our parameter `name` for `family`, or "" when it has none.
 std::string HfTensorName(HfFamily family, const std::string& name);
 
+// Settles what config.json leaves to the files: a Qwen2-MoE config without "qkv_bias" over a
+// checkpoint with no q_proj bias has no q/k/v bias (HfModelConfig::attention_bias_from_checkpoint).
+void ResolveConfigAgainstCheckpoint(const storage::SafetensorsCheckpoint& ckpt, HfModelConfig& hf);
+
 // Copies `values` (f32, param.value.numel() of them, host memory) into `param.value`, converted
 // to its dtype through `scratch` (host staging, reused between calls), and waits for the copy on
 // the compute stream. Shared by every checkpoint loader.
 Status UploadParameter(Backend& backend, Parameter& param, std::span<const float> values,
                        std::vector<uint16_t>& scratch);
+
+// A checkpoint's tensors under their Hugging Face names, whatever the file format: a safetensors
+// checkpoint, or a GGUF file seen through inference/gguf_model.h. Implementations are immutable
+// after construction and may be read from any thread.
+class HfTensorSource {
+ public:
+  virtual ~HfTensorSource() = default;
+  // The path errors name ("DIR" for safetensors, "x.gguf" for GGUF).
+  virtual const std::string& where() const = 0;
+  // Where the config came from, for errors: "config.json", "the GGUF metadata".
+  virtual std::string_view config_name() const = 0;
+  // Every tensor name, sorted.
+  virtual std::vector<std::string> TensorNames() const = 0;
+  virtual bool Contains(const std::string& name) const = 0;
+  // Row-major shape of `name`; NotFound naming the checkpoint and the tensor.
+  virtual Result<std::vector<int64_t>> Shape(const std::string& name) const = 0;
+  // The values of `name` as f32 (out.size() == its element count); errors name the file and the
+  // tensor.
+  virtual Status ReadF32(const std::string& name, std::span<float> out) const = 0;
+};
+
+// The model `hf` describes, its weights read from `source` by HfTensorName, with every check
+// LoadHfModel makes (missing, unexpected and wrongly shaped tensors are errors naming them).
+Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
+                                        const HfTensorSource& source, const LoadOptions& options);
 
 Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
                                 const LoadOptions& options = {});

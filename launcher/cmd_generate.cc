@@ -119,7 +119,9 @@ class GenerateCommand : public Command {
     }
     const Tokenizer* tokenizer = session->tokenizer();
     if (tokenizer != nullptr) {
-      SY_ASSIGN_OR_RETURN(ids, tokenizer->Encode(prompt_));
+      Result<std::vector<int32_t>> encoded = tokenizer->Encode(prompt_);
+      if (!encoded.ok()) return encoded.status().WithContext("--prompt");
+      ids = std::move(encoded).value();
       if (ids.empty()) return InvalidArgumentError("--prompt encodes to no tokens");
     }
     const auto prompt_len = static_cast<int64_t>(ids.size());

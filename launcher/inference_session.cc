@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "inference/gguf_model.h"
 #include "inference/model_loader.h"
 #include "launcher/training/trained_model.h"
 
@@ -42,10 +43,14 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
     load.pregate = options.pregate;
     load.experts_on_host = own_provider && options.policy != "resident";
     load.progress = options.load_progress;
-    SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*s->backend_, options.model_path, load));
+    const bool gguf = IsGgufPath(options.model_path);
+    SY_ASSIGN_OR_RETURN(LoadedModel loaded,
+                        gguf ? LoadGgufModel(*s->backend_, options.model_path, load)
+                             : LoadHfModel(*s->backend_, options.model_path, load));
     if (loaded.host_experts != nullptr) s->provider_->set_host_experts(loaded.host_experts);
     s->model_ = std::move(loaded.model);
-    s->kind_ = std::string(HfFamilyDisplayName(loaded.hf.family)) + "-style";
+    s->kind_ =
+        std::string(HfFamilyDisplayName(loaded.hf.family)) + (gguf ? "-style GGUF" : "-style");
     s->path_ = options.model_path;
     s->trained_context_ = loaded.hf.max_position_embeddings;
   }

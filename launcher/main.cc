@@ -55,6 +55,11 @@ int main(int argc, char** argv) {
     built.push_back({sub, std::move(command)});
   }
 
+  // A bad flag reads like every other error: "error: --max-tokens: -1 is not an integer from 0 to
+  // 16777216", then where to look.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

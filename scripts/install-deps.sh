@@ -39,6 +39,10 @@ openai_client=(openai==1.54.4 httpx==0.27.2 httpcore==1.0.7 h11==0.14.0 anyio==4
                pydantic==2.9.2 pydantic-core==2.23.4 annotated-types==0.7.0
                typing-extensions==4.12.2 tqdm==4.67.1)
 
+# gguf-py (llama.cpp's GGUF library), the oracle of inference_gguf_oracle_test: pure Python over
+# numpy, Debian's python3-yaml and tqdm.
+gguf_py=(gguf==0.17.1 tqdm==4.67.1)
+
 pip_pinned() {  # pip_pinned TEST_NAME PACKAGE==VERSION...
   local test_name=$1
   shift
@@ -59,6 +63,7 @@ install_hf_python() {
   pip_pinned inference_hf_tokenizer_oracle_test "${hf_tokenizers[@]}"
   pip_pinned inference_hf_transformers_oracle_test "${hf_tokenizers[@]}" "${hf_transformers[@]}"
   pip_pinned serve_openai_test "${openai_client[@]}"
+  pip_pinned inference_gguf_oracle_test "${gguf_py[@]}"
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

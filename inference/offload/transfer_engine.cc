@@ -30,11 +30,11 @@ TransferEngine::TransferEngine(Backend& backend, HostExpertSource& source, Devic
 TransferEngine::~TransferEngine() {
   std::vector<std::shared_ptr<Task>> dropped;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
     for (auto& entry : tasks_.Clear()) dropped.push_back(CancelDetachedLocked(entry.value));
   }
-  work_cv_.notify_all();
+  work_cv_.NotifyAll();
   dropped.clear();
   worker_.join();
 }
@@ -62,7 +62,7 @@ Result<SlotHandle> TransferEngine::Enqueue(TransferPriority priority, ExpertKey 
     return InvalidArgumentError("TransferEngine::Enqueue: " + key.ToString() +
                                 " is outside the layout");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   SY_ASSIGN_OR_RETURN(DeviceExpertCache::Acquired acquired, cache_.Acquire(key));
   if (!acquired.needs_fill) {
     ++stats_.hits;
@@ -79,7 +79,7 @@ Result<SlotHandle> TransferEngine::Enqueue(TransferPriority priority, ExpertKey 
   SY_CHECK(tasks_.Push(priority, key, task) == decltype(tasks_)::PushResult::kQueued)
       << "TransferEngine: a miss on " << key.ToString() << " while its fill is queued";
   ++stats_.tasks_queued;
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   return std::move(acquired.handle);
 }
 
@@ -89,8 +89,8 @@ void TransferEngine::WorkLoop() {
     std::shared_ptr<Task> task;
     int index = 0;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      MutexLock lock(&mutex_);
+      while (!stopping_ && tasks_.empty()) work_cv_.Wait(&mutex_);
       if (tasks_.empty()) return;
       // The front task stays queued while its chunks are copied, so a HIGH task queued meanwhile
       // goes first after the chunk in flight.
@@ -120,7 +120,7 @@ void TransferEngine::WorkLoop() {
     }
     std::shared_ptr<Task> finished;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       task->in_flight = false;
       busy_ = false;
       if (status.ok()) {
@@ -140,7 +140,7 @@ void TransferEngine::WorkLoop() {
           finished = DetachLocked(task);
         }
       }
-      if (tasks_.empty()) idle_cv_.notify_all();
+      if (tasks_.empty()) idle_cv_.NotifyAll();
     }
     // `finished` (and `task`) drop the engine's pin here, outside the lock.
   }
@@ -151,7 +151,7 @@ Status TransferEngine::Wait(const SlotHandle& handle) {
   Status status = cache_.WaitReady(handle);
   const auto waited = std::chrono::steady_clock::now() - start;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     ++stats_.waits;
     stats_.stall_ns +=
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
@@ -176,11 +176,11 @@ Result<SlotHandle> TransferEngine::Wait(ExpertKey key) {
 bool TransferEngine::Cancel(ExpertKey key) {
   std::shared_ptr<Task> dropped;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto entry = tasks_.Cancel(key);
     if (!entry.has_value()) return false;
     dropped = CancelDetachedLocked(std::move(entry->value));
-    if (tasks_.empty()) idle_cv_.notify_all();
+    if (tasks_.empty()) idle_cv_.NotifyAll();
   }
   return true;
 }
@@ -188,23 +188,23 @@ bool TransferEngine::Cancel(ExpertKey key) {
 int TransferEngine::CancelLow(int layer) {
   std::vector<std::shared_ptr<Task>> dropped;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto victims = tasks_.CancelLow([layer](const ExpertKey& key, const std::shared_ptr<Task>&) {
       return layer < 0 || key.layer == static_cast<uint32_t>(layer);
     });
     for (auto& entry : victims) dropped.push_back(CancelDetachedLocked(std::move(entry.value)));
-    if (tasks_.empty()) idle_cv_.notify_all();
+    if (tasks_.empty()) idle_cv_.NotifyAll();
   }
   return static_cast<int>(dropped.size());
 }
 
 void TransferEngine::Drain() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  idle_cv_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+  MutexLock lock(&mutex_);
+  while (!tasks_.empty() || busy_) idle_cv_.Wait(&mutex_);
 }
 
 TransferStats TransferEngine::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return stats_;
 }
 

@@ -28,16 +28,16 @@
 // Thread-safety: every method may be called from any thread. Wait blocks its caller.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "inference/offload/device_expert_cache.h"
 #include "inference/offload/host_experts.h"
 #include "runtime/backend/backend.h"
+#include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
+#include "runtime/core/thread_annotations.h"
 #include "storage/cache/two_priority_queue.h"
 
 namespace sy::offload {
@@ -69,25 +69,27 @@ class TransferEngine {
   // which may drop it at once (the entry then stays as the cache's policy decides).
   // ResourceExhausted when every slot it could take is pinned; InvalidArgument for a key outside
   // the layout.
-  Result<SlotHandle> Enqueue(TransferPriority priority, ExpertKey key);
+  Result<SlotHandle> Enqueue(TransferPriority priority, ExpertKey key) SY_EXCLUDES(mutex_);
 
   // Blocks until the pinned expert is ready and orders the compute stream after its copies.
   // FailedPrecondition (or the host source's error) when its fill was cancelled or failed.
-  Status Wait(const SlotHandle& handle);
+  Status Wait(const SlotHandle& handle) SY_EXCLUDES(mutex_);
   // Pins `key` and waits as above. NotFound when it is neither in the cache nor queued.
-  Result<SlotHandle> Wait(ExpertKey key);
+  Result<SlotHandle> Wait(ExpertKey key) SY_EXCLUDES(mutex_);
 
   // Drops the unfinished task of `key`; false when there is none.
-  bool Cancel(ExpertKey key);
+  bool Cancel(ExpertKey key) SY_EXCLUDES(mutex_);
   // Drops every unfinished LOW task (of MoE layer `layer`, or of every layer when layer < 0);
   // returns how many.
-  int CancelLow(int layer = -1);
+  int CancelLow(int layer = -1) SY_EXCLUDES(mutex_);
   // Blocks until no task is queued or in flight.
-  void Drain();
+  void Drain() SY_EXCLUDES(mutex_);
 
-  TransferStats stats() const;
+  TransferStats stats() const SY_EXCLUDES(mutex_);
 
  private:
+  // A task's mutable fields are read and written under the engine's mutex_ (the analysis cannot
+  // name another object's mutex, so they carry no annotation); `host` belongs to the worker.
   struct Task {
     ExpertKey key;
     SlotHandle pin;          // the engine's own pin, held until the task ends
@@ -97,28 +99,29 @@ class TransferEngine {
     HostExpert host;  // fetched before the first chunk
   };
 
-  void WorkLoop();
+  void WorkLoop() SY_EXCLUDES(mutex_);
   // Removes `task` from the queue; the caller ends it (pins released outside the lock by dropping
   // the returned task).
-  std::shared_ptr<Task> DetachLocked(std::shared_ptr<Task> task);
+  std::shared_ptr<Task> DetachLocked(std::shared_ptr<Task> task) SY_REQUIRES(mutex_);
   // Drops `task`, already out of the queue (mutex_ held). Its pin is released when the caller
   // drops the returned pointer.
-  std::shared_ptr<Task> CancelDetachedLocked(std::shared_ptr<Task> task);
+  std::shared_ptr<Task> CancelDetachedLocked(std::shared_ptr<Task> task) SY_REQUIRES(mutex_);
 
   Backend& backend_;
   HostExpertSource& source_;
   DeviceExpertCache& cache_;
   std::unique_ptr<Stream> copy_stream_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable work_cv_;  // the worker waits for tasks
-  std::condition_variable idle_cv_;  // Drain waits for the queues to empty
-  // guarded by mutex_: the unfinished tasks, queued or in flight (a task stays queued, at the
-  // front, while its chunks are copied)
-  storage::TwoPriorityQueue<ExpertKey, std::shared_ptr<Task>, ExpertKeyHash> tasks_;
-  bool busy_ = false;      // guarded by mutex_: a chunk is in flight
-  bool stopping_ = false;  // guarded by mutex_
-  TransferStats stats_;    // guarded by mutex_
+  mutable Mutex mutex_;
+  CondVar work_cv_;  // the worker waits for tasks
+  CondVar idle_cv_;  // Drain waits for the queues to empty
+  // The unfinished tasks, queued or in flight (a task stays queued, at the front, while its chunks
+  // are copied).
+  storage::TwoPriorityQueue<ExpertKey, std::shared_ptr<Task>, ExpertKeyHash> tasks_
+      SY_GUARDED_BY(mutex_);
+  bool busy_ SY_GUARDED_BY(mutex_) = false;  // a chunk is in flight
+  bool stopping_ SY_GUARDED_BY(mutex_) = false;
+  TransferStats stats_ SY_GUARDED_BY(mutex_);
   std::thread worker_;
 };
 

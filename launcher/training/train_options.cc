@@ -57,6 +57,7 @@ const ConfigSchema<ModelConfig>& ModelConfigSchema() {
         .Field("qk_norm", &M::qk_norm, "RMSNorm on queries and keys")
         .Field("qk_norm_per_head", &M::qk_norm_per_head, "qk_norm per head")
         .Field("attention_bias", &M::attention_bias, "Bias on q, k, v")
+        .Field("attention_out_bias", &M::attention_out_bias, "Bias on the output projection")
         .Field("tie_word_embeddings", &M::tie_word_embeddings, "LM head reads embed_tokens")
         .Field("recompute", &M::recompute, "Recompute activations in the backward");
     return s;

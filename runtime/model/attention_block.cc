@@ -30,8 +30,9 @@ Result<AttentionBlock> AttentionBlock::Create(Backend& backend, ParameterStore& 
                                             kv_out, weight_dtype, with_grad, layer));
   SY_ASSIGN_OR_RETURN(a.wv_, Linear::Create(backend, store, p + "wv", bias ? p + "bv" : "", h,
                                             kv_out, weight_dtype, with_grad, layer));
-  SY_ASSIGN_OR_RETURN(a.wo_, Linear::Create(backend, store, p + "wo", "", q_out, h, weight_dtype,
-                                            with_grad, layer));
+  SY_ASSIGN_OR_RETURN(
+      a.wo_, Linear::Create(backend, store, p + "wo", config.attention_out_bias ? p + "bo" : "",
+                            q_out, h, weight_dtype, with_grad, layer));
   if (a.qk_norm_) {
     const float eps = static_cast<float>(config.rms_norm_eps);
     SY_ASSIGN_OR_RETURN(a.q_norm_, RmsNormLayer::Create(backend, store, p + "q_norm",

@@ -1,11 +1,11 @@
-// AttentionBlock: causal self-attention with grouped-query heads, optional q/k/v bias, optional
-// q/k RMSNorm and rotary embeddings, and its backward.
+// AttentionBlock: causal self-attention with grouped-query heads, optional q/k/v and o biases,
+// optional q/k RMSNorm and rotary embeddings, and its backward.
 //
 //   q = x Wq^T (+bq)  [N, Hq*D]      k = x Wk^T (+bk)  [N, Hkv*D]      v = x Wv^T (+bv)
 //   q, k <- RmsNorm (qk_norm: per head over D, or over the whole projection)
 //   q, k <- RoPE(positions, rope_theta)   (rotate-half, Hugging Face convention)
 //   o = causal_attention(q, k, v) with scale 1/sqrt(D), query head h reading kv head h/(Hq/Hkv)
-//   y = o Wo^T        [N, hidden]
+//   y = o Wo^T (+bo)  [N, hidden]
 // Tokens are N = B*T rows in (batch, position) order; q is [B,T,Hq,D] and k, v are [B,S,Hkv,D]
 // (S = T here). In incremental mode (TokenBatch::kv_cache) the same projections, norms and RoPE
 // run on the new tokens, whose keys and values join the KV cache, and the queries attend over the

@@ -109,6 +109,7 @@ int64_t ModelConfig::NumParameters() const {
   const int64_t q_out = num_heads * d, kv_out = kv_heads() * d;
   int64_t per_layer_attention = h * q_out + 2 * h * kv_out + q_out * h + 2 * h;  // + 2 norms
   if (attention_bias) per_layer_attention += q_out + 2 * kv_out;
+  if (attention_out_bias) per_layer_attention += h;
   if (qk_norm) per_layer_attention += qk_norm_per_head ? 2 * d : q_out + kv_out;
   int64_t total = vocab_size * h + h;  // embedding, final norm
   if (!tie_word_embeddings) total += vocab_size * h;
@@ -162,7 +163,8 @@ std::string ModelConfig::ToString() const {
     << " aux=" << router_aux_loss_coef << " z=" << router_z_loss_coef << " pregate=" << pregate
     << " rope_theta=" << rope_theta << " eps=" << rms_norm_eps << " qk_norm=" << qk_norm
     << (qk_norm_per_head ? "/head" : "/full") << " bias=" << attention_bias
-    << " tied=" << tie_word_embeddings << " recompute=" << recompute;
+    << " out_bias=" << attention_out_bias << " tied=" << tie_word_embeddings
+    << " recompute=" << recompute;
   return s.str();
 }
 

@@ -76,7 +76,11 @@ struct ModelConfig {
   // With qk_norm: true normalises each head over head_dim (Qwen3-MoE); false normalises the whole
   // projection over heads * head_dim (OLMoE). Default: true.
   bool qk_norm_per_head = true;
-  bool attention_bias = false;       // Default: false. Bias on q, k, v projections (Qwen2-MoE)
+  bool attention_bias = false;  // Default: false. Bias on q, k, v projections (Qwen2-MoE)
+  // Bias on the output projection o. Default: false. Hugging Face's attention_bias = true for
+  // Qwen3-MoE, OLMoE and DeepSeek-MoE puts a bias on q, k, v and o (both fields true);
+  // Qwen2-MoE's bias is on q, k, v only.
+  bool attention_out_bias = false;
   bool tie_word_embeddings = false;  // Default: false. The LM head reads embed_tokens
 
   // ---- training ----

@@ -6,6 +6,7 @@
 //   layers/{L}/input_norm                      [hidden]
 //   layers/{L}/attn/{wq,wk,wv,wo}              [out, in] (Hugging Face Linear layout)
 //   layers/{L}/attn/{bq,bk,bv}                 [out]              (attention_bias)
+//   layers/{L}/attn/bo                         [hidden]           (attention_out_bias)
 //   layers/{L}/attn/{q_norm,k_norm}            [head_dim] or [heads * head_dim]   (qk_norm)
 //   layers/{L}/post_attention_norm             [hidden]
 //   layers/{L}/mlp/{w_gate,w_up,w_down}        dense FFN

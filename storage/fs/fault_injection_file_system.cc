@@ -140,6 +140,22 @@ class FaultFile : public File {
 
 }  // namespace
 
+const char* FaultOpName(FaultOp op) {
+  switch (op) {
+    case FaultOp::kRead:
+      return "read";
+    case FaultOp::kWrite:
+      return "write";
+    case FaultOp::kSync:
+      return "sync";
+    case FaultOp::kRename:
+      return "rename";
+    case FaultOp::kSyncDir:
+      return "sync directory";
+  }
+  return "?";
+}
+
 FaultInjectionFileSystem::FaultInjectionFileSystem(FileSystem* base, uint64_t seed)
     : base_(base), rng_(seed) {}
 
@@ -156,6 +172,14 @@ Result<std::unique_ptr<File>> FaultInjectionFileSystem::Open(const std::string& 
 
 Status FaultInjectionFileSystem::Rename(const std::string& from, const std::string& to) {
   if (crashed()) return CrashedError("rename " + from);
+  Decision decision = Check(FaultOp::kRename, from);
+  if (decision.fire) {
+    if (decision.rule.kind == FaultKind::kError) {
+      return ErrnoError("injected error: rename", from + " to " + to, decision.rule.error);
+    }
+    Crash();
+    return CrashedError("rename " + from);
+  }
   SY_RETURN_IF_ERROR(base_->Rename(from, to));
   MutexLock lock(&mutex_);
   auto it = undo_.find(from);
@@ -180,6 +204,14 @@ Result<bool> FaultInjectionFileSystem::Exists(const std::string& path) {
 
 Status FaultInjectionFileSystem::SyncDir(const std::string& dir) {
   if (crashed()) return CrashedError("sync directory " + dir);
+  Decision decision = Check(FaultOp::kSyncDir, dir);
+  if (decision.fire) {
+    if (decision.rule.kind == FaultKind::kError) {
+      return ErrnoError("injected error: fsync directory", dir, decision.rule.error);
+    }
+    Crash();
+    return CrashedError("sync directory " + dir);
+  }
   return base_->SyncDir(dir);
 }
 
@@ -203,9 +235,20 @@ bool FaultInjectionFileSystem::crashed() const {
   return crashed_;
 }
 
+std::vector<FaultPoint> FaultInjectionFileSystem::journal() const {
+  MutexLock lock(&mutex_);
+  return journal_;
+}
+
+void FaultInjectionFileSystem::ClearJournal() {
+  MutexLock lock(&mutex_);
+  journal_.clear();
+}
+
 FaultInjectionFileSystem::Decision FaultInjectionFileSystem::Check(FaultOp op,
                                                                    const std::string& path) {
   MutexLock lock(&mutex_);
+  journal_.push_back(FaultPoint{op, path});
   Decision decision;
   for (RuleState& state : rules_) {
     if (state.rule.op != op) continue;

@@ -3,7 +3,12 @@
 //
 // Faults are rules: "the 3rd write to a path containing 'store' fails with ENOSPC", "every sync
 // fails with EIO", "the next write stores only 100 bytes", "the next write is torn and the
-// machine dies". Once crashed, every operation fails until DropUnsyncedData() "reboots".
+// machine dies", "the rename fails". Once crashed, every operation fails until
+// DropUnsyncedData() "reboots".
+//
+// Every read, write, sync, rename and directory sync is also logged in a journal (journal()), so
+// a test can enumerate an operation's failure points and then fail each in turn (SQLite's
+// method; tests/reliability/failure_points.h).
 //
 // To simulate power loss the wrapper keeps, per path, the old contents of every range written
 // since that path's last successful Sync. DropUnsyncedData() puts them back (all of them, or a
@@ -28,7 +33,16 @@
 
 namespace sy::storage {
 
-enum class FaultOp : uint8_t { kRead, kWrite, kSync };
+enum class FaultOp : uint8_t { kRead, kWrite, kSync, kRename, kSyncDir };
+
+// "read", "write", "sync", "rename", "sync directory".
+const char* FaultOpName(FaultOp op);
+
+// One operation as the journal saw it: its kind and its path (the source path of a rename).
+struct FaultPoint {
+  FaultOp op = FaultOp::kWrite;
+  std::string path;
+};
 
 enum class FaultKind : uint8_t {
   kError,       // the op fails with `error` and changes nothing
@@ -66,6 +80,9 @@ class FaultInjectionFileSystem : public FileSystem {
   // Faults fired so far, over all rules.
   int64_t faults_fired() const SY_EXCLUDES(mutex_);
   bool crashed() const SY_EXCLUDES(mutex_);
+  // Every operation since construction or the last ClearJournal, in the order they ran.
+  std::vector<FaultPoint> journal() const SY_EXCLUDES(mutex_);
+  void ClearJournal() SY_EXCLUDES(mutex_);
 
   // Simulates power loss and reboot: reverts every byte written since its path's last successful
   // Sync (or, with `tear`, each unsynced 512-byte sector independently with probability 1/2),
@@ -100,6 +117,7 @@ class FaultInjectionFileSystem : public FileSystem {
   mutable Mutex mutex_;
   std::vector<RuleState> rules_ SY_GUARDED_BY(mutex_);
   std::map<std::string, std::vector<Undo>> undo_ SY_GUARDED_BY(mutex_);
+  std::vector<FaultPoint> journal_ SY_GUARDED_BY(mutex_);
   bool crashed_ SY_GUARDED_BY(mutex_) = false;
   int64_t fired_ SY_GUARDED_BY(mutex_) = 0;
   std::mt19937_64 rng_ SY_GUARDED_BY(mutex_);

@@ -174,6 +174,11 @@ Status CheckpointWriter::AddTensor(std::string_view name, DType dtype, const Sha
       !status.ok()) {
     return IOError(where + "tensor '" + key + "': " + status.message());
   }
+  // HDF5 may hold the data in its sieve buffer until the dataset closes: a failed write shows
+  // only there, so close it now and check (a destructor would drop the error).
+  if (dataset.Close() < 0) {
+    return IOError(where + "writing tensor '" + key + "': " + Hdf5ErrorText());
+  }
   return Status::Ok();
 }
 
@@ -214,6 +219,9 @@ Status CheckpointWriter::SetText(std::string_view key, std::string_view text) {
       !status.ok()) {
     return IOError(where + "metadata '" + std::string(key) + "': " + status.message());
   }
+  if (dataset.Close() < 0) {  // as in AddTensor: the sieve buffer's write fails here
+    return IOError(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
+  }
   return Status::Ok();
 }
 
@@ -237,7 +245,8 @@ Status CheckpointWriter::SetBytes(std::string_view key, std::span<const uint8_t>
                                           H5P_DEFAULT, file_->dataset_create.get(), H5P_DEFAULT));
   if (!space.valid() || !dataset.valid() ||
       (size > 0 && H5Dwrite(dataset.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                            bytes.data()) < 0)) {
+                            bytes.data()) < 0) ||
+      dataset.Close() < 0) {  // as in AddTensor: the sieve buffer's write fails at the close
     return IOError(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
   }
   return Status::Ok();

@@ -61,7 +61,8 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::Create(FileSystem* fs, const s
     SY_RETURN_IF_ERROR(file->Sync());
   }
   SY_RETURN_IF_ERROR(fs->Rename(tmp, path));
-  SY_RETURN_IF_ERROR(fs->SyncDir(DirName(path)));
+  // The store is in place; a failed directory sync may still lose the rename in a power cut.
+  SY_RETURN_IF_ERROR(fs->SyncDir(DirName(path)).WithContext("create expert store " + path));
   return Open(fs, path, options);
 }
 

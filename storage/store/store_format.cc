@@ -447,6 +447,11 @@ Result<StoreMetadata> SelectMetadata(std::span<const uint8_t> slot0, std::span<c
       continue;
     }
     Result<std::vector<uint8_t>> index_bytes = read_index(sb);
+    // A read that failed (EIO) says nothing about the slot's contents: falling back to the other
+    // slot would silently open an older generation. Only corruption rejects a slot.
+    if (!index_bytes.ok() && index_bytes.status().code() != StatusCode::kDataLoss) {
+      return index_bytes.status();
+    }
     if (!index_bytes.ok()) {
       why[slot] = index_bytes.status();
       continue;
@@ -471,6 +476,10 @@ Result<StoreMetadata> SelectMetadata(std::span<const uint8_t> slot0, std::span<c
     if (parsed[other].ok() && parsed[other]->sequence + 1 == sb.sequence &&
         parsed[other]->sequence % 2 == static_cast<uint64_t>(other)) {
       Result<std::vector<uint8_t>> previous_bytes = read_index(*parsed[other]);
+      // Without the previous index an interrupted newest publish could not be rolled back.
+      if (!previous_bytes.ok() && previous_bytes.status().code() != StatusCode::kDataLoss) {
+        return previous_bytes.status();
+      }
       if (previous_bytes.ok()) {
         Result<std::vector<IndexEntry>> previous =
             ParseIndex(*parsed[other], *previous_bytes, file_size);

@@ -140,7 +140,9 @@ Result<std::vector<IndexEntry>> ParseIndex(const Superblock& superblock,
                                            std::span<const uint8_t> bytes, uint64_t file_size);
 
 // Picks the newest superblock whose index is valid. `read_index(superblock)` returns the bytes
-// of that superblock's index area (a view into a file image, or a read from the file).
+// of that superblock's index area (a view into a file image, or a read from the file); its
+// DataLoss marks the slot invalid, any other error (a failed read) is returned as it is, since an
+// I/O error is no evidence that the newer slot is bad.
 using ReadIndexFn = std::function<Result<std::vector<uint8_t>>(const Superblock&)>;
 Result<StoreMetadata> SelectMetadata(std::span<const uint8_t> slot0, std::span<const uint8_t> slot1,
                                      uint64_t file_size, const ReadIndexFn& read_index);

@@ -32,6 +32,12 @@ std::string WithField(const std::string& base, const std::string& field) {
   return base.substr(0, base.size() - 1) + ", " + field + "}";
 }
 
+void ExpectErrorIn(const std::string& text, const std::string& needle) {
+  Result<HfModelConfig> r = Parse(text);
+  ASSERT_FALSE(r.ok()) << needle;
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().ToString();
+}
+
 TEST(HfConfigTest, Mixtral) {
   Result<HfModelConfig> r = Parse(kMixtral);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -101,6 +107,41 @@ TEST(HfConfigTest, Qwen3MoeOlmoeDeepseek) {
   EXPECT_FALSE(ds->config.norm_topk_prob);
 }
 
+// Issue 17: transformers puts attention_bias on q, k, v and o for Qwen3-MoE, OLMoE and DeepSeek;
+// Qwen2-MoE's bias is q, k, v only, and "qkv_bias": false turns it off.
+TEST(HfConfigTest, AttentionBiasPerFamily) {
+  const std::string small = R"("vocab_size": 10, "hidden_size": 8, "intermediate_size": 8,
+    "moe_intermediate_size": 4, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "num_experts_per_tok": 2, "shared_expert_intermediate_size": 4)";
+  for (const char* type : {"qwen3_moe", "olmoe", "deepseek"}) {
+    const std::string experts =
+        std::string(type) == "deepseek" ? R"("n_routed_experts": 4)" : R"("num_experts": 4)";
+    const std::string base =
+        std::string(R"({"model_type": ")") + type + R"(", )" + small + ", " + experts + "}";
+    Result<HfModelConfig> off = Parse(base);
+    ASSERT_TRUE(off.ok()) << off.status().ToString();
+    EXPECT_FALSE(off->config.attention_bias) << type;
+    EXPECT_FALSE(off->config.attention_out_bias) << type;
+    Result<HfModelConfig> on = Parse(WithField(base, R"("attention_bias": true)"));
+    ASSERT_TRUE(on.ok()) << type << ": " << on.status().ToString();
+    EXPECT_TRUE(on->config.attention_bias) << type;
+    EXPECT_TRUE(on->config.attention_out_bias) << type;
+    EXPECT_FALSE(on->attention_bias_from_checkpoint) << type;
+  }
+  const std::string qwen2 =
+      std::string(R"({"model_type": "qwen2_moe", )") + small + R"(, "num_experts": 4})";
+  Result<HfModelConfig> implied = Parse(qwen2);
+  ASSERT_TRUE(implied.ok()) << implied.status().ToString();
+  EXPECT_TRUE(implied->config.attention_bias);
+  EXPECT_FALSE(implied->config.attention_out_bias);
+  EXPECT_TRUE(implied->attention_bias_from_checkpoint);
+  Result<HfModelConfig> off = Parse(WithField(qwen2, R"("qkv_bias": false)"));
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->config.attention_bias);
+  EXPECT_FALSE(off->attention_bias_from_checkpoint);
+  ExpectErrorIn(WithField(qwen2, R"("qkv_bias": 1)"), "qkv_bias");
+}
+
 void ExpectError(const std::string& text, const std::string& needle) {
   Result<HfModelConfig> r = Parse(text);
   ASSERT_FALSE(r.ok()) << needle;
@@ -152,6 +193,8 @@ TEST(HfTensorNameTest, Families) {
             "model.layers.1.mlp.shared_expert_gate.weight");
   EXPECT_EQ(HfTensorName(HfFamily::kQwen2Moe, "layers/1/attn/bk"),
             "model.layers.1.self_attn.k_proj.bias");
+  EXPECT_EQ(HfTensorName(HfFamily::kOlmoe, "layers/1/attn/bo"),
+            "model.layers.1.self_attn.o_proj.bias");
   EXPECT_EQ(HfTensorName(HfFamily::kDeepseek, "layers/2/moe/shared_experts/w_gate"),
             "model.layers.2.mlp.shared_experts.gate_proj.weight");
   EXPECT_EQ(HfTensorName(HfFamily::kDeepseek, "layers/0/mlp/w_up"),

@@ -129,6 +129,19 @@ def num_experts(fam, c):
         fam, c.get("num_experts"))
 
 
+def qkv_bias(fam, c):
+    """Whether q, k and v carry a bias: Qwen2-MoE unless "qkv_bias": false; the others with
+    attention_bias."""
+    if fam == "qwen2_moe":
+        return c.get("qkv_bias", True)
+    return bool(c.get("attention_bias", False))
+
+
+def o_bias(fam, c):
+    """transformers' attention_bias puts a bias on o too, except in Qwen2-MoE (q, k, v only)."""
+    return fam != "qwen2_moe" and bool(c.get("attention_bias", False))
+
+
 def make_tensors(fam, c, rng):
     """The family's tensors with Hugging Face names, weights ~ N(0, 1/in) (O(1) activations)."""
     h = c["hidden_size"]
@@ -156,9 +169,11 @@ def make_tensors(fam, c, rng):
         lin(p + "self_attn.k_proj.weight", nkv * hd, h)
         lin(p + "self_attn.v_proj.weight", nkv * hd, h)
         lin(p + "self_attn.o_proj.weight", h, nh * hd)
-        if fam == "qwen2_moe":
+        if qkv_bias(fam, c):
             for x, n in (("q", nh), ("k", nkv), ("v", nkv)):
                 vec(p + f"self_attn.{x}_proj.bias", n * hd, around=0.0)
+        if o_bias(fam, c):
+            vec(p + "self_attn.o_proj.bias", h, around=0.0)
         if fam == "qwen3_moe":
             vec(p + "self_attn.q_norm.weight", hd)
             vec(p + "self_attn.k_norm.weight", hd)
@@ -277,7 +292,7 @@ class Family:
         nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
         hd = c.get("head_dim") or c["hidden_size"] // nh
         p = f"model.layers.{l}.self_attn."
-        bias = fam == "qwen2_moe"
+        bias = qkv_bias(fam, c)
         wq = self.w[p + "q_proj.weight"]
         if bug == "transposed_q" and wq.shape[0] == wq.shape[1]:
             wq = wq.t()
@@ -301,7 +316,7 @@ class Family:
         causal = torch.ones(t, t, dtype=torch.bool).tril()
         scores = scores.masked_fill(~causal, float("-inf"))
         out = torch.einsum("hts,shd->thd", torch.softmax(scores, -1), v).reshape(t, nh * hd)
-        return self.linear(out, p + "o_proj.weight")
+        return self.linear(out, p + "o_proj.weight", p + "o_proj.bias" if o_bias(fam, c) else None)
 
     def moe(self, l, x, route_x=None):
         c, fam, bug = self.c, self.fam, self.bug
@@ -424,6 +439,7 @@ def main():
     failures += pregate_check(binary, work, all_values)
     for fam in CASES:
         failures += greedy_check(binary, work, fam)
+    failures += bias_checks(binary, work)
     failures += error_checks(binary, work)
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))
@@ -543,6 +559,62 @@ def read_safetensors(path):
             arr = bits.view(np.float32).astype(np.float64)
         out[name] = torch.from_numpy(arr.reshape(info["shape"]))
     return out
+
+
+# Issue 17: the attention-bias variants transformers writes. attention_bias = true puts a bias
+# on q, k, v and o in Qwen3-MoE, OLMoE and DeepSeek; Qwen2-MoE's q/k/v bias is absent with
+# "qkv_bias": false, or when the checkpoint simply has no bias tensors. (name, family, config,
+# tensors made for this config, or None to make them from a config with the key dropped)
+BIAS_VARIANTS = [
+    ("qwen3_moe attention_bias", "qwen3_moe", dict(CASES["qwen3_moe"][0], attention_bias=True)),
+    ("olmoe attention_bias", "olmoe", dict(CASES["olmoe"][0], attention_bias=True)),
+    ("deepseek attention_bias", "deepseek", dict(CASES["deepseek"][0], attention_bias=True)),
+    ("qwen2_moe qkv_bias false", "qwen2_moe", dict(CASES["qwen2_moe"][0], qkv_bias=False)),
+]
+
+
+def bias_variant_dirs(work):
+    """Writes each variant's model; yields (what, fam, config, model_dir, values). The last one is
+    a Qwen2-MoE whose config.json has no qkv_bias key and whose files hold no bias tensors."""
+    variants = list(BIAS_VARIANTS)
+    no_key = dict(CASES["qwen2_moe"][0])
+    variants.append(("qwen2_moe without bias tensors", "qwen2_moe", no_key))
+    for i, (what, fam, config) in enumerate(variants):
+        rng = np.random.default_rng(100 + i)
+        make_cfg = dict(config, qkv_bias=False) if what.endswith("without bias tensors") else config
+        tensors = make_tensors(fam, make_cfg, rng)
+        model_dir = os.path.join(work, "bias" + str(i))
+        values = write_model(model_dir, config, tensors, "F32")
+        yield what, fam, make_cfg, model_dir, values
+
+
+def bias_checks(binary, work):
+    """Each bias variant loads, and its logits match the oracle's forward with those biases; the
+    biases must matter (dropping o's bias moves the oracle by more than 10 x TOL)."""
+    failures = []
+    for what, fam, config, model_dir, values in bias_variant_dirs(work):
+        out_file = model_dir + ".logits"
+        r = run_switchyard(binary, model_dir, out_file)
+        if r.returncode != 0:
+            failures.append(f"{what}: switchyard failed: {r.stderr.strip()}")
+            print(f"FAIL {what}: {r.stderr.strip()}")
+            continue
+        ref = Family(fam, config, values).forward(PROMPT)
+        scale = max(1.0, float(ref.abs().max()))
+        err = float((read_logits(out_file) - ref).abs().max())
+        ok = err <= TOL * scale
+        note = ""
+        if o_bias(fam, config):
+            no_o = {k: v for k, v in values.items() if not k.endswith("o_proj.bias")}
+            moved = float((Family(fam, dict(config, attention_bias=False), no_o)
+                           .forward(PROMPT) - ref).abs().max())
+            note = f"; the biases move the logits by {moved:.3e}"
+            ok = ok and moved > 10 * TOL * scale
+        print(f"{'ok  ' if ok else 'FAIL'} {what}: max abs err={err:.3e} "
+              f"(tolerance {TOL * scale:.3e}){note}")
+        if not ok:
+            failures.append(f"{what}: max abs err {err:.3e}{note}")
+    return failures
 
 
 def error_checks(binary, work):

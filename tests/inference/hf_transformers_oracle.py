@@ -124,6 +124,39 @@ def check_family(binary, work, fam):
     return failures
 
 
+def bias_checks(binary, work):
+    """Issue 17: the attention_bias variants of hf_moe_oracle.py that this transformers builds
+    (OLMoE, and Qwen3-MoE where implemented: a bias on q, k, v and o), loaded by transformers
+    with no missing or unexpected tensor, give switchyard's logits. transformers 4.49's Qwen2-MoE
+    always has q/k/v biases, so its qkv_bias = false variants stay on hf_moe_oracle.py."""
+    failures = []
+    for what, fam, _, model_dir, _ in oracle.bias_variant_dirs(os.path.join(work, "bias")):
+        if fam not in ("olmoe", "qwen3_moe"):
+            continue
+        if fam not in CONFIG_MAPPING_NAMES:
+            print(f"skip {what}: transformers {transformers.__version__} lacks {fam}")
+            continue
+        model, problems = load(model_dir)
+        if problems:
+            failures.append(f"{what}: transformers loaded it with {'; '.join(problems)}")
+            continue
+        with torch.no_grad():
+            ref = model(torch.tensor([oracle.PROMPT])).logits[0]
+        out_file = model_dir + ".logits"
+        r = oracle.run_switchyard(binary, model_dir, out_file)
+        if r.returncode != 0:
+            failures.append(f"{what}: switchyard failed: {r.stderr.strip()}")
+            continue
+        ours = oracle.read_logits(out_file)
+        tol = oracle.TOL * max(1.0, float(ref.abs().max()))
+        err = float((ours - ref).abs().max()) if ours.shape == ref.shape else float("inf")
+        print(f"{'ok  ' if err <= tol else 'FAIL'} {what}: {type(model).__name__} prompt logits "
+              f"max abs err={err:.3e} (tolerance {tol:.3e})")
+        if err > tol:
+            failures.append(f"{what}: prompt logits max abs err {err:.3e} > {tol:.3e}")
+    return failures
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -137,6 +170,7 @@ def main():
             continue
         failures += check_family(binary, work, fam)
         ran += 1
+    failures += bias_checks(binary, work)
     print("skip deepseek: DeepSeek-MoE v1 is remote code, not in transformers; it stays on "
           "hf_moe_oracle.py")
     if failures:

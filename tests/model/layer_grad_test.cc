@@ -168,7 +168,8 @@ TEST_P(AttentionGradTest, Block) {
   config.qk_norm = c.qk_norm;
   config.qk_norm_per_head = c.per_head;
   config.attention_bias = c.bias;
-  config.rope_theta = 100.0;  // large rotations at these short positions
+  config.attention_out_bias = c.bias;  // q, k, v and o, as transformers' attention_bias
+  config.rope_theta = 100.0;           // large rotations at these short positions
   auto attn = AttentionBlock::Create(*backend_, store_, config, 0, DType::kF32, true);
   ASSERT_TRUE(attn.ok()) << attn.status().ToString();
   Init(5, 0.4f);

@@ -1,0 +1,775 @@
+#include "inference/gguf_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <utility>
+
+#include "runtime/core/dtype.h"
+#include "storage/formats/ggml_quants.h"
+#include "storage/formats/gguf_writer.h"
+#include "storage/formats/safetensors.h"
+
+namespace sy {
+namespace {
+
+using storage::GgmlType;
+using storage::GgufHeader;
+using storage::GgufKeyValue;
+using storage::GgufTensorInfo;
+using storage::GgufValue;
+using storage::GgufValueType;
+
+constexpr HfFamily kFamilies[] = {HfFamily::kMixtral, HfFamily::kQwen2Moe, HfFamily::kQwen3Moe,
+                                  HfFamily::kOlmoe, HfFamily::kDeepseek};
+
+// ---- names ----
+
+struct NamePair {
+  std::string hf;    // inside model.layers.L.
+  std::string gguf;  // inside blk.L.
+};
+
+// The per-layer tensors that are not routed experts, for `family`.
+std::vector<NamePair> LayerNames(HfFamily family) {
+  std::vector<NamePair> t = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+  };
+  for (const char* x : {"q", "k", "v"}) {
+    for (const char* kind : {"weight", "bias"}) {
+      t.push_back(
+          {std::string("self_attn.") + x + "_proj." + kind, std::string("attn_") + x + "." + kind});
+    }
+  }
+  t.push_back({"self_attn.o_proj.weight", "attn_output.weight"});
+  t.push_back({"self_attn.o_proj.bias", "attn_output.bias"});
+  t.push_back({"self_attn.q_norm.weight", "attn_q_norm.weight"});
+  t.push_back({"self_attn.k_norm.weight", "attn_k_norm.weight"});
+  for (const char* p : {"gate", "up", "down"}) {
+    t.push_back({std::string("mlp.") + p + "_proj.weight", std::string("ffn_") + p + ".weight"});
+  }
+  t.push_back({family == HfFamily::kMixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight",
+               "ffn_gate_inp.weight"});
+  const char* shared = family == HfFamily::kQwen2Moe   ? "mlp.shared_expert."
+                       : family == HfFamily::kDeepseek ? "mlp.shared_experts."
+                                                       : nullptr;
+  if (shared != nullptr) {
+    for (const char* p : {"gate", "up", "down"}) {
+      t.push_back(
+          {std::string(shared) + p + "_proj.weight", std::string("ffn_") + p + "_shexp.weight"});
+    }
+  }
+  if (family == HfFamily::kQwen2Moe) {
+    t.push_back({"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"});
+  }
+  return t;
+}
+
+// Routed experts: HF "PREFIX.E.<proj>.weight" <-> GGUF stack "<stack>.weight".
+struct ExpertName {
+  std::string proj;   // "gate_proj" / Mixtral "w1"
+  std::string stack;  // "ffn_gate_exps"
+};
+
+std::string ExpertPrefix(HfFamily family) {
+  return family == HfFamily::kMixtral ? "block_sparse_moe.experts." : "mlp.experts.";
+}
+
+std::vector<ExpertName> ExpertNames(HfFamily family) {
+  if (family == HfFamily::kMixtral) {
+    return {{"w1", "ffn_gate_exps"}, {"w3", "ffn_up_exps"}, {"w2", "ffn_down_exps"}};
+  }
+  return {
+      {"gate_proj", "ffn_gate_exps"}, {"up_proj", "ffn_up_exps"}, {"down_proj", "ffn_down_exps"}};
+}
+
+const std::pair<const char*, const char*> kTopNames[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+// Heads over which the rows of HF tensor `suffix` (inside a layer) are interleaved in GGUF, or 0.
+int PermuteHeads(HfFamily family, const ModelConfig& c, const std::string& suffix) {
+  if (!GgufPermutesQK(family)) return 0;
+  if (suffix == "self_attn.q_proj.weight" || suffix == "self_attn.q_proj.bias") {
+    return c.num_heads;
+  }
+  if (suffix == "self_attn.k_proj.weight" || suffix == "self_attn.k_proj.bias") {
+    return c.kv_heads();
+  }
+  return 0;
+}
+
+// Moves the rows of `data` (rows of `row_bytes` bytes, `heads` heads of equal size) between the
+// HF order (halves) and llama.cpp's (interleaved). to_gguf: HF row h*d + j*d/2 + i goes to GGUF
+// row h*d + 2i + j; otherwise the inverse.
+Status PermuteRows(std::span<uint8_t> data, size_t row_bytes, int heads, bool to_gguf,
+                   const std::string& what) {
+  const size_t rows = row_bytes == 0 ? 0 : data.size() / row_bytes;
+  if (heads <= 0 || rows % (2 * static_cast<size_t>(heads)) != 0) {
+    return InvalidArgumentError(what + ": " + std::to_string(rows) + " rows do not split into " +
+                                std::to_string(heads) +
+                                " heads of an even size, which the RoPE permutation needs");
+  }
+  const size_t d = rows / static_cast<size_t>(heads);
+  std::vector<uint8_t> src(data.begin(), data.end());
+  for (size_t h = 0; h < static_cast<size_t>(heads); ++h) {
+    for (size_t j = 0; j < 2; ++j) {
+      for (size_t i = 0; i < d / 2; ++i) {
+        const size_t hf_row = h * d + j * (d / 2) + i;
+        const size_t gguf_row = h * d + 2 * i + j;
+        const size_t to = to_gguf ? gguf_row : hf_row;
+        const size_t from = to_gguf ? hf_row : gguf_row;
+        std::memcpy(data.data() + to * row_bytes, src.data() + from * row_bytes, row_bytes);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// ---- metadata ----
+
+std::string ArchKey(HfFamily family, std::string_view key) {
+  return std::string(GgufArchitecture(family)) + "." + std::string(key);
+}
+
+// The shortest decimal that reads back as the f32 `f`, as a double ("1e-06" for the f32 nearest
+// 1e-6): GGUF stores eps and theta as f32, config.json as the decimal a person wrote.
+double ShortestDecimal(double f) {
+  const auto f32 = static_cast<float>(f);
+  char buf[64];
+  for (int precision = 1; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, static_cast<double>(f32));
+    if (std::strtof(buf, nullptr) == f32) return std::strtod(buf, nullptr);
+  }
+  return static_cast<double>(f32);
+}
+
+bool DefaultNormTopk(HfFamily family) {
+  return family == HfFamily::kMixtral || family == HfFamily::kQwen3Moe;
+}
+
+// Metadata access with errors naming the file and the key.
+class Meta {
+ public:
+  Meta(const GgufHeader& h, std::string file, std::string arch)
+      : h_(h), file_(std::move(file)), arch_(std::move(arch)) {}
+  std::string Key(std::string_view k) const { return arch_ + "." + std::string(k); }
+  const GgufValue* Find(std::string_view k) const { return h_.Find(Key(k)); }
+  Status Error(std::string_view k, const std::string& why) const {
+    return InvalidArgumentError(file_ + ": metadata key " + Key(k) + " " + why);
+  }
+  Result<int64_t> Int(std::string_view k, std::optional<int64_t> fallback, int64_t min = 0) const {
+    const GgufValue* v = Find(k);
+    if (v == nullptr) {
+      if (fallback) return *fallback;
+      return Error(k, "is missing; a GGUF of this architecture must set it");
+    }
+    uint64_t u = 0;
+    if (!v->AsUint(&u) || u > 0x7fffffff || static_cast<int64_t>(u) < min) {
+      return Error(k, "is " + v->Describe() + ", expected an integer >= " + std::to_string(min));
+    }
+    return static_cast<int64_t>(u);
+  }
+  Result<double> Double(std::string_view k, double fallback) const {
+    const GgufValue* v = Find(k);
+    if (v == nullptr) return fallback;
+    double d = 0;
+    if (!v->AsDouble(&d) || !std::isfinite(d)) {
+      return Error(k, "is " + v->Describe() + ", expected a finite number");
+    }
+    return v->type == GgufValueType::kF32 ? ShortestDecimal(d) : d;
+  }
+  Result<bool> Bool(std::string_view k, bool fallback) const {
+    const GgufValue* v = Find(k);
+    if (v == nullptr) return fallback;
+    if (v->type != GgufValueType::kBool) return Error(k, "is " + v->Describe() + ", expected bool");
+    return v->b;
+  }
+  Status Unsupported(std::string_view k, const std::string& why) const {
+    return UnimplementedError(file_ + ": metadata key " + Key(k) + " = " + Find(k)->Describe() +
+                              " is not supported: " + why);
+  }
+
+ private:
+  const GgufHeader& h_;
+  std::string file_;
+  std::string arch_;
+};
+
+// Splits "blk.L.rest" into L and rest; false for any other name.
+bool SplitBlockName(const std::string& name, int* layer, std::string* rest) {
+  if (name.rfind("blk.", 0) != 0) return false;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4 || dot - 4 > 6) return false;
+  int l = 0;
+  for (size_t i = 4; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    l = l * 10 + (name[i] - '0');
+  }
+  *layer = l;
+  *rest = name.substr(dot + 1);
+  return true;
+}
+
+}  // namespace
+
+std::string_view GgufArchitecture(HfFamily family) {
+  switch (family) {
+    case HfFamily::kMixtral:
+      return "llama";
+    case HfFamily::kQwen2Moe:
+      return "qwen2moe";
+    case HfFamily::kQwen3Moe:
+      return "qwen3moe";
+    case HfFamily::kOlmoe:
+      return "olmoe";
+    case HfFamily::kDeepseek:
+      return "deepseek";
+  }
+  return "?";
+}
+
+bool GgufPermutesQK(HfFamily family) {
+  return family == HfFamily::kMixtral || family == HfFamily::kDeepseek;
+}
+
+std::vector<GgufKeyValue> GgufModelMetadata(const HfModelConfig& hf, const std::string& name) {
+  const ModelConfig& c = hf.config;
+  const HfFamily f = hf.family;
+  std::vector<GgufKeyValue> kv;
+  auto u32 = [&](std::string_view key, int64_t v) {
+    kv.push_back({ArchKey(f, key), GgufValue::U32(static_cast<uint32_t>(v))});
+  };
+  auto f32 = [&](std::string_view key, double v) {
+    kv.push_back({ArchKey(f, key), GgufValue::F32(static_cast<float>(v))});
+  };
+  kv.push_back({"general.architecture", GgufValue::String(std::string(GgufArchitecture(f)))});
+  kv.push_back({"general.name", GgufValue::String(name)});
+  u32("vocab_size", c.vocab_size);
+  if (hf.max_position_embeddings > 0) u32("context_length", hf.max_position_embeddings);
+  u32("embedding_length", c.hidden_size);
+  u32("block_count", c.num_layers);
+  u32("feed_forward_length", f == HfFamily::kMixtral || c.intermediate_size == 0
+                                 ? c.moe_intermediate_size
+                                 : c.intermediate_size);
+  u32("attention.head_count", c.num_heads);
+  u32("attention.head_count_kv", c.kv_heads());
+  u32("attention.key_length", c.dim_per_head());
+  u32("attention.value_length", c.dim_per_head());
+  u32("rope.dimension_count", c.dim_per_head());
+  f32("rope.freq_base", c.rope_theta);
+  f32("attention.layer_norm_rms_epsilon", c.rms_norm_eps);
+  u32("expert_count", c.num_experts);
+  u32("expert_used_count", c.top_k);
+  if (f != HfFamily::kMixtral) u32("expert_feed_forward_length", c.moe_intermediate_size);
+  if (c.num_shared_experts > 0) {
+    if (f == HfFamily::kQwen2Moe) {
+      u32("expert_shared_feed_forward_length", c.shared_intermediate());
+    } else {
+      u32("expert_shared_count", c.num_shared_experts);
+    }
+  }
+  if (f == HfFamily::kDeepseek) {
+    u32("leading_dense_block_count", c.first_k_dense);
+    f32("expert_weights_scale", 1.0);
+  }
+  kv.push_back({ArchKey(f, "expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob)});
+  kv.push_back({"general.quantization_version", GgufValue::U32(2)});
+  return kv;
+}
+
+Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::string& file) {
+  const GgufValue* arch_value = h.Find("general.architecture");
+  if (arch_value == nullptr || arch_value->type != GgufValueType::kString) {
+    return InvalidArgumentError(file +
+                                ": no string general.architecture; is this a llama.cpp "
+                                "model file?");
+  }
+  const std::string& arch = arch_value->s;
+  std::optional<HfFamily> family;
+  for (HfFamily f : kFamilies) {
+    if (GgufArchitecture(f) == arch) family = f;
+  }
+  if (!family) {
+    return UnimplementedError(file + ": architecture \"" + arch +
+                              "\" is not supported; supported: llama (Mixtral), qwen2moe, "
+                              "qwen3moe, olmoe, deepseek");
+  }
+  HfModelConfig out;
+  out.family = *family;
+  ModelConfig& c = out.config;
+  const Meta m(h, file, arch);
+#define SY_GET(var, expr) SY_ASSIGN_OR_RETURN(var, expr)
+  for (const char* k : {"rope.scaling.type", "attention.sliding_window", "expert_gating_func"}) {
+    const GgufValue* v = m.Find(k);
+    if (v == nullptr) continue;
+    if (std::string(k) == "rope.scaling.type" && v->type == GgufValueType::kString &&
+        v->s == "none") {
+      continue;
+    }
+    uint64_t gating = 0;
+    if (std::string(k) == "expert_gating_func" && v->AsUint(&gating) && gating == 1) continue;
+    return m.Unsupported(k, std::string(k) == "expert_gating_func"
+                                ? "only softmax routing (1) is implemented"
+                                : "only plain RoPE over the full context is implemented");
+  }
+  SY_GET(double scale, m.Double("expert_weights_scale", 1.0));
+  if (scale != 1.0) {
+    return m.Unsupported("expert_weights_scale", "routed weights are not rescaled");
+  }
+  const GgufTensorInfo* embd = h.FindTensor("token_embd.weight");
+  if (embd == nullptr || embd->ne.size() != 2) {
+    return InvalidArgumentError(file + ": tensor \"token_embd.weight\" is missing or not 2-D");
+  }
+  SY_GET(c.hidden_size, m.Int("embedding_length", std::nullopt, 1));
+  SY_GET(c.vocab_size, m.Int("vocab_size", embd->ne[1], 1));
+  SY_GET(int64_t layers, m.Int("block_count", std::nullopt, 1));
+  c.num_layers = static_cast<int>(layers);
+  SY_GET(int64_t heads, m.Int("attention.head_count", std::nullopt, 1));
+  c.num_heads = static_cast<int>(heads);
+  SY_GET(int64_t kv_heads, m.Int("attention.head_count_kv", heads, 1));
+  c.num_kv_heads = static_cast<int>(kv_heads);
+  SY_GET(int64_t key_length, m.Int("attention.key_length", c.hidden_size / heads, 1));
+  SY_GET(int64_t value_length, m.Int("attention.value_length", key_length, 1));
+  if (value_length != key_length) {
+    return m.Error("attention.value_length",
+                   "differs from key_length; Switchyard's attention "
+                   "has one head_dim");
+  }
+  if (key_length != c.hidden_size / heads) c.head_dim = key_length;
+  SY_GET(int64_t rope_dims, m.Int("rope.dimension_count", key_length, 1));
+  if (rope_dims != key_length) {
+    return m.Unsupported("rope.dimension_count", "partial RoPE is not implemented");
+  }
+  SY_GET(c.rope_theta, m.Double("rope.freq_base", 10000.0));
+  SY_GET(c.rms_norm_eps, m.Double("attention.layer_norm_rms_epsilon", 1e-5));
+  SY_GET(out.max_position_embeddings, m.Int("context_length", 0));
+  SY_GET(int64_t experts, m.Int("expert_count", std::nullopt, 1));
+  c.num_experts = static_cast<int>(experts);
+  SY_GET(int64_t used, m.Int("expert_used_count", std::nullopt, 1));
+  c.top_k = static_cast<int>(used);
+  SY_GET(int64_t ff, m.Int("feed_forward_length", 0));
+  if (out.family == HfFamily::kMixtral) {
+    c.moe_intermediate_size = ff;
+    c.intermediate_size = ff;
+  } else {
+    c.intermediate_size = ff;
+    SY_GET(c.moe_intermediate_size, m.Int("expert_feed_forward_length", std::nullopt, 1));
+  }
+  SY_GET(c.norm_topk_prob, m.Bool("expert_weights_norm", DefaultNormTopk(out.family)));
+  c.tie_word_embeddings = h.FindTensor("output.weight") == nullptr;
+  c.attention_bias = h.FindTensor("blk.0.attn_q.bias") != nullptr;
+  switch (out.family) {
+    case HfFamily::kMixtral:
+      break;
+    case HfFamily::kQwen2Moe: {
+      SY_GET(c.shared_expert_intermediate_size,
+             m.Int("expert_shared_feed_forward_length", std::nullopt, 1));
+      c.num_shared_experts = 1;
+      c.shared_expert_gate = true;
+      break;
+    }
+    case HfFamily::kQwen3Moe:
+      c.qk_norm = true;
+      c.qk_norm_per_head = true;
+      break;
+    case HfFamily::kOlmoe:
+      c.qk_norm = true;
+      c.qk_norm_per_head = false;
+      break;
+    case HfFamily::kDeepseek: {
+      SY_GET(int64_t shared, m.Int("expert_shared_count", 0));
+      c.num_shared_experts = static_cast<int>(shared);
+      break;
+    }
+  }
+  // MoE layers are the ones with a router; they must be every moe_every-th layer from the first.
+  std::vector<int> moe_layers;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (h.FindTensor("blk." + std::to_string(l) + ".ffn_gate_inp.weight") != nullptr) {
+      moe_layers.push_back(l);
+    }
+  }
+  if (moe_layers.empty()) {
+    return InvalidArgumentError(file +
+                                ": no layer has a router (blk.L.ffn_gate_inp.weight); "
+                                "Switchyard runs mixture-of-experts models only");
+  }
+  c.first_k_dense = moe_layers[0];
+  // One MoE layer fixes no period: take Qwen's decoder_sparse_step convention (the first MoE
+  // layer is step - 1) when it fits, else any period that reaches past the last layer.
+  const int first = moe_layers[0];
+  c.moe_every = moe_layers.size() > 1           ? moe_layers[1] - first
+                : 2 * first + 1 >= c.num_layers ? first + 1
+                                                : c.num_layers - first;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const bool moe = l >= c.first_k_dense && (l - c.first_k_dense) % c.moe_every == 0;
+    if (moe != std::binary_search(moe_layers.begin(), moe_layers.end(), l)) {
+      return InvalidArgumentError(
+          file + ": layer " + std::to_string(l) + (moe ? " has no router" : " has a router") +
+          ", breaking the pattern of MoE layers every " + std::to_string(c.moe_every) +
+          " from layer " + std::to_string(c.first_k_dense) + " that Switchyard's model supports");
+    }
+  }
+  if (out.family == HfFamily::kDeepseek) {
+    SY_GET(int64_t leading, m.Int("leading_dense_block_count", c.first_k_dense));
+    if (leading != c.first_k_dense) {
+      return m.Error("leading_dense_block_count", "is " + std::to_string(leading) +
+                                                      ", but the first router is in layer " +
+                                                      std::to_string(c.first_k_dense));
+    }
+  }
+#undef SY_GET
+  c.router_aux_loss_coef = 0;
+  c.router_z_loss_coef = 0;
+  if (Status s = c.Validate(); !s.ok()) return s.WithContext(file);
+  return out;
+}
+
+// ---- GgufCheckpoint ----
+
+Result<std::unique_ptr<GgufCheckpoint>> GgufCheckpoint::Open(const std::string& path) {
+  std::unique_ptr<GgufCheckpoint> ck(new GgufCheckpoint());
+  SY_ASSIGN_OR_RETURN(ck->file_, storage::GgufFile::Open(path));
+  const GgufHeader& h = ck->file_->header();
+  SY_ASSIGN_OR_RETURN(ck->config_, ParseGgufModelConfig(h, path));
+  const HfFamily family = ck->config_.family;
+  const ModelConfig& c = ck->config_.config;
+  std::map<std::string, std::string> layer_names;  // gguf suffix -> hf suffix
+  for (const NamePair& p : LayerNames(family)) layer_names[p.gguf] = p.hf;
+  std::map<std::string, std::string> stacks;  // "ffn_gate_exps.weight" -> HF proj
+  for (const ExpertName& e : ExpertNames(family)) stacks[e.stack + ".weight"] = e.proj;
+  auto unknown = [&](const GgufTensorInfo& t, const std::string& why) {
+    return InvalidArgumentError(path + ": tensor \"" + t.name + "\" " + why + " for a " +
+                                std::string(GgufArchitecture(family)) +
+                                " model; the file has weights Switchyard would ignore (a "
+                                "different architecture or a newer llama.cpp)");
+  };
+  for (const GgufTensorInfo& t : h.tensors) {
+    const std::vector<int64_t> shape = t.shape();
+    bool found = false;
+    for (const auto& [hf_name, gguf_name] : kTopNames) {
+      if (t.name == gguf_name) {
+        ck->entries_.push_back({hf_name, Entry{&t, -1, 0, shape}});
+        found = true;
+      }
+    }
+    if (found) continue;
+    int layer = 0;
+    std::string rest;
+    if (!SplitBlockName(t.name, &layer, &rest) || layer >= c.num_layers) {
+      return unknown(t, "has no Hugging Face counterpart");
+    }
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".";
+    if (auto it = layer_names.find(rest); it != layer_names.end()) {
+      ck->entries_.push_back(
+          {prefix + it->second, Entry{&t, -1, PermuteHeads(family, c, it->second), shape}});
+      continue;
+    }
+    auto it = stacks.find(rest);
+    if (it == stacks.end()) return unknown(t, "has no Hugging Face counterpart");
+    if (t.ne.size() != 3 || t.ne[2] != c.num_experts) {
+      return unknown(t, "is not a 3-D stack of " + std::to_string(c.num_experts) + " experts");
+    }
+    for (int e = 0; e < c.num_experts; ++e) {
+      ck->entries_.push_back(
+          {prefix + ExpertPrefix(family) + std::to_string(e) + "." + it->second + ".weight",
+           Entry{&t, e, 0, {t.ne[1], t.ne[0]}}});
+    }
+  }
+  std::sort(ck->entries_.begin(), ck->entries_.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return ck;
+}
+
+std::vector<std::string> GgufCheckpoint::TensorNames() const {
+  std::vector<std::string> names;
+  names.reserve(entries_.size());
+  for (const auto& [name, e] : entries_) names.push_back(name);
+  return names;
+}
+
+Result<const GgufCheckpoint::Entry*> GgufCheckpoint::Find(const std::string& name) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
+                             [](const auto& a, const std::string& n) { return a.first < n; });
+  if (it == entries_.end() || it->first != name) {
+    return NotFoundError(where() + ": no tensor for \"" + name + "\"");
+  }
+  return &it->second;
+}
+
+bool GgufCheckpoint::Contains(const std::string& name) const { return Find(name).ok(); }
+
+Result<std::vector<int64_t>> GgufCheckpoint::Shape(const std::string& name) const {
+  SY_ASSIGN_OR_RETURN(const Entry* e, Find(name));
+  return e->shape;
+}
+
+Result<GgmlType> GgufCheckpoint::Type(const std::string& name) const {
+  SY_ASSIGN_OR_RETURN(const Entry* e, Find(name));
+  return e->tensor->type;
+}
+
+std::span<const uint8_t> GgufCheckpoint::Bytes(const Entry& e) const {
+  std::span<const uint8_t> all = file_->Data(*e.tensor);
+  if (e.expert < 0) return all;
+  const size_t slab = all.size() / static_cast<size_t>(e.tensor->ne[2]);
+  return all.subspan(static_cast<size_t>(e.expert) * slab, slab);
+}
+
+Status GgufCheckpoint::ReadF32(const std::string& name, std::span<float> out) const {
+  SY_ASSIGN_OR_RETURN(const Entry* e, Find(name));
+  const std::string what = where() + ": tensor \"" + e->tensor->name + "\"";
+  if (Status s = storage::DequantizeToF32(e->tensor->type, Bytes(*e), out); !s.ok()) {
+    return s.WithContext(what);
+  }
+  if (e->permute_heads > 0) {
+    const size_t row = e->shape.size() == 2 ? static_cast<size_t>(e->shape[1]) : 1;
+    std::span<uint8_t> bytes(reinterpret_cast<uint8_t*>(out.data()), out.size() * sizeof(float));
+    return PermuteRows(bytes, row * sizeof(float), e->permute_heads, /*to_gguf=*/false, what);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> GgufCheckpoint::ReadRaw(const std::string& name) const {
+  SY_ASSIGN_OR_RETURN(const Entry* e, Find(name));
+  const std::string what = where() + ": tensor \"" + e->tensor->name + "\"";
+  const GgmlType type = e->tensor->type;
+  if (type != GgmlType::kF32 && type != GgmlType::kF16 && type != GgmlType::kBF16) {
+    return InvalidArgumentError(what + " is " + std::string(storage::GgmlTypeName(type)) +
+                                ", which has no lossless Hugging Face dtype; read it as f32");
+  }
+  const std::span<const uint8_t> src = Bytes(*e);
+  std::vector<uint8_t> out(src.begin(), src.end());
+  if (e->permute_heads > 0) {
+    const size_t row = e->shape.size() == 2 ? static_cast<size_t>(e->shape[1]) : 1;
+    SY_RETURN_IF_ERROR(PermuteRows(out, row * static_cast<size_t>(storage::GgmlTypeSize(type)),
+                                   e->permute_heads, /*to_gguf=*/false, what));
+  }
+  return out;
+}
+
+// ---- export ----
+
+namespace {
+
+struct PlannedTensor {
+  std::string gguf_name;
+  std::vector<const HfTensorView*> sources;  // one, or one per expert (stacked)
+  int permute_heads = 0;
+  bool keep_f32 = false;  // a router or shared-expert gate: never quantized
+};
+
+// Values of `view` as f32 (F32, F16, BF16 sources).
+Status ViewToF32(const HfTensorView& view, std::span<float> out) {
+  return storage::DequantizeToF32(view.type, view.bytes, out);
+}
+
+}  // namespace
+
+Status WriteGgufFromHf(const HfModelConfig& hf, std::span<const HfTensorView> tensors,
+                       const std::string& path, const GgufExportOptions& options) {
+  const HfFamily family = hf.family;
+  const ModelConfig& c = hf.config;
+  std::map<std::string, const HfTensorView*> by_name;
+  for (const HfTensorView& t : tensors) {
+    if (t.type != GgmlType::kF32 && t.type != GgmlType::kF16 && t.type != GgmlType::kBF16) {
+      return InvalidArgumentError(path + ": tensor \"" + t.name +
+                                  "\": only F32, F16 and BF16 sources can be exported");
+    }
+    by_name[t.name] = &t;
+  }
+  if (options.type) {
+    const GgmlType ty = *options.type;
+    if (ty != GgmlType::kF32 && ty != GgmlType::kF16 && ty != GgmlType::kBF16 &&
+        ty != GgmlType::kQ8_0 && ty != GgmlType::kQ4_0) {
+      return InvalidArgumentError(path + ": GGUF export type " +
+                                  std::string(storage::GgmlTypeName(ty)) +
+                                  " is not supported; use F32, F16, BF16, Q8_0 or Q4_0");
+    }
+  }
+  std::vector<PlannedTensor> plan;
+  std::map<std::string, bool> used;
+  auto take = [&](const std::string& hf_name) -> const HfTensorView* {
+    auto it = by_name.find(hf_name);
+    if (it == by_name.end()) return nullptr;
+    used[hf_name] = true;
+    return it->second;
+  };
+  if (const HfTensorView* v = take("model.embed_tokens.weight")) {
+    plan.push_back({"token_embd.weight", {v}, 0, false});
+  }
+  const std::vector<NamePair> layer_names = LayerNames(family);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    for (const NamePair& p : layer_names) {
+      if (const HfTensorView* v = take(prefix + p.hf)) {
+        const bool gate = p.gguf == "ffn_gate_inp.weight" || p.gguf == "ffn_gate_inp_shexp.weight";
+        plan.push_back({blk + p.gguf, {v}, PermuteHeads(family, c, p.hf), gate});
+      }
+    }
+    if (!c.IsMoeLayer(l)) continue;
+    for (const ExpertName& e : ExpertNames(family)) {
+      PlannedTensor stack{blk + e.stack + ".weight", {}, 0, false};
+      for (int x = 0; x < c.num_experts; ++x) {
+        const std::string name =
+            prefix + ExpertPrefix(family) + std::to_string(x) + "." + e.proj + ".weight";
+        const HfTensorView* v = take(name);
+        if (v == nullptr) {
+          return NotFoundError(path + ": tensor \"" + name +
+                               "\" is missing; every expert of "
+                               "an MoE layer is needed to write " +
+                               stack.gguf_name);
+        }
+        if (!stack.sources.empty() &&
+            (v->shape != stack.sources[0]->shape || v->type != stack.sources[0]->type)) {
+          return InvalidArgumentError(path + ": tensor \"" + name +
+                                      "\" differs in shape or dtype from expert 0's");
+        }
+        stack.sources.push_back(v);
+      }
+      plan.push_back(std::move(stack));
+    }
+  }
+  if (const HfTensorView* v = take("model.norm.weight")) {
+    plan.push_back({"output_norm.weight", {v}, 0, false});
+  }
+  if (const HfTensorView* v = take("lm_head.weight")) {
+    if (!c.tie_word_embeddings) plan.push_back({"output.weight", {v}, 0, false});
+  }
+  for (const HfTensorView& t : tensors) {
+    if (!used.count(t.name) && t.name.find("rotary_emb.inv_freq") == std::string::npos) {
+      return InvalidArgumentError(path + ": tensor \"" + t.name + "\" has no GGUF name for a " +
+                                  std::string(HfFamilyModelType(family)) + " model");
+    }
+  }
+
+  std::vector<storage::GgufTensorToWrite> out;
+  for (const PlannedTensor& p : plan) {
+    const HfTensorView& first = *p.sources[0];
+    if (first.shape.empty() || first.shape.size() > 2) {
+      return InvalidArgumentError(path + ": tensor \"" + first.name + "\" has " +
+                                  std::to_string(first.shape.size()) +
+                                  " dimensions; expected 1 or 2");
+    }
+    int64_t numel = 1;
+    for (int64_t d : first.shape) numel *= d;
+    if (first.bytes.size() !=
+        static_cast<size_t>(numel) * static_cast<size_t>(storage::GgmlTypeSize(first.type))) {
+      return InvalidArgumentError(path + ": tensor \"" + first.name + "\" has " +
+                                  std::to_string(first.bytes.size()) +
+                                  " bytes, which does not match its shape and dtype");
+    }
+    std::vector<int64_t> ne(first.shape.rbegin(), first.shape.rend());
+    if (p.sources.size() > 1) ne.push_back(static_cast<int64_t>(p.sources.size()));
+    GgmlType type = options.type.value_or(first.type);
+    const bool quantized = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
+    if (quantized && (ne.size() < 2 || ne[0] % 32 != 0 || p.keep_f32)) type = GgmlType::kF32;
+    const std::string what = path + ": tensor \"" + first.name + "\"";
+    storage::GgufTensorToWrite w;
+    w.name = p.gguf_name;
+    w.type = type;
+    w.ne = ne;
+    const PlannedTensor* planned = &p;
+    w.fill = [planned, type, what](std::span<uint8_t> dst) -> Status {
+      const HfTensorView& src0 = *planned->sources[0];
+      const size_t row = src0.shape.size() == 2 ? static_cast<size_t>(src0.shape[1]) : 1;
+      if (type == src0.type) {  // a copy, permuted where llama.cpp's RoPE needs it
+        size_t at = 0;
+        for (const HfTensorView* v : planned->sources) {
+          std::memcpy(dst.data() + at, v->bytes.data(), v->bytes.size());
+          at += v->bytes.size();
+        }
+        if (planned->permute_heads > 0) {
+          return PermuteRows(dst, row * static_cast<size_t>(storage::GgmlTypeSize(type)),
+                             planned->permute_heads, /*to_gguf=*/true, what);
+        }
+        return Status::Ok();
+      }
+      size_t per = src0.bytes.size() / static_cast<size_t>(storage::GgmlTypeSize(src0.type));
+      std::vector<float> f32(per * planned->sources.size());
+      for (size_t k = 0; k < planned->sources.size(); ++k) {
+        SY_RETURN_IF_ERROR(ViewToF32(*planned->sources[k], {f32.data() + k * per, per}));
+      }
+      if (planned->permute_heads > 0) {
+        std::span<uint8_t> bytes(reinterpret_cast<uint8_t*>(f32.data()), f32.size() * 4);
+        SY_RETURN_IF_ERROR(
+            PermuteRows(bytes, row * sizeof(float), planned->permute_heads, true, what));
+      }
+      const size_t n = f32.size();
+      if (type == GgmlType::kF32) {
+        std::memcpy(dst.data(), f32.data(), n * 4);
+      } else if (type == GgmlType::kF16) {
+        ConvertF32ToF16(f32.data(), reinterpret_cast<F16*>(dst.data()), n);
+      } else if (type == GgmlType::kBF16) {
+        ConvertF32ToBF16(f32.data(), reinterpret_cast<BF16*>(dst.data()), n);
+      } else {
+        return storage::QuantizeFromF32(type, f32, dst);
+      }
+      return Status::Ok();
+    };
+    out.push_back(std::move(w));
+  }
+  std::vector<GgufKeyValue> metadata = GgufModelMetadata(hf, options.name);
+  // general.file_type: llama.cpp's llama_ftype of the bulk of the weights.
+  const GgmlType main_type =
+      options.type.value_or(plan.empty() ? GgmlType::kF32 : plan[0].sources[0]->type);
+  const uint32_t ftype = main_type == GgmlType::kF16    ? 1
+                         : main_type == GgmlType::kQ4_0 ? 2
+                         : main_type == GgmlType::kQ8_0 ? 7
+                         : main_type == GgmlType::kBF16 ? 32
+                                                        : 0;
+  metadata.insert(metadata.begin() + 2, {"general.file_type", GgufValue::U32(ftype)});
+  for (const GgufKeyValue& kv : options.extra_metadata) metadata.push_back(kv);
+  return storage::WriteGguf(path, metadata, out);
+}
+
+Status ExportHfDirToGguf(const std::string& hf_dir, const std::string& path,
+                         const GgufExportOptions& options) {
+  SY_ASSIGN_OR_RETURN(HfModelConfig hf, LoadHfConfig(hf_dir));
+  SY_ASSIGN_OR_RETURN(auto ckpt, storage::SafetensorsCheckpoint::Open(hf_dir));
+  std::vector<HfTensorView> views;
+  for (const std::string& name : ckpt->TensorNames()) {
+    SY_ASSIGN_OR_RETURN(storage::TensorBytes t, ckpt->Get(name));
+    HfTensorView v;
+    v.name = name;
+    const storage::SafetensorsDType dtype = t.info->dtype;
+    if (dtype == storage::SafetensorsDType::kF32) {
+      v.type = GgmlType::kF32;
+    } else if (dtype == storage::SafetensorsDType::kF16) {
+      v.type = GgmlType::kF16;
+    } else if (dtype == storage::SafetensorsDType::kBF16) {
+      v.type = GgmlType::kBF16;
+    } else {
+      return InvalidArgumentError(*t.file + ": tensor \"" + name + "\" is " +
+                                  std::string(storage::SafetensorsDTypeName(dtype)) +
+                                  "; only F32, F16 and BF16 checkpoints export to GGUF");
+    }
+    v.shape = t.info->shape;
+    v.bytes = t.bytes;
+    views.push_back(std::move(v));
+  }
+  return WriteGgufFromHf(hf, views, path, options);
+}
+
+Result<LoadedModel> LoadGgufModel(Backend& backend, const std::string& path,
+                                  const LoadOptions& options) {
+  SY_ASSIGN_OR_RETURN(auto ckpt, GgufCheckpoint::Open(path));
+  return LoadModelFromSource(backend, ckpt->config(), *ckpt, options);
+}
+
+bool IsGgufPath(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[4] = {};
+  return f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+}  // namespace sy

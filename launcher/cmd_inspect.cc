@@ -1,0 +1,43 @@
+// `switchyard inspect`: what a model checkpoint holds (launcher/convert/inspect.h).
+//
+//   switchyard inspect PATH [--checksums] [--json]
+// PATH: a step-*.h5 file, a checkpoint directory or a Hugging Face model directory.
+#include <cstdio>
+#include <string>
+
+#include "launcher/command.h"
+#include "launcher/convert/inspect.h"
+
+namespace sy::launcher {
+namespace {
+
+class InspectCommand : public Command {
+ public:
+  void Configure(CLI::App& app) override {
+    app.add_option("path", path_, "Checkpoint file or directory")->required();
+    app.add_flag("--checksums", checksums_, "Read every tensor and print its CRC-32C");
+    app.add_flag("--json", json_, "Print JSON");
+  }
+
+  int Run() override { return ExitCode(RunStatus()); }
+
+ private:
+  Status RunStatus() {
+    convert::InspectOptions options;
+    options.checksums = checksums_;
+    SY_ASSIGN_OR_RETURN(convert::InspectReport report, convert::Inspect(path_, options));
+    const std::string text = json_ ? convert::InspectJson(report) : convert::InspectText(report);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return Status::Ok();
+  }
+
+  std::string path_;
+  bool checksums_ = false;
+  bool json_ = false;
+};
+
+}  // namespace
+
+SY_REGISTER_COMMAND("inspect", "Show a checkpoint's format, config and tensors", InspectCommand);
+
+}  // namespace sy::launcher

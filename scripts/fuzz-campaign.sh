@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target with clang (ASan+UBSan) and runs each, starting from its checked-in
+# seed corpus (fuzz/<area>/corpus/), for FUZZ_RUNS executions (default 10000000) or FUZZ_SECONDS
+# seconds when that is set. Fails if a fuzzer finds a crash; the crashing input and the whole log
+# stay under $build_dir/fuzz-artifacts/<target>/ (turn each into a regression test).
+# Prints one line per target (executions, coverage edges and features, seconds) and writes them to
+# $build_dir/fuzz-campaign.txt for docs/reliability.md. ONLY=REGEX runs just the matching targets.
+# scripts/fuzz-smoke.sh is this with a few seconds per target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
+runs=${FUZZ_RUNS:-10000000}
+seconds=${FUZZ_SECONDS:-}
+CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSY_BUILD_FUZZERS=ON -DSY_BUILD_TESTS=OFF -DSY_BUILD_BENCHMARKS=OFF -DSY_ENABLE_CUDA=OFF \
+  -DSY_NATIVE=ON >/dev/null
+mapfile -t fuzzers < <(find fuzz -mindepth 2 -name '*_fuzzer.cc' -exec basename {} .cc \; | sort |
+                       grep -E "${ONLY:-.}")
+if [ ${#fuzzers[@]} -eq 0 ]; then
+  echo "fuzz-campaign: no fuzz targets"
+  exit 0
+fi
+cmake --build "$build_dir" -j "$(nproc)" --target "${fuzzers[@]}"
+limit=(-runs="$runs")
+[ -n "$seconds" ] && limit=(-max_total_time="$seconds")
+report="$build_dir/fuzz-campaign.txt"
+: >"$report"
+for f in "${fuzzers[@]}"; do
+  src=$(find fuzz -name "$f.cc" | head -1)
+  corpus_seed="$(dirname "$src")/corpus"
+  work=$(mktemp -d)
+  [ -d "$corpus_seed" ] && cp -r "$corpus_seed/." "$work/"
+  artifacts="$build_dir/fuzz-artifacts/$f"
+  mkdir -p "$artifacts"
+  exe=$(find "$build_dir/fuzz" -type f -name "$f" -perm -u+x | head -1)
+  if [ -z "$exe" ]; then
+    echo "fuzz-campaign: $f was not built under $build_dir/fuzz (is it in a CMakeLists.txt?)"
+    exit 1
+  fi
+  echo "fuzz-campaign: $f (${limit[*]}, seeds: $(ls "$work" | wc -l))"
+  t0=$(date +%s)
+  if ! "$exe" "${limit[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" \
+      >"$artifacts/log" 2>&1; then
+    tail -n 60 "$artifacts/log"
+    echo "fuzz-campaign: $f FAILED; the input and the full log are in $artifacts/"
+    rm -rf "$work"
+    exit 1
+  fi
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$artifacts/log" | grep -o '[0-9]*$')
+  cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$artifacts/log" | tail -1)
+  line="$f: $execs executions, $cov, $(( $(date +%s) - t0 ))s, 0 crashes"
+  echo "$line" | tee -a "$report"
+  rm -rf "$work"
+done

@@ -1,0 +1,442 @@
+#!/usr/bin/python3
+"""Oracle test of GGUF models: Switchyard's GGUF writer and reader against the `gguf` package
+(gguf-py, llama.cpp's own Python GGUF library) and against the Hugging Face checkpoints.
+
+Usage: /usr/bin/python3 gguf_oracle.py SWITCHYARD GGUF_TOOL WORK_DIR
+
+For each family of hf_moe_oracle.py (mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek) it writes the
+tiny HF checkpoint, exports it with `gguf_tool export` (inference/gguf_model.h), then checks:
+  1. `switchyard generate --model x.gguf` gives the same prompt logits, bit for bit, and the same
+     greedy tokens as `--model HF_DIR`.
+  2. gguf-py's GGUFReader finds every tensor with the name, type, shape and values that llama.cpp's
+     convert_hf_to_gguf.py would give it -- computed here from the HF tensors: q/k rows permuted
+     for llama and deepseek (reshape(n_head, 2, d/2, ...).swapaxes(1, 2)), experts stacked into
+     3-D ffn_{gate,up,down}_exps -- and every metadata key with the value the config implies.
+  3. HF -> GGUF -> HF gives every tensor back byte for byte (`gguf_tool check-hf`), and
+     GGUF -> read -> write is byte-exact (`gguf_tool rewrite`).
+Then, the other way round, gguf-py's GGUFWriter writes each family as llama.cpp's converter does,
+with the matrices quantized to Q8_0 or Q4_0 by gguf.quants; `gguf_tool dump` must dequantize each
+tensor to exactly gguf.quants.dequantize's values, and `switchyard generate` on that file must
+match hf_moe_oracle's float64 forward on the dequantized weights (tolerance 1e-4 x max|logit|).
+Our Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte. Finally a truncated file,
+a header pointing past the end, an unknown tensor type and a missing tensor each fail naming the
+file and the tensor.
+"""
+import os
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import numpy as np
+    import torch
+    import gguf
+    from gguf import GGMLQuantizationType as Q
+    from gguf.quants import quantize, dequantize
+except ImportError as e:  # ctest reads 77 as "skipped"
+    print(f"SKIP: {e}; run scripts/install-deps.sh (gguf from PyPI, python3-torch, numpy)")
+    sys.exit(77)
+import hf_moe_oracle as H  # noqa: E402
+
+ARCH = {"mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "olmoe": "olmoe",
+        "deepseek": "deepseek"}
+PERMUTED = {"mixtral", "deepseek"}
+TOL = 1e-4
+
+
+def head_dim(c):
+    return c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+
+
+def permute(w, n_head):
+    """llama.cpp convert_hf_to_gguf.py's LlamaModel.permute."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2) \
+        .reshape(w.shape)
+
+
+def gguf_tensors(fam, c, hf):
+    """{gguf name: float array in GGUF (row-major) layout} from HF tensors {name: array}."""
+    out = {}
+    layer_map = {
+        "input_layernorm.weight": "attn_norm.weight",
+        "post_attention_layernorm.weight": "ffn_norm.weight",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "self_attn.q_norm.weight": "attn_q_norm.weight",
+        "self_attn.k_norm.weight": "attn_k_norm.weight",
+        "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+        "mlp.gate.weight": "ffn_gate_inp.weight",
+        "block_sparse_moe.gate.weight": "ffn_gate_inp.weight",
+        "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+    }
+    for x in "qkv":
+        for kind in ("weight", "bias"):
+            layer_map[f"self_attn.{x}_proj.{kind}"] = f"attn_{x}.{kind}"
+    for shared in ("mlp.shared_expert.", "mlp.shared_experts."):
+        for p in ("gate", "up", "down"):
+            layer_map[f"{shared}{p}_proj.weight"] = f"ffn_{p}_shexp.weight"
+    experts = {}
+    for name, a in hf.items():
+        a = np.asarray(a)
+        if name == "model.embed_tokens.weight":
+            out["token_embd.weight"] = a
+            continue
+        if name == "model.norm.weight":
+            out["output_norm.weight"] = a
+            continue
+        if name == "lm_head.weight":
+            out["output.weight"] = a
+            continue
+        parts = name.split(".")
+        layer, rest = int(parts[2]), ".".join(parts[3:])
+        if ".experts." in rest:
+            e = int(rest.split(".experts.")[1].split(".")[0])
+            proj = rest.split(".")[-2]
+            stack = {"w1": "gate", "w3": "up", "w2": "down", "gate_proj": "gate",
+                     "up_proj": "up", "down_proj": "down"}[proj]
+            experts.setdefault((layer, stack), {})[e] = a
+            continue
+        if fam in PERMUTED and rest.startswith("self_attn.q_proj"):
+            a = permute(a, c["num_attention_heads"])
+        if fam in PERMUTED and rest.startswith("self_attn.k_proj"):
+            a = permute(a, c["num_key_value_heads"])
+        out[f"blk.{layer}.{layer_map[rest]}"] = a
+    for (layer, stack), by_e in experts.items():
+        out[f"blk.{layer}.ffn_{stack}_exps.weight"] = np.stack([by_e[e] for e in sorted(by_e)])
+    return out
+
+
+def expected_metadata(fam, c):
+    a = ARCH[fam]
+    hd = head_dim(c)
+    moe = H.num_experts(fam, c)
+    m = {"general.architecture": a, "general.name": "switchyard",
+         "general.quantization_version": 2,
+         f"{a}.vocab_size": c["vocab_size"], f"{a}.context_length": c["max_position_embeddings"],
+         f"{a}.embedding_length": c["hidden_size"], f"{a}.block_count": c["num_hidden_layers"],
+         f"{a}.feed_forward_length": c["intermediate_size"],
+         f"{a}.attention.head_count": c["num_attention_heads"],
+         f"{a}.attention.head_count_kv": c["num_key_value_heads"],
+         f"{a}.attention.key_length": hd, f"{a}.attention.value_length": hd,
+         f"{a}.rope.dimension_count": hd, f"{a}.rope.freq_base": np.float32(c["rope_theta"]),
+         f"{a}.attention.layer_norm_rms_epsilon": np.float32(c["rms_norm_eps"]),
+         f"{a}.expert_count": moe, f"{a}.expert_used_count": c["num_experts_per_tok"],
+         f"{a}.expert_weights_norm": True if fam == "mixtral" else c["norm_topk_prob"]}
+    if fam != "mixtral":
+        m[f"{a}.expert_feed_forward_length"] = c.get("moe_intermediate_size") or \
+            c["intermediate_size"]
+    if fam == "qwen2_moe":
+        m[f"{a}.expert_shared_feed_forward_length"] = c["shared_expert_intermediate_size"]
+    if fam == "deepseek":
+        m[f"{a}.expert_shared_count"] = c["n_shared_experts"]
+        m[f"{a}.leading_dense_block_count"] = c["first_k_dense_replace"]
+        m[f"{a}.expert_weights_scale"] = np.float32(1.0)
+    return m
+
+
+def check_with_gguf_py(fam, c, path, hf_values, src_dtype):
+    """Our GGUF read by gguf-py: every tensor and key as llama.cpp's converter would have them."""
+    failures = []
+    r = gguf.GGUFReader(path)
+    want = gguf_tensors(fam, c, hf_values)
+    have = {t.name: t for t in r.tensors}
+    if set(have) != set(want):
+        return [f"{fam}: tensor names {sorted(set(have) ^ set(want))} differ"]
+    qtype = {"F32": Q.F32, "F16": Q.F16, "BF16": Q.BF16}[src_dtype]
+    for name, w in want.items():
+        t = have[name]
+        values = dequantize(t.data, t.tensor_type).reshape(w.shape)
+        if t.tensor_type != qtype or list(t.shape) != list(reversed(w.shape)) or \
+                not np.array_equal(values.astype(np.float64), w):
+            failures.append(f"{fam}: tensor {name}: type {t.tensor_type.name} shape "
+                            f"{list(t.shape)} or values differ from llama.cpp's layout")
+    meta = expected_metadata(fam, c)
+    for key, field in r.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        if key == "general.file_type":
+            continue
+        if key not in meta:
+            failures.append(f"{fam}: unexpected metadata key {key}")
+            continue
+        got = field.contents()
+        exp = meta[key]
+        ok = got == exp if not isinstance(exp, np.floating) else np.float32(got) == exp
+        if not ok:
+            failures.append(f"{fam}: metadata {key} = {got!r}, expected {exp!r}")
+    for key in meta:
+        if key not in r.fields:
+            failures.append(f"{fam}: metadata key {key} is missing")
+    print(f"{'ok  ' if not failures else 'FAIL'} {fam:10s} gguf-py reads {len(want)} tensors and "
+          f"{len(meta)} keys as llama.cpp's converter writes them")
+    return failures
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def write_with_gguf_py(fam, c, hf_values, path, qtype):
+    """The family as llama.cpp's converter writes it, by gguf-py; matrices with rows of a
+    multiple of 32 quantized to `qtype` (routers and vectors in F32). Returns the HF-layout
+    values the file holds (dequantized) for the oracle forward."""
+    a = ARCH[fam]
+    w = gguf.GGUFWriter(path, a)
+    hd = head_dim(c)
+    w.add_name("gguf-py")
+    w.add_vocab_size(c["vocab_size"])
+    w.add_context_length(c["max_position_embeddings"])
+    w.add_embedding_length(c["hidden_size"])
+    w.add_block_count(c["num_hidden_layers"])
+    w.add_feed_forward_length(c["intermediate_size"])
+    w.add_head_count(c["num_attention_heads"])
+    w.add_head_count_kv(c["num_key_value_heads"])
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(hd)
+    w.add_rope_freq_base(c["rope_theta"])
+    w.add_layer_norm_rms_eps(c["rms_norm_eps"])
+    w.add_expert_count(H.num_experts(fam, c))
+    w.add_expert_used_count(c["num_experts_per_tok"])
+    if fam != "mixtral":
+        w.add_expert_feed_forward_length(c.get("moe_intermediate_size") or c["intermediate_size"])
+        w.add_expert_weights_norm(c["norm_topk_prob"])
+    if fam == "qwen2_moe":
+        w.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
+    if fam == "deepseek":
+        w.add_leading_dense_block_count(c["first_k_dense_replace"])
+        w.add_expert_shared_count(c["n_shared_experts"])
+        w.add_expert_weights_scale(1.0)
+    tensors = gguf_tensors(fam, c, hf_values)
+    held = {}
+    for name, arr in tensors.items():
+        arr = arr.astype(np.float32)
+        if arr.ndim >= 2 and arr.shape[-1] % 32 == 0 and "gate_inp" not in name:
+            q = quantize(arr, qtype)
+            w.add_tensor(name, q, raw_dtype=qtype)
+            held[name] = dequantize(q, qtype).reshape(arr.shape)
+        else:
+            w.add_tensor(name, arr)
+            held[name] = arr
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return held
+
+
+def to_hf_layout(fam, c, held):
+    """Inverse of gguf_tensors, on float64 torch tensors for hf_moe_oracle.Family."""
+    hf, names = {}, {}
+    rows = {name: arr.astype(np.float64) for name, arr in held.items()}
+    nh, nkv = c["num_attention_heads"], c["num_key_value_heads"]
+    inv = {"token_embd.weight": "model.embed_tokens.weight",
+           "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+    lay = {"attn_norm.weight": "input_layernorm.weight",
+           "ffn_norm.weight": "post_attention_layernorm.weight",
+           "attn_output.weight": "self_attn.o_proj.weight",
+           "attn_q_norm.weight": "self_attn.q_norm.weight",
+           "attn_k_norm.weight": "self_attn.k_norm.weight",
+           "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+           "ffn_down.weight": "mlp.down_proj.weight",
+           "ffn_gate_inp.weight": ("block_sparse_moe.gate.weight" if fam == "mixtral"
+                                   else "mlp.gate.weight"),
+           "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"}
+    for x in "qkv":
+        for kind in ("weight", "bias"):
+            lay[f"attn_{x}.{kind}"] = f"self_attn.{x}_proj.{kind}"
+    shared = "mlp.shared_expert." if fam == "qwen2_moe" else "mlp.shared_experts."
+    for p in ("gate", "up", "down"):
+        lay[f"ffn_{p}_shexp.weight"] = f"{shared}{p}_proj.weight"
+    for name, a in rows.items():
+        if name in inv:
+            names[inv[name]] = a
+            continue
+        _, layer, rest = name.split(".", 2)
+        prefix = f"model.layers.{layer}."
+        if rest.endswith("_exps.weight"):
+            stack = rest.split("_")[1]
+            proj = {"gate": "w1", "up": "w3", "down": "w2"}[stack] if fam == "mixtral" \
+                else f"{stack}_proj"
+            base = "block_sparse_moe.experts." if fam == "mixtral" else "mlp.experts."
+            for e in range(a.shape[0]):
+                names[f"{prefix}{base}{e}.{proj}.weight"] = a[e]
+            continue
+        if fam in PERMUTED and rest.startswith(("attn_q.", "attn_k.")):
+            n = nh if rest.startswith("attn_q.") else nkv
+            hdim = a.shape[0] // n
+            # inverse of permute: reshape(n, d/2, 2, ...).swapaxes(1, 2)
+            a = a.reshape(n, hdim // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+        names[prefix + lay[rest]] = a
+    for k, v in names.items():
+        hf[k] = torch.from_numpy(np.ascontiguousarray(v))
+    return hf
+
+
+def main():
+    binary, tool, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(work, exist_ok=True)
+    failures = []
+    for fam, (config, dtype, shards) in H.CASES.items():
+        rng = np.random.default_rng(sum(map(ord, fam)))
+        tensors = H.make_tensors(fam, config, rng)
+        model_dir = os.path.join(work, fam)
+        H.write_model(model_dir, config, tensors, dtype, shards)
+        hf_values = {}
+        for name in os.listdir(model_dir):
+            if name.endswith(".safetensors"):
+                hf_values.update({k: v.numpy() for k, v in
+                                  H.read_safetensors(os.path.join(model_dir, name)).items()})
+        path = os.path.join(work, fam + ".gguf")
+        r = run([tool, "export", model_dir, path])
+        if r.returncode != 0:
+            failures.append(f"{fam}: export failed: {r.stderr.strip()}")
+            continue
+        # 1. Same logits and tokens as the HF directory.
+        logits = []
+        for m in (model_dir, path):
+            out = os.path.join(work, fam + (".gguf" if m == path else ".hf") + ".logits")
+            rr = H.run_switchyard(binary, m, out)
+            if rr.returncode != 0:
+                failures.append(f"{fam}: generate --model {m} failed: {rr.stderr.strip()}")
+                break
+            logits.append(H.read_logits(out))
+        if len(logits) == 2:
+            same = logits[0].shape == logits[1].shape and torch.equal(logits[0], logits[1])
+            g_hf, _ = H.run_greedy(binary, model_dir, os.path.join(work, fam + ".hf.dl"))
+            g_gg, _ = H.run_greedy(binary, path, os.path.join(work, fam + ".gguf.dl"))
+            ok = same and g_hf is not None and g_hf == g_gg
+            print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} {dtype:4s} GGUF logits equal the HF "
+                  f"directory's: {same}; greedy {g_gg} vs {g_hf}")
+            if not ok:
+                failures.append(f"{fam}: GGUF and HF runs differ")
+        # 2. gguf-py reads it as llama.cpp's converter would have written it.
+        failures += check_with_gguf_py(fam, config, path, hf_values, dtype)
+        # 3. Round trips.
+        r = run([tool, "check-hf", path, model_dir])
+        if r.returncode != 0:
+            failures.append(f"{fam}: HF -> GGUF -> HF: {r.stderr.strip()}")
+        again = os.path.join(work, fam + ".rewritten.gguf")
+        r = run([tool, "rewrite", path, again])
+        same = r.returncode == 0 and open(path, "rb").read() == open(again, "rb").read()
+        print(f"{'ok  ' if same else 'FAIL'} {fam:10s} HF -> GGUF -> HF bit-exact; GGUF -> GGUF "
+              f"byte-exact: {same}")
+        if not same:
+            failures.append(f"{fam}: GGUF rewrite is not byte-exact: {r.stderr.strip()}")
+        # 4. A GGUF written by gguf-py, quantized by gguf.quants, read by us.
+        qtype = Q.Q8_0 if fam in ("mixtral", "qwen3_moe", "deepseek") else Q.Q4_0
+        qpath = os.path.join(work, fam + ".ggufpy.gguf")
+        held = write_with_gguf_py(fam, config, hf_values, qpath, qtype)
+        for name, want in held.items():
+            dump = os.path.join(work, "dump.f32")
+            r = run([tool, "dump", qpath, name, dump])
+            got = np.fromfile(dump, dtype="<f4") if r.returncode == 0 else None
+            if got is None or not np.array_equal(got, want.reshape(-1)):
+                failures.append(f"{fam}: {name} ({qtype.name}) dequantizes differently from "
+                                f"gguf.quants: {r.stderr.strip()}")
+        out = os.path.join(work, fam + ".ggufpy.logits")
+        rr = H.run_switchyard(binary, qpath, out)
+        if rr.returncode != 0:
+            failures.append(f"{fam}: generate on gguf-py's file failed: {rr.stderr.strip()}")
+        else:
+            ours = H.read_logits(out)
+            ref = H.Family(fam, config, to_hf_layout(fam, config, held)).forward(H.PROMPT)
+            scale = max(1.0, float(ref.abs().max()))
+            err = float((ours - ref).abs().max())
+            ok = ours.shape == ref.shape and err <= TOL * scale
+            print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} gguf-py {qtype.name} file: max abs err "
+                  f"{err:.2e} against the float64 forward on its dequantized weights")
+            if not ok:
+                failures.append(f"{fam}: gguf-py file logits err {err:.2e}")
+    failures += quantized_export_check(tool, work)
+    failures += bad_input_checks(binary, work)
+    if failures:
+        print("\nFAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("\nall GGUF checks pass")
+    return 0
+
+
+def quantized_export_check(tool, work):
+    """Our Q8_0 / Q4_0 export equals gguf.quants.quantize of the same values, byte for byte."""
+    failures = []
+    model_dir = os.path.join(work, "qwen3_moe")  # F32, hidden 32
+    for qname, qtype in (("q8_0", Q.Q8_0), ("q4_0", Q.Q4_0)):
+        path = os.path.join(work, f"qwen3_moe.{qname}.gguf")
+        r = run([tool, "export", model_dir, path, qname])
+        if r.returncode != 0:
+            failures.append(f"export {qname}: {r.stderr.strip()}")
+            continue
+        ref = gguf.GGUFReader(os.path.join(work, "qwen3_moe.gguf"))
+        ours = {t.name: t for t in gguf.GGUFReader(path).tensors}
+        n = 0
+        for t in ref.tensors:
+            o = ours[t.name]
+            src = dequantize(t.data, t.tensor_type)
+            if o.tensor_type == qtype:
+                n += 1
+                if not np.array_equal(np.asarray(o.data).reshape(-1),
+                                      quantize(src, qtype).reshape(-1)):
+                    failures.append(f"export {qname}: {t.name} differs from gguf.quants")
+            elif o.tensor_type != Q.F32 or not np.array_equal(o.data, src):
+                failures.append(f"export {qname}: {t.name} kept as {o.tensor_type.name}")
+        print(f"{'ok  ' if not failures else 'FAIL'} export {qname}: {n} tensors equal "
+              f"gguf.quants.quantize byte for byte")
+    return failures
+
+
+def bad_input_checks(binary, work):
+    failures = []
+    good = open(os.path.join(work, "mixtral.gguf"), "rb").read()
+    reader = gguf.GGUFReader(os.path.join(work, "mixtral.gguf"))
+    last = reader.tensors[-1]
+    # The offset of a tensor info's type field: after name, n_dims and dims.
+    def info_at(name):
+        key = struct.pack("<Q", len(name)) + name.encode()
+        return good.index(key) + len(key)
+    cases = []
+    cases.append(("truncated", good[:-64], last.name))
+    bad = bytearray(good)
+    at = info_at(last.name)
+    n_dims = struct.unpack_from("<I", bad, at)[0]
+    struct.pack_into("<Q", bad, at + 4 + 8 * n_dims + 4, 1 << 40)  # its offset
+    cases.append(("header pointing past the end", bytes(bad), last.name))
+    bad = bytearray(good)
+    at = info_at("blk.0.attn_q.weight")
+    struct.pack_into("<I", bad, at + 4 + 16, 99)
+    cases.append(("wrong dtype", bytes(bad), "blk.0.attn_q.weight"))
+    # A missing tensor: gguf-py copy without blk.1.ffn_up_exps.weight.
+    path = os.path.join(work, "missing.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        v = field.contents()
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            w.add_array(key, v)
+        else:
+            w.add_key_value(key, v, vtype)
+    for t in reader.tensors:
+        if t.name != "blk.1.ffn_up_exps.weight":
+            w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    cases.append(("missing tensor", open(path, "rb").read(), "experts.0.w3"))
+    for what, blob, needle in cases:
+        p = os.path.join(work, "bad.gguf")
+        with open(p, "wb") as f:
+            f.write(blob)
+        r = H.run_switchyard(binary, p, os.path.join(work, "bad.logits"))
+        ok = r.returncode != 0 and needle in r.stderr and "bad.gguf" in r.stderr
+        print(f"{'ok  ' if ok else 'FAIL'} error check: {what}: {r.stderr.strip()[:200]}")
+        if not ok:
+            failures.append(f"error check {what}: rc={r.returncode} {r.stderr.strip()}")
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())
