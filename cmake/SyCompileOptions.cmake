@@ -37,13 +37,18 @@ function(sy_target_defaults target)
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${SY_CXX_WARNINGS}>")
 endfunction()
 
-# sy_add_layer(name SOURCES ... DEPS ...): one library per top-level folder, aliased sy::name.
+# sy_add_layer(name SOURCES ... DEPS ...): one library per top-level folder, aliased sy::name in
+# the build and installed as Switchyard::name (cmake/SyInstall.cmake installs every layer listed in
+# the global property SY_LAYER_TARGETS). Headers are included from the repository root in the
+# build, from include/switchyard in an installed tree.
 function(sy_add_layer name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(sy_${name} STATIC ${ARG_SOURCES})
   add_library(sy::${name} ALIAS sy_${name})
   sy_target_defaults(sy_${name})
-  target_include_directories(sy_${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_include_directories(sy_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                               $<INSTALL_INTERFACE:include/switchyard>)
   target_link_libraries(sy_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
-  set_target_properties(sy_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  set_target_properties(sy_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${name})
+  set_property(GLOBAL APPEND PROPERTY SY_LAYER_TARGETS sy_${name})
 endfunction()

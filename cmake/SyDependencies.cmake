@@ -8,6 +8,8 @@ find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
+# libpng (Debian's libpng-dev) for the PNGs of `switchyard plot` (runtime/plot/).
+find_package(PNG REQUIRED)
 
 # OpenBLAS: Debian ships a pkg-config file; the cblas symbols live in libopenblas itself.
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -209,7 +210,7 @@ const char* ExpertWeightName(offload::ExpertChunk c) {
 // pinned memory (host-accessible on every backend: AllocateHost).
 Status LoadHostExperts(const HfTensorSource& ckpt, HfFamily family, const ModelConfig& config,
                        offload::HostExperts& host, std::set<std::string>& used,
-                       std::vector<float>& f32) {
+                       std::vector<float>& f32, const std::function<void(int64_t)>& loaded) {
   const offload::ExpertLayout& layout = host.layout();
   for (int layer = 0; layer < config.num_layers; ++layer) {
     const int m = config.MoeIndex(layer);
@@ -223,6 +224,7 @@ Status LoadHostExperts(const HfTensorSource& ckpt, HfFamily family, const ModelC
         SY_RETURN_IF_ERROR(
             ReadTensor(ckpt, family, base + ExpertWeightName(c), dst.shape(), used, f32));
         const size_t n = f32.size();
+        loaded(static_cast<int64_t>(n));
         switch (dst.dtype()) {
           case DType::kF32:
             std::memcpy(dst.data(), f32.data(), n * sizeof(float));
@@ -320,11 +322,23 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
   std::set<std::string> used;
   std::vector<float> f32;
   std::vector<uint16_t> half;
-  if (options.experts_on_host && loaded.hf.config.NumMoeLayers() > 0) {
+  // Progress: the values of the model's parameters, and of the host experts when loaded there.
+  int64_t total = 0, done = 0;
+  for (const Parameter& param : loaded.model->parameters()) total += param.value.numel();
+  const bool host_experts = options.experts_on_host && loaded.hf.config.NumMoeLayers() > 0;
+  if (host_experts) {
+    total += loaded.hf.config.NumMoeLayers() * int64_t{loaded.hf.config.num_experts} * 3 *
+             loaded.hf.config.hidden_size * loaded.hf.config.moe_intermediate_size;
+  }
+  auto advance = [&](int64_t values) {
+    done += values;
+    if (options.progress) options.progress(done, std::max(total, done));
+  };
+  if (host_experts) {
     SY_ASSIGN_OR_RETURN(offload::ExpertLayout layout, offload::ExpertLayoutOf(*loaded.model));
     SY_ASSIGN_OR_RETURN(std::unique_ptr<offload::HostExperts> host,
                         offload::HostExperts::Create(backend, layout));
-    SY_RETURN_IF_ERROR(LoadHostExperts(*ckpt, family, loaded.hf.config, *host, used, f32));
+    SY_RETURN_IF_ERROR(LoadHostExperts(*ckpt, family, loaded.hf.config, *host, used, f32, advance));
     loaded.host_experts = std::move(host);
   }
   for (Parameter& param : loaded.model->parameters()) {
@@ -332,6 +346,7 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
     const std::string from = PregateSourceName(loaded.hf.config, param.name);
     SY_RETURN_IF_ERROR(ReadTensor(*ckpt, family, from, param.value.shape(), used, f32));
     SY_RETURN_IF_ERROR(UploadParameter(backend, param, f32, half));
+    advance(param.value.numel());
   }
   std::vector<std::string> unexpected;
   for (const std::string& name : ckpt->TensorNames()) {

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -57,6 +58,9 @@ struct LoadOptions {
   // m >= 1 reads the previous layer's input. InvalidArgument for a model with fewer than two MoE
   // layers. Default: false.
   bool pregate = false;
+  // Called after each tensor is loaded with (values loaded, values to load), for a progress
+  // line (runtime/core/progress.h). Default: none.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct LoadedModel {

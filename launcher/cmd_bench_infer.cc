@@ -5,12 +5,13 @@
 //   switchyard bench infer --model DIR --policies resident,ondemand,... [--prompt-len P
 //       --gen-len G --batch B --device sim --link-gbps X --link-latency-us U --device-mem BYTES
 //       --device-slots N --device-cache lru --store uring:PATH --host-cache-experts N
-//       --dtype bf16 --repeats R --seed S --threads T --json FILE]
+//       --dtype bf16 --repeats R --seed S --threads T --json FILE --plot DIR]
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "inference/tools/infer_bench.h"
+#include "inference/tools/infer_bench_charts.h"
 #include "launcher/command.h"
 
 namespace sy::launcher {
@@ -70,6 +71,9 @@ class BenchInferCommand : public Command {
         ->check(IntegerRange(0, UINT32_MAX));
     AddThreadsOption(app, &options_.threads);
     app.add_option("--json", json_, "Also write the results to this JSON file");
+    app.add_option("--plot", plot_,
+                   "Also draw the policies' tokens/s and cache hit rates as bar charts (PNG and "
+                   "SVG) into this directory");
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -85,11 +89,17 @@ class BenchInferCommand : public Command {
       file.close();
       if (!file) return IOError("cannot write " + json_);
     }
+    if (!plot_.empty()) {
+      SY_ASSIGN_OR_RETURN(std::vector<std::string> written,
+                          WriteInferBenchCharts(result.json, plot_));
+      for (const std::string& path : written) std::printf("wrote %s\n", path.c_str());
+    }
     return result.verdict;
   }
 
   InferBenchOptions options_;
   std::string json_;
+  std::string plot_;
 };
 
 }  // namespace

@@ -37,6 +37,7 @@
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
 #include "launcher/serving/server.h"
+#include "runtime/core/progress.h"
 #include "runtime/model/kv_cache.h"
 
 namespace sy::launcher {
@@ -121,8 +122,14 @@ class ServeCommand : public Command {
  private:
   Status RunStatus() {
     SY_ASSIGN_OR_RETURN(options_.weight_dtype, ParseDType(dtype_));
-    SY_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session,
-                        InferenceSession::Open(options_));
+    // The weights' load, on stderr: a bar on a terminal, lines otherwise.
+    ProgressLine loading(stderr, "loading " + options_.model_path);
+    options_.load_progress = [&loading](int64_t done, int64_t total) {
+      loading.Update(done, total);
+    };
+    Result<std::unique_ptr<InferenceSession>> opened = InferenceSession::Open(options_);
+    loading.Finish();
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session, std::move(opened));
     std::fprintf(stderr, "loaded %s: %s\n", session->path().c_str(), session->Describe().c_str());
     const ModelConfig& config = session->model().config();
 

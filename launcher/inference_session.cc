@@ -42,6 +42,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
     load.weight_dtype = options.weight_dtype;
     load.pregate = options.pregate;
     load.experts_on_host = own_provider && options.policy != "resident";
+    load.progress = options.load_progress;
     const bool gguf = IsGgufPath(options.model_path);
     SY_ASSIGN_OR_RETURN(LoadedModel loaded,
                         gguf ? LoadGgufModel(*s->backend_, options.model_path, load)

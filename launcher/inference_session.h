@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,8 @@ struct InferenceOptions {
   ExpertPolicyOptions policy_options;  // slots, cache, profile, predictor
   bool pregate = false;                // load a HF checkpoint as a pre-gated model
   bool tokenizer = false;              // load the source's tokenizer (required when set)
+  // Hugging Face directories: called as the weights load (LoadOptions::progress). Default: none.
+  std::function<void(int64_t done, int64_t total)> load_progress;
 };
 
 class InferenceSession {

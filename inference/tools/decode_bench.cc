@@ -12,6 +12,7 @@
 #include "inference/model_loader.h"
 #include "runtime/backend/backend.h"
 #include "runtime/core/check.h"
+#include "runtime/core/progress.h"
 #include "runtime/core/statistics.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/memory_bandwidth.h"
@@ -87,7 +88,11 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   SY_CHECK(cpu != nullptr) << "the cpu device is not a CpuBackend";
   LoadOptions load;
   load.weight_dtype = options.dtype;
-  SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, options.model_dir, load));
+  ProgressLine loading(stderr, "loading " + options.model_dir);
+  load.progress = [&loading](int64_t done, int64_t total) { loading.Update(done, total); };
+  Result<LoadedModel> opened = LoadHfModel(*backend, options.model_dir, load);
+  loading.Finish();
+  SY_ASSIGN_OR_RETURN(LoadedModel loaded, std::move(opened));
   MoeModel& model = *loaded.model;
   const ModelConfig& c = model.config();
   const WeightBytes weights = CountWeightBytes(model);
@@ -130,7 +135,10 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   std::vector<DecodeStepStats> steps;
   const int64_t kv_row_bytes =
       2 * c.kv_heads() * c.dim_per_head() * static_cast<int64_t>(sizeof(float)) * c.num_layers;
+  // Between steps, outside their timing (the engine's own clock).
+  ProgressLine decoding(stderr, "decode steps");
   for (int i = 0; i < options.warmup + options.gen_len; ++i) {
+    decoding.Update(i, options.warmup + options.gen_len);
     DecodeStepStats s;
     s.kv_bytes = (engine->decoder().length() + 1) * kv_row_bytes;
     const double steal_before = StealSeconds();
@@ -151,6 +159,8 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
     }
     if (i >= options.warmup) steps.push_back(s);
   }
+  decoding.Update(options.warmup + options.gen_len, options.warmup + options.gen_len);
+  decoding.Finish();
 
   const cpu::MemoryBandwidth after =
       cpu::MeasureMemoryBandwidth(cpu->pool(), stream_bytes, options.stream_repeats);

@@ -126,8 +126,9 @@ class InferBench {
 
     std::vector<PolicyResult> results;
     std::vector<std::vector<int32_t>> reference;
-    for (const std::string& policy : policies) {
-      std::fprintf(stderr, "-- %s\n", policy.c_str());
+    for (size_t i = 0; i < policies.size(); ++i) {
+      const std::string& policy = policies[i];
+      std::fprintf(stderr, "-- policy %zu/%zu: %s\n", i + 1, policies.size(), policy.c_str());
       PolicyResult r = RunPolicy(policy, options_.sim);
       if (!r.error.empty()) std::fprintf(stderr, "%s: %s\n", policy.c_str(), r.error.c_str());
       if (policy == "resident") {

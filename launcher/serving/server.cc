@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "launcher/serving/answer_stream.h"
+#include "launcher/serving/client_connection.h"
 #include "launcher/serving/openai_request.h"
 #include "launcher/serving/openai_response.h"
 
@@ -263,10 +264,10 @@ void Server::Completions(const httplib::Request& req, httplib::Response& res, bo
     Leave();
     return;
   }
-  Answer(std::move(prepared).value(), res);
+  Answer(std::move(prepared).value(), req, res);
 }
 
-void Server::Answer(Prepared p, httplib::Response& res) {
+void Server::Answer(Prepared p, const httplib::Request& req, httplib::Response& res) {
   const std::string endpoint = p.endpoint == Endpoint::kChat ? "chat_completions" : "completions";
   const int64_t prompt_tokens = p.prompt_tokens;
   std::vector<int32_t> stop_ids = p.request.sampling.stop_tokens;
@@ -286,14 +287,28 @@ void Server::Answer(Prepared p, httplib::Response& res) {
   auto stream = std::make_shared<AnswerStream>(std::move(handle).value(), model_.tokenizer,
                                                p.params.stop, std::move(stop_ids));
   if (!p.params.stream) {
+    // Nothing is written before the end, so the socket tells whether the client left.
+    const ClientConnection client =
+        ClientConnection::Find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     std::string text;
     std::vector<int32_t> ids;
     AnswerPiece piece;
+    bool left = false;
     do {
       piece = stream->Next(kPoll);
       text += piece.text;
       ids.insert(ids.end(), piece.token_ids.begin(), piece.token_ids.end());
+      if (!piece.finished && !left && client.Gone()) {
+        stream->Cancel();  // ends at the next token boundary; Next then finishes
+        left = true;
+      }
     } while (!piece.finished);
+    if (left) {
+      res.status = 499;  // nobody reads it; counted as the client's disconnect
+      metrics_.RequestFinished(endpoint, 499, -1.0);
+      Leave();
+      return;
+    }
     if (!piece.status.ok()) {
       Error(res, 500, "generation failed: " + piece.status.ToString());
     } else {

@@ -19,8 +19,9 @@
 // context, a text prompt to a model without a tokenizer, a chat to a model without a template),
 // 404 for another model's name or path, 503 while shutting down, 500 when the engine fails; each
 // with an OpenAI error body. A streaming client that disconnects is noticed at the next write (a
-// comment line goes out every second while a request waits), and its request is cancelled, which
-// frees its batch slot at the next token boundary.
+// comment line goes out every second while a request waits); a non-streamed one by a look at its
+// socket every 250 ms (launcher/serving/client_connection.h). Either way its request is cancelled,
+// which frees its batch slot at the next token boundary, and is counted with code 499.
 //
 // Shutdown (from any thread, e.g. on SIGTERM): new requests get 503, the requests in flight run
 // to their end and are answered, then Serve returns.
@@ -95,7 +96,7 @@ class Server {
   Result<Prepared> Prepare(const std::string& body, bool chat, int* code);
   // Submits the request and answers it (whole, or as a stream that outlives the handler); counts
   // its end in the metrics and calls Leave once it is answered.
-  void Answer(Prepared prepared, httplib::Response& res);
+  void Answer(Prepared prepared, const httplib::Request& req, httplib::Response& res);
   void Error(httplib::Response& res, int code, const std::string& message);
   // A generation request in flight is answered (for the drain).
   void Leave() SY_EXCLUDES(mu_);

@@ -75,10 +75,19 @@ std::string SignalName(int signal) {
   }
 }
 
-nlohmann::json EvalLine(const EvalReport& e) {
+// eval_tasks: per task of `dataset`, its exact match and token accuracy (`switchyard plot` draws
+// them).
+nlohmann::json EvalLine(const EvalReport& e, const Dataset& dataset) {
+  nlohmann::json tasks = nlohmann::json::object();
+  for (int t = 0; t < e.accuracy.num_tasks(); ++t) {
+    tasks[std::string(dataset.task_name(t))] = {
+        {"exact_match", e.accuracy.task(t).exact_match()},
+        {"token_accuracy", e.accuracy.task(t).token_accuracy()}};
+  }
   return {{"step", e.step},
           {"eval_loss", e.loss},
-          {"eval_exact_match", e.accuracy.total().exact_match()}};
+          {"eval_exact_match", e.accuracy.total().exact_match()},
+          {"eval_tasks", std::move(tasks)}};
 }
 
 // One run of the loop over a trainer: its outputs and the progress it prints.
@@ -298,7 +307,7 @@ class TrainingLoop {
   }
 
   void LogEval(const EvalReport& e) {
-    if (metrics_.is_open()) metrics_ << EvalLine(e).dump() << "\n";
+    if (metrics_.is_open()) metrics_ << EvalLine(e, trainer_.dataset()).dump() << "\n";
   }
 
   void PrintProgress(const StepReport& r, int64_t total, double tok_s, double eta, bool log_now) {

@@ -9,8 +9,8 @@
 // The metrics file (docs/training.md): per logged step {"step", "loss", "ce_loss", "aux_loss",
 // "lr", "grad_norm", "tokens_per_s", "skipped", "expert_load", "step_seconds", "phase_seconds":
 // {"data", "forward", "backward", "optimizer", "communication"}}; per evaluation {"step",
-// "eval_loss", "eval_exact_match"}. A step is logged every log.every steps, at the first step and
-// at the last.
+// "eval_loss", "eval_exact_match", "eval_tasks": {task: {"exact_match", "token_accuracy"}}}. A
+// step is logged every log.every steps, at the first step and at the last.
 //
 // checkpoint.dir. Rank 0 locks it for the run (checkpoint_dir_lock.h: a second run on the same
 // directory is refused, naming the first one's pid and host), then removes the temporary files
