@@ -27,6 +27,12 @@ struct CheckpointWriter::File {
 
 namespace {
 
+// An I/O error in the middle of a save. The caller drops the writer, which removes the temporary
+// file (Discard), so the file at the final path is the previous one, whole.
+Status SaveFailed(const std::string& message) {
+  return IOError(message + "; the save failed, the previous file is untouched");
+}
+
 // Creates every missing group on the way to `name` (each part but the last), with
 // `group_create`. AlreadyExists when a part is a dataset: a name cannot be both a tensor and a
 // group. Call with the HDF5 lock held.
@@ -36,12 +42,12 @@ Status CreateParentGroups(hid_t file, hid_t group_create, const std::string& nam
        slash = name.find('/', slash + 1)) {
     const std::string prefix = name.substr(0, slash);
     const htri_t exists = H5Lexists(file, prefix.c_str(), H5P_DEFAULT);
-    if (exists < 0) return IOError(where + "looking up '" + prefix + "': " + Hdf5ErrorText());
+    if (exists < 0) return SaveFailed(where + "looking up '" + prefix + "': " + Hdf5ErrorText());
     if (exists == 0) {
       Hdf5Id group =
           Hdf5Group(H5Gcreate2(file, prefix.c_str(), H5P_DEFAULT, group_create, H5P_DEFAULT));
       if (!group.valid()) {
-        return IOError(where + "creating group '" + prefix + "': " + Hdf5ErrorText());
+        return SaveFailed(where + "creating group '" + prefix + "': " + Hdf5ErrorText());
       }
       continue;
     }
@@ -162,22 +168,22 @@ Status CheckpointWriter::AddTensor(std::string_view name, DType dtype, const Sha
   Hdf5Id dataset = Hdf5Dataset(H5Dcreate2(file, key.c_str(), Hdf5FileType(dtype), space.get(),
                                           H5P_DEFAULT, file_->dataset_create.get(), H5P_DEFAULT));
   if (!dataset.valid()) {
-    return IOError(where + "creating tensor '" + key + "': " + Hdf5ErrorText());
+    return SaveFailed(where + "creating tensor '" + key + "': " + Hdf5ErrorText());
   }
   if (shape.numel() > 0 &&
       H5Dwrite(dataset.get(), Hdf5MemoryType(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-    return IOError(where + "writing tensor '" + key + "' (" +
-                   std::to_string(shape.numel() * static_cast<int64_t>(DTypeSize(dtype))) +
-                   " bytes): " + Hdf5ErrorText());
+    return SaveFailed(where + "writing tensor '" + key + "' (" +
+                      std::to_string(shape.numel() * static_cast<int64_t>(DTypeSize(dtype))) +
+                      " bytes): " + Hdf5ErrorText());
   }
   if (Status status = WriteStringAttribute(dataset.get(), "dtype", DTypeName(dtype));
       !status.ok()) {
-    return IOError(where + "tensor '" + key + "': " + status.message());
+    return SaveFailed(where + "tensor '" + key + "': " + status.message());
   }
   // HDF5 may hold the data in its sieve buffer until the dataset closes: a failed write shows
   // only there, so close it now and check (a destructor would drop the error).
   if (dataset.Close() < 0) {
-    return IOError(where + "writing tensor '" + key + "': " + Hdf5ErrorText());
+    return SaveFailed(where + "writing tensor '" + key + "': " + Hdf5ErrorText());
   }
   return Status::Ok();
 }
@@ -212,15 +218,15 @@ Status CheckpointWriter::SetText(std::string_view key, std::string_view text) {
                                           file_->dataset_create.get(), H5P_DEFAULT));
   if (!dataset.valid() ||
       H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) < 0) {
-    return IOError(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
+    return SaveFailed(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
   }
   if (Status status =
           WriteInt64Attribute(dataset.get(), "length", static_cast<int64_t>(text.size()));
       !status.ok()) {
-    return IOError(where + "metadata '" + std::string(key) + "': " + status.message());
+    return SaveFailed(where + "metadata '" + std::string(key) + "': " + status.message());
   }
   if (dataset.Close() < 0) {  // as in AddTensor: the sieve buffer's write fails here
-    return IOError(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
+    return SaveFailed(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
   }
   return Status::Ok();
 }
@@ -247,7 +253,7 @@ Status CheckpointWriter::SetBytes(std::string_view key, std::span<const uint8_t>
       (size > 0 && H5Dwrite(dataset.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                             bytes.data()) < 0) ||
       dataset.Close() < 0) {  // as in AddTensor: the sieve buffer's write fails at the close
-    return IOError(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
+    return SaveFailed(where + "writing metadata '" + std::string(key) + "': " + Hdf5ErrorText());
   }
   return Status::Ok();
 }

@@ -60,7 +60,7 @@ save_fails)
     rc=$?
     cat "$dir/out.txt" "$dir/err.txt"
     [[ $rc -eq 1 ]] || fail "exit status $rc with $verbose (want 1: a clean error, no crash)"
-    grep -q "commit failed, the previous file is untouched\|cannot be written" "$dir/err.txt" ||
+    grep -q "the previous file is untouched\|cannot be written" "$dir/err.txt" ||
       fail "no clear error"
     errors=$(grep -c '^error:' "$dir/err.txt")
     [[ $errors -eq 1 ]] || fail "$errors error lines"
