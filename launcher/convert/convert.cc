@@ -12,7 +12,6 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
       *options.dtype != DType::kF16) {
     return InvalidArgumentError("--dtype must be f32, bf16 or f16");
   }
-  SY_ASSIGN_OR_RETURN(const ModelFormat* from, DetectModelFormat(options.in));
   std::string to = options.to;
   if (to.empty()) {
     auto ends_with = [&](std::string_view suffix) {
@@ -37,6 +36,7 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
           (offered.empty() ? std::string("it has none; use f32, bf16 or f16") : offered) + ")");
     }
   }
+  SY_ASSIGN_OR_RETURN(const ModelFormat* from, DetectModelFormat(options.in));
   if (options.progress) {
     options.progress("reading " + options.in + " (" + std::string(from->name()) + ")");
   }
