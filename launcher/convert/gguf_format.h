@@ -15,7 +15,9 @@
 // rows are a multiple of 32 values in that block format (embeddings, attention, experts, dense and
 // shared-expert MLPs, lm_head) and keeps vectors, routers and the shared-expert gate in F32, as
 // llama.cpp's converter does. Optimizer state has no place in a GGUF and is left out (said in
-// progress). Memory: the whole model is read before the file is written.
+// progress). The metadata is the model's (GgufModelMetadata, general.name "switchyard"): a GGUF
+// source's other keys (tokenizer.ggml.*) are not carried. Memory: the whole model is read before
+// the file is written.
 //
 // Thread-safety: stateless; see ModelFormat.
 #pragma once
