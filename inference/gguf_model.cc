@@ -366,6 +366,8 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
   SY_GET(c.norm_topk_prob, m.Bool("expert_weights_norm", DefaultNormTopk(out.family)));
   c.tie_word_embeddings = h.FindTensor("output.weight") == nullptr;
   c.attention_bias = h.FindTensor("blk.0.attn_q.bias") != nullptr;
+  // Qwen3-MoE, OLMoE and DeepSeek with attention_bias put a bias on o as well (attn_output.bias).
+  c.attention_out_bias = h.FindTensor("blk.0.attn_output.bias") != nullptr;
   switch (out.family) {
     case HfFamily::kMixtral:
       break;

@@ -107,10 +107,12 @@ class GgufCheckpoint : public HfTensorSource {
     int permute_heads = 0;       // > 0: q/k rows interleaved over this many heads
     std::vector<int64_t> shape;  // row-major, as HF has it
   };
+  // Where the values of HF tensor `name` lie in the file (owned by this checkpoint); NotFound
+  // naming the file and the tensor.
+  Result<const Entry*> Find(const std::string& name) const;
 
  private:
   GgufCheckpoint() = default;
-  Result<const Entry*> Find(const std::string& name) const;
   std::span<const uint8_t> Bytes(const Entry& e) const;
 
   std::unique_ptr<storage::GgufFile> file_;

@@ -3,8 +3,9 @@
 //   switchyard convert --in run/step-00000100.h5 --out export/ --to hf [--dtype bf16]
 //                      [--shard-mib 4096]
 //   switchyard convert --in hf-model/ --out model.h5 [--to native]
-// Formats: native (the HDF5 training checkpoint) and hf (a Hugging Face directory);
-// docs/formats.md.
+//   switchyard convert --in run/step-00000100.h5 --out model.gguf [--dtype q8_0]
+// Formats: native (the HDF5 training checkpoint), hf (a Hugging Face directory) and gguf
+// (llama.cpp's file); docs/formats.md.
 #include <cstdio>
 #include <string>
 
@@ -18,14 +19,17 @@ class ConvertCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
     app.add_option("--in", in_,
-                   "Checkpoint to read: a step-*.h5 file, a checkpoint directory or "
-                   "a Hugging Face model directory")
+                   "Checkpoint to read: a step-*.h5 file, a checkpoint directory, "
+                   "a Hugging Face model directory or a GGUF file")
         ->required();
     app.add_option("--out", out_, "Where to write; must not exist")->required();
-    app.add_option("--to", to_, "Output format: native or hf (default: native for *.h5, else hf)");
+    app.add_option("--to", to_,
+                   "Output format: native, hf or gguf (default: native for *.h5, gguf for "
+                   "*.gguf, else hf)");
     app.add_option("--dtype", dtype_,
-                   "Float dtype of the output's weights: f32, bf16 or f16 "
-                   "(default: the input's)");
+                   "Dtype of the output's weights: f32, bf16 or f16; for gguf also q8_0 or q4_0 "
+                   "(block-quantized matrices; vectors and routers stay f32) (default: the "
+                   "input's)");
     app.add_option("--shard-mib", shard_mib_,
                    "Shard a Hugging Face output into files of at most this many MiB (default: "
                    "one file)")
@@ -40,7 +44,9 @@ class ConvertCommand : public Command {
     options.in = in_;
     options.out = out_;
     options.to = to_;
-    if (!dtype_.empty()) {
+    if (dtype_ == "q8_0" || dtype_ == "q4_0") {
+      options.quantization = dtype_;
+    } else if (!dtype_.empty()) {
       SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(dtype_));
       options.dtype = dtype;
     }
@@ -58,7 +64,7 @@ class ConvertCommand : public Command {
 
 }  // namespace
 
-SY_REGISTER_COMMAND("convert", "Convert a checkpoint between native and Hugging Face formats",
+SY_REGISTER_COMMAND("convert", "Convert a checkpoint between native, Hugging Face and GGUF formats",
                     ConvertCommand);
 
 }  // namespace sy::launcher

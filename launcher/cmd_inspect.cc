@@ -1,7 +1,7 @@
 // `switchyard inspect`: what a model checkpoint holds (launcher/convert/inspect.h).
 //
 //   switchyard inspect PATH [--checksums] [--json]
-// PATH: a step-*.h5 file, a checkpoint directory or a Hugging Face model directory.
+// PATH: a step-*.h5 file, a checkpoint directory, a Hugging Face model directory or a GGUF file.
 #include <cstdio>
 #include <string>
 

@@ -12,14 +12,31 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
       *options.dtype != DType::kF16) {
     return InvalidArgumentError("--dtype must be f32, bf16 or f16");
   }
-  SY_ASSIGN_OR_RETURN(const ModelFormat* from, DetectModelFormat(options.in));
   std::string to = options.to;
   if (to.empty()) {
-    const bool h5 =
-        options.out.size() > 3 && options.out.compare(options.out.size() - 3, 3, ".h5") == 0;
-    to = h5 ? "native" : "hf";
+    auto ends_with = [&](std::string_view suffix) {
+      return options.out.size() > suffix.size() &&
+             options.out.compare(options.out.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    to = ends_with(".h5") ? "native" : ends_with(".gguf") ? "gguf" : "hf";
   }
   SY_ASSIGN_OR_RETURN(const ModelFormat* writer, FindModelFormat(to));
+  if (!options.quantization.empty()) {
+    if (options.dtype) return InvalidArgumentError("give either a float --dtype or a quantization");
+    std::string offered;
+    bool found = false;
+    for (std::string_view q : writer->quantizations()) {
+      found = found || q == options.quantization;
+      offered += (offered.empty() ? "" : ", ") + std::string(q);
+    }
+    if (!found) {
+      return InvalidArgumentError(
+          "--dtype " + options.quantization + " is not a quantization of the " +
+          std::string(writer->name()) + " format (" +
+          (offered.empty() ? std::string("it has none; use f32, bf16 or f16") : offered) + ")");
+    }
+  }
+  SY_ASSIGN_OR_RETURN(const ModelFormat* from, DetectModelFormat(options.in));
   if (options.progress) {
     options.progress("reading " + options.in + " (" + std::string(from->name()) + ")");
   }
@@ -37,6 +54,7 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
   }
   WriteOptions write;
   write.dtype = options.dtype;
+  write.quantization = options.quantization;
   write.shard_bytes = options.shard_bytes;
   write.progress = options.progress;
   SY_RETURN_IF_ERROR(writer->Write(*image, options.out, write));

@@ -4,11 +4,11 @@
 //   SY_ASSIGN_OR_RETURN(ConvertSummary done, Convert(options));
 //
 // The input's format is detected (DetectModelFormat); the output's is `to`, or else "native" for
-// an output path ending in ".h5" and "hf" otherwise. The input is read and checked whole before
-// anything is written (every tensor present with its shape, no tensor left over), and the
-// output is written by its format, which never leaves a partial output under `out`: a failed or
-// interrupted conversion leaves `out` absent. `out` must not exist. Tensors are streamed one at
-// a time, so memory stays at about the largest tensor.
+// an output path ending in ".h5", "gguf" for one ending in ".gguf" and "hf" otherwise. The input is
+// read and checked whole before anything is written (every tensor present with its shape, no tensor
+// left over), and the output is written by its format, which never leaves a partial output under
+// `out`: a failed or interrupted conversion leaves `out` absent. `out` must not exist. Tensors are
+// streamed one at a time, so memory stays at about the largest tensor.
 //
 // Ownership: value types. Thread-safety: reentrant; two conversions to one `out` race.
 #pragma once
@@ -26,9 +26,12 @@ namespace sy::convert {
 struct ConvertOptions {
   std::string in;              // a checkpoint file or directory
   std::string out;             // must not exist
-  std::string to;              // Default: "" = by the output's name (".h5": native, else hf)
+  std::string to;              // Default: "" = by the output's name (.h5, .gguf, else hf)
   std::optional<DType> dtype;  // Default: none = keep each tensor's dtype
-  uint64_t shard_bytes = 0;    // Default: 0 = one file (formats that shard)
+  // Default: "" = none. "q8_0" or "q4_0": a block quantization the output format offers
+  // (ModelFormat::quantizations(): gguf); excludes `dtype`.
+  std::string quantization;
+  uint64_t shard_bytes = 0;                          // Default: 0 = one file (formats that shard)
   std::function<void(const std::string&)> progress;  // Default: none
 };
 

@@ -40,7 +40,7 @@ Result<InspectReport> Inspect(const std::string& path, const InspectOptions& opt
     Result<HfModelConfig> hf = ParseHfConfig(it->second, "config.json");
     if (hf.ok()) read_as = hf->family;
   }
-  if (image.format == "hf" && read_as) {
+  if ((image.format == "hf" || image.format == "gguf") && read_as) {
     r.architecture = std::string(HfFamilyDisplayName(*read_as));
   } else {
     Result<HfFamily> family = ChooseHfFamily(image.config, read_as);
@@ -49,6 +49,8 @@ Result<InspectReport> Inspect(const std::string& path, const InspectOptions& opt
                                  : "Switchyard MoE (" + family.status().message() + ")";
   }
   for (const auto& [file, text] : image.hf_files) r.side_files.push_back(file);
+  r.stored_tensors = image.stored_tensors;
+  r.metadata = image.metadata;
   std::vector<uint8_t> buffer;
   for (const ImageTensor& t : image.tensors) {
     TensorReport tr;
@@ -85,6 +87,24 @@ std::string InspectText(const InspectReport& r) {
     for (const std::string& f : r.side_files) s += " " + f;
     s += "\n";
   }
+  if (!r.metadata.empty()) {
+    s += "metadata:\n";
+    for (const ModelImage::MetadataEntry& m : r.metadata) {
+      s += "  " + m.key + " = " + m.type + " " +
+           (m.count > ModelImage::kMaxMetadataArray ? std::to_string(m.count) + " elements"
+                                                    : m.value) +
+           "\n";
+    }
+  }
+  if (!r.stored_tensors.empty()) {
+    s += "stored tensors:\n";
+    for (const ModelImage::StoredTensor& t : r.stored_tensors) {
+      char line[512];
+      std::snprintf(line, sizeof(line), "  %-60s %-5s %-22s %12" PRIu64 "\n", t.name.c_str(),
+                    t.type.c_str(), ShapeText(t.shape).c_str(), t.bytes);
+      s += line;
+    }
+  }
   s += "tensors:\n";
   for (const TensorReport& t : r.tensors) {
     char line[512];
@@ -113,6 +133,17 @@ std::string InspectJson(const InspectReport& r) {
     if (t.crc32c) j["crc32c"] = Hex(*t.crc32c);
     tensors.push_back(std::move(j));
   }
+  nlohmann::json stored = nlohmann::json::array();
+  for (const ModelImage::StoredTensor& t : r.stored_tensors) {
+    stored.push_back({{"name", t.name}, {"type", t.type}, {"shape", t.shape}, {"bytes", t.bytes}});
+  }
+  nlohmann::json metadata = nlohmann::json::array();
+  for (const ModelImage::MetadataEntry& m : r.metadata) {
+    nlohmann::json j = {
+        {"key", m.key}, {"type", m.type}, {"value", nlohmann::json::parse(m.value)}};
+    if (m.count > 0) j["count"] = m.count;
+    metadata.push_back(std::move(j));
+  }
   nlohmann::json out = {{"format", r.format},
                         {"path", r.path},
                         {"architecture", r.architecture},
@@ -125,6 +156,8 @@ std::string InspectJson(const InspectReport& r) {
                           {"bytes", r.total_bytes},
                           {"parameters", r.parameters},
                           {"optimizer_tensors", r.optimizer_tensors}}}};
+  if (!r.stored_tensors.empty()) out["stored_tensors"] = std::move(stored);
+  if (!r.metadata.empty()) out["metadata"] = std::move(metadata);
   return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

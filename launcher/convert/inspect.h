@@ -1,7 +1,8 @@
 // Inspect: what a model checkpoint of any format holds (`switchyard inspect`), as gguf-dump and
 // the safetensors metadata viewers show it: the format, the architecture and config, every tensor
 // with the name, dtype, shape and bytes the file gives it (and a CRC-32C of its bytes on
-// request), and totals.
+// request), and totals. For a format whose file lays tensors out differently (GGUF: stacked
+// experts, quantized types) it also lists the file's own tensors, and its metadata keys.
 //
 // Ownership: value types. Thread-safety: reentrant.
 #pragma once
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/convert/model_image.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/status.h"
 #include "runtime/model/model_config.h"
@@ -41,6 +43,9 @@ struct InspectReport {
   uint64_t total_bytes = 0;
   int64_t parameters = 0;  // elements of the model's parameters (optimizer state excluded)
   int64_t optimizer_tensors = 0;
+  // The file's own layout and metadata (ModelImage::stored_tensors, metadata): GGUF only.
+  std::vector<ModelImage::StoredTensor> stored_tensors;
+  std::vector<ModelImage::MetadataEntry> metadata;
 };
 
 Result<InspectReport> Inspect(const std::string& path, const InspectOptions& options = {});

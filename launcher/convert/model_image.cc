@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "launcher/convert/gguf_format.h"
 #include "launcher/convert/hf_format.h"
 #include "launcher/convert/native_format.h"
 
@@ -80,8 +81,9 @@ const ImageTensor* ModelImage::Find(std::string_view name) const {
 }
 
 const std::vector<const ModelFormat*>& ModelFormats() {
-  // A new format: one line here (GGUF goes after hf).
-  static const std::vector<const ModelFormat*> formats = {&NativeFormat(), &HfFormat()};
+  // A new format: one line here.
+  static const std::vector<const ModelFormat*> formats = {&NativeFormat(), &HfFormat(),
+                                                          &GgufFormat()};
   return formats;
 }
 
@@ -103,11 +105,13 @@ Result<const ModelFormat*> DetectModelFormat(const std::string& path) {
   for (const ModelFormat* f : ModelFormats()) {
     if (f->Detect(path)) return f;
   }
-  return InvalidArgumentError(path +
-                              " is not a model checkpoint of a known format: a native "
-                              "checkpoint is a step-*.h5 file (or a directory of them), a "
-                              "Hugging Face model a directory with config.json and "
-                              "model.safetensors (or model.safetensors.index.json)");
+  return InvalidArgumentError(
+      path +
+      " is not a model checkpoint of a known format: a native "
+      "checkpoint is a step-*.h5 file (or a directory of them), a "
+      "Hugging Face model a directory with config.json and "
+      "model.safetensors (or model.safetensors.index.json), a GGUF file starts with "
+      "the bytes GGUF");
 }
 
 Status ReadTensorAs(const ImageTensor& tensor, DType dtype, std::span<uint8_t> out) {

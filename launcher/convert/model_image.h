@@ -9,7 +9,8 @@
 // Hugging Face side files (config.json as read, generation_config.json, tokenizer files).
 //
 // Formats (ModelFormats()): "native" (launcher/convert/native_format.h, the HDF5 training
-// checkpoint) and "hf" (launcher/convert/hf_format.h, a Hugging Face directory). A third format
+// checkpoint), "hf" (launcher/convert/hf_format.h, a Hugging Face directory) and "gguf"
+// (launcher/convert/gguf_format.h, llama.cpp's GGUF file). Another format
 // plugs in by implementing ModelFormat and adding one line to ModelFormats() in model_image.cc;
 // convert and inspect then detect it, read it and write it with no other change.
 //
@@ -72,6 +73,23 @@ struct ModelImage {
   // The float dtype the Hugging Face checkpoint it came from stored its weights in (hf, or
   // native converted from hf), so that hf -> native -> hf writes them back in it by default.
   std::optional<DType> hf_dtype;
+  // What `switchyard inspect` shows of the file as its format lays it out, where that differs
+  // from `tensors` (GGUF: experts stacked, quantized types, the metadata keys); empty otherwise.
+  struct StoredTensor {
+    std::string name;            // as in the file: "blk.0.ffn_gate_exps.weight"
+    std::string type;            // as the format spells it: "F32", "Q8_0"
+    std::vector<int64_t> shape;  // row-major
+    uint64_t bytes = 0;
+  };
+  std::vector<StoredTensor> stored_tensors;
+  struct MetadataEntry {
+    std::string key;
+    std::string type;    // "u32", "string", "array[string]"
+    std::string value;   // as JSON; an array of more than kMaxMetadataArray elements: "null"
+    uint64_t count = 0;  // an array's element count; 0 for a scalar
+  };
+  static constexpr uint64_t kMaxMetadataArray = 64;
+  std::vector<MetadataEntry> metadata;
   std::shared_ptr<void> source;  // keeps the open files alive for the read callbacks
 
   const ImageTensor* Find(std::string_view name) const;
@@ -83,6 +101,9 @@ struct WriteOptions {
   std::optional<DType> dtype;
   // Default: 0 = no sharding. Data bytes per file above which a format that shards does.
   uint64_t shard_bytes = 0;
+  // Default: "" = none. A block quantization ("q8_0", "q4_0") of the formats whose
+  // quantizations() list it; then `dtype` is unset.
+  std::string quantization;
   // Default: none. One line of progress, for people.
   std::function<void(const std::string& line)> progress;
 };
@@ -91,6 +112,8 @@ class ModelFormat {
  public:
   virtual ~ModelFormat() = default;
   virtual std::string_view name() const = 0;  // "native", "hf", ...
+  // The block quantizations Write accepts in WriteOptions::quantization. Default: none.
+  virtual std::vector<std::string_view> quantizations() const { return {}; }
   // Whether `path` looks like this format (cheap: names and magic bytes, no parsing).
   virtual bool Detect(const std::string& path) const = 0;
   // Opens `path` and checks it: every tensor present with its shape and a dtype the format

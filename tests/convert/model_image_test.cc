@@ -1,6 +1,6 @@
 // Tests of launcher/convert/model_image.h and hf_format.h that need no files: the parameter list
-// a config implies against the one MoeModel builds, the dtype conversions, and the family an
-// architecture exports as.
+// a config implies against the one MoeModel builds, the dtype conversions, the family an
+// architecture exports as, the registered formats and which of them take a quantization.
 #include "launcher/convert/model_image.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "launcher/convert/convert.h"
 #include "launcher/convert/hf_format.h"
 #include "runtime/backend/backend.h"
 #include "runtime/model/moe_model.h"
@@ -139,6 +140,44 @@ TEST(ChooseHfFamilyTest, EachArchitectureFindsItsFamilyOrNamesTheFeature) {
   EXPECT_NE(r.status().message().find("Qwen3-MoE has no"), std::string::npos)
       << r.status().ToString();
   EXPECT_NE(r.status().message().find("shared experts"), std::string::npos);
+}
+
+TEST(ModelFormatsTest, NativeHfAndGgufAreRegisteredAndOnlyGgufQuantizes) {
+  std::vector<std::string> names;
+  for (const ModelFormat* f : ModelFormats()) names.emplace_back(f->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"native", "hf", "gguf"}));
+  Result<const ModelFormat*> gguf = FindModelFormat("gguf");
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  EXPECT_EQ((*gguf)->quantizations(), (std::vector<std::string_view>{"q8_0", "q4_0"}));
+  for (const char* other : {"native", "hf"}) {
+    Result<const ModelFormat*> f = FindModelFormat(other);
+    ASSERT_TRUE(f.ok());
+    EXPECT_TRUE((*f)->quantizations().empty()) << other;
+  }
+  EXPECT_FALSE(FindModelFormat("safetensors").ok());
+}
+
+TEST(ConvertTest, ChecksTheQuantizationAgainstTheOutputFormatBeforeReadingAnything) {
+  auto convert = [](const char* to, const char* quantization, bool dtype) {
+    ConvertOptions options;
+    options.in = "/nonexistent/model";  // read only after the options pass
+    options.out = "/nonexistent/out";
+    options.to = to;
+    options.quantization = quantization;
+    if (dtype) options.dtype = DType::kBF16;
+    return Convert(options).status();
+  };
+  for (const char* to : {"native", "hf"}) {
+    const Status s = convert(to, "q8_0", false);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("q8_0"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find(to), std::string::npos) << s.ToString();
+  }
+  EXPECT_EQ(convert("gguf", "q5_1", false).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(convert("gguf", "q4_0", true).code(), StatusCode::kInvalidArgument);
+  // Accepted: the conversion goes on to the input, which does not exist.
+  EXPECT_EQ(convert("gguf", "q4_0", false).code(), StatusCode::kNotFound);
+  EXPECT_EQ(convert("gguf", "", true).code(), StatusCode::kNotFound);
 }
 
 }  // namespace
