@@ -32,7 +32,8 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
                                   "it is trained");
     }
     SY_ASSIGN_OR_RETURN(TrainedModel trained,
-                        LoadTrainedModel(*s->backend_, options.model_path, options.weight_dtype));
+                        LoadTrainedModel(*s->backend_, options.model_path, options.weight_dtype,
+                                         options.load_progress));
     s->model_ = std::move(trained.model);
     s->kind_ = "Switchyard checkpoint (step " + std::to_string(trained.step) + ")";
     s->path_ = trained.path;

@@ -99,7 +99,8 @@ Status WriteTrainCheckpoint(const std::string& path, const TrainCheckpoint& ckpt
 Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
                                             const std::vector<std::string>& param_names,
                                             const std::vector<std::vector<int64_t>>& param_shapes,
-                                            bool with_m, bool with_v) {
+                                            bool with_m, bool with_v,
+                                            const std::function<void(int64_t, int64_t)>& progress) {
   SY_CHECK_EQ(param_names.size(), param_shapes.size());
   SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(path));
   const std::string where = "checkpoint " + path + ": ";
@@ -129,10 +130,17 @@ Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
   ckpt.optimizer_steps.resize(static_cast<size_t>(n));
   SY_RETURN_IF_ERROR(
       reader->ReadTensor(kStepsTensor, DType::kI64, Shape{n}, ckpt.optimizer_steps.data()));
+  int64_t values_to_read = 0, values_read = 0;
+  for (const auto& shape : param_shapes) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    values_to_read += numel;
+  }
   for (size_t i = 0; i < param_names.size(); ++i) {
     const std::string& name = param_names[i];
     CheckpointTensor t;
     SY_RETURN_IF_ERROR(ReadF32(*reader, name, param_shapes[i], crcs, &t));
+    values_read += static_cast<int64_t>(t.data.size());
     ckpt.params.push_back(std::move(t));
     CheckpointTensor m, v;
     if (with_m) {
@@ -145,6 +153,7 @@ Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
     }
     ckpt.optimizer_m.push_back(std::move(m));
     ckpt.optimizer_v.push_back(std::move(v));
+    if (progress) progress(values_read, values_to_read);
   }
   return ckpt;
 }

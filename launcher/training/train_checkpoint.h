@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,11 +55,12 @@ Status WriteTrainCheckpoint(const std::string& path, const TrainCheckpoint& ckpt
 // Reads the checkpoint at `path`, with its parameters in the order of `param_names` (the model's).
 // NotFound for a missing file; DataLoss naming the path for a truncated or corrupt one (including
 // a tensor whose checksum fails, named); FailedPrecondition naming a parameter the file lacks or
-// holds with another shape than `param_shapes` says.
-Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
-                                            const std::vector<std::string>& param_names,
-                                            const std::vector<std::vector<int64_t>>& param_shapes,
-                                            bool with_m, bool with_v);
+// holds with another shape than `param_shapes` says. `progress(values read, values to read)`,
+// when given, runs after each parameter (for a progress line, runtime/core/progress.h).
+Result<TrainCheckpoint> ReadTrainCheckpoint(
+    const std::string& path, const std::vector<std::string>& param_names,
+    const std::vector<std::vector<int64_t>>& param_shapes, bool with_m, bool with_v,
+    const std::function<void(int64_t, int64_t)>& progress = {});
 // Reads only the effective config JSON stored in the checkpoint at `path`.
 Result<std::string> ReadTrainCheckpointConfig(const std::string& path);
 

@@ -33,8 +33,8 @@ Result<std::string> ResolveTrainCheckpoint(const std::string& path) {
   return path;
 }
 
-Result<TrainedModel> LoadTrainedModel(Backend& backend, const std::string& path,
-                                      DType weight_dtype) {
+Result<TrainedModel> LoadTrainedModel(Backend& backend, const std::string& path, DType weight_dtype,
+                                      const std::function<void(int64_t, int64_t)>& progress) {
   TrainedModel out;
   SY_ASSIGN_OR_RETURN(out.path, ResolveTrainCheckpoint(path));
   const std::string where = "checkpoint " + out.path;
@@ -73,7 +73,7 @@ Result<TrainedModel> LoadTrainedModel(Backend& backend, const std::string& path,
   }
   SY_ASSIGN_OR_RETURN(TrainCheckpoint ckpt, ReadTrainCheckpoint(out.path, names, shapes,
                                                                 /*with_m=*/false,
-                                                                /*with_v=*/false));
+                                                                /*with_v=*/false, progress));
   out.step = ckpt.step;
   std::vector<uint16_t> scratch;
   size_t i = 0;

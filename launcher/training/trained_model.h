@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,7 +46,9 @@ Result<std::string> ResolveTrainCheckpoint(const std::string& path);
 // `weight_dtype` (f32, bf16 or f16). Errors name the file: NotFound, DataLoss (corrupt, a
 // checksum that fails), InvalidArgument (a config the schema rejects), FailedPrecondition (a
 // parameter missing or with another shape than the config implies).
+// `progress(values read, values to read)`, when given, runs as the weights are read.
 Result<TrainedModel> LoadTrainedModel(Backend& backend, const std::string& path,
-                                      DType weight_dtype = DType::kF32);
+                                      DType weight_dtype = DType::kF32,
+                                      const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace sy::launcher
