@@ -78,13 +78,17 @@ TEST(SimBackendTest, CopyOnCopyStreamOverlapsWithCompute) {
   auto compute = [&](int reps) {
     for (int i = 0; i < reps; ++i) sim->Gemm(a, a, c, {});
   };
-  auto t0 = Clock::now();
-  compute(4);
-  double per_rep = SecondsSince(t0) / 4;
-  int reps = std::max(1, static_cast<int>(0.15 / per_rep));
-  t0 = Clock::now();
-  compute(reps);
-  double compute_alone = SecondsSince(t0);
+  // Enough repetitions for at least 0.1 s alone: a calibration taken while the machine was busy
+  // would otherwise leave a compute of a few ms, which scheduling noise swamps.
+  int reps = 4;
+  double compute_alone = 0;
+  for (;;) {
+    auto t0 = Clock::now();
+    compute(reps);
+    compute_alone = SecondsSince(t0);
+    if (compute_alone >= 0.1) break;
+    reps = std::max(reps * 2, static_cast<int>(reps * 0.15 / std::max(compute_alone, 1e-4)));
+  }
 
   // A copy modelled to take as long as the compute.
   auto bytes = static_cast<int64_t>(compute_alone * 0.1e9);
@@ -93,20 +97,28 @@ TEST(SimBackendTest, CopyOnCopyStreamOverlapsWithCompute) {
   Touch(host);
   Touch(dev);
   auto copy_stream = sim->CreateStream();
-  double copy_alone = sim->host_to_device_stats().busy_seconds;  // 0 so far
-  EXPECT_EQ(copy_alone, 0.0);
+  EXPECT_EQ(sim->host_to_device_stats().busy_seconds, 0.0);  // nothing copied so far
 
-  t0 = Clock::now();
-  sim->CopyAsync(host, dev, *copy_stream);
-  compute(reps);
-  sim->SynchronizeStream(*copy_stream);
-  double both = SecondsSince(t0);
-  double modelled_copy = sim->host_to_device_stats().busy_seconds;
-  double serial = compute_alone + modelled_copy;
-  // Overlapped, the pair takes about the longer of the two, well under their sum.
-  EXPECT_LT(both, 0.8 * serial) << "compute " << compute_alone << " s, copy " << modelled_copy
-                                << " s, together " << both << " s";
-  EXPECT_GE(both, modelled_copy * 0.99);
+  // Overlapped, the pair takes about the longer of the two, well under their sum. The best of
+  // three tries: a serialising link fails every one, a busy machine only some.
+  double best = 1e30, serial = 0, modelled_copy = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const double copied_before = sim->host_to_device_stats().busy_seconds;
+    auto t0 = Clock::now();
+    sim->CopyAsync(host, dev, *copy_stream);
+    compute(reps);
+    sim->SynchronizeStream(*copy_stream);
+    const double both = SecondsSince(t0);
+    modelled_copy = sim->host_to_device_stats().busy_seconds - copied_before;
+    EXPECT_GE(both, modelled_copy * 0.99);
+    if (both < best) {
+      best = both;
+      serial = compute_alone + modelled_copy;
+    }
+    if (best < 0.8 * serial) break;
+  }
+  EXPECT_LT(best, 0.8 * serial) << "compute " << compute_alone << " s, copy " << modelled_copy
+                                << " s, together at best " << best << " s";
 }
 
 TEST(SimBackendTest, CopiesInOneDirectionSerialiseAndDirectionsDoNot) {
