@@ -6,7 +6,9 @@
 #   install_consumer.sh CMAKE BUILD_DIR SOURCE_DIR WORK_DIR [CXX_COMPILER]
 # CI (.ci/run) runs it on its build; ctest (install_consumer) on the test build, in WORK_DIR.
 set -euo pipefail
-cmake=$1 build=$2 source=$3 work=$4 cxx=${5:-}
+cmake=$1 cxx=${5:-}
+# Absolute paths: the consumer's CMAKE_PREFIX_PATH must not depend on where cmake runs.
+build=$(realpath -m "$2") source=$(realpath -m "$3") work=$(realpath -m "$4")
 fail() { echo "FAIL: $*"; exit 1; }
 
 rm -rf "$work"
