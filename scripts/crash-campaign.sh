@@ -6,10 +6,13 @@
 # the MODES, round robin:
 #   memory      1 process, states in memory
 #   memory-np2  `mpirun -np 2`, expert parallel over both ranks
-#   store, store-np2  as above with expert_store.dir set (store-fed training), when the build has it
+#   store, store-np2  as above with expert_store.dir set (store-fed training, a quarter of the
+#               expert states cached, so every step reads and writes the store), when the build
+#               has it
 # and kills it again and again until a run reaches the last step. A kill lands either at a random
-# instant (uniform over the time an uninterrupted run of that mode took, or KILL_WINDOW seconds) or, every other time, the moment
-# a checkpoint save is under way (a *.tmp.* file appears in checkpoint.dir), so saves are hit far
+# instant (uniform over the time an uninterrupted run of that mode took, or KILL_WINDOW seconds)
+# or, every other time, the moment a checkpoint save is under way (a *.tmp.* file appears in
+# checkpoint.dir), so saves are hit far
 # more often than their share of the time. After each kill every checkpoint left must read back
 # with h5py (an independent reader) and the next --resume must start without skipping a damaged
 # checkpoint; after the last step the final checkpoint must equal an uninterrupted run's tensor for
@@ -42,8 +45,8 @@ trap cleanup EXIT
 
 if [ -z "${MODES:-}" ]; then
   MODES="memory memory-np2"
-  if "$bin" train --config "$config" --set expert_store.dir="$work/probe" --set train.steps=0 \
-      --set checkpoint.dir="$work/probe-ckpt" >/dev/null 2>&1; then
+  if "$bin" train --config "$config" --set expert_store.dir="$work/probe" --set train.steps=1 \
+      --set train.eval_every=0 --set checkpoint.dir="$work/probe-ckpt" >/dev/null 2>&1; then
     MODES="$MODES store store-np2"
   fi
   rm -rf "$work/probe" "$work/probe-ckpt"
@@ -58,7 +61,9 @@ train_command() {
               --set checkpoint.dir="$ckpt" --set checkpoint.every=2 --set checkpoint.keep=2
               --set log.progress=lines "$@")
   case $mode in
-    store*) args+=(--set expert_store.dir="$ckpt-store") ;;
+    # A cache of about a quarter of the tiny config's expert states: the store is read and
+    # written back every step, so kills land inside write-backs too.
+    store*) args+=(--set expert_store.dir="$ckpt-store" --set expert_store.cache_mib=0.7) ;;
   esac
   case $mode in
     *-np2) cmd=(mpirun -np 2 --bind-to none "$bin" "${args[@]}" --set parallel.ep_size=2) ;;
