@@ -22,6 +22,7 @@
 #include "inference/token_ids.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
+#include "runtime/core/progress.h"
 #include "runtime/core/read_file.h"
 
 namespace sy::launcher {
@@ -94,12 +95,12 @@ class PerplexityCommand : public Command {
                           GenerateEngine::Create(reference_session->model(),
                                                  &reference_session->provider(), engine_options));
     }
-    SY_ASSIGN_OR_RETURN(
-        QualityReport report,
-        MeasureQuality(*engine, reference.get(), tokens, quality_, [](int64_t done, int64_t n) {
-          std::fprintf(stderr, "chunk %lld/%lld\n", static_cast<long long>(done),
-                       static_cast<long long>(n));
-        }));
+    ProgressLine progress(stderr, "scoring chunks");
+    Result<QualityReport> measured =
+        MeasureQuality(*engine, reference.get(), tokens, quality_,
+                       [&progress](int64_t done, int64_t n) { progress.Update(done, n); });
+    progress.Finish();
+    SY_ASSIGN_OR_RETURN(QualityReport report, std::move(measured));
     Print(report);
     return Status::Ok();
   }
