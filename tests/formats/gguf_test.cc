@@ -18,23 +18,12 @@
 #include "runtime/core/dtype.h"
 #include "storage/formats/ggml_quants.h"
 #include "storage/formats/gguf_writer.h"
+#include "tests/temp_dir.h"
 
 namespace sy::storage {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/sy_gguf_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = sy::testing::TempDir;
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -2,6 +2,7 @@
 // reader (storage/formats/safetensors.h): single files, shards with their index, alignment,
 // metadata, and that a failed write leaves no file behind.
 #include "storage/formats/safetensors_writer.h"
+#include "tests/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,26 +18,17 @@
 namespace sy::storage {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/sy_st_writer_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::vector<std::string> Files() const {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) {
-      out.push_back(e.path().filename().string());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+using TempDir = sy::testing::TempDir;
 
- private:
-  std::string path_;
-};
+// The names of the files in `dir`, sorted.
+std::vector<std::string> Files(const TempDir& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 // A tensor whose bytes are i * 7 + seed (mod 256).
 SafetensorsTensorSource Pattern(std::string name, SafetensorsDType dtype,
@@ -74,7 +66,7 @@ TEST(SafetensorsWriterTest, SingleFileRoundTripsAlignedWithMetadata) {
   Result<std::vector<std::string>> files = WriteSafetensors(dir.path(), tensors);
   ASSERT_TRUE(files.ok()) << files.status().ToString();
   EXPECT_EQ(*files, std::vector<std::string>{"model.safetensors"});
-  EXPECT_EQ(dir.Files(), std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(Files(dir), std::vector<std::string>{"model.safetensors"});
   Result<std::unique_ptr<SafetensorsCheckpoint>> ckpt = SafetensorsCheckpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
   ExpectPattern(**ckpt, "a.bias", 1, 6);
@@ -144,7 +136,7 @@ TEST(SafetensorsWriterTest, FailedFillLeavesNoFile) {
   EXPECT_NE(files.status().message().find("\"bad\""), std::string::npos)
       << files.status().ToString();
   EXPECT_NE(files.status().message().find("model.safetensors"), std::string::npos);
-  EXPECT_TRUE(dir.Files().empty());
+  EXPECT_TRUE(Files(dir).empty());
 }
 
 TEST(SafetensorsWriterTest, RejectsBadInput) {
@@ -156,7 +148,7 @@ TEST(SafetensorsWriterTest, RejectsBadInput) {
   EXPECT_FALSE(WriteSafetensors(dir.path(), {Pattern("x", SafetensorsDType::kF32, {-1}, 0)}).ok());
   EXPECT_FALSE(
       WriteSafetensors(dir.path(), {Pattern("__metadata__", SafetensorsDType::kF32, {1}, 0)}).ok());
-  EXPECT_TRUE(dir.Files().empty());
+  EXPECT_TRUE(Files(dir).empty());
   Result<std::vector<std::string>> missing =
       WriteSafetensors(dir.path() + "/no/such/dir", {Pattern("x", SafetensorsDType::kF32, {1}, 0)});
   ASSERT_FALSE(missing.ok());

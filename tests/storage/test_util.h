@@ -11,31 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/temp_dir.h"
+
 namespace sy::storage::testing {
 
-// A fresh directory under the working directory (ctest runs in the build tree, on a real disk, so
-// O_DIRECT works), removed with its contents on destruction.
-class TempDir {
+// The scratch directory of every test (tests/temp_dir.h); storage's default name.
+class TempDir : public sy::testing::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::current_path() / "storage-test-XXXXXX").string();
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    char* made = ::mkdtemp(buffer.data());
-    path_ = made != nullptr ? std::string(made) : std::string();
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : sy::testing::TempDir("storage-test") {}
 };
 
 // The bytes expert (layer, expert) holds at `generation`: an xorshift stream seeded by all three,

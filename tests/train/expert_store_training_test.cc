@@ -15,24 +15,12 @@
 
 #include "launcher/training/train_checkpoint.h"
 #include "launcher/training/trainer.h"
+#include "tests/temp_dir.h"
 
 namespace sy::launcher {
 namespace {
 
-class TempDir {
- public:
-  explicit TempDir(const std::string& name) {
-    path_ = std::filesystem::temp_directory_path() /
-            ("sy_store_train_" + name + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& f) const { return (path_ / f).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = sy::testing::TempDir;
 
 // The tiny config with 16 experts of which each token takes one, on 32 tokens a step: in every
 // step some experts get no tokens (their zero-gradient updates are replayed later).

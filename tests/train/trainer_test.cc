@@ -23,26 +23,13 @@
 #include <vector>
 
 #include "launcher/training/checkpoint_dir_lock.h"
+#include "tests/temp_dir.h"
 
 namespace sy::launcher {
 namespace {
 
 // A fresh empty directory under the test temp dir, removed at the end of the test.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name) {
-    path_ = std::filesystem::temp_directory_path() /
-            ("sy_train_" + name + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string path() const { return path_.string(); }
-  std::string operator/(const std::string& f) const { return (path_ / f).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = sy::testing::TempDir;
 
 TrainConfig LoadTiny(std::vector<std::string> sets) {
   sets.push_back("log.progress=none");
