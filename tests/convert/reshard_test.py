@@ -23,6 +23,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+from distributed_equivalence import losses  # noqa: E402 (the metrics file's losses by step)
+
 try:
     import h5py
     import numpy as np
@@ -46,16 +49,6 @@ def run(cmd, what):
     if r.returncode != 0:
         check(False, f"{what}: exit {r.returncode}: {(r.stdout + r.stderr).strip()[-600:]}")
     return r.returncode == 0
-
-
-def losses(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            rec = json.loads(line)
-            if "loss" in rec:
-                out[rec["step"]] = (rec["loss"], rec["ce_loss"])
-    return out
 
 
 def checksums(binary, path):
