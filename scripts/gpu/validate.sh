@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The GPU checks of docs/gpu-validation.md, in one run on a machine with an NVIDIA GPU and none of
+# Switchyard's Debian packages: unpacks .gpu/bundle.tar.xz (scripts/gpu/bundle.sh), then runs
+#   1. the CUDA test suite: every operator against the double-precision reference on cuda:0,
+#      the fused AdamW kernel, the workspace, the KV-cache decoder on cuda:0, NCCL on one rank;
+#   2. selftest --device cuda:0;
+#   3. every offload policy on cuda:0 (bench infer: each must give resident's tokens), with the
+#      measured pinned host-to-device bandwidth beside it (the PCIe bound of on-demand decode);
+#   4. training on cuda:0 (and ZeRO-3 on one rank), with the model FLOP utilisation.
+# Each step has its own time limit and log; a failed step does not stop the others. Writes
+# $OUT/summary.txt and $OUT/logs.tar.gz (or ./gpu-out without OUT).
+#
+#   scripts/gpu/validate.sh [STEP...]      (steps: env tests selftest offload train; default all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+logs=$(mktemp -d)
+summary=$out/summary.txt
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(env tests selftest offload train)
+export PYTHONUNBUFFERED=1
+work=/tmp/sy-gpu
+mkdir -p "$work"
+
+note() { echo "$*" | tee -a "$summary"; }
+# run NAME LIMIT_S COMMAND...: runs one check, logs it, notes pass/fail and its time.
+run() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$(date +%s.%N)
+  timeout -k 5 "$limit" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  local dt=$(python3 -c "print(f'{$(date +%s.%N)-$t0:.1f}')")
+  if [ $rc -eq 0 ]; then note "PASS $name (${dt}s)"; else note "FAIL $name rc=$rc (${dt}s)"; tail -15 "$logs/$name.log" | sed 's/^/    /' | tee -a "$summary"; fi
+  return $rc
+}
+
+# The bundle: binaries, their libraries and Open MPI's components at their configured paths.
+if [ ! -x "$work/bin/switchyard" ]; then
+  tar -C "$work" -xJf .gpu/bundle.tar.xz
+  mkdir -p /usr/lib/x86_64-linux-gnu/openmpi/lib /usr/share
+  [ -e /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 ] || cp -a "$work/ompi/openmpi3" /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
+  [ -e /usr/share/openmpi ] || cp -a "$work/ompi/share-openmpi" /usr/share/openmpi
+  [ -d "$work/ompi/pmix2" ] && [ ! -e /usr/lib/x86_64-linux-gnu/pmix2 ] && cp -a "$work/ompi/pmix2" /usr/lib/x86_64-linux-gnu/pmix2
+  # Where the machine has a library of the same SONAME (the same ABI, usually newer), use its own:
+  # its Open MPI components, say, were built against its own PMIx.
+  for f in "$work"/lib/*; do
+    ldconfig -p | grep -q "^[[:space:]]*$(basename "$f") " && rm -f "$f"
+  done
+fi
+mpirun=$(command -v mpirun || echo "$work/bin/mpirun")
+cuda_libs=""
+for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  p=$(find /usr/local/cuda*/ /usr/lib /opt -name "$l" 2>/dev/null | head -1)
+  [ -n "$p" ] && cuda_libs="$cuda_libs:$(dirname "$p")"
+done
+export LD_LIBRARY_PATH="$work/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMPI_MCA_ess_singleton_isolated=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bin=$work/bin
+sy=$bin/switchyard
+
+for step in "${steps[@]}"; do
+  case $step in
+  env)
+    note "== env $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null)"
+    note "$(nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader)"
+    note "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x $(nproc)"
+    note "LD_LIBRARY_PATH=$LD_LIBRARY_PATH; mpirun $mpirun; bundled libraries used: $(ls "$work/lib" | wc -l)"
+    missing=$(ldd "$bin"/* | grep "not found" | sort -u)
+    [ -n "$missing" ] && note "missing libraries: $missing"
+    run version 30 "$sy" --version
+    ;;
+  tests)
+    run backend_ops_cuda 300 "$bin/sy_backend_ops_test" --gtest_filter='cuda/*:BackendOpsCuda.*'
+    run workspace 120 "$bin/sy_runtime_core_test" --gtest_filter='*Workspace*'
+    run optim_cuda 120 "$bin/optim_cuda_test"
+    # The trainer tests read examples/configs at the path they were built with.
+    [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+    run trainer_cuda 300 "$bin/sy_train_test" --gtest_filter='*Cuda*'
+    grep -E "^\[ +(OK|FAILED|SKIPPED) +\]" "$logs/trainer_cuda.log" | tee -a "$summary"
+    run kv_cache_decoder 300 "$bin/inference_kv_cache_decoder_test" --gtest_filter='*cuda*:*Cuda*'
+    run nccl_one_rank 120 "$bin/parallel_nccl_communicator_test"
+    ;;
+  selftest)
+    run selftest_cuda 300 "$sy" selftest --device cuda:0
+    ;;
+  offload)
+    model=$work/decode_bench_model
+    run write_model 300 env -u LD_LIBRARY_PATH python3 benchmarks/inference/write_decode_bench_model.py "$model"
+    # Pinned host-to-device bandwidth: the bound of decode that copies every routed expert.
+    run h2d_bandwidth 60 env -u LD_LIBRARY_PATH python3 -c "
+import torch,time
+x=torch.empty(256<<20,dtype=torch.uint8).pin_memory(); y=torch.empty_like(x,device='cuda')
+for _ in range(3): y.copy_(x,non_blocking=True)
+torch.cuda.synchronize(); t=time.perf_counter()
+for _ in range(20): y.copy_(x,non_blocking=True)
+torch.cuda.synchronize(); dt=time.perf_counter()-t
+print(f'pinned H2D {20*x.numel()/dt/1e9:.1f} GB/s')"
+    grep -h "GB/s" "$logs/h2d_bandwidth.log" | tee -a "$summary"
+    run generate_cpu 120 "$sy" generate --model "$model" --device cpu --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens 16
+    run generate_cuda 120 "$sy" generate --model "$model" --device cuda:0 --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens 16
+    run bench_infer_cuda 400 "$sy" bench infer --model "$model" --device cuda:0 \
+      --policies resident,ondemand,prefetch-all,ring,predictive,cpu-compute,hot-cold,layer-split \
+      --device-slots 24 --prompt-len 32 --gen-len 32 --repeats 3 --json "$logs/bench_infer_cuda.json"
+    grep -E "^\|" "$logs/bench_infer_cuda.log" | tee -a "$summary"
+    run bench_infer_cuda_pregated 300 "$sy" bench infer --model "$model" --device cuda:0 --pregate \
+      --policies resident,pregated,ondemand --device-slots 24 --prompt-len 32 --gen-len 32 --repeats 3
+    grep -E "^\|" "$logs/bench_infer_cuda_pregated.log" | tee -a "$summary"
+    ;;
+  train)
+    cfg=benchmarks/train/gpu.json
+    common=(--set train.device=cuda:0 --set train.steps=12 --set train.eval_every=0
+            --set train.eval_batches=1 --set checkpoint.dir= --set log.every=1 --set log.progress=none)
+    run train_cuda 300 "$sy" train --config "$cfg" "${common[@]}" --set log.metrics="$logs/train_cuda.jsonl"
+    # ZeRO-3 needs two ranks; both share the one GPU. Same global batch, so the same losses.
+    run train_cuda_zero3 300 "$mpirun" --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH \
+      "$sy" train --config "$cfg" "${common[@]}" --set parallel.zero_stage=3 \
+      --set log.metrics="$logs/train_cuda_zero3.jsonl"
+    run train_cpu_reference 300 "$sy" train --config examples/configs/tiny.json --set train.steps=5 \
+      --set checkpoint.dir= --set log.every=1 --set log.progress=none --set log.metrics="$logs/tiny_cpu.jsonl"
+    run train_cuda_reference 300 "$sy" train --config examples/configs/tiny.json --set train.steps=5 \
+      --set train.device=cuda:0 --set checkpoint.dir= --set log.every=1 --set log.progress=none \
+      --set log.metrics="$logs/tiny_cuda.jsonl"
+    env -u LD_LIBRARY_PATH python3 benchmarks/train/gpu_mfu.py "$cfg" "$logs/train_cuda.jsonl" "$logs/train_cuda_zero3.jsonl" \
+      "$logs/tiny_cpu.jsonl" "$logs/tiny_cuda.jsonl" 2>&1 | tee -a "$summary"
+    ;;
+  esac
+done
+tar -C "$logs" -czf "$out/logs.tar.gz" .
+note "== done $(date -u +%FT%TZ)"
