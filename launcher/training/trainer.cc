@@ -180,6 +180,16 @@ Status Trainer::InitParamStates() {
     states_.push_back(std::move(s));
   }
   backend_->Synchronize();
+  if (!dist_ && !config_.expert_store.enabled() &&
+      DeviceAdam::Supported(*backend_, config_.optimizer_options())) {
+    SY_ASSIGN_OR_RETURN(device_adam_,
+                        DeviceAdam::Create(*backend_, config_.optimizer_options(), &states_));
+    // The device holds the moments; the host copies are filled only for a checkpoint.
+    for (ParamState& s : states_) {
+      std::vector<float>().swap(s.m);
+      std::vector<float>().swap(s.v);
+    }
+  }
   return Status::Ok();
 }
 
@@ -303,6 +313,7 @@ void Trainer::DropExpertStates() {
 std::vector<std::vector<float>> Trainer::ParameterValues() {
   std::vector<std::vector<float>> out;
   backend_->Synchronize();
+  if (device_adam_) device_adam_->SyncToHost();
   for (ParamState& s : states_) {
     const float* p = s.host_value.data<float>();
     out.emplace_back(p, p + s.host_value.numel());

@@ -44,6 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "launcher/training/device_adam.h"
 #include "launcher/training/expert_state_store.h"
 #include "launcher/training/param_state.h"
 #include "launcher/training/train_checkpoint.h"
@@ -208,6 +209,8 @@ class Trainer {
   std::unique_ptr<Batcher> train_batcher_, eval_batcher_;
   std::unique_ptr<MoeModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  // One process on a GPU with Adam/AdamW: the optimizer steps on the device (null otherwise).
+  std::unique_ptr<DeviceAdam> device_adam_;
   std::unique_ptr<LrSchedule> schedule_;
   // The parameters this rank steps, in ParameterStore order: distributed, its own experts and
   // (without ZeRO-3, which keeps its own) the dense ones.

@@ -44,6 +44,7 @@ Status Trainer::SaveCheckpoint(const std::string& path) {
   // With an expert store the experts' states are consolidated into the file an in-memory run
   // writes; their moments are held only for the save. A rank whose store fails returns here, and
   // RunTrainingJob ends the job on every rank.
+  if (device_adam_) device_adam_->SyncToHost();
   const Status exported = ExportExpertStates();
   Status saved = exported.ok() ? SaveCheckpointOfStates(path) : exported;
   DropExpertStates();
@@ -287,6 +288,7 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
     }
   }
   backend_->Synchronize();
+  if (device_adam_) device_adam_->SyncToDevice();
   if (dist_ && dist_->zero()) {
     // The dense values go into the model's tensors (every rank the same), from which each rank
     // takes its shard; likewise the optimizer state.

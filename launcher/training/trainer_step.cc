@@ -59,7 +59,7 @@ Result<StepReport> Trainer::StepOnce() {
   const auto forward_done = Clock::now();
   const double comm_forward = comm();
   SY_RETURN_IF_ERROR(model_->Backward());
-  if (!host_backend()) {
+  if (!host_backend() && !device_adam_) {
     for (ParamState& s : states_) {
       backend_->CopyAsync(s.param->grad, s.host_grad, backend_->compute_stream());
     }
@@ -76,6 +76,11 @@ Result<StepReport> Trainer::StepOnce() {
     report.ce_loss = global.ce_loss;
     report.aux_loss = global.aux_loss;
     report.grad_norm = global.grad_norm;
+  } else if (device_adam_) {
+    report.grad_norm = device_adam_->ClipGradNorm(static_cast<float>(config_.train.grad_clip));
+    report.loss = loss.loss;
+    report.ce_loss = loss.ce_loss;
+    report.aux_loss = loss.aux_loss;
   } else {
     std::vector<std::span<float>> grads;
     grads.reserve(states_.size());
@@ -92,7 +97,9 @@ Result<StepReport> Trainer::StepOnce() {
   }
   report.lr = schedule_->Lr(step_);
   report.skipped = !std::isfinite(report.grad_norm);
-  if (!report.skipped) {
+  if (!report.skipped && device_adam_) {
+    device_adam_->Step(report.lr);
+  } else if (!report.skipped) {
     std::vector<ParamGroup> groups;
     groups.reserve(states_.size());
     for (ParamState& s : states_) {

@@ -60,6 +60,13 @@ Result<std::unique_ptr<Backend>> CreateCudaBackend(int index, const BackendOptio
   return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(info));
 }
 
+void* CudaComputeStream(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  SY_CHECK(cuda != nullptr) << "CudaComputeStream: " << backend.device().ToString()
+                            << " is not a CUDA backend";
+  return cuda->stream();
+}
+
 CudaBackend::CudaBackend(const CudaDeviceInfo& info) : info_(info) {
   ScopedCudaDevice guard(info_.index);
   const int device = info_.index;

@@ -121,6 +121,7 @@ class CudaBackend final : public Backend {
                              std::span<const int64_t> group_rows, float beta) override;
 
  private:
+  friend void* CudaComputeStream(Backend& backend);
   Result<Tensor> AllocateDevice(DType dtype, Shape shape) override;
   Result<Tensor> AllocatePinnedHost(DType dtype, Shape shape) override;
   // Temporary device memory for one operator call; see "Scratch" above. Open one per operator,
