@@ -466,6 +466,8 @@ Result<std::unique_ptr<GgufCheckpoint>> GgufCheckpoint::Open(const std::string& 
                                 "different architecture or a newer llama.cpp)");
   };
   for (const GgufTensorInfo& t : h.tensors) {
+    // A tied model's copy of the embedding (kTiedOutputKey): no lm_head.weight of its own.
+    if (c.tie_word_embeddings && t.name == "output.weight") continue;
     const std::vector<int64_t> shape = t.shape();
     bool found = false;
     for (const auto& [hf_name, gguf_name] : kTopNames) {

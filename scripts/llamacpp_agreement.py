@@ -85,9 +85,9 @@ def llama_simple(bin_dir, gguf, prompt_text, pieces):
     if r.returncode != 0:
         return None, r.stderr.decode(errors="replace").strip()[-800:]
     text = r.stdout.decode(errors="replace").rstrip("\n")
-    # What llama_token_to_piece(..., special=true) prints: a piece's text, a control token's
-    # text, U+2585 for <unk>.
-    shown = {p: i for i, (p, _, t) in enumerate(pieces) if t != 2}
+    # What llama_token_to_piece(..., special=true) prints: a piece's text, a control or unknown
+    # token's text (some releases print U+2585 for the unknown token).
+    shown = {p: i for i, (p, _, t) in enumerate(pieces)}
     shown["\u2585"] = 0
     ids, k = [], 0
     while k < len(text):

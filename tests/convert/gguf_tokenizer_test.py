@@ -61,6 +61,17 @@ def convert(binary, src, out):
                           text=True)
 
 
+def converted(binary, src, out, case, missing_library):
+    """Converts; False (saying why) when it fails, or when the build lacks the tokenizer's
+    library (the conversion then says `missing_library` and writes no tokenizer: skipped)."""
+    r = convert(binary, src, out)
+    if missing_library in r.stderr:
+        print(f"SKIP {case}: this build has {missing_library}")
+        return False
+    return check(r.returncode == 0, f"{case}: convert {src}" +
+                 ("" if r.returncode == 0 else f": {r.stderr.strip()[-300:]}"))
+
+
 def fields(path):
     """{key: value}: strings decoded, arrays as lists, scalars as Python numbers."""
     r = gguf.GGUFReader(path)
@@ -97,12 +108,7 @@ def spm_case(binary, work):
     d = model_dir(work, "mixtral", vocab)
     pieces = oracle.write_spm_tokenizer(d, pieces_n)
     out = os.path.join(work, "spm.gguf")
-    r = convert(binary, d, out)
-    if "no libsentencepiece" in r.stderr:
-        print("SKIP sentencepiece: this build has no libsentencepiece")
-        return
-    if not check(r.returncode == 0, f"spm: convert {d}" +
-                 ("" if r.returncode == 0 else f": {r.stderr.strip()[-300:]}")):
+    if not converted(binary, d, out, "spm", "no libsentencepiece"):
         return
     pad = range(pieces_n, vocab)
     expect(fields(out), {
@@ -156,12 +162,7 @@ def bpe_case(binary, work):
         json.dump({"eos_token": "<|endoftext|>", "add_bos_token": False}, f)
     saved = json.load(open(os.path.join(d, "tokenizer.json")))
     out = os.path.join(work, "bpe.gguf")
-    r = convert(binary, d, out)
-    if "no ICU" in r.stderr:
-        print("SKIP bpe: this build has no ICU")
-        return
-    if not check(r.returncode == 0, f"bpe: convert {d}" +
-                 ("" if r.returncode == 0 else f": {r.stderr.strip()[-300:]}")):
+    if not converted(binary, d, out, "bpe", "no ICU"):
         return
     by_id = {i: t for t, i in tok.get_vocab(with_added_tokens=True).items()}
     added = {a["id"]: a["special"] for a in saved["added_tokens"]}
