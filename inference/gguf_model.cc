@@ -17,6 +17,14 @@
 namespace sy {
 namespace {
 
+// Marks an output.weight that is a copy of token_embd.weight, written because llama.cpp's arch
+// requires output.weight (NeedsOutputTensor) for a model whose embeddings are tied. llama.cpp
+// ignores the key; Switchyard reads the model as tied again.
+constexpr std::string_view kTiedOutputKey = "switchyard.tie_word_embeddings";
+
+// llama.cpp loads output.weight as required (not TENSOR_NOT_REQUIRED) for these archs.
+bool NeedsOutputTensor(HfFamily family) { return family == HfFamily::kOlmoe; }
+
 using storage::GgmlType;
 using storage::GgufHeader;
 using storage::GgufKeyValue;
@@ -364,7 +372,10 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
     SY_GET(c.moe_intermediate_size, m.Int("expert_feed_forward_length", std::nullopt, 1));
   }
   SY_GET(c.norm_topk_prob, m.Bool("expert_weights_norm", DefaultNormTopk(out.family)));
-  c.tie_word_embeddings = h.FindTensor("output.weight") == nullptr;
+  const GgufValue* tied_copy = h.Find(kTiedOutputKey);
+  c.tie_word_embeddings =
+      h.FindTensor("output.weight") == nullptr ||
+      (tied_copy != nullptr && tied_copy->type == GgufValueType::kBool && tied_copy->b);
   c.attention_bias = h.FindTensor("blk.0.attn_q.bias") != nullptr;
   // Qwen3-MoE, OLMoE and DeepSeek with attention_bias put a bias on o as well (attn_output.bias).
   c.attention_out_bias = h.FindTensor("blk.0.attn_output.bias") != nullptr;
@@ -455,6 +466,8 @@ Result<std::unique_ptr<GgufCheckpoint>> GgufCheckpoint::Open(const std::string& 
                                 "different architecture or a newer llama.cpp)");
   };
   for (const GgufTensorInfo& t : h.tensors) {
+    // A tied model's copy of the embedding (kTiedOutputKey): no lm_head.weight of its own.
+    if (c.tie_word_embeddings && t.name == "output.weight") continue;
     const std::vector<int64_t> shape = t.shape();
     bool found = false;
     for (const auto& [hf_name, gguf_name] : kTopNames) {
@@ -647,6 +660,12 @@ Status WriteGgufFromHf(const HfModelConfig& hf, std::span<const HfTensorView> te
   if (const HfTensorView* v = take("lm_head.weight")) {
     if (!c.tie_word_embeddings) plan.push_back({"output.weight", {v}, 0, false});
   }
+  // llama.cpp's olmoe requires output.weight: a tied OLMoE gets the embedding again under that
+  // name, and kTiedOutputKey says it is that copy, so that reading the file ties again.
+  const bool tied_copy = c.tie_word_embeddings && NeedsOutputTensor(family);
+  if (tied_copy && by_name.count("model.embed_tokens.weight")) {
+    plan.push_back({"output.weight", {by_name["model.embed_tokens.weight"]}, 0, false});
+  }
   for (const HfTensorView& t : tensors) {
     if (!used.count(t.name) && t.name.find("rotary_emb.inv_freq") == std::string::npos) {
       return InvalidArgumentError(path + ": tensor \"" + t.name + "\" has no GGUF name for a " +
@@ -721,6 +740,7 @@ Status WriteGgufFromHf(const HfModelConfig& hf, std::span<const HfTensorView> te
     out.push_back(std::move(w));
   }
   std::vector<GgufKeyValue> metadata = GgufModelMetadata(hf, options.name);
+  if (tied_copy) metadata.push_back({std::string(kTiedOutputKey), GgufValue::Bool(true)});
   // general.file_type: llama.cpp's llama_ftype of the bulk of the weights.
   const GgmlType main_type =
       options.type.value_or(plan.empty() ? GgmlType::kF32 : plan[0].sources[0]->type);

@@ -17,7 +17,10 @@
 // Tensor names (blk.L. prefix inside layer L):
 //   model.embed_tokens.weight          token_embd.weight
 //   model.norm.weight                  output_norm.weight
-//   lm_head.weight                     output.weight (absent when tied)
+//   lm_head.weight                     output.weight (absent when tied, except for olmoe, whose
+//                                      llama.cpp loader requires it: there a tied model gets the
+//                                      embedding again, marked switchyard.tie_word_embeddings =
+//                                      true, and reads back tied)
 //   input_layernorm.weight             attn_norm.weight
 //   post_attention_layernorm.weight    ffn_norm.weight
 //   self_attn.{q,k,v}_proj.{weight,bias}  attn_{q,k,v}.{weight,bias}

@@ -174,6 +174,7 @@ std::array<char32_t, 256> ByteToUnicode() {
 struct AddedToken {
   int32_t id;
   std::string content;
+  bool special = false;
 };
 
 class HfBpeTokenizer : public Tokenizer {
@@ -181,6 +182,7 @@ class HfBpeTokenizer : public Tokenizer {
   Result<std::vector<int32_t>> Encode(std::string_view text) const override;
   Result<std::string> Decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
+  Result<TokenizerVocabulary> Vocabulary() const override;
 
   static Result<std::unique_ptr<Tokenizer>> Parse(std::string_view text, const std::string& source);
 
@@ -399,9 +401,14 @@ Result<std::unique_ptr<Tokenizer>> HfBpeTokenizer::Parse(std::string_view text,
     }
     const std::string content = a["content"].get<std::string>();
     if (content.empty()) return Field(src, field + ".content", "is empty");
+    bool special = false;
+    if (a.contains("special")) {
+      if (!a["special"].is_boolean()) return Field(src, field + ".special", "is not a boolean");
+      special = a["special"].get<bool>();
+    }
     const int64_t id = a["id"].get<int64_t>();
     SY_RETURN_IF_ERROR(set_token(id, content, true, field));
-    tok->added_.push_back({static_cast<int32_t>(id), content});
+    tok->added_.push_back({static_cast<int32_t>(id), content, special});
   }
   std::stable_sort(
       tok->added_.begin(), tok->added_.end(),
@@ -602,6 +609,37 @@ Result<std::string> HfBpeTokenizer::Decode(std::span<const int32_t> ids) const {
     }
   }
   return out;
+}
+
+// As llama.cpp's convert_hf_to_gguf.py (get_vocab_base) writes a byte-level BPE: tokens in their
+// byte-mapped form, added tokens as control (special) or user-defined, ids with no token unused,
+// the merges in rank order, and the pre-tokenizer named by its regex.
+Result<TokenizerVocabulary> HfBpeTokenizer::Vocabulary() const {
+  TokenizerVocabulary v;
+  v.model = "gpt2";
+  v.pre = pattern_ == Pattern::kQwen2    ? "qwen2"
+          : pattern_ == Pattern::kLlama3 ? "llama-bpe"
+                                         : "gpt-2";
+  v.tokens = id_to_token_;
+  v.types.assign(id_to_token_.size(), TokenizerVocabulary::kNormal);
+  for (size_t i = 0; i < id_to_token_.size(); ++i) {
+    if (id_to_token_[i].empty()) v.types[i] = TokenizerVocabulary::kUnused;
+  }
+  for (const AddedToken& a : added_) {
+    v.types[static_cast<size_t>(a.id)] =
+        a.special ? TokenizerVocabulary::kControl : TokenizerVocabulary::kUserDefined;
+  }
+  std::vector<std::pair<int32_t, std::pair<int32_t, int32_t>>> by_rank;  // rank, (left, right)
+  by_rank.reserve(merges_.size());
+  for (const auto& [pair, merged] : merges_) by_rank.push_back({merged.first, pair});
+  std::sort(by_rank.begin(), by_rank.end());
+  v.merges.reserve(by_rank.size());
+  for (const auto& [rank, pair] : by_rank) {
+    v.merges.push_back(id_to_token_[static_cast<size_t>(pair.first)] + " " +
+                       id_to_token_[static_cast<size_t>(pair.second)]);
+  }
+  v.add_space_prefix = add_prefix_space_;
+  return v;
 }
 
 }  // namespace

@@ -29,6 +29,15 @@ class SentencePieceTokenizer : public Tokenizer {
     return Status::Ok();
   }
 
+  Status LoadFromBytes(std::string_view bytes) {
+    const auto status = processor_.LoadFromSerializedProto(bytes);
+    if (!status.ok()) {
+      return InvalidArgumentError(path_ + ": not a SentencePiece model (" + status.ToString() +
+                                  ")");
+    }
+    return Status::Ok();
+  }
+
   Result<std::vector<int32_t>> Encode(std::string_view text) const override {
     std::vector<int> ids;
     const auto status = processor_.Encode(text, &ids);
@@ -53,6 +62,37 @@ class SentencePieceTokenizer : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return processor_.GetPieceSize(); }
+
+  // As llama.cpp's convert_hf_to_gguf.py (_create_vocab_sentencepiece) reads it: each piece, its
+  // score and its kind (unknown, control, unused, byte, else normal).
+  Result<TokenizerVocabulary> Vocabulary() const override {
+    TokenizerVocabulary v;
+    v.model = "llama";
+    v.pre = "default";
+    const int n = processor_.GetPieceSize();
+    for (int id = 0; id < n; ++id) {
+      v.tokens.push_back(processor_.IdToPiece(id));
+      v.scores.push_back(processor_.GetScore(id));
+      v.types.push_back(processor_.IsUnknown(id)   ? TokenizerVocabulary::kUnknown
+                        : processor_.IsControl(id) ? TokenizerVocabulary::kControl
+                        : processor_.IsUnused(id)  ? TokenizerVocabulary::kUnused
+                        : processor_.IsByte(id)    ? TokenizerVocabulary::kByte
+                                                   : TokenizerVocabulary::kNormal);
+    }
+    // add_dummy_prefix lives in the model's NormalizerSpec, which the public API does not show;
+    // its effect does: the first piece of an encoded word starts with U+2581 exactly when the
+    // normalizer put a space before the text.
+    std::vector<std::string> pieces;
+    if (!processor_.Encode("x", &pieces).ok()) {
+      return InternalError(path_ + ": cannot encode \"x\"");
+    }
+    v.add_space_prefix = !pieces.empty() && pieces[0].rfind("\xE2\x96\x81", 0) == 0;
+    v.bos_id = processor_.bos_id();
+    v.eos_id = processor_.eos_id();
+    v.unk_id = processor_.unk_id();
+    v.pad_id = processor_.pad_id();
+    return v;
+  }
 
  private:
   std::string path_;
@@ -120,6 +160,20 @@ Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string&
   return UnavailableError(path +
                           ": this build has no libsentencepiece; install libsentencepiece-dev "
                           "(scripts/install-deps.sh) and rebuild, or pass --prompt-ids");
+#endif
+}
+
+Result<std::unique_ptr<Tokenizer>> ParseSentencePieceModel(std::string_view bytes,
+                                                           const std::string& source) {
+#if SY_HAVE_SENTENCEPIECE
+  auto tok = std::make_unique<SentencePieceTokenizer>(source);
+  SY_RETURN_IF_ERROR(tok->LoadFromBytes(bytes));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+#else
+  (void)bytes;
+  return UnavailableError(source +
+                          ": this build has no libsentencepiece; install libsentencepiece-dev "
+                          "(scripts/install-deps.sh) and rebuild");
 #endif
 }
 

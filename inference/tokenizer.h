@@ -28,6 +28,35 @@
 
 namespace sy {
 
+// A tokenizer's vocabulary as llama.cpp's llama_vocab sees it (the GGUF keys tokenizer.ggml.*,
+// written by inference/gguf_tokenizer.h).
+struct TokenizerVocabulary {
+  // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE).
+  std::string model;
+  // tokenizer.ggml.pre, llama.cpp's pre-tokenizer name: "default" for SentencePiece; "gpt-2",
+  // "qwen2" or "llama-bpe" by the BPE's split regex.
+  std::string pre;
+  // Indexed by id. An id with no token has an empty string and type kUnused.
+  std::vector<std::string> tokens;
+  std::vector<float> scores;  // SentencePiece: the piece scores; BPE: empty
+  // llama_token_type values.
+  enum Type : int32_t {
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6
+  };
+  std::vector<int32_t> types;
+  std::vector<std::string> merges;  // BPE: "left right", by rank; SentencePiece: empty
+  // Whether a space is put before the text (SentencePiece's add_dummy_prefix; BPE ByteLevel's
+  // add_prefix_space).
+  bool add_space_prefix = false;
+  // The model's own special ids (SentencePiece), -1 when it has none.
+  int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -38,6 +67,10 @@ class Tokenizer {
   virtual Result<std::string> Decode(std::span<const int32_t> ids) const = 0;
   // One more than the largest id.
   virtual int64_t vocab_size() const = 0;
+  // The vocabulary; Unimplemented for a tokenizer llama.cpp has no model for.
+  virtual Result<TokenizerVocabulary> Vocabulary() const {
+    return UnimplementedError("this tokenizer has no llama.cpp vocabulary form");
+  }
 };
 
 // dir/tokenizer.json when present, else dir/tokenizer.model; NotFound naming both otherwise.
@@ -49,6 +82,9 @@ Result<std::unique_ptr<Tokenizer>> ParseHfTokenizerJson(std::string_view json,
 
 // A SentencePiece model file.
 Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path);
+// A SentencePiece model from its bytes (a tokenizer.model's contents); `source` names it in errors.
+Result<std::unique_ptr<Tokenizer>> ParseSentencePieceModel(std::string_view bytes,
+                                                           const std::string& source);
 
 // Streams decoded text: Append(id) returns the new complete UTF-8 text, holding back the bytes of
 // a character that is not complete yet; a byte sequence that can never be UTF-8 is shown as

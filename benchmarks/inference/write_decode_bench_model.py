@@ -9,6 +9,10 @@ The tensors and their Hugging Face names come from tests/inference/hf_moe_oracle
 values in float32 (the oracle's float64 would need 8 bytes per weight in memory) and writes one
 shard per decoder layer, so a shard's float64 copy is all the writer holds at once. A model whose
 config.json is already the one asked for, with its index written, is kept.
+
+It also gets hf_moe_oracle's two-letter SentencePiece tokenizer (tokenizer.model and
+tokenizer_config.json), which llama.cpp's convert_hf_to_gguf.py needs
+(benchmarks/inference/vs_llamacpp.sh).
 """
 import argparse
 import json
@@ -56,6 +60,8 @@ def main():
     config_file = os.path.join(args.model_dir, "config.json")
     if os.path.exists(index) and os.path.exists(config_file):
         if json.load(open(config_file)) == config:
+            if not os.path.exists(os.path.join(args.model_dir, "tokenizer.model")):
+                oracle.write_spm_tokenizer(args.model_dir, args.vocab)
             print(f"{args.model_dir}: kept (same config)")
             return 0
     os.makedirs(args.model_dir, exist_ok=True)
@@ -80,6 +86,7 @@ def main():
     expert_bytes = 3 * args.hidden * args.intermediate * 2 * args.experts * args.layers
     with open(config_file, "w") as f:
         json.dump(config, f, indent=2)
+    oracle.write_spm_tokenizer(args.model_dir, args.vocab)
     with open(index, "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
     print(f"{args.model_dir}: {total / 2**20:.0f} MiB of bf16 weights, experts "

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "inference/gguf_model.h"
+#include "inference/gguf_tokenizer.h"
 #include "inference/model_loader.h"
 #include "launcher/convert/hf_format.h"
 #include "storage/formats/ggml_quants.h"
@@ -226,6 +227,19 @@ class Gguf final : public ModelFormat {
     std::error_code ec;
     if (fs::exists(out, ec)) {
       return AlreadyExistsError(out + " exists; choose a new --out (convert never overwrites)");
+    }
+    Result<std::vector<storage::GgufKeyValue>> tokenizer =
+        GgufTokenizerMetadata(image.hf_files, image.config.vocab_size, image.path);
+    if (tokenizer.ok()) {
+      gguf.extra_metadata = std::move(*tokenizer);
+    } else if (tokenizer.status().code() == StatusCode::kUnimplemented ||
+               tokenizer.status().code() == StatusCode::kUnavailable) {
+      // The weights convert without it; llama.cpp then cannot tokenize text for the file.
+      if (options.progress) {
+        options.progress("gguf: no tokenizer metadata: " + tokenizer.status().message());
+      }
+    } else {
+      return tokenizer.status().WithContext("writing " + out);
     }
     std::vector<std::vector<uint8_t>> buffers;
     std::vector<HfTensorView> views;

@@ -104,6 +104,10 @@ def gguf_tensors(fam, c, hf):
         out[f"blk.{layer}.{layer_map[rest]}"] = a
     for (layer, stack), by_e in experts.items():
         out[f"blk.{layer}.ffn_{stack}_exps.weight"] = np.stack([by_e[e] for e in sorted(by_e)])
+    if fam == "olmoe" and c.get("tie_word_embeddings", False):
+        # Where llama.cpp's converter writes nothing: llama.cpp's olmoe loader requires
+        # output.weight, so a tied OLMoE gets the embedding again (switchyard.tie_word_embeddings).
+        out["output.weight"] = out["token_embd.weight"]
     return out
 
 
@@ -132,6 +136,8 @@ def expected_metadata(fam, c):
         m[f"{a}.expert_shared_count"] = c["n_shared_experts"]
         m[f"{a}.leading_dense_block_count"] = c["first_k_dense_replace"]
         m[f"{a}.expert_weights_scale"] = np.float32(1.0)
+    if fam == "olmoe" and c.get("tie_word_embeddings", False):
+        m["switchyard.tie_word_embeddings"] = True
     return m
 
 

@@ -110,6 +110,63 @@ def write_model(model_dir, config, tensors, dtype, shards=1):
     return values
 
 
+# ---------------------------------------------------------------- a SentencePiece tokenizer
+
+
+def _pb_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _pb_field(number, wire, payload):
+    """One protobuf field: wire 0 = varint (payload an int), 2 = bytes, 5 = f32."""
+    key = _pb_varint(number << 3 | wire)
+    if wire == 0:
+        return key + _pb_varint(payload)
+    if wire == 5:
+        return key + struct.pack("<f", payload)
+    return key + _pb_varint(len(payload)) + payload
+
+
+def spm_vocabulary(vocab_size):
+    """The pieces of write_spm_tokenizer: [(piece, score, type)], type as in sentencepiece's
+    ModelProto (1 normal, 2 unknown, 3 control). Ids 0-2 are <unk>, <s>, </s>; every other piece
+    is an upper-case letter followed by a lower-case one ("Aa", "Ab", ...), so a text made of
+    pieces splits into them in exactly one way, and a printed token sequence reads back into ids
+    (every piece is two printable bytes)."""
+    assert 3 < vocab_size <= 3 + 26 * 26
+    pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3)]
+    for i in range(vocab_size - 3):
+        pieces.append((chr(ord("A") + i // 26) + chr(ord("a") + i % 26), -1.0 - i / 1024, 1))
+    return pieces
+
+
+def write_spm_tokenizer(model_dir, vocab_size):
+    """Writes tokenizer.model (a SentencePiece unigram model, serialized by hand so that no
+    sentencepiece Python package is needed) and tokenizer_config.json: no dummy prefix, no
+    whitespace rewriting, BOS added. Returns spm_vocabulary(vocab_size)."""
+    pieces = spm_vocabulary(vocab_size)
+    proto = b"".join(_pb_field(1, 2, _pb_field(1, 2, p.encode()) + _pb_field(2, 5, sc) +
+                               _pb_field(3, 0, t)) for p, sc, t in pieces)
+    # TrainerSpec: model_type UNIGRAM, vocab_size; unk/bos/eos/pad ids keep their defaults 0/1/2/-1.
+    proto += _pb_field(2, 2, _pb_field(3, 0, 1) + _pb_field(4, 0, vocab_size))
+    # NormalizerSpec: identity, add_dummy_prefix false, remove_extra_whitespaces false.
+    proto += _pb_field(3, 2, _pb_field(1, 2, b"identity") + _pb_field(3, 0, 0) +
+                       _pb_field(4, 0, 0))
+    with open(os.path.join(model_dir, "tokenizer.model"), "wb") as f:
+        f.write(proto)
+    with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"add_bos_token": True, "add_eos_token": False, "add_prefix_space": False,
+                   "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                   "tokenizer_class": "LlamaTokenizer"}, f, indent=2)
+    return pieces
+
+
 # ---------------------------------------------------------------- tiny random models
 
 
