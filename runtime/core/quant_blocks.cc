@@ -76,11 +76,13 @@ void QuantQ4_0(const float* x, uint8_t* y) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   const F16 dh = F32ToF16(d);
   std::memcpy(y, &dh.bits, 2);
-  // gguf.quants computes x * id + 8.5 in f64 (ggml's f32 reference differs only where FMA
-  // contraction does).
+  // gguf.quants computes x * id + 8.5 in f64, rounds that to f32 and then truncates
+  // (np.trunc(..., dtype=np.float32)): a value a hair under an integer in f64 that rounds up to
+  // it in f32 (x an exact multiple of d / 2, common in bf16 weights) truncates to that integer.
+  // ggml's f32 reference differs only where FMA contraction does.
   auto q = [&](float v) {
-    const double t = std::trunc(static_cast<double>(v) * static_cast<double>(id) + 8.5);
-    return static_cast<uint8_t>(std::clamp(t, 0.0, 15.0));
+    const float t = static_cast<float>(static_cast<double>(v) * static_cast<double>(id) + 8.5);
+    return static_cast<uint8_t>(std::clamp(std::trunc(t), 0.0f, 15.0f));
   };
   for (int i = 0; i < 16; ++i) y[2 + i] = static_cast<uint8_t>(q(x[i]) | (q(x[i + 16]) << 4));
 }
