@@ -557,18 +557,38 @@ Result<std::vector<uint8_t>> GgufCheckpoint::ReadRaw(const std::string& name) co
   SY_ASSIGN_OR_RETURN(const Entry* e, Find(name));
   const std::string what = where() + ": tensor \"" + e->tensor->name + "\"";
   const GgmlType type = e->tensor->type;
-  if (type != GgmlType::kF32 && type != GgmlType::kF16 && type != GgmlType::kBF16) {
+  if (!storage::GgmlTypeToDType(type)) {
     return InvalidArgumentError(what + " is " + std::string(storage::GgmlTypeName(type)) +
-                                ", which has no lossless Hugging Face dtype; read it as f32");
+                                ", which has no runtime dtype; read it as f32");
   }
   const std::span<const uint8_t> src = Bytes(*e);
   std::vector<uint8_t> out(src.begin(), src.end());
   if (e->permute_heads > 0) {
     const size_t row = e->shape.size() == 2 ? static_cast<size_t>(e->shape[1]) : 1;
-    SY_RETURN_IF_ERROR(PermuteRows(out, row * static_cast<size_t>(storage::GgmlTypeSize(type)),
-                                   e->permute_heads, /*to_gguf=*/false, what));
+    const auto row_bytes =
+        static_cast<size_t>(row / storage::GgmlBlockSize(type) * storage::GgmlTypeSize(type));
+    SY_RETURN_IF_ERROR(PermuteRows(out, row_bytes, e->permute_heads, /*to_gguf=*/false, what));
   }
   return out;
+}
+
+std::optional<DType> GgufCheckpoint::StoredQuantizedDType(const std::string& name) const {
+  Result<const Entry*> e = Find(name);
+  if (!e.ok()) return std::nullopt;
+  const std::optional<DType> dtype = storage::GgmlTypeToDType((*e)->tensor->type);
+  if (!dtype || !IsQuantized(*dtype)) return std::nullopt;
+  return dtype;
+}
+
+Status GgufCheckpoint::ReadBlocks(const std::string& name, std::span<uint8_t> out) const {
+  SY_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadRaw(name));
+  if (raw.size() != out.size()) {
+    return InvalidArgumentError(where() + ": tensor \"" + name + "\" holds " +
+                                std::to_string(raw.size()) + " bytes where " +
+                                std::to_string(out.size()) + " were expected");
+  }
+  std::memcpy(out.data(), raw.data(), raw.size());
+  return Status::Ok();
 }
 
 // ---- export ----

@@ -100,9 +100,13 @@ class GgufCheckpoint : public HfTensorSource {
   Status ReadF32(const std::string& name, std::span<float> out) const override;
   // The GGUF tensor type the values of `name` are stored in.
   Result<storage::GgmlType> Type(const std::string& name) const;
-  // The bytes of `name` in its stored type, unpermuted: lossless for F32, F16 and BF16 (what an
-  // HF export writes); InvalidArgument naming the tensor for a quantized type (use ReadF32).
+  // The bytes of `name` in its stored type, rows unpermuted: F32, F16 and BF16 (what an HF export
+  // writes) and the blocks of Q8_0, Q4_0 and Q4_K; InvalidArgument naming the tensor for any
+  // other type (use ReadF32).
   Result<std::vector<uint8_t>> ReadRaw(const std::string& name) const;
+  // Q8_0, Q4_0 and Q4_K tensors as the runtime's q8_0, q4_0, q4_k (ReadRaw's bytes).
+  std::optional<DType> StoredQuantizedDType(const std::string& name) const override;
+  Status ReadBlocks(const std::string& name, std::span<uint8_t> out) const override;
 
   struct Entry {
     const storage::GgufTensorInfo* tensor = nullptr;

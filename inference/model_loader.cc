@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "runtime/core/quant_blocks.h"
 #include "runtime/model/pregate_init.h"
 #include "storage/formats/safetensors.h"
 
@@ -135,12 +137,35 @@ Status UploadParameter(Backend& backend, Parameter& param, std::span<const float
     case DType::kU8:
     case DType::kI8:
     case DType::kF64:
-      return InvalidArgumentError("parameter " + param.name + " has a non-float dtype");
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      return InvalidArgumentError("parameter " + param.name + " has the dtype " +
+                                  std::string(DTypeName(value.dtype())) +
+                                  ", which f32 values do not upload to (UploadBlocks)");
   }
   backend.CopyAsync(host, value, backend.compute_stream());
   // The staging buffers are reused for the next tensor.
   backend.SynchronizeStream(backend.compute_stream());
   return Status::Ok();
+}
+
+Status UploadBlocks(Backend& backend, Parameter& param, std::span<const uint8_t> blocks) {
+  const Tensor& value = param.value;
+  SY_CHECK_EQ(blocks.size(), value.nbytes()) << param.name;
+  const Tensor host =
+      Tensor::Wrap(const_cast<uint8_t*>(blocks.data()), value.dtype(), value.shape());
+  backend.CopyAsync(host, value, backend.compute_stream());
+  backend.SynchronizeStream(backend.compute_stream());
+  return Status::Ok();
+}
+
+std::optional<DType> HfTensorSource::StoredQuantizedDType(const std::string&) const {
+  return std::nullopt;
+}
+
+Status HfTensorSource::ReadBlocks(const std::string& name, std::span<uint8_t>) const {
+  return UnimplementedError(where() + ": tensor \"" + name + "\" is not stored in blocks");
 }
 
 namespace {
@@ -166,10 +191,11 @@ class SafetensorsSource : public HfTensorSource {
   const storage::SafetensorsCheckpoint& ckpt_;
 };
 
-// Our parameter `name` of shape `want` from the checkpoint, converted to f32 into `f32`; its
-// Hugging Face name goes into `used`.
-Status ReadTensor(const HfTensorSource& source, HfFamily family, const std::string& name,
-                  const Shape& want_shape, std::set<std::string>& used, std::vector<float>& f32) {
+// The Hugging Face name of our parameter `name`, checked to exist with shape `want_shape`; it goes
+// into `used`.
+Result<std::string> CheckedTensorName(const HfTensorSource& source, HfFamily family,
+                                      const std::string& name, const Shape& want_shape,
+                                      std::set<std::string>& used) {
   const std::string& dir = source.where();
   const std::string config(source.config_name());
   const std::string hf_name = HfTensorName(family, name);
@@ -190,8 +216,39 @@ Status ReadTensor(const HfTensorSource& source, HfFamily family, const std::stri
                                 ", but " + config + " implies " + ShapeText(want) +
                                 "; the checkpoint does not match " + config);
   }
+  return hf_name;
+}
+
+// Our parameter `name` of shape `want` from the checkpoint, converted to f32 into `f32`.
+Status ReadTensor(const HfTensorSource& source, HfFamily family, const std::string& name,
+                  const Shape& want_shape, std::set<std::string>& used, std::vector<float>& f32) {
+  SY_ASSIGN_OR_RETURN(std::string hf_name,
+                      CheckedTensorName(source, family, name, want_shape, used));
   f32.resize(static_cast<size_t>(want_shape.numel()));
   return source.ReadF32(hf_name, f32);
+}
+
+// Our parameter `name` as `dtype` blocks (quantized) into `blocks`: the file's own blocks when it
+// stores exactly that type, else its values read as f32 (through `f32`) and quantized.
+Status ReadQuantizedTensor(const HfTensorSource& source, HfFamily family, const std::string& name,
+                           const Shape& want_shape, DType dtype, std::set<std::string>& used,
+                           std::vector<float>& f32, std::vector<uint8_t>& blocks) {
+  SY_ASSIGN_OR_RETURN(std::string hf_name,
+                      CheckedTensorName(source, family, name, want_shape, used));
+  blocks.resize(DTypeBytes(dtype, want_shape.numel()));
+  const std::optional<DType> stored = source.StoredQuantizedDType(hf_name);
+  if (stored == dtype) return source.ReadBlocks(hf_name, blocks);
+  if (dtype != DType::kQ8_0 && dtype != DType::kQ4_0) {
+    return InvalidArgumentError(
+        source.where() + ": tensor \"" + hf_name + "\" is stored as " +
+        (stored ? std::string(DTypeName(*stored)) : std::string("floats")) + ", and " +
+        std::string(DTypeName(dtype)) +
+        " has no quantizer here; load the experts as q8_0 or q4_0, or keep them unquantized");
+  }
+  f32.resize(static_cast<size_t>(want_shape.numel()));
+  SY_RETURN_IF_ERROR(source.ReadF32(hf_name, f32));
+  QuantizeBlocks(dtype, f32.data(), blocks.data(), want_shape.numel());
+  return Status::Ok();
 }
 
 const char* ExpertWeightName(offload::ExpertChunk c) {
@@ -212,6 +269,7 @@ Status LoadHostExperts(const HfTensorSource& ckpt, HfFamily family, const ModelC
                        offload::HostExperts& host, std::set<std::string>& used,
                        std::vector<float>& f32, const std::function<void(int64_t)>& loaded) {
   const offload::ExpertLayout& layout = host.layout();
+  std::vector<uint8_t> blocks;
   for (int layer = 0; layer < config.num_layers; ++layer) {
     const int m = config.MoeIndex(layer);
     if (m < 0) continue;
@@ -221,6 +279,13 @@ Status LoadHostExperts(const HfTensorSource& ckpt, HfFamily family, const ModelC
           "experts/layer" + std::to_string(layer) + "/expert" + std::to_string(e) + "/";
       for (const offload::ExpertChunk c : offload::kExpertChunks) {
         const Tensor dst = host.chunk(key, c);
+        if (IsQuantized(dst.dtype())) {
+          SY_RETURN_IF_ERROR(ReadQuantizedTensor(ckpt, family, base + ExpertWeightName(c),
+                                                 dst.shape(), dst.dtype(), used, f32, blocks));
+          std::memcpy(dst.data(), blocks.data(), blocks.size());
+          loaded(dst.numel());
+          continue;
+        }
         SY_RETURN_IF_ERROR(
             ReadTensor(ckpt, family, base + ExpertWeightName(c), dst.shape(), used, f32));
         const size_t n = f32.size();
@@ -240,6 +305,9 @@ Status LoadHostExperts(const HfTensorSource& ckpt, HfFamily family, const ModelC
           case DType::kU8:
           case DType::kI8:
           case DType::kF64:
+          case DType::kQ8_0:
+          case DType::kQ4_0:
+          case DType::kQ4_K:
             return InvalidArgumentError("host experts need a float weight dtype");
         }
       }
@@ -287,6 +355,25 @@ Status CheckCheckpointCoversConfig(const HfTensorSource& ckpt, HfFamily family,
   return Status::Ok();
 }
 
+// LoadOptions::expert_dtype, or the quantized type the file stores the first expert in (when its
+// rows are whole blocks of it), or weight_dtype.
+DType ExpertDType(const HfTensorSource& source, HfFamily family, const ModelConfig& config,
+                  const LoadOptions& options) {
+  if (options.expert_dtype) return *options.expert_dtype;
+  for (int layer = 0; layer < config.num_layers; ++layer) {
+    if (config.MoeIndex(layer) < 0) continue;
+    const std::string name =
+        HfTensorName(family, "experts/layer" + std::to_string(layer) + "/expert0/w_gate");
+    const std::optional<DType> stored = source.StoredQuantizedDType(name);
+    if (stored && config.hidden_size % DTypeBlockSize(*stored) == 0 &&
+        config.moe_intermediate_size % DTypeBlockSize(*stored) == 0) {
+      return *stored;
+    }
+    break;
+  }
+  return options.weight_dtype;
+}
+
 }  // namespace
 
 Result<LoadedModel> LoadHfModel(Backend& backend, const std::string& dir,
@@ -317,11 +404,13 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
   model_options.with_grad = false;
   model_options.weight_dtype = options.weight_dtype;
   model_options.routed_experts = !options.experts_on_host;
+  model_options.expert_weight_dtype = ExpertDType(*ckpt, family, loaded.hf.config, options);
   SY_ASSIGN_OR_RETURN(loaded.model, MoeModel::Create(backend, loaded.hf.config, model_options));
 
   std::set<std::string> used;
   std::vector<float> f32;
   std::vector<uint16_t> half;
+  std::vector<uint8_t> blocks;
   // Progress: the values of the model's parameters, and of the host experts when loaded there.
   int64_t total = 0, done = 0;
   for (const Parameter& param : loaded.model->parameters()) total += param.value.numel();
@@ -344,8 +433,14 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
   for (Parameter& param : loaded.model->parameters()) {
     // A pre-gate reads the next MoE layer's gate; every other name is its own source.
     const std::string from = PregateSourceName(loaded.hf.config, param.name);
-    SY_RETURN_IF_ERROR(ReadTensor(*ckpt, family, from, param.value.shape(), used, f32));
-    SY_RETURN_IF_ERROR(UploadParameter(backend, param, f32, half));
+    if (IsQuantized(param.value.dtype())) {
+      SY_RETURN_IF_ERROR(ReadQuantizedTensor(*ckpt, family, from, param.value.shape(),
+                                             param.value.dtype(), used, f32, blocks));
+      SY_RETURN_IF_ERROR(UploadBlocks(backend, param, blocks));
+    } else {
+      SY_RETURN_IF_ERROR(ReadTensor(*ckpt, family, from, param.value.shape(), used, f32));
+      SY_RETURN_IF_ERROR(UploadParameter(backend, param, f32, half));
+    }
     advance(param.value.numel());
   }
   std::vector<std::string> unexpected;

@@ -12,7 +12,9 @@
 // Every parameter must be found with exactly its shape; every tensor in the checkpoint must be
 // used (except rotary_emb.inv_freq buffers, and lm_head.weight of a tied model); otherwise the
 // error names the tensor. Weights are converted from the file's dtype (F32, F16, BF16, F64) to
-// LoadOptions::weight_dtype.
+// LoadOptions::weight_dtype; the routed experts to LoadOptions::expert_dtype, which may be
+// quantized (q8_0, q4_0, q4_k): a file's own blocks of that type are copied as they are, other
+// values quantized on load.
 //
 // Experts on the host (LoadOptions::experts_on_host): the routed experts are converted straight
 // into pinned host memory (offload::HostExperts, one allocation per MoE layer) and never
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,6 +52,13 @@ class SafetensorsCheckpoint;
 struct LoadOptions {
   // Storage dtype of the loaded weights (f32, bf16 or f16). Default: f32.
   DType weight_dtype = DType::kF32;
+  // Storage dtype of the routed experts (ModelOptions::expert_weight_dtype): f32, bf16, f16, or
+  // quantized (q8_0, q4_0, q4_k) while attention and the rest stay in weight_dtype. An expert
+  // tensor the file already stores in exactly that quantized type is copied block for block (a
+  // GGUF's Q8_0 / Q4_0 / Q4_K); any other is read as f32 and quantized here (q8_0 and q4_0 only:
+  // q4_k has no quantizer). Unset: the type the file stores the experts in when that is
+  // quantized (a quantized GGUF loads with no requantizing), else weight_dtype. Default: unset.
+  std::optional<DType> expert_dtype;
   // Load the routed experts into pinned host memory (LoadedModel::host_experts) instead of onto
   // the device. Default: false (every weight on the device).
   bool experts_on_host = false;
@@ -102,6 +112,12 @@ class HfTensorSource {
   // The values of `name` as f32 (out.size() == its element count); errors name the file and the
   // tensor.
   virtual Status ReadF32(const std::string& name, std::span<float> out) const = 0;
+  // The quantized dtype (q8_0, q4_0, q4_k) the file stores `name` in, or nullopt for a plain
+  // float type or an unknown name. Default: nullopt (a format without quantized tensors).
+  virtual std::optional<DType> StoredQuantizedDType(const std::string& name) const;
+  // The stored blocks of `name` byte for byte, in StoredQuantizedDType(name) (out.size() == their
+  // bytes). Default: Unimplemented.
+  virtual Status ReadBlocks(const std::string& name, std::span<uint8_t> out) const;
 };
 
 // The model `hf` describes, its weights read from `source` by HfTensorName, with every check

@@ -18,7 +18,7 @@ class BenchDecodeCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
     app.add_option("--model", options_.model_dir,
-                   "Hugging Face model directory (config.json + safetensors)")
+                   "Hugging Face model directory (config.json + safetensors) or GGUF file")
         ->required();
     app.add_option("--prompt-len", options_.prompt_len,
                    "Prompt tokens prefilled first (default 16)")
@@ -29,6 +29,7 @@ class BenchDecodeCommand : public Command {
         ->check(IntegerRange(0, 1 << 20));
     AddThreadsOption(app, &options_.threads);
     app.add_option("--dtype", dtype_, "Weight dtype: f32, bf16, f16 (default bf16)");
+    AddQuantizeOptions(app, &quantize_);
     app.add_option("--stream-mib", options_.stream_mib,
                    "Read array of the bandwidth probe in MiB; the copy uses two of half that. "
                    "Make it several times the last-level cache (default 1024)")
@@ -46,6 +47,7 @@ class BenchDecodeCommand : public Command {
  private:
   Status RunStatus() {
     SY_ASSIGN_OR_RETURN(options_.dtype, ParseDType(dtype_));
+    SY_ASSIGN_OR_RETURN(options_.expert_dtype, ParseQuantizeFlags(quantize_, options_.dtype));
     SY_ASSIGN_OR_RETURN(DecodeBenchResult result, RunDecodeBench(options_));
     std::fputs(result.report.c_str(), stdout);
     if (json_.empty()) return Status::Ok();
@@ -58,6 +60,7 @@ class BenchDecodeCommand : public Command {
 
   DecodeBenchOptions options_;
   std::string dtype_ = "bf16";
+  QuantizeFlags quantize_;
   std::string json_;
 };
 

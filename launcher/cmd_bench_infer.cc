@@ -64,6 +64,7 @@ class BenchInferCommand : public Command {
                  "Load the checkpoint as a pre-gated model (MoE layer m's pre-gate = layer m+1's "
                  "gate), for the pregated policy; every policy then runs that model");
     app.add_option("--dtype", options_.dtype, "Weight dtype: f32, bf16, f16 (default bf16)");
+    AddQuantizeOptions(app, &quantize_);
     app.add_option("--repeats", options_.repeats,
                    "Timed runs per policy; times are medians (default 1)")
         ->check(IntegerRange(1, 1000));
@@ -80,6 +81,9 @@ class BenchInferCommand : public Command {
 
  private:
   Status RunStatus() {
+    SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(options_.dtype));
+    SY_ASSIGN_OR_RETURN(std::optional<DType> experts, ParseQuantizeFlags(quantize_, dtype));
+    options_.expert_dtype = experts ? std::string(DTypeName(*experts)) : "";
     SY_ASSIGN_OR_RETURN(InferBenchResult result, RunInferBench(options_));
     std::fputs(result.table.c_str(), stdout);
     std::fflush(stdout);
@@ -98,6 +102,7 @@ class BenchInferCommand : public Command {
   }
 
   InferBenchOptions options_;
+  QuantizeFlags quantize_;
   std::string json_;
   std::string plot_;
 };

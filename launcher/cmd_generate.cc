@@ -52,7 +52,7 @@ Status WriteLogits(const std::string& file, const std::vector<float>& logits, in
 class GenerateCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
-    AddInferenceOptions(app, &options_, &dtype_);
+    AddInferenceOptions(app, &options_, &flags_);
     auto* ids = app.add_option("--prompt-ids", prompt_ids_, "Prompt token ids, comma-separated");
     auto* text = app.add_option("--prompt", prompt_,
                                 "Prompt text, encoded with the model directory's tokenizer.json "
@@ -90,7 +90,7 @@ class GenerateCommand : public Command {
   Status RunStatus() {
     SetHdf5VerboseErrors(verbose_);
     // Every flag first, before anything is loaded or computed.
-    SY_ASSIGN_OR_RETURN(options_.weight_dtype, ParseDType(dtype_));
+    SY_RETURN_IF_ERROR(ParseInferenceFlags(flags_, &options_));
     if (prompt_.empty() && prompt_ids_.empty()) {
       return InvalidArgumentError("pass --prompt \"text\" or --prompt-ids 1,2,3");
     }
@@ -259,7 +259,7 @@ class GenerateCommand : public Command {
   }
 
   InferenceOptions options_;
-  std::string dtype_ = "f32";
+  InferenceFlags flags_;
   std::string prompt_ids_;
   std::string prompt_;
   std::string dump_logits_;

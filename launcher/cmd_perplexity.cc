@@ -31,7 +31,7 @@ namespace {
 class PerplexityCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
-    AddInferenceOptions(app, &options_, &dtype_);
+    AddInferenceOptions(app, &options_, &flags_);
     app.add_option("--reference", reference_path_,
                    "The model to compare against (another version of --model: its f32 source, "
                    "say): adds the KL divergence and the top-1 agreement");
@@ -57,10 +57,11 @@ class PerplexityCommand : public Command {
  private:
   Status RunStatus() {
     // Every flag first, before anything is loaded.
-    SY_ASSIGN_OR_RETURN(options_.weight_dtype, ParseDType(dtype_));
+    SY_RETURN_IF_ERROR(ParseInferenceFlags(flags_, &options_));
     InferenceOptions reference_options = options_;
     SY_ASSIGN_OR_RETURN(reference_options.weight_dtype, ParseDType(reference_dtype_));
     reference_options.model_path = reference_path_;
+    reference_options.expert_dtype.reset();  // the reference as its file stores it
     if (text_path_.empty() && ids_path_.empty()) {
       return InvalidArgumentError(
           "pass --text FILE (encoded with the model's tokenizer) or --ids "
@@ -134,7 +135,7 @@ class PerplexityCommand : public Command {
   }
 
   InferenceOptions options_;
-  std::string dtype_ = "f32";
+  InferenceFlags flags_;
   std::string reference_path_;
   std::string reference_dtype_ = "f32";
   std::string text_path_;

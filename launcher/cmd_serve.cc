@@ -96,7 +96,7 @@ class ShutdownSignals {
 class ServeCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
-    AddInferenceOptions(app, &options_, &dtype_);
+    AddInferenceOptions(app, &options_, &flags_);
     app.add_option("--host", server_.host, "Address to listen on (default 127.0.0.1)");
     app.add_option("--port", server_.port, "Port to listen on; 0 picks a free one (default 8080)")
         ->check(CLI::Range(0, 65535).description("an integer from 0 to 65535"));
@@ -121,7 +121,7 @@ class ServeCommand : public Command {
 
  private:
   Status RunStatus() {
-    SY_ASSIGN_OR_RETURN(options_.weight_dtype, ParseDType(dtype_));
+    SY_RETURN_IF_ERROR(ParseInferenceFlags(flags_, &options_));
     // The weights' load, on stderr: a bar on a terminal, lines otherwise.
     ProgressLine loading(stderr, "loading " + options_.model_path);
     options_.load_progress = [&loading](int64_t done, int64_t total) {
@@ -233,7 +233,7 @@ class ServeCommand : public Command {
   }
 
   InferenceOptions options_;
-  std::string dtype_ = "f32";
+  InferenceFlags flags_;
   serving::ServerOptions server_;
   int parallel_ = 4;
   int kv_cache_mib_ = 1024;

@@ -59,13 +59,15 @@ void AddThreadsOption(CLI::App& app, int* threads) {
       ->check(IntegerRange(0, 4096));
 }
 
-void AddInferenceOptions(CLI::App& app, InferenceOptions* options, std::string* dtype) {
+void AddInferenceOptions(CLI::App& app, InferenceOptions* options, InferenceFlags* flags) {
   app.add_option("--model", options->model_path,
                  "Hugging Face model directory (config.json + safetensors), or a switchyard "
                  "training checkpoint: a step-*.h5 file or its checkpoint.dir (latest step)")
       ->required();
   app.add_option("--device", options->device, "cpu, sim or cuda:N (default cpu)");
-  app.add_option("--dtype", *dtype, "Weight dtype on the device: f32, bf16, f16 (default f32)");
+  app.add_option("--dtype", flags->dtype,
+                 "Weight dtype on the device: f32, bf16, f16 (default f32)");
+  AddQuantizeOptions(app, &flags->quantize);
   AddThreadsOption(app, &options->threads);
   app.add_option("--policy", options->policy,
                  "Expert policy: where the experts live and how they reach the compute (" +
@@ -85,6 +87,40 @@ void AddInferenceOptions(CLI::App& app, InferenceOptions* options, std::string* 
   app.add_flag("--pregate", options->pregate,
                "Load a Hugging Face checkpoint as a pre-gated model (MoE layer m's pre-gate = "
                "layer m+1's gate), as the pregated policy needs");
+}
+
+void AddQuantizeOptions(CLI::App& app, QuantizeFlags* flags) {
+  app.add_option("--quantize", flags->quantize,
+                 "experts: hold the routed experts in --quant-type blocks while attention and the "
+                 "rest stay in --dtype (quantized on load, or the GGUF's own blocks); none: "
+                 "every weight in --dtype. Default: a GGUF's quantized experts stay as stored")
+      ->check(CLI::IsMember({"none", "experts"}));
+  app.add_option("--quant-type", flags->quant_type,
+                 "Block type of --quantize experts: q8_0, q4_0 (quantized on load), or q4_k (a "
+                 "GGUF's own Q4_K experts only) (default q8_0)")
+      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_k"}));
+}
+
+Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DType weight_dtype) {
+  if (flags.quantize == "none") return std::optional<DType>(weight_dtype);
+  if (flags.quantize != "experts") return std::optional<DType>();
+  SY_ASSIGN_OR_RETURN(DType type, ParseDType(flags.quant_type));
+  if (!IsQuantized(type)) {
+    return InvalidArgumentError("--quant-type " + flags.quant_type + ": expected q8_0, q4_0, q4_k");
+  }
+  return std::optional<DType>(type);
+}
+
+Status ParseInferenceFlags(const InferenceFlags& flags, InferenceOptions* options) {
+  Result<DType> dtype = ParseDType(flags.dtype);
+  if (!dtype.ok() || IsQuantized(*dtype)) {
+    return InvalidArgumentError("--dtype " + flags.dtype +
+                                ": expected f32, bf16 or f16 (quantized experts: --quantize "
+                                "experts --quant-type q8_0)");
+  }
+  options->weight_dtype = *dtype;
+  SY_ASSIGN_OR_RETURN(options->expert_dtype, ParseQuantizeFlags(flags.quantize, *dtype));
+  return Status::Ok();
 }
 
 void PrintError(const Status& status) {

@@ -56,9 +56,27 @@ CLI::Validator NumberRange(double min, double max);
 
 // --threads N: threads of the cpu backend (0: SY_NUM_THREADS, else every core).
 void AddThreadsOption(CLI::App& app, int* threads);
+// --quantize none|experts and --quant-type q8_0|q4_0|q4_k: the routed experts' dtype.
+struct QuantizeFlags {
+  std::string quantize;             // "", "none" or "experts"
+  std::string quant_type = "q8_0";  // the block type of "experts"
+};
+void AddQuantizeOptions(CLI::App& app, QuantizeFlags* flags);
+// The experts' dtype the flags ask for (LoadOptions::expert_dtype): unset without --quantize,
+// `weight_dtype` with none, the --quant-type with experts.
+Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DType weight_dtype);
+
+// The flags of AddInferenceOptions that are parsed after the command line is read.
+struct InferenceFlags {
+  std::string dtype = "f32";  // --dtype
+  QuantizeFlags quantize;
+};
 // The flags of a command that opens a model for inference (InferenceSession): --model, --device,
-// --dtype, --threads, --policy and the policy's options, --pregate.
-void AddInferenceOptions(CLI::App& app, InferenceOptions* options, std::string* dtype);
+// --dtype, --quantize, --quant-type, --threads, --policy and the policy's options, --pregate.
+void AddInferenceOptions(CLI::App& app, InferenceOptions* options, InferenceFlags* flags);
+// Sets options->weight_dtype and options->expert_dtype from `flags`; InvalidArgument naming the
+// flag.
+Status ParseInferenceFlags(const InferenceFlags& flags, InferenceOptions* options);
 
 // Prints "error: <status message>" to stderr.
 void PrintError(const Status& status);

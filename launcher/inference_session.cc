@@ -25,6 +25,13 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
     s->provider_ = std::move(provider);
   }
   if (IsTrainCheckpointPath(options.model_path)) {
+    if (options.expert_dtype && *options.expert_dtype != options.weight_dtype) {
+      return InvalidArgumentError(
+          "--quantize experts reads a Hugging Face directory or a GGUF file; " +
+          options.model_path +
+          " is a Switchyard checkpoint: convert it first (switchyard convert --in " +
+          options.model_path + " --out model.gguf --dtype q8_0)");
+    }
     if (options.pregate) {
       return InvalidArgumentError("--pregate converts a Hugging Face checkpoint; " +
                                   options.model_path +
@@ -41,6 +48,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
   } else {
     LoadOptions load;
     load.weight_dtype = options.weight_dtype;
+    load.expert_dtype = options.expert_dtype;
     load.pregate = options.pregate;
     load.experts_on_host = own_provider && options.policy != "resident";
     load.progress = options.load_progress;
@@ -63,7 +71,11 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
 }
 
 std::string InferenceSession::Describe() const {
-  return kind_ + ", " + model_->config().Summary() + ", " + std::string(DTypeName(weight_dtype_));
+  std::string text =
+      kind_ + ", " + model_->config().Summary() + ", " + std::string(DTypeName(weight_dtype_));
+  const DType experts = model_->options().expert_dtype();
+  if (experts != weight_dtype_) text += ", experts " + std::string(DTypeName(experts));
+  return text;
 }
 
 }  // namespace sy::launcher

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "inference/expert_policy.h"
@@ -32,9 +33,13 @@
 namespace sy::launcher {
 
 struct InferenceOptions {
-  std::string model_path;              // required: see the top
-  std::string device = "cpu";          // cpu, sim or cuda:N. Default: cpu
-  DType weight_dtype = DType::kF32;    // Default: f32
+  std::string model_path;            // required: see the top
+  std::string device = "cpu";        // cpu, sim or cuda:N. Default: cpu
+  DType weight_dtype = DType::kF32;  // Default: f32
+  // The routed experts' dtype (LoadOptions::expert_dtype: q8_0, q4_0, q4_k quantize them while
+  // the rest stays in weight_dtype); unset: a GGUF's quantized experts as stored, else
+  // weight_dtype. Hugging Face directories and GGUF files only. Default: unset
+  std::optional<DType> expert_dtype;
   int threads = 0;                     // cpu backend threads; 0: SY_NUM_THREADS or all cores
   SimOptions sim;                      // the sim device's memory and link
   std::string policy = "resident";     // expert policy. Default: resident

@@ -28,6 +28,9 @@ void WriteComputeCopy(const ComputeCopy& copy, const float* param, size_t begin,
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
     case DType::kF64:
       break;
   }

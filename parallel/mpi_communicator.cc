@@ -42,6 +42,10 @@ MPI_Datatype BaseType(DType type) {
       return MPI_FLOAT;
     case DType::kF64:
       return MPI_DOUBLE;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      break;  // weights in blocks: never communicated
   }
   SY_CHECK(false) << "unknown DType " << static_cast<int>(type);
   return MPI_DATATYPE_NULL;

@@ -34,6 +34,10 @@ ncclDataType_t NcclType(DType type) {
       return ncclFloat32;
     case DType::kF64:
       return ncclFloat64;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      break;  // weights in blocks: never communicated
   }
   SY_CHECK(false) << "unknown DType " << static_cast<int>(type);
   return ncclUint8;

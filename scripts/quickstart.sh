@@ -2,8 +2,8 @@
 # Installs the dependencies, builds Switchyard and runs its main job end to end on the embedded
 # defaults: the backend self-check on every device this machine has (cpu, sim, and cuda if a GPU
 # is present), then trains the tiny MoE config on the built-in synthetic tasks (about a minute on
-# 2 cores), saves an HDF5 checkpoint under runs/tiny/, draws its pictures, generates from it (copy and reverse) and
-# serves it over the OpenAI API for one curl request.
+# 2 cores), saves an HDF5 checkpoint under runs/tiny/, draws its pictures, generates from it (copy and reverse, and
+# copy again from its Q8_0 GGUF) and serves it over the OpenAI API for one curl request.
 # No network beyond the package registries, no GPU needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,11 @@ build/switchyard plot runs/tiny
 # 27,16,23,19,2).
 build/switchyard generate --model runs/tiny --prompt-ids 8,19,23,16,27,1 --max-tokens 8 --stop-tokens 2
 build/switchyard generate --model runs/tiny --prompt-ids 9,19,23,16,27,1 --max-tokens 8 --stop-tokens 2
+# Quantized: a GGUF of Q8_0 blocks; its experts run on the quantized kernels (prints 19,23,16,27,2).
+rm -f runs/tiny-q8_0.gguf
+build/switchyard convert --in runs/tiny --out runs/tiny-q8_0.gguf --dtype q8_0
+build/switchyard generate --model runs/tiny-q8_0.gguf --prompt-ids 8,19,23,16,27,1 --max-tokens 8 \
+  --stop-tokens 2
 # Serve it (docs/serving.md) and ask the copy prompt over HTTP; SIGTERM drains and stops it.
 build/switchyard serve --model runs/tiny --port 8080 2>runs/tiny/serve.log &
 server=$!

@@ -21,9 +21,16 @@ Status ExpertLayout::Validate() const {
   if (num_experts <= 0) return InvalidArgumentError("ExpertLayout.num_experts must be > 0");
   if (hidden <= 0) return InvalidArgumentError("ExpertLayout.hidden must be > 0");
   if (intermediate <= 0) return InvalidArgumentError("ExpertLayout.intermediate must be > 0");
-  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16 &&
+      !IsQuantized(dtype)) {
     return InvalidArgumentError("ExpertLayout.dtype is " + std::string(DTypeName(dtype)) +
-                                ", expected f32, bf16 or f16");
+                                ", expected f32, bf16, f16, q8_0, q4_0 or q4_k");
+  }
+  if (hidden % DTypeBlockSize(dtype) != 0 || intermediate % DTypeBlockSize(dtype) != 0) {
+    return InvalidArgumentError("ExpertLayout: hidden " + std::to_string(hidden) +
+                                " and intermediate " + std::to_string(intermediate) +
+                                " must be whole " + std::string(DTypeName(dtype)) + " blocks of " +
+                                std::to_string(DTypeBlockSize(dtype)));
   }
   return Status::Ok();
 }

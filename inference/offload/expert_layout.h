@@ -32,11 +32,13 @@ inline constexpr std::array<ExpertChunk, kNumExpertChunks> kExpertChunks = {
 const char* ExpertChunkName(ExpertChunk chunk);  // "gate", "up", "down"
 
 struct ExpertLayout {
-  int num_layers = 0;         // MoE layers. Required, > 0
-  int num_experts = 0;        // routed experts per MoE layer. Required, > 0
-  int64_t hidden = 0;         // H. Required, > 0
-  int64_t intermediate = 0;   // I (moe_intermediate_size). Required, > 0
-  DType dtype = DType::kF32;  // weight storage dtype: f32, bf16 or f16. Default: f32
+  int num_layers = 0;        // MoE layers. Required, > 0
+  int num_experts = 0;       // routed experts per MoE layer. Required, > 0
+  int64_t hidden = 0;        // H. Required, > 0
+  int64_t intermediate = 0;  // I (moe_intermediate_size). Required, > 0
+  // Weight storage dtype: f32, bf16, f16, or quantized (q8_0, q4_0, q4_k; hidden and intermediate
+  // whole blocks), which moves and stores each expert in its blocks. Default: f32
+  DType dtype = DType::kF32;
 
   // InvalidArgument naming the first bad field.
   Status Validate() const;
@@ -44,7 +46,7 @@ struct ExpertLayout {
   // gate and up: [I, H]; down: [H, I].
   Shape ChunkShape(ExpertChunk chunk) const;
   int64_t chunk_numel() const { return hidden * intermediate; }
-  size_t chunk_bytes() const { return static_cast<size_t>(chunk_numel()) * DTypeSize(dtype); }
+  size_t chunk_bytes() const { return DTypeBytes(dtype, chunk_numel()); }
   size_t expert_bytes() const { return kNumExpertChunks * chunk_bytes(); }
 };
 

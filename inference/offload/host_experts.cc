@@ -28,7 +28,7 @@ Result<ExpertLayout> ExpertLayoutOf(const MoeModel& model) {
   layout.num_experts = config.num_experts;
   layout.hidden = config.hidden_size;
   layout.intermediate = config.moe_intermediate_size;
-  layout.dtype = model.options().weight_dtype;
+  layout.dtype = model.options().expert_dtype();
   SY_RETURN_IF_ERROR(layout.Validate().WithContext("the model's experts"));
   return layout;
 }

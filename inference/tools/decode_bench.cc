@@ -9,6 +9,7 @@
 #include <random>
 
 #include "inference/generate_engine.h"
+#include "inference/gguf_model.h"
 #include "inference/model_loader.h"
 #include "runtime/backend/backend.h"
 #include "runtime/core/check.h"
@@ -88,17 +89,21 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   SY_CHECK(cpu != nullptr) << "the cpu device is not a CpuBackend";
   LoadOptions load;
   load.weight_dtype = options.dtype;
+  load.expert_dtype = options.expert_dtype;
   ProgressLine loading(stderr, "loading " + options.model_dir);
   load.progress = [&loading](int64_t done, int64_t total) { loading.Update(done, total); };
-  Result<LoadedModel> opened = LoadHfModel(*backend, options.model_dir, load);
+  Result<LoadedModel> opened = IsGgufPath(options.model_dir)
+                                   ? LoadGgufModel(*backend, options.model_dir, load)
+                                   : LoadHfModel(*backend, options.model_dir, load);
   loading.Finish();
   SY_ASSIGN_OR_RETURN(LoadedModel loaded, std::move(opened));
   MoeModel& model = *loaded.model;
   const ModelConfig& c = model.config();
   const WeightBytes weights = CountWeightBytes(model);
-  std::fprintf(stderr, "loaded %s: %s-style, %s, %s\n", options.model_dir.c_str(),
+  const std::string expert_dtype(DTypeName(model.options().expert_dtype()));
+  std::fprintf(stderr, "loaded %s: %s-style, %s, %s, experts %s\n", options.model_dir.c_str(),
                std::string(HfFamilyDisplayName(loaded.hf.family)).c_str(), c.Summary().c_str(),
-               std::string(DTypeName(options.dtype)).c_str());
+               std::string(DTypeName(options.dtype)).c_str(), expert_dtype.c_str());
   std::fprintf(stderr,
                "weights %s: %.1f MiB, of which experts %.1f MiB (%lld experts of %.2f MiB on "
                "average); %d threads\n",
@@ -238,6 +243,7 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   out["model_type"] = std::string(HfFamilyModelType(loaded.hf.family));
   out["config"] = c.ToString();
   out["dtype"] = std::string(DTypeName(options.dtype));
+  out["expert_dtype"] = expert_dtype;
   out["threads"] = cpu->pool().num_threads();
   out["prompt_len"] = options.prompt_len;
   out["gen_len"] = options.gen_len;

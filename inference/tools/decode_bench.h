@@ -2,7 +2,8 @@
 // bandwidth measured in the same run (`switchyard bench decode`; results in
 // benchmarks/inference-results.md).
 //
-// Loads a Hugging Face MoE model directory (inference/model_loader.h) on the cpu backend, prefills
+// Loads a Hugging Face MoE model directory (inference/model_loader.h) or a GGUF file
+// (inference/gguf_model.h) on the cpu backend, prefills
 // a random prompt through the generate engine (inference/generate_engine.h), runs `warmup`
 // untimed greedy decode steps, then times `gen_len` greedy decode steps over the KV cache. A
 // STREAM-like read and copy (runtime/cpu/memory_bandwidth.h) runs on the backend's own thread
@@ -24,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,9 +43,12 @@ struct DecodeBenchOptions {
   int warmup = 2;              // Default: 2 untimed decode steps before them
   int threads = 0;             // Default: 0 = SY_NUM_THREADS, else every core
   DType dtype = DType::kBF16;  // Default: bf16 weights
-  int64_t stream_mib = 1024;   // Default: 1 GiB read array (two of half that to copy)
-  int stream_repeats = 5;      // Default: 5 timed passes per probe
-  unsigned seed = 0;           // Default: 0, the seed of the random prompt
+  // The routed experts' dtype (LoadOptions::expert_dtype: q8_0, q4_0 or q4_k quantize them);
+  // unset: a GGUF's quantized experts as stored, else dtype. Default: unset
+  std::optional<DType> expert_dtype;
+  int64_t stream_mib = 1024;  // Default: 1 GiB read array (two of half that to copy)
+  int stream_repeats = 5;     // Default: 5 timed passes per probe
+  unsigned seed = 0;          // Default: 0, the seed of the random prompt
 };
 
 // One timed decode step.

@@ -72,6 +72,10 @@ class InferBench {
 
   Result<InferBenchResult> Run() {
     SY_ASSIGN_OR_RETURN(dtype_value_, ParseDType(options_.dtype));
+    expert_dtype_value_ = dtype_value_;
+    if (!options_.expert_dtype.empty()) {
+      SY_ASSIGN_OR_RETURN(expert_dtype_value_, ParseDType(options_.expert_dtype));
+    }
     SY_ASSIGN_OR_RETURN(device_value_, ParseDevice(options_.device));
     std::vector<std::string> policies = SplitList(options_.policies);
     for (const std::string& p : policies) {
@@ -108,15 +112,17 @@ class InferBench {
       for (int32_t& t : prompt) t = id(rng);
     }
     if (config_.NumMoeLayers() > 0) {
-      expert_bytes_ = 3 * config_.hidden_size * config_.moe_intermediate_size *
-                      static_cast<int64_t>(DTypeSize(dtype_value_));
+      expert_bytes_ =
+          3 * static_cast<int64_t>(DTypeBytes(expert_dtype_value_,
+                                              config_.hidden_size * config_.moe_intermediate_size));
     }
     std::fprintf(stderr,
-                 "bench infer: %s (%s), %s weights, batch %d, prompt %d, gen %d, %d repeat(s), "
-                 "device %s%s\n",
+                 "bench infer: %s (%s), %s weights, experts %s, batch %d, prompt %d, gen %d, %d "
+                 "repeat(s), device %s%s\n",
                  options_.model_dir.c_str(), config_.ToString().c_str(),
-                 std::string(DTypeName(dtype_value_)).c_str(), options_.batch, options_.prompt_len,
-                 options_.gen_len, options_.repeats, options_.device.c_str(),
+                 std::string(DTypeName(dtype_value_)).c_str(),
+                 std::string(DTypeName(expert_dtype_value_)).c_str(), options_.batch,
+                 options_.prompt_len, options_.gen_len, options_.repeats, options_.device.c_str(),
                  device_value_.type == DeviceType::kSim
                      ? (" (link " + Fixed(options_.sim.link_gbps, 1) + " GB/s, " +
                         Fixed(options_.sim.link_latency_us, 0) + " us; memory " +
@@ -202,6 +208,7 @@ class InferBench {
     const bool on_host = policy != "resident";
     LoadOptions load;
     load.weight_dtype = dtype_value_;
+    load.expert_dtype = expert_dtype_value_;
     load.experts_on_host = on_host;
     load.pregate = options_.pregate;
     SY_ASSIGN_OR_RETURN(LoadedModel loaded, LoadHfModel(*backend, options_.model_dir, load));
@@ -389,6 +396,7 @@ class InferBench {
     out["config"] = config_.ToString();
     out["setup"] = {{"device", options_.device},
                     {"dtype", std::string(DTypeName(dtype_value_))},
+                    {"expert_dtype", std::string(DTypeName(expert_dtype_value_))},
                     {"prompt_len", options_.prompt_len},
                     {"gen_len", options_.gen_len},
                     {"batch", options_.batch},
@@ -458,6 +466,7 @@ class InferBench {
 
   InferBenchOptions options_;
   DType dtype_value_ = DType::kBF16;
+  DType expert_dtype_value_ = DType::kBF16;
   Device device_value_ = Device::Cpu();
   std::optional<offload::ExpertStoreSpec> store_spec_;
   ModelConfig config_;

@@ -53,10 +53,13 @@ struct InferBenchOptions {
   std::string store;                           // "": experts in DRAM; uring:PATH, pmem:PATH ...
   int64_t host_cache_experts = 0;              // with store: host slots; 0 = two layers' worth
   std::string dtype = "bf16";                  // Default: bf16 weights
-  bool pregate = false;                        // load as a pre-gated model
-  int repeats = 1;                             // Default: 1 timed run per policy (medians)
-  unsigned seed = 0;                           // Default: 0, the random prompts' seed
-  int threads = 0;                             // Default: 0 = SY_NUM_THREADS or every core
+  // The routed experts' dtype, moved and stored in it by every policy (LoadOptions::expert_dtype:
+  // q8_0, q4_0 quantize them on load). "": dtype. Default: ""
+  std::string expert_dtype;
+  bool pregate = false;  // load as a pre-gated model
+  int repeats = 1;       // Default: 1 timed run per policy (medians)
+  unsigned seed = 0;     // Default: 0, the random prompts' seed
+  int threads = 0;       // Default: 0 = SY_NUM_THREADS or every core
 };
 
 struct InferBenchResult {

@@ -134,7 +134,12 @@ storage::SafetensorsDType ToSafetensors(DType t) {
       return storage::SafetensorsDType::kI8;
     case DType::kF64:
       return storage::SafetensorsDType::kF64;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      break;
   }
+  SY_CHECK(false) << "no safetensors dtype for " << DTypeName(t);
   return storage::SafetensorsDType::kF32;
 }
 

@@ -62,6 +62,8 @@ struct BackendCaps {
   bool async_copies = false;     // copies on another stream overlap with compute
   bool pinned_host = false;      // AllocateHost returns page-locked memory
   bool host_accessible = false;  // host code may dereference device memory directly
+  // The GEMM operators take quantized weights (q8_0, q4_0, q4_k; runtime/core/dtype.h).
+  bool quantized_weights = false;
 };
 
 struct MemoryStats {
@@ -148,6 +150,9 @@ class Backend {
 
   // c[M,N] = alpha * op(a) * op(b) + beta * c.  a: f32 [M,K] ([K,M] if trans_a).
   // b: f32/bf16/f16 [K,N] ([N,K] if trans_b, the layout of a PyTorch Linear weight). c: f32.
+  // Where caps().quantized_weights, b (here and in BatchedGemm and the GroupedGemms) may also be
+  // q8_0, q4_0 or q4_k, always [N,K] with trans_b and rows of whole blocks: the result is that of
+  // the dequantized weight, up to the order of the f32 sums.
   virtual void Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) = 0;
   // The same for each i of a leading batch dimension: a [Bt,M,K], b [Bt,K,N], c [Bt,M,N].
   virtual void BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c,

@@ -31,7 +31,7 @@ Result<Tensor> Workspace::TakeHost(DType dtype, Shape shape) {
 }
 
 Result<Tensor> Workspace::TakeFrom(Arena& arena, bool host, DType dtype, Shape shape) {
-  const size_t bytes = static_cast<size_t>(shape.numel()) * DTypeSize(dtype);
+  const size_t bytes = DTypeBytes(dtype, shape.numel());
   const size_t at = arena.offset;
   arena.offset += RoundUp(bytes, kAlignment);
   arena.peak = std::max(arena.peak, arena.offset);

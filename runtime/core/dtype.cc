@@ -29,9 +29,67 @@ size_t DTypeSize(DType dtype) {
       return 1;
     case DType::kF64:
       return 8;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      SY_CHECK(false) << "DTypeSize of " << DTypeName(dtype)
+                      << ", a block type with no per-element size (use DTypeBytes)";
+      return 0;
   }
   SY_CHECK(false) << "bad dtype " << static_cast<int>(dtype);
   return 0;
+}
+
+bool IsQuantized(DType dtype) {
+  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K;
+}
+
+int64_t DTypeBlockSize(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      return 32;
+    case DType::kQ4_K:
+      return 256;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kU8:
+    case DType::kI8:
+    case DType::kF64:
+      return 1;
+  }
+  return 1;
+}
+
+size_t DTypeBlockBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+      return 34;
+    case DType::kQ4_0:
+      return 18;
+    case DType::kQ4_K:
+      return 144;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kU8:
+    case DType::kI8:
+    case DType::kF64:
+      return DTypeSize(dtype);
+  }
+  return 0;
+}
+
+size_t DTypeBytes(DType dtype, int64_t numel) {
+  const int64_t block = DTypeBlockSize(dtype);
+  SY_CHECK(numel >= 0 && numel % block == 0) << numel << " values of " << DTypeName(dtype)
+                                             << " are not a whole number of blocks of " << block;
+  return static_cast<size_t>(numel / block) * DTypeBlockBytes(dtype);
 }
 
 std::string_view DTypeName(DType dtype) {
@@ -52,21 +110,28 @@ std::string_view DTypeName(DType dtype) {
       return "i8";
     case DType::kF64:
       return "f64";
+    case DType::kQ8_0:
+      return "q8_0";
+    case DType::kQ4_0:
+      return "q4_0";
+    case DType::kQ4_K:
+      return "q4_k";
   }
   return "?";
 }
 
 Result<DType> ParseDType(std::string_view name) {
   for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8,
-                  DType::kI8, DType::kF64}) {
+                  DType::kI8, DType::kF64, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
     if (DTypeName(d) == name) return d;
   }
   if (name == "float32") return DType::kF32;
   if (name == "float16") return DType::kF16;
   if (name == "bfloat16") return DType::kBF16;
   if (name == "float64") return DType::kF64;
-  return InvalidArgumentError("unknown dtype '" + std::string(name) +
-                              "': expected one of f32, f16, bf16, i32, i64, u8, i8, f64");
+  return InvalidArgumentError(
+      "unknown dtype '" + std::string(name) +
+      "': expected one of f32, f16, bf16, i32, i64, u8, i8, f64, q8_0, q4_0, q4_k");
 }
 
 bool IsFloatingPoint(DType dtype) {
@@ -188,6 +253,11 @@ float LoadAsF32(const void* data, DType dtype, size_t i) {
       return static_cast<float>(static_cast<const int8_t*>(data)[i]);
     case DType::kF64:
       return static_cast<float>(static_cast<const double*>(data)[i]);
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      SY_CHECK(false) << "LoadAsF32 of a " << DTypeName(dtype)
+                      << " element (dequantize its block: runtime/core/quant_blocks.h)";
   }
   return 0.0f;
 }

@@ -33,8 +33,14 @@ Tensor Tensor::Host(DType dtype, Shape shape) {
 
 Result<Tensor> Tensor::TryHost(DType dtype, Shape shape) {
   size_t bytes = 0;
-  if (shape.numel() < 0 ||
-      __builtin_mul_overflow(static_cast<size_t>(shape.numel()), DTypeSize(dtype), &bytes)) {
+  const auto block = static_cast<size_t>(DTypeBlockSize(dtype));
+  if (shape.numel() >= 0 && static_cast<size_t>(shape.numel()) % block != 0) {
+    return InvalidArgumentError("host tensor " + std::string(DTypeName(dtype)) + shape.ToString() +
+                                " is not a whole number of blocks of " + std::to_string(block) +
+                                " values");
+  }
+  if (shape.numel() < 0 || __builtin_mul_overflow(static_cast<size_t>(shape.numel()) / block,
+                                                  DTypeBlockBytes(dtype), &bytes)) {
     return ResourceExhaustedError("host tensor " + std::string(DTypeName(dtype)) +
                                   shape.ToString() + " is larger than the address space");
   }
@@ -66,8 +72,7 @@ Tensor Tensor::Slice(int64_t begin, int64_t end) const {
       << "Slice [" << begin << ", " << end << ") of " << shape_.ToString();
   Tensor t = *this;
   t.shape_[0] = end - begin;
-  t.data_ =
-      static_cast<char*>(data_) + begin * strides_[0] * static_cast<int64_t>(DTypeSize(dtype_));
+  t.data_ = static_cast<char*>(data_) + DTypeBytes(dtype_, begin * strides_[0]);
   return t;
 }
 

@@ -4,8 +4,9 @@
 // non-owning view of memory someone else keeps alive (Tensor::Wrap). Views (Slice, Reshape)
 // share the Buffer of their source. Copying a Tensor copies the view, never the data.
 //
-// Strides are in elements, row-major by default. Operators in runtime/backend require contiguous
-// tensors and check it.
+// Strides are in elements, row-major by default. A quantized tensor (runtime/core/dtype.h) holds
+// whole blocks in each row of its last dimension; Slice along dimension 0 keeps whole rows.
+// Operators in runtime/backend require contiguous tensors and check it.
 //
 // data<T>() returns a raw pointer; host code may dereference it only when device().is_host().
 // Thread-safety: a Tensor value may be read from many threads; writes to the underlying memory
@@ -47,7 +48,7 @@ class Tensor {
   int rank() const { return shape_.rank(); }
   int64_t dim(int i) const { return shape_[i]; }
   int64_t numel() const { return shape_.numel(); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
+  size_t nbytes() const { return DTypeBytes(dtype_, numel()); }
   const Device& device() const { return device_; }
   int64_t stride(int i) const;
   bool is_contiguous() const;

@@ -35,7 +35,10 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 CpuBackend::~CpuBackend() = default;
 
 BackendCaps CpuBackend::caps() const {
-  return BackendCaps{.async_copies = false, .pinned_host = false, .host_accessible = true};
+  return BackendCaps{.async_copies = false,
+                     .pinned_host = false,
+                     .host_accessible = true,
+                     .quantized_weights = true};
 }
 
 std::string CpuBackend::name() const {
@@ -44,7 +47,7 @@ std::string CpuBackend::name() const {
 
 Result<Tensor> CpuBackend::AllocateDevice(DType dtype, Shape shape) {
   // Rounded up to the host alignment so every tensor starts on a fresh cache line and page.
-  size_t bytes = static_cast<size_t>(shape.numel()) * DTypeSize(dtype);
+  size_t bytes = DTypeBytes(dtype, shape.numel());
   size_t aligned = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, allocator_->Allocate(aligned));
   return Tensor(std::move(buffer), dtype, shape);
@@ -52,7 +55,7 @@ Result<Tensor> CpuBackend::AllocateDevice(DType dtype, Shape shape) {
 
 Result<Tensor> CpuBackend::AllocatePinnedHost(DType dtype, Shape shape) {
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
-                      AllocateHostBuffer(static_cast<size_t>(shape.numel()) * DTypeSize(dtype)));
+                      AllocateHostBuffer(DTypeBytes(dtype, shape.numel())));
   return Tensor(std::move(buffer), dtype, shape);
 }
 

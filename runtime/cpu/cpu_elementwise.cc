@@ -68,6 +68,9 @@ void CpuBackend::Fill(const Tensor& out, float value) {
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
     case DType::kF64:
       break;
   }

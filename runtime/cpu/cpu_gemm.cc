@@ -8,6 +8,8 @@
 //    groups are all GEMVs (a decode step's experts) runs every group's rows in one such region.
 //  - larger M widens one panel of the weight at a time (at most kPanelBytes of f32, contiguous in
 //    both layouts) into a per-thread scratch and hands the panel to cblas_sgemm.
+// Quantized weights (q8_0, q4_0, q4_k, always b [N,K]) take the same two paths: the GEMV kernels
+// of cpu_quant.h for decode shapes, in the same row ranges, and dequantized panels for larger M.
 // OpenBLAS is multithreaded by itself, so it is only ever called from the operator's thread, never
 // from inside a ParallelFor body.
 #include <cblas.h>
@@ -21,6 +23,7 @@
 
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_op_util.h"
+#include "runtime/cpu/cpu_quant.h"
 #include "runtime/cpu/cpu_vec.h"
 
 namespace sy {
@@ -235,7 +238,8 @@ void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
   if (groups.empty()) return;
   const int64_t n = groups[0].n, k = groups[0].k;
   const int64_t blocks = (n + kTransBNr - 1) / kTransBNr;
-  const int64_t block_bytes = k * kTransBNr * static_cast<int64_t>(DTypeSize(groups[0].b_dtype));
+  const DType dtype = groups[0].b_dtype;
+  const auto block_bytes = static_cast<int64_t>(DTypeBytes(dtype, k) * kTransBNr);
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, block_bytes));
   const auto count = static_cast<int64_t>(groups.size());
   ClaimRanges(pool, count * blocks, grain, [&](int64_t lo, int64_t hi) {
@@ -245,6 +249,12 @@ void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
           << "GemvTransB: groups differ in shape";
       const int64_t begin = std::max(lo, i * blocks) - i * blocks;
       const int64_t end = std::min(hi, (i + 1) * blocks) - i * blocks;
+      SY_CHECK(g.b_dtype == dtype) << "GemvTransB: groups differ in dtype";
+      if (IsQuantized(dtype)) {
+        cpu::QuantGemvRows(dtype, g.a, g.m, k, g.b, g.c, n, g.alpha, g.beta, begin * kTransBNr,
+                           std::min(n, end * kTransBNr));
+        continue;
+      }
       cpu::DispatchWeight(g.b_dtype, g.b, [&](auto* b) {
         using W = std::remove_cv_t<std::remove_pointer_t<decltype(b)>>;
         DispatchRows(g.m, [&]<int MR>() {
@@ -320,6 +330,22 @@ void GemmPanels(ThreadPool& pool, const GemmArgs& g, const W* b) {
   }
 }
 
+// GemmPanels for a quantized b [N,K]: panels of whole rows, dequantized in parallel.
+void QuantGemmPanels(ThreadPool& pool, const GemmArgs& g) {
+  static thread_local std::vector<float> panel_storage;
+  const int64_t lda = g.trans_a ? g.m : g.k;
+  const int64_t p_max =
+      std::clamp<int64_t>(kPanelBytes / (4 * g.k), 16, std::max<int64_t>(16, g.n));
+  float* panel = ThreadScratch(panel_storage, static_cast<size_t>(std::min(p_max, g.n) * g.k));
+  for (int64_t r0 = 0; r0 < g.n; r0 += p_max) {
+    const int64_t p = std::min(p_max, g.n - r0);
+    pool.ParallelFor(p, std::max<int64_t>(1, 32768 / g.k), [&](int64_t lo, int64_t hi) {
+      cpu::DequantizeRows(g.b_dtype, g.b, g.k, r0 + lo, r0 + hi, panel + lo * g.k);
+    });
+    Sgemm(g.m, p, g.k, g.alpha, g.a, lda, g.trans_a, panel, g.k, true, g.beta, g.c + r0, g.n);
+  }
+}
+
 void GemmImpl(ThreadPool& pool, const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) {
@@ -337,7 +363,18 @@ void GemmImpl(ThreadPool& pool, const GemmArgs& g) {
       }
       a_rows = t;
     }
+    if (IsQuantized(g.b_dtype)) {
+      GemmArgs rows = g;
+      rows.a = a_rows;
+      rows.trans_a = false;
+      GemvTransB(pool, std::span<const GemmArgs>(&rows, 1));
+      return;
+    }
     cpu::DispatchWeight(g.b_dtype, g.b, [&](auto* b) { Gemv(pool, g, a_rows, b); });
+    return;
+  }
+  if (IsQuantized(g.b_dtype)) {
+    QuantGemmPanels(pool, g);
     return;
   }
   if (g.b_dtype == DType::kF32) {
@@ -346,6 +383,19 @@ void GemmImpl(ThreadPool& pool, const GemmArgs& g) {
     return;
   }
   cpu::DispatchWeight(g.b_dtype, g.b, [&](auto* b) { GemmPanels(pool, g, b); });
+}
+
+// A GEMM weight: f32, bf16, f16, or quantized as b [N,K] (trans_b) with rows of whole blocks.
+void CheckGemmWeight(const Tensor& b, const GemmOptions& options, const char* op) {
+  if (!IsQuantized(b.dtype())) {
+    cpu::CheckWeightDType(b, op, "b");
+    return;
+  }
+  SY_CHECK(options.trans_b) << op << ": a quantized b " << b.ToString()
+                            << " must be [N,K] (trans_b): its blocks run along K";
+  SY_CHECK(b.dim(b.rank() - 1) % DTypeBlockSize(b.dtype()) == 0)
+      << op << ": b " << b.ToString() << " has rows that are not whole blocks of "
+      << DTypeBlockSize(b.dtype());
 }
 
 // Reads M, K from a and checks b and c against them. b_dims are b's last two dimensions.
@@ -379,7 +429,7 @@ void CpuBackend::Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOpt
       << "Gemm: a " << a.ToString() << ", b " << b.ToString() << ", c " << c.ToString()
       << " must all have rank 2";
   cpu::CheckDType(a, DType::kF32, "Gemm", "a");
-  cpu::CheckWeightDType(b, "Gemm", "b");
+  CheckGemmWeight(b, options, "Gemm");
   cpu::CheckDType(c, DType::kF32, "Gemm", "c");
   GemmArgs g =
       MakeArgs(a.dim(0), a.dim(1), b.dim(0), b.dim(1), c.dim(0), c.dim(1), options, "Gemm");
@@ -402,11 +452,11 @@ void CpuBackend::BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
       << "BatchedGemm: batch sizes of a " << a.ToString() << ", b " << b.ToString() << ", c "
       << c.ToString() << " differ";
   cpu::CheckDType(a, DType::kF32, "BatchedGemm", "a");
-  cpu::CheckWeightDType(b, "BatchedGemm", "b");
+  CheckGemmWeight(b, options, "BatchedGemm");
   cpu::CheckDType(c, DType::kF32, "BatchedGemm", "c");
   GemmArgs g =
       MakeArgs(a.dim(1), a.dim(2), b.dim(1), b.dim(2), c.dim(1), c.dim(2), options, "BatchedGemm");
-  const size_t b_stride = static_cast<size_t>(b.dim(1) * b.dim(2)) * DTypeSize(b.dtype());
+  const size_t b_stride = DTypeBytes(b.dtype(), b.dim(1) * b.dim(2));
   for (int64_t i = 0; i < a.dim(0); ++i) {
     GemmArgs gi = g;
     gi.a = a.data<float>() + i * a.dim(1) * a.dim(2);
@@ -429,7 +479,7 @@ void AppendGemmGroups(const Tensor& a, const Tensor& b, const Tensor& c,
       << "GroupedGemm: expected a [R,K], b [G,K,N] or [G,N,K], c [R,N]; got a " << a.ToString()
       << ", b " << b.ToString() << ", c " << c.ToString();
   cpu::CheckDType(a, DType::kF32, "GroupedGemm", "a");
-  cpu::CheckWeightDType(b, "GroupedGemm", "b");
+  CheckGemmWeight(b, options, "GroupedGemm");
   cpu::CheckDType(c, DType::kF32, "GroupedGemm", "c");
   SY_CHECK_EQ(static_cast<int64_t>(group_rows.size()), b.dim(0))
       << "GroupedGemm: group_rows has " << group_rows.size() << " entries for b " << b.ToString();
@@ -442,7 +492,7 @@ void AppendGemmGroups(const Tensor& a, const Tensor& b, const Tensor& c,
                                << a.ToString();
   GemmArgs g =
       MakeArgs(a.dim(0), a.dim(1), b.dim(1), b.dim(2), c.dim(0), c.dim(1), options, "GroupedGemm");
-  const size_t b_stride = static_cast<size_t>(b.dim(1) * b.dim(2)) * DTypeSize(b.dtype());
+  const size_t b_stride = DTypeBytes(b.dtype(), b.dim(1) * b.dim(2));
   all_gemv = all_gemv && g.trans_b && g.n > 0 && g.k > 0;
   int64_t row = 0;
   for (size_t gi = 0; gi < group_rows.size(); ++gi) {

@@ -67,6 +67,9 @@ decltype(auto) DispatchWeight(DType dtype, const void* data, Fn&& fn) {
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
     case DType::kF64:
       break;
   }

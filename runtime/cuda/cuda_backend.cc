@@ -121,13 +121,13 @@ std::string CudaBackend::name() const {
 Result<Tensor> CudaBackend::AllocateDevice(DType dtype, Shape shape) {
   ReclaimRetired();
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
-                      allocator_->Allocate(static_cast<size_t>(shape.numel()) * DTypeSize(dtype)));
+                      allocator_->Allocate(DTypeBytes(dtype, shape.numel())));
   return Tensor(std::move(buffer), dtype, shape);
 }
 
 Result<Tensor> CudaBackend::AllocatePinnedHost(DType dtype, Shape shape) {
   ScopedCudaDevice guard(info_.index);
-  const size_t bytes = static_cast<size_t>(shape.numel()) * DTypeSize(dtype);
+  const size_t bytes = DTypeBytes(dtype, shape.numel());
   void* data = nullptr;
   // Portable: pinned for every device of the process, so a multi-GPU host shares staging buffers.
   cudaError_t result = cudaHostAlloc(&data, bytes > 0 ? bytes : 1, cudaHostAllocPortable);

@@ -32,6 +32,9 @@ cuda::FloatType ToFloatType(DType dtype, const char* what) {
     case DType::kI64:
     case DType::kU8:
     case DType::kI8:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
     case DType::kF64:
       break;
   }
@@ -96,6 +99,10 @@ void CudaBackend::Fill(const Tensor& out, float value) {
     case DType::kF64:
       bits = std::bit_cast<uint64_t>(static_cast<double>(value));
       break;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      SY_CHECK(false) << "Fill of a quantized " << out.ToString();
   }
   ScopedCudaDevice guard(info_.index);
   cuda::LaunchFill(out.data(), static_cast<int>(DTypeSize(out.dtype())), bits, out.numel(),

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "runtime/core/check.h"
+#include "runtime/core/quant_blocks.h"
 
 namespace sy {
 namespace {
@@ -39,18 +40,31 @@ Status CopyFromHost(Backend& backend, std::span<const float> values, const Tenso
       << "CopyFromHost into " << dst.ToString();
   if (values.empty()) return Status::Ok();
   SY_ASSIGN_OR_RETURN(Tensor host, backend.AllocateHost(dst.dtype(), dst.shape()));
-  SY_RETURN_IF_ERROR(
-      ConvertBuffer(values.data(), DType::kF32, host.data(), dst.dtype(), values.size()));
+  if (IsQuantized(dst.dtype())) {
+    if (dst.dtype() == DType::kQ4_K) {
+      return InvalidArgumentError("CopyFromHost into " + dst.ToString() +
+                                  ": q4_k has no quantizer here (q8_0 and q4_0 do)");
+    }
+    QuantizeBlocks(dst.dtype(), values.data(), host.data(), dst.numel());
+  } else {
+    SY_RETURN_IF_ERROR(
+        ConvertBuffer(values.data(), DType::kF32, host.data(), dst.dtype(), values.size()));
+  }
   return CopyToDevice(backend, host, dst);
 }
 
 Result<std::vector<float>> DownloadF32(Backend& backend, const Tensor& src) {
-  SY_CHECK(IsFloatingPoint(src.dtype())) << "DownloadF32 of " << src.ToString();
+  SY_CHECK(IsFloatingPoint(src.dtype()) || IsQuantized(src.dtype()))
+      << "DownloadF32 of " << src.ToString();
   std::vector<float> out(static_cast<size_t>(src.numel()));
   if (out.empty()) return out;
   SY_ASSIGN_OR_RETURN(Tensor host, backend.AllocateHost(src.dtype(), src.shape()));
   backend.CopyAsync(src, host, backend.compute_stream());
   backend.SynchronizeStream(backend.compute_stream());
+  if (IsQuantized(src.dtype())) {
+    DequantizeBlocks(src.dtype(), host.data(), out.data(), src.numel());
+    return out;
+  }
   SY_RETURN_IF_ERROR(ConvertBuffer(host.data(), src.dtype(), out.data(), DType::kF32, out.size()));
   return out;
 }

@@ -23,10 +23,11 @@ Result<Tensor> UploadI32(Backend& backend, std::span<const int32_t> values, Shap
 Result<Tensor> UploadF32(Backend& backend, std::span<const float> values, Shape shape);
 
 // Writes `values` into the existing device tensor `dst` (f32, bf16 or f16; converted on the host,
-// round to nearest even).
+// round to nearest even; q8_0 or q4_0: quantized on the host by the reference quantizers).
 Status CopyFromHost(Backend& backend, std::span<const float> values, const Tensor& dst);
 
-// The contents of a device (or host) tensor; floating-point dtypes are widened to f32.
+// The contents of a device (or host) tensor; floating-point dtypes are widened to f32, quantized
+// ones dequantized.
 Result<std::vector<float>> DownloadF32(Backend& backend, const Tensor& src);
 Result<std::vector<int32_t>> DownloadI32(Backend& backend, const Tensor& src);
 

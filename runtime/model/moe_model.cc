@@ -38,6 +38,28 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
       options.weight_dtype != DType::kF16) {
     return InvalidArgumentError("model options: weight_dtype must be f32, bf16 or f16");
   }
+  if (const DType e = options.expert_dtype(); e != options.weight_dtype) {
+    const bool plain = e == DType::kF32 || e == DType::kBF16 || e == DType::kF16;
+    if (!plain && !IsQuantized(e)) {
+      return InvalidArgumentError("model options: expert_weight_dtype " +
+                                  std::string(DTypeName(e)) +
+                                  " must be f32, bf16, f16, q8_0, q4_0 or q4_k");
+    }
+    if (options.with_grad && e != DType::kF32) {
+      return InvalidArgumentError("model options: expert_weight_dtype " +
+                                  std::string(DTypeName(e)) +
+                                  " is forward-only; set with_grad = false");
+    }
+    const int64_t block = DTypeBlockSize(e);
+    if (config.hidden_size % block != 0 || config.moe_intermediate_size % block != 0) {
+      return InvalidArgumentError(
+          "model options: experts in " + std::string(DTypeName(e)) + " need hidden_size (" +
+          std::to_string(config.hidden_size) + ") and moe_intermediate_size (" +
+          std::to_string(config.moe_intermediate_size) + ") to be multiples of " +
+          std::to_string(block) + "; keep the experts in " +
+          std::string(DTypeName(options.weight_dtype)) + " or pick q8_0 / q4_0 (blocks of 32)");
+    }
+  }
   if (options.with_grad && !options.routed_experts) {
     return InvalidArgumentError(
         "model options: routed_experts = false is forward-only; set with_grad = false");
@@ -55,6 +77,16 @@ Status MoeModel::Build() {
   const Tensor table = embedding.table(), table_grad = embedding.table_grad();
   embedding_ = std::make_unique<Embedding>(std::move(embedding));
   ExpertComputeFactory experts;  // empty: LocalExpertCompute over every routed expert
+  if (options_.expert_dtype() != wd) {
+    experts = [this](Backend& backend, ParameterStore& store, int layer, DType,
+                     bool grad) -> Result<std::unique_ptr<ExpertCompute>> {
+      SY_ASSIGN_OR_RETURN(
+          auto local, LocalExpertCompute::Create(backend, store, layer, config_.num_experts,
+                                                 config_.hidden_size, config_.moe_intermediate_size,
+                                                 options_.expert_dtype(), grad));
+      return std::unique_ptr<ExpertCompute>(std::move(local));
+    };
+  }
   if (!options_.routed_experts) {
     experts = [](Backend&, ParameterStore&, int layer, DType,
                  bool) -> Result<std::unique_ptr<ExpertCompute>> {

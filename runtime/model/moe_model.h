@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -70,6 +71,13 @@ struct ModelOptions {
   // which fails until an expert provider (inference/expert_provider.h) brings the experts from
   // elsewhere (a loader that kept them on the host, inference/model_loader.h). Default: true.
   bool routed_experts = true;
+  // Storage dtype of the routed experts' weights; unset: weight_dtype. Besides f32, bf16 and f16,
+  // a forward-only model may hold them quantized (q8_0, q4_0, q4_k: runtime/core/dtype.h), when
+  // hidden_size and moe_intermediate_size are whole blocks; attention, the routers, the norms,
+  // the embeddings and the LM head stay in weight_dtype. Default: unset.
+  std::optional<DType> expert_weight_dtype;
+  // The dtype the routed experts are stored in.
+  DType expert_dtype() const { return expert_weight_dtype.value_or(weight_dtype); }
 };
 
 struct LossReport {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -13,6 +14,7 @@
 
 #include "runtime/core/check.h"
 #include "runtime/core/hash.h"
+#include "runtime/core/quant_blocks.h"
 #include "runtime/reference/reference_ops.h"
 
 namespace sy {
@@ -108,9 +110,39 @@ class DeviceIo {
         case DType::kU8:
         case DType::kI8:
         case DType::kF64:
+        case DType::kQ8_0:
+        case DType::kQ4_0:
+        case DType::kQ4_K:
           SY_CHECK(false) << "op-check: upload of " << DTypeName(dtype) << " as floats";
       }
     }
+    return Copy(host);
+  }
+
+  // A device tensor of quantized `dtype` with seeded random blocks: q8_0 and q4_0 quantize
+  // uniforms in [-1, 1] with the reference quantizers; q4_k (which has none) gets random bytes
+  // with small positive f16 scales. `values` receives the blocks dequantized: what the reference
+  // multiplies with.
+  Tensor UpQuantized(DType dtype, Shape shape, Rng& rng, Values& values) {
+    const int64_t n = shape.numel();
+    Tensor host = Tensor::Host(dtype, shape);
+    auto* bytes = static_cast<uint8_t*>(host.data());
+    if (dtype == DType::kQ4_K) {
+      for (size_t i = 0; i < host.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng.Int(0, 255));
+      for (int64_t b = 0; b < n / 256; ++b) {
+        for (int h = 0; h < 2; ++h) {  // d, dmin
+          const F16 scale = F32ToF16(static_cast<float>(rng.Uniform(0.001, 0.02)));
+          std::memcpy(bytes + b * 144 + 2 * h, &scale.bits, 2);
+        }
+      }
+    } else {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = static_cast<float>(rng.Uniform(-1, 1));
+      QuantizeBlocks(dtype, x.data(), bytes, n);
+    }
+    std::vector<float> f(static_cast<size_t>(n));
+    DequantizeBlocks(dtype, bytes, f.data(), n);
+    values.assign(f.begin(), f.end());
     return Copy(host);
   }
 
@@ -259,6 +291,22 @@ OpCheckCase MakeCase(std::string op, std::string case_name, double threshold, Ca
     Checker checker(op, case_name, threshold);
     body(device, rng, checker);
     return checker.Finish();
+  };
+  return c;
+}
+
+// MakeCase for quantized weights: skipped on a backend without them (BackendCaps).
+OpCheckCase MakeQuantizedCase(std::string op, std::string case_name, CaseBody body) {
+  OpCheckCase c = MakeCase(op, case_name, kF32Accumulate, std::move(body));
+  c.run = [op, case_name, run = std::move(c.run)](Backend& backend) {
+    if (backend.caps().quantized_weights) return run(backend);
+    OpCheckResult skipped;
+    skipped.op = op;
+    skipped.case_name = case_name;
+    skipped.passed = true;
+    skipped.skipped = true;
+    skipped.detail = backend.name() + " has no quantized weights (BackendCaps)";
+    return skipped;
   };
   return c;
 }
@@ -489,6 +537,92 @@ void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
           d.backend().GroupedGemmShared(ta, bs, cs, s.groups, o);
           c.Compare("c0", d.Down(cs[0]), reference::GroupedGemm(s.groups, s.n, s.k, a, b0, c0, o));
           c.Compare("c1", d.Down(cs[1]), reference::GroupedGemm(s.groups, s.n, s.k, a, b1, c1, o));
+        }));
+  }
+}
+
+// Quantized weights (b [N,K], trans_b): the kernels against the reference GEMM of the dequantized
+// blocks in double, so the only difference allowed is the order of the f32 sums. Decode shapes
+// (M <= 4) run the in-register kernels, larger M the dequantized panels; K = 4096 with N = 10
+// splits row ranges across groups as the decode step's experts do.
+void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
+  struct Spec {
+    std::string name;
+    int64_t m, n, k;
+    bool trans_a;
+    float alpha, beta;
+  };
+  for (DType w : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+    const std::string t = DTypeTag(w);
+    const int64_t kb = DTypeBlockSize(w);  // K in whole blocks
+    const Spec specs[] = {
+        {t + "_m1", 1, 37, 8 * kb, false, 1.0f, 0.0f},
+        {t + "_m2_alpha_beta", 2, 33, 3 * kb, false, -0.75f, 0.5f},
+        {t + "_m3", 3, 64, 2 * kb, false, 1.0f, 0.0f},
+        {t + "_m4_k4096", 4, 129, 4096, false, 1.0f, 0.0f},
+        {t + "_trans_a_m2", 2, 21, 2 * kb, true, 1.0f, 0.0f},
+        {t + "_panel_m5", 5, 37, 4 * kb, false, 1.0f, 0.0f},
+        {t + "_panel_alpha_beta_m16", 16, 40, 2 * kb, false, 0.5f, -1.0f},
+    };
+    for (const Spec& s : specs) {
+      cases.push_back(MakeQuantizedCase("Gemm", s.name, [s, w](DeviceIo& d, Rng& rng, Checker& c) {
+        Values a = RoundAll(DType::kF32, rng.Uniforms(s.m * s.k, -1, 1));
+        Values b;
+        Tensor tb = d.UpQuantized(w, {s.n, s.k}, rng, b);
+        Values c0 = s.beta == 0.0f ? NaNs(s.m * s.n)
+                                   : RoundAll(DType::kF32, rng.Uniforms(s.m * s.n, -1, 1));
+        Tensor ta = d.Up(DType::kF32, s.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k}, a);
+        Tensor tc = d.Up(DType::kF32, {s.m, s.n}, c0);
+        GemmOptions o{s.trans_a, true, s.alpha, s.beta};
+        d.backend().Gemm(ta, tb, tc, o);
+        c.Compare("c", d.Down(tc), reference::Gemm(s.m, s.n, s.k, a, b, c0, o));
+      }));
+    }
+    struct GroupSpec {
+      std::string name;
+      std::vector<int64_t> groups;
+      int64_t n, k;
+      float alpha, beta;
+    };
+    const GroupSpec group_specs[] = {
+        {t + "_decode", {1, 2, 0, 3}, 10, 4096, 1.0f, 0.0f},
+        {t + "_decode_alpha_beta", {2, 0, 1, 4}, 10, 4096, 0.5f, 1.0f},
+        {t + "_prefill", {7, 0, 5}, 12, 2 * kb, 1.0f, 0.0f},
+    };
+    for (const GroupSpec& s : group_specs) {
+      cases.push_back(
+          MakeQuantizedCase("GroupedGemm", s.name, [s, w](DeviceIo& d, Rng& rng, Checker& c) {
+            const int64_t rows = Sum(s.groups), g = static_cast<int64_t>(s.groups.size());
+            Values a = RoundAll(DType::kF32, rng.Uniforms(rows * s.k, -1, 1));
+            Values b;
+            Tensor tb = d.UpQuantized(w, {g, s.n, s.k}, rng, b);
+            Values c0 = s.beta == 0.0f ? NaNs(rows * s.n)
+                                       : RoundAll(DType::kF32, rng.Uniforms(rows * s.n, -1, 1));
+            Tensor ta = d.Up(DType::kF32, {rows, s.k}, a);
+            Tensor tc = d.Up(DType::kF32, {rows, s.n}, c0);
+            GemmOptions o{false, true, s.alpha, s.beta};
+            d.backend().GroupedGemm(ta, tb, tc, s.groups, o);
+            c.Compare("c", d.Down(tc), reference::GroupedGemm(s.groups, s.n, s.k, a, b, c0, o));
+          }));
+    }
+    // An expert layer's gate and up in one region, as the decode step runs them.
+    const GroupSpec& s = group_specs[0];
+    cases.push_back(
+        MakeQuantizedCase("GroupedGemmShared", s.name, [s, w](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t rows = Sum(s.groups), g = static_cast<int64_t>(s.groups.size());
+          Values a = RoundAll(DType::kF32, rng.Uniforms(rows * s.k, -1, 1));
+          Values b0, b1;
+          Tensor ta = d.Up(DType::kF32, {rows, s.k}, a);
+          const Tensor bs[] = {d.UpQuantized(w, {g, s.n, s.k}, rng, b0),
+                               d.UpQuantized(w, {g, s.n, s.k}, rng, b1)};
+          const Tensor cs[] = {d.Up(DType::kF32, {rows, s.n}, NaNs(rows * s.n)),
+                               d.Up(DType::kF32, {rows, s.n}, NaNs(rows * s.n))};
+          GemmOptions o{false, true, 1.0f, 0.0f};
+          d.backend().GroupedGemmShared(ta, bs, cs, s.groups, o);
+          c.Compare("c0", d.Down(cs[0]),
+                    reference::GroupedGemm(s.groups, s.n, s.k, a, b0, NaNs(rows * s.n), o));
+          c.Compare("c1", d.Down(cs[1]),
+                    reference::GroupedGemm(s.groups, s.n, s.k, a, b1, NaNs(rows * s.n), o));
         }));
   }
 }
@@ -1052,6 +1186,7 @@ std::vector<OpCheckCase> BuildAllOpChecks() {
   AddBatchedGemmCases(cases);
   AddGroupedGemmCases(cases);
   AddGroupedGemmWeightGradCases(cases);
+  AddQuantizedGemmCases(cases);
   AddElementwiseCases(cases);
   AddReduceCases(cases);
   AddSoftmaxCases(cases);

@@ -66,7 +66,10 @@ SimBackend::~SimBackend() {
 }
 
 BackendCaps SimBackend::caps() const {
-  return BackendCaps{.async_copies = true, .pinned_host = true, .host_accessible = false};
+  return BackendCaps{.async_copies = true,
+                     .pinned_host = true,
+                     .host_accessible = false,
+                     .quantized_weights = true};
 }
 
 std::string SimBackend::name() const {
@@ -79,7 +82,7 @@ std::string SimBackend::name() const {
 
 Result<Tensor> SimBackend::AllocatePinnedHost(DType dtype, Shape shape) {
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> host,
-                      AllocateHostBuffer(static_cast<size_t>(shape.numel()) * DTypeSize(dtype)));
+                      AllocateHostBuffer(DTypeBytes(dtype, shape.numel())));
   // Mark it pinned: the sim link models DMA from page-locked memory.
   void* data = host->data();
   size_t bytes = host->bytes();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/core/dtype.h"
+#include "runtime/core/quant_blocks.h"
 
 namespace sy::storage {
 namespace {
@@ -16,54 +17,17 @@ float HalfAt(const uint8_t* p) {
   return F16ToF32(h);
 }
 
-void DequantQ8_0(const uint8_t* block, float* y) {
-  const float d = HalfAt(block);
-  for (int i = 0; i < 32; ++i) y[i] = d * static_cast<float>(static_cast<int8_t>(block[2 + i]));
-}
-
-void DequantQ4_0(const uint8_t* block, float* y) {
-  const float d = HalfAt(block);
-  const uint8_t* qs = block + 2;
-  for (int i = 0; i < 16; ++i) {
-    y[i] = d * static_cast<float>((qs[i] & 0x0F) - 8);
-    y[i + 16] = d * static_cast<float>((qs[i] >> 4) - 8);
-  }
-}
-
-// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j of a Q4_K block.
-void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
-void DequantQ4_K(const uint8_t* block, float* y) {
-  const float d = HalfAt(block);
-  const float dmin = HalfAt(block + 2);
-  const uint8_t* scales = block + 4;
-  const uint8_t* q = block + 16;
-  int is = 0;
-  for (int j = 0; j < 256; j += 64) {
-    uint8_t sc = 0;
-    uint8_t m = 0;
-    ScaleMinK4(is, scales, &sc, &m);
-    const float d1 = d * sc;
-    const float m1 = dmin * m;
-    ScaleMinK4(is + 1, scales, &sc, &m);
-    const float d2 = d * sc;
-    const float m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
-    q += 32;
-    is += 2;
-  }
-}
-
 }  // namespace
+
+std::optional<DType> GgmlTypeToDType(GgmlType type) {
+  if (type == GgmlType::kF32) return DType::kF32;
+  if (type == GgmlType::kF16) return DType::kF16;
+  if (type == GgmlType::kBF16) return DType::kBF16;
+  if (type == GgmlType::kQ8_0) return DType::kQ8_0;
+  if (type == GgmlType::kQ4_0) return DType::kQ4_0;
+  if (type == GgmlType::kQ4_K) return DType::kQ4_K;
+  return std::nullopt;
+}
 
 bool GgmlTypeConvertsToF32(GgmlType type) {
   return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 ||
@@ -87,7 +51,6 @@ Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<f
   }
   const uint8_t* src = data.data();
   float* dst = out.data();
-  const size_t blocks = n / block;
   if (type == GgmlType::kF32) {
     if (n > 0) std::memcpy(dst, src, n * 4);
   } else if (type == GgmlType::kF16) {
@@ -104,12 +67,8 @@ Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<f
       std::memcpy(&v, src + 8 * i, 8);
       dst[i] = static_cast<float>(v);
     }
-  } else if (type == GgmlType::kQ8_0) {
-    for (size_t b = 0; b < blocks; ++b) DequantQ8_0(src + b * size, dst + b * block);
-  } else if (type == GgmlType::kQ4_0) {
-    for (size_t b = 0; b < blocks; ++b) DequantQ4_0(src + b * size, dst + b * block);
-  } else {  // kQ4_K, the last one GgmlTypeConvertsToF32 accepts
-    for (size_t b = 0; b < blocks; ++b) DequantQ4_K(src + b * size, dst + b * block);
+  } else {  // Q8_0, Q4_0 or Q4_K, the block types GgmlTypeConvertsToF32 accepts
+    DequantizeBlocks(*GgmlTypeToDType(type), src, dst, static_cast<int64_t>(n));
   }
   return Status::Ok();
 }
@@ -125,43 +84,8 @@ Status QuantizeFromF32(GgmlType type, std::span<const float> in, std::span<uint8
         std::to_string(in.size()) + " values do not quantize into " + std::to_string(out.size()) +
         " bytes of " + std::string(GgmlTypeName(type)) + " (rows must be a multiple of 32 values)");
   }
-  for (size_t b = 0; b < in.size() / 32; ++b) {
-    const float* x = in.data() + b * 32;
-    uint8_t* y = out.data() + b * size;
-    if (type == GgmlType::kQ8_0) {
-      float amax = 0.0f;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-      const float d = amax / 127.0f;
-      const float id = d != 0.0f ? 1.0f / d : 0.0f;
-      const F16 dh = F32ToF16(d);
-      std::memcpy(y, &dh.bits, 2);
-      for (int i = 0; i < 32; ++i) {
-        y[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[i] * id)));
-      }
-    } else {
-      float max = 0.0f;
-      float amax = 0.0f;
-      for (int i = 0; i < 32; ++i) {
-        if (std::fabs(x[i]) > amax) {
-          amax = std::fabs(x[i]);
-          max = x[i];
-        }
-      }
-      const float d = max / -8.0f;
-      const float id = d != 0.0f ? 1.0f / d : 0.0f;
-      const F16 dh = F32ToF16(d);
-      std::memcpy(y, &dh.bits, 2);
-      // gguf.quants computes x * id + 8.5 in f64 (ggml's f32 reference differs only where FMA
-      // contraction does).
-      auto q = [&](float v) {
-        const double t = std::trunc(static_cast<double>(v) * static_cast<double>(id) + 8.5);
-        return static_cast<uint8_t>(std::clamp(t, 0.0, 15.0));
-      };
-      for (int i = 0; i < 16; ++i) {
-        y[2 + i] = static_cast<uint8_t>(q(x[i]) | (q(x[i + 16]) << 4));
-      }
-    }
-  }
+  QuantizeBlocks(type == GgmlType::kQ8_0 ? DType::kQ8_0 : DType::kQ4_0, in.data(), out.data(),
+                 static_cast<int64_t>(in.size()));
   return Status::Ok();
 }
 

@@ -21,6 +21,10 @@ hid_t Hdf5FileType(DType dtype) {
       return H5T_STD_I8LE;
     case DType::kF64:
       return H5T_IEEE_F64LE;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      break;  // no HDF5 checkpoint holds quantized weights
   }
   return H5I_INVALID_HID;
 }
@@ -42,6 +46,10 @@ hid_t Hdf5MemoryType(DType dtype) {
       return H5T_NATIVE_INT8;
     case DType::kF64:
       return H5T_NATIVE_DOUBLE;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      break;
   }
   return H5I_INVALID_HID;
 }

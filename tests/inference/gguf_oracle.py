@@ -18,7 +18,11 @@ Then, the other way round, gguf-py's GGUFWriter writes each family as llama.cpp'
 with the matrices quantized to Q8_0 or Q4_0 by gguf.quants; `gguf_tool dump` must dequantize each
 tensor to exactly gguf.quants.dequantize's values, and `switchyard generate` on that file must
 match hf_moe_oracle's float64 forward on the dequantized weights (tolerance 1e-4 x max|logit|).
-Our Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte. Finally a truncated file,
+Our Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte. Quantized experts: on
+models whose expert rows are whole blocks, a gguf-py Q8_0 / Q4_0 file must load its experts as
+stored (generate reports "experts q8_0"), and `--quantize experts` on the HF directory must
+quantize them on load; both run the quantized kernels and must match the float64 forward on the
+dequantized weights (gguf.quants), attention in float. Finally a truncated file,
 a header pointing past the end, an unknown tensor type and a missing tensor each fail naming the
 file and the tensor.
 """
@@ -280,6 +284,65 @@ def to_hf_layout(fam, c, held):
     return hf
 
 
+def compare_logits(ours, ref, label):
+    """Our logits against the float64 forward on the dequantized weights: [] or one failure."""
+    scale = max(1.0, float(ref.abs().max()))
+    err = float((ours - ref).abs().max())
+    ok = ours.shape == ref.shape and err <= TOL * scale
+    print(f"{'ok  ' if ok else 'FAIL'} {label}: max abs err {err:.2e} against the float64 "
+          f"forward on the dequantized weights")
+    return [] if ok else [f"{label.strip()}: logits err {err:.2e}"]
+
+
+def quantized_experts_check(binary, work):
+    """Experts held in Q8_0 / Q4_0 blocks at run time (runtime/cpu/cpu_quant.h): a gguf-py file's
+    own blocks, and `--quantize experts` of the HF directory."""
+    failures = []
+    for fam in ("mixtral", "qwen3_moe"):
+        config, dtype, shards = H.CASES[fam]
+        config = dict(config, hidden_size=64, intermediate_size=64)
+        if fam != "mixtral":
+            config["moe_intermediate_size"] = 32
+        rng = np.random.default_rng(7 + sum(map(ord, fam)))
+        model_dir = os.path.join(work, fam + ".blocks")
+        H.write_model(model_dir, config, H.make_tensors(fam, config, rng), dtype, shards)
+        hf_values = {}
+        for name in os.listdir(model_dir):
+            if name.endswith(".safetensors"):
+                hf_values.update({k: v.numpy() for k, v in
+                                  H.read_safetensors(os.path.join(model_dir, name)).items()})
+        for qtype in (Q.Q8_0, Q.Q4_0):
+            qname = qtype.name.lower()
+            # The gguf-py file: every matrix quantized; experts stay in blocks, the rest is read
+            # as f32.
+            qpath = os.path.join(work, f"{fam}.blocks.{qname}.gguf")
+            held = write_with_gguf_py(fam, config, hf_values, qpath, qtype)
+            ref = H.Family(fam, config, to_hf_layout(fam, config, held)).forward(H.PROMPT)
+            # --quantize experts on the HF directory: only the experts' values change.
+            hf_q = {}
+            for name, arr in hf_values.items():
+                arr = arr.astype(np.float32)
+                if ".experts." in name:
+                    arr = dequantize(quantize(arr, qtype), qtype).reshape(arr.shape)
+                hf_q[name] = torch.from_numpy(arr.astype(np.float64))
+            ref_hf = H.Family(fam, config, hf_q).forward(H.PROMPT)
+            for what, model, extra, want in (
+                    ("GGUF's own blocks", qpath, (), ref),
+                    ("--quantize experts", model_dir,
+                     ("--quantize", "experts", "--quant-type", qname), ref_hf)):
+                out = os.path.join(work, f"{fam}.blocks.{qname}.logits")
+                rr = H.run_switchyard(binary, model, out, extra)
+                label = f"{fam}: {qname} experts, {what}"
+                if rr.returncode != 0:
+                    failures.append(f"{label}: generate failed: {rr.stderr.strip()}")
+                    continue
+                if f"experts {qname}" not in rr.stderr:
+                    failures.append(f"{label}: the experts did not load as {qname}: "
+                                    f"{rr.stderr.strip()}")
+                failures += compare_logits(H.read_logits(out), want, label)
+    return failures
+
+
 def main():
     binary, tool, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -346,16 +409,11 @@ def main():
         if rr.returncode != 0:
             failures.append(f"{fam}: generate on gguf-py's file failed: {rr.stderr.strip()}")
         else:
-            ours = H.read_logits(out)
             ref = H.Family(fam, config, to_hf_layout(fam, config, held)).forward(H.PROMPT)
-            scale = max(1.0, float(ref.abs().max()))
-            err = float((ours - ref).abs().max())
-            ok = ours.shape == ref.shape and err <= TOL * scale
-            print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} gguf-py {qtype.name} file: max abs err "
-                  f"{err:.2e} against the float64 forward on its dequantized weights")
-            if not ok:
-                failures.append(f"{fam}: gguf-py file logits err {err:.2e}")
+            failures += compare_logits(H.read_logits(out), ref,
+                                       f"{fam:10s} gguf-py {qtype.name} file")
     failures += quantized_export_check(tool, work)
+    failures += quantized_experts_check(binary, work)
     failures += bad_input_checks(binary, work)
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))

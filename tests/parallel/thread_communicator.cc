@@ -154,6 +154,9 @@ void ThreadCommunicator::Reduce(size_t offset, size_t count, DType type, Reducti
     case DType::kI8:
     case DType::kF16:
     case DType::kBF16:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
       break;
   }
   SY_CHECK(false) << "reduction on " << DTypeName(type);

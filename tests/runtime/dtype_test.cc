@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/core/dtype.h"
+#include "runtime/core/tensor.h"
 
 namespace sy {
 namespace {
@@ -337,6 +338,38 @@ TEST(DType, NamesAndSizes) {
   EXPECT_EQ(static_cast<int>(DType::kF64), 7);
   EXPECT_EQ(*ParseDType("bfloat16"), DType::kBF16);
   EXPECT_FALSE(ParseDType("f8").ok());
+}
+
+// The quantized weight types: ggml's block sizes (ggml-common.h), bytes only by whole blocks.
+TEST(DType, QuantizedBlocks) {
+  EXPECT_EQ(static_cast<int>(DType::kQ8_0), 8);
+  EXPECT_EQ(static_cast<int>(DType::kQ4_0), 9);
+  EXPECT_EQ(static_cast<int>(DType::kQ4_K), 10);
+  for (DType d : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+    EXPECT_EQ(*ParseDType(DTypeName(d)), d);
+    EXPECT_TRUE(IsQuantized(d));
+    EXPECT_FALSE(IsFloatingPoint(d));
+  }
+  EXPECT_FALSE(IsQuantized(DType::kBF16));
+  EXPECT_EQ(DTypeBlockSize(DType::kQ8_0), 32);
+  EXPECT_EQ(DTypeBlockSize(DType::kQ4_K), 256);
+  EXPECT_EQ(DTypeBlockSize(DType::kF32), 1);
+  EXPECT_EQ(DTypeBytes(DType::kQ8_0, 64), 68u);
+  EXPECT_EQ(DTypeBytes(DType::kQ4_0, 96), 54u);
+  EXPECT_EQ(DTypeBytes(DType::kQ4_K, 512), 288u);
+  EXPECT_EQ(DTypeBytes(DType::kBF16, 3), 6u);
+  EXPECT_DEATH(DTypeBytes(DType::kQ8_0, 48), "whole number of blocks");
+  EXPECT_DEATH(DTypeSize(DType::kQ4_0), "DTypeBytes");
+}
+
+// A quantized tensor's bytes, and a slice of whole rows, follow its blocks.
+TEST(DType, QuantizedTensorRows) {
+  Tensor t = Tensor::Host(DType::kQ4_0, Shape{3, 4, 64});
+  EXPECT_EQ(t.nbytes(), 3u * 4 * 2 * 18);
+  Tensor second = t.Select(1);
+  EXPECT_EQ(static_cast<char*>(second.data()) - static_cast<char*>(t.data()), 4 * 2 * 18);
+  EXPECT_EQ(second.nbytes(), 4u * 2 * 18);
+  EXPECT_FALSE(Tensor::TryHost(DType::kQ8_0, Shape{3, 5}).ok());
 }
 
 }  // namespace

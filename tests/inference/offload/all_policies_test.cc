@@ -23,6 +23,9 @@
 //   - no policy counts more bytes than the sim link carried host to device from Install on.
 // resident moves none: its counter stays 0 and, during its decode, the link carries less than one
 // expert's bytes (token ids and positions only).
+//
+// Quantized experts (q8_0, q4_0) decode as the f32 model of their dequantized values, and
+// ondemand moves their blocks: the byte count of the f32 run times 34/128 or 18/128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,12 +33,14 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "inference/expert_policy.h"
 #include "inference/kv_cache_decoder.h"
 #include "inference/offload/mixed_expert_provider.h"
 #include "inference/resident_expert_provider.h"
+#include "runtime/model/host_transfer.h"
 #include "tests/inference/decoder_test_util.h"
 #include "tests/inference/offload/offload_test_util.h"
 
@@ -272,6 +277,78 @@ TEST(ModelWithoutRoutedExpertsTest, ResidentFailsClearlyAndTheDeviceHoldsNoExper
   EXPECT_EQ(got.status().code(), StatusCode::kFailedPrecondition) << got.status().ToString();
   EXPECT_NE(got.status().ToString().find("without its routed experts"), std::string::npos)
       << got.status().ToString();
+}
+
+// Quantized experts (ModelOptions::expert_weight_dtype) through the offload stack: the model of
+// Config() with rows of whole blocks, its experts in q8_0 or q4_0, everything else f32.
+ModelConfig BlockConfig() {
+  ModelConfig c = Config();
+  c.hidden_size = 64;
+  c.intermediate_size = 48;
+  c.moe_intermediate_size = 32;
+  c.pregate = false;
+  return c;
+}
+
+std::unique_ptr<MoeModel> BlockModel(Backend& backend, DType experts) {
+  ModelOptions options;
+  options.with_grad = false;
+  options.expert_weight_dtype = experts;
+  auto model = MoeModel::Create(backend, BlockConfig(), options).value();
+  SY_CHECK_OK(model->InitializeParameters(kSeed, 0.3f));
+  return model;
+}
+
+// The f32 model holding exactly the values of `quantized`'s blocks.
+std::unique_ptr<MoeModel> DequantizedModel(Backend& backend, MoeModel& quantized) {
+  auto model = BlockModel(backend, DType::kF32);
+  for (const Parameter& p : quantized.parameters()) {
+    if (!p.is_expert) continue;
+    const Parameter* mine = model->parameters().Find(p.name);
+    SY_CHECK(mine != nullptr) << p.name;
+    std::vector<float> values = DownloadF32(backend, p.value).value();
+    SY_CHECK_OK(CopyFromHost(backend, values, mine->value));
+  }
+  return model;
+}
+
+Result<std::pair<Greedy, int64_t>> DecodeWith(MoeModel& model, const std::string& policy) {
+  ExpertPolicyOptions options;
+  options.device_slots = 4;
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertProvider> provider,
+                      MakeExpertProvider(policy, options));
+  SY_RETURN_IF_ERROR(provider->Install(model));
+  SY_ASSIGN_OR_RETURN(Greedy greedy, Decode(model, *provider, 3));
+  return std::make_pair(std::move(greedy), provider->stats().bytes_host_to_device);
+}
+
+// Resident on q8_0 / q4_0 experts gives the logits of the f32 model of the same values (the
+// quantized kernels are the dequantize-then-f32 product, here inside a whole decode); ondemand on
+// the quantized model gives resident's tokens and logits, and moves the experts' blocks: the same
+// fetches as on the f32 model, each 34 (q8_0) or 18 (q4_0) bytes per 32 values instead of 128.
+TEST(QuantizedExpertsTest, DecodeAsTheirDequantizedValuesAndMoveTheirBlocks) {
+  for (const DType dtype : {DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(std::string(DTypeName(dtype)));
+    auto sim = MakeSim(/*gbps=*/2.0, size_t{256} << 20, /*latency_us=*/10.0);
+    auto quantized = BlockModel(*sim, dtype);
+    auto dequantized = DequantizedModel(*sim, *quantized);
+    EXPECT_EQ(ExpertLayoutOf(*quantized).value().dtype, dtype);
+    auto resident_q = DecodeWith(*quantized, "resident").value();
+    auto resident_f = DecodeWith(*dequantized, "resident").value();
+    EXPECT_EQ(resident_q.first.tokens, resident_f.first.tokens);
+    EXPECT_LE(MaxRelError(resident_q.first.logits, resident_f.first.logits), 1e-5);
+
+    auto ondemand_q = DecodeWith(*BlockModel(*sim, dtype), "ondemand").value();
+    auto ondemand_f = DecodeWith(*DequantizedModel(*sim, *quantized), "ondemand").value();
+    EXPECT_EQ(ondemand_q.first.tokens, resident_q.first.tokens);
+    EXPECT_LE(MaxRelError(ondemand_q.first.logits, resident_q.first.logits), 1e-5);
+    const int64_t block_bytes = static_cast<int64_t>(DTypeBlockBytes(dtype));
+    std::printf("%s: ondemand moved %lld bytes, %lld for the same experts in f32\n",
+                std::string(DTypeName(dtype)).c_str(), static_cast<long long>(ondemand_q.second),
+                static_cast<long long>(ondemand_f.second));
+    EXPECT_GT(ondemand_q.second, 0);
+    EXPECT_EQ(ondemand_q.second * 128, ondemand_f.second * block_bytes);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,137 @@
+#include "runtime/core/quant_blocks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/core/check.h"
+
+namespace sy {
+namespace {
+
+float HalfAt(const uint8_t* p) {
+  F16 h;
+  std::memcpy(&h.bits, p, 2);
+  return F16ToF32(h);
+}
+
+void DequantQ8_0(const uint8_t* block, float* y) {
+  const float d = HalfAt(block);
+  for (int i = 0; i < 32; ++i) y[i] = d * static_cast<float>(static_cast<int8_t>(block[2 + i]));
+}
+
+void DequantQ4_0(const uint8_t* block, float* y) {
+  const float d = HalfAt(block);
+  const uint8_t* qs = block + 2;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * static_cast<float>((qs[i] & 0x0F) - 8);
+    y[i + 16] = d * static_cast<float>((qs[i] >> 4) - 8);
+  }
+}
+
+void DequantQ4_K(const uint8_t* block, float* y) {
+  const float d = HalfAt(block);
+  const float dmin = HalfAt(block + 2);
+  const uint8_t* scales = block + 4;
+  const uint8_t* q = block + 16;
+  int is = 0;
+  for (int j = 0; j < 256; j += 64) {
+    uint8_t sc = 0;
+    uint8_t m = 0;
+    Q4KScaleMin(is, scales, &sc, &m);
+    const float d1 = d * sc;
+    const float m1 = dmin * m;
+    Q4KScaleMin(is + 1, scales, &sc, &m);
+    const float d2 = d * sc;
+    const float m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    q += 32;
+    is += 2;
+  }
+}
+
+void QuantQ8_0(const float* x, uint8_t* y) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const F16 dh = F32ToF16(d);
+  std::memcpy(y, &dh.bits, 2);
+  for (int i = 0; i < 32; ++i) {
+    y[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[i] * id)));
+  }
+}
+
+void QuantQ4_0(const float* x, uint8_t* y) {
+  float max = 0.0f;
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  const float d = max / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const F16 dh = F32ToF16(d);
+  std::memcpy(y, &dh.bits, 2);
+  // gguf.quants computes x * id + 8.5 in f64, rounds that to f32 and then truncates
+  // (np.trunc(..., dtype=np.float32)): a value a hair under an integer in f64 that rounds up to
+  // it in f32 (x an exact multiple of d / 2, common in bf16 weights) truncates to that integer.
+  // ggml's f32 reference differs only where FMA contraction does.
+  auto q = [&](float v) {
+    const float t = static_cast<float>(static_cast<double>(v) * static_cast<double>(id) + 8.5);
+    return static_cast<uint8_t>(std::clamp(std::trunc(t), 0.0f, 15.0f));
+  };
+  for (int i = 0; i < 16; ++i) y[2 + i] = static_cast<uint8_t>(q(x[i]) | (q(x[i + 16]) << 4));
+}
+
+}  // namespace
+
+void DequantizeBlocks(DType dtype, const void* src, float* dst, int64_t n) {
+  SY_CHECK(IsQuantized(dtype)) << "DequantizeBlocks of " << DTypeName(dtype);
+  const int64_t block = DTypeBlockSize(dtype);
+  const auto bytes = static_cast<int64_t>(DTypeBlockBytes(dtype));
+  SY_CHECK(n >= 0 && n % block == 0) << n << " values of " << DTypeName(dtype);
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < n / block; ++b) {
+    switch (dtype) {
+      case DType::kQ8_0:
+        DequantQ8_0(s + b * bytes, dst + b * block);
+        break;
+      case DType::kQ4_0:
+        DequantQ4_0(s + b * bytes, dst + b * block);
+        break;
+      case DType::kQ4_K:
+        DequantQ4_K(s + b * bytes, dst + b * block);
+        break;
+      case DType::kF32:
+      case DType::kF16:
+      case DType::kBF16:
+      case DType::kI32:
+      case DType::kI64:
+      case DType::kU8:
+      case DType::kI8:
+      case DType::kF64:
+        return;
+    }
+  }
+}
+
+void QuantizeBlocks(DType dtype, const float* src, void* dst, int64_t n) {
+  SY_CHECK(dtype == DType::kQ8_0 || dtype == DType::kQ4_0)
+      << "QuantizeBlocks to " << DTypeName(dtype) << ": only q8_0 and q4_0 have a quantizer";
+  SY_CHECK(n >= 0 && n % 32 == 0) << n << " values do not fill whole blocks of 32";
+  auto* d = static_cast<uint8_t*>(dst);
+  const size_t bytes = DTypeBlockBytes(dtype);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    if (dtype == DType::kQ8_0) {
+      QuantQ8_0(src + b * 32, d + b * bytes);
+    } else {
+      QuantQ4_0(src + b * 32, d + b * bytes);
+    }
+  }
+}
+
+}  // namespace sy

@@ -1,0 +1,48 @@
+// ggml's quantized block layouts (the DTypes q8_0, q4_0, q4_k), byte for byte as ggml and GGUF
+// store them (ggml/src/ggml-common.h). A block covers DTypeBlockSize consecutive values of a row:
+//   q8_0  { f16 d; i8 qs[32]; }                       x[i] = d * qs[i]
+//   q4_0  { f16 d; u8 qs[16]; }                       x[i] = d * ((qs[i] & 15) - 8),
+//                                                     x[i + 16] = d * ((qs[i] >> 4) - 8)
+//   q4_k  { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }  256 values in 8 sub-blocks of 32 with
+//         6-bit scales and mins packed in `scales` (get_scale_min_k4); sub-block pair j uses
+//         qs[32 j / 2 ..] low nibbles then high nibbles: x = d * sc * q - dmin * m
+//
+// These are the plain scalar versions: the oracle of the CPU kernels (runtime/cpu/cpu_quant.h)
+// and the converters of the formats layer (storage/formats/ggml_quants.h).
+//
+// The quantizers reproduce ggml's reference quantize_row_q8_0_ref / quantize_row_q4_0_ref (and
+// gguf-py's gguf.quants, which matches them bit for bit): q8_0 takes d = amax / 127 and rounds
+// x / d half away from zero; q4_0 takes d = (the value of largest magnitude) / -8 and
+// q = min(15, trunc(x / d + 8.5)). There is no q4_k quantizer (ggml's searches scales; a q4_k
+// tensor comes from a GGUF file).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/dtype.h"
+
+namespace sy {
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (0..7) of a q4_k block, from
+// its 12 packed `scales` bytes.
+inline void Q4KScaleMin(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+  }
+}
+
+// Dequantizes n values (a whole number of blocks) of quantized `dtype` at `src` into dst.
+// Aborts for a plain dtype or a partial block (callers validate sizes first).
+void DequantizeBlocks(DType dtype, const void* src, float* dst, int64_t n);
+
+// Quantizes n values (a multiple of 32) into q8_0 or q4_0 blocks at dst (n / 32 blocks).
+// Aborts for any other dtype or a partial block.
+void QuantizeBlocks(DType dtype, const float* src, void* dst, int64_t n);
+
+}  // namespace sy
