@@ -35,9 +35,8 @@ TaskPlacement Pack(const CostModel& cost, const CostShape& shape, const std::vec
   std::vector<Piece> all;
   for (size_t t = 0; t < rows.size(); ++t) {
     for (size_t j = 0; j < pieces[t]; ++j) {
-      const int64_t k = static_cast<int64_t>(pieces[t]), jj = static_cast<int64_t>(j);
-      const int64_t n = (jj + 1) * rows[t] / k - jj * rows[t] / k;
-      all.push_back({static_cast<int>(t), j, n * shape.seq_len});
+      const auto [begin, end] = PieceRows(rows[t], j, pieces[t]);
+      all.push_back({static_cast<int>(t), j, (end - begin) * shape.seq_len});
     }
   }
   std::stable_sort(all.begin(), all.end(),

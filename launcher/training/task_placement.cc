@@ -1,19 +1,19 @@
 #include "launcher/training/task_placement.h"
 
+#include <algorithm>
 #include <map>
 
 #include "runtime/core/check.h"
 
 namespace sy::launcher {
-namespace {
+namespace {}  // namespace
 
-// Rows [begin, end) of piece j of k over n rows.
 std::pair<int64_t, int64_t> PieceRows(int64_t n, size_t j, size_t k) {
   const int64_t kk = static_cast<int64_t>(k), jj = static_cast<int64_t>(j);
-  return {jj * n / kk, (jj + 1) * n / kk};
+  const int64_t base = n / kk, extra = n % kk;
+  const int64_t begin = jj * base + std::min(jj, extra);
+  return {begin, begin + base + (jj < extra ? 1 : 0)};
 }
-
-}  // namespace
 
 std::vector<TaskSlice> TaskPlacement::SlicesOf(int rank, const std::vector<int64_t>& rows) const {
   SY_CHECK_EQ(rows.size(), ranks_of_task.size());
@@ -120,11 +120,15 @@ TaskPlacement TaskPlacement::Decode(const std::vector<int64_t>& flat) {
 TaskPlacement UniformPlacement(const std::vector<int64_t>& rows, int world) {
   TaskPlacement p;
   p.world = world;
+  // Each task's pieces start where the previous task's rows ended (modulo the world), so the
+  // ranks share the step's rows as evenly as slicing the tasks' batches laid end to end.
+  int64_t offset = 0;
   for (int64_t n : rows) {
     std::vector<int> ranks;
     if (n > 0) {
-      for (int r = 0; r < world; ++r) ranks.push_back(r);
+      for (int r = 0; r < world; ++r) ranks.push_back(static_cast<int>((offset + r) % world));
     }
+    offset += n;
     p.ranks_of_task.push_back(std::move(ranks));
   }
   return p;

@@ -1,14 +1,16 @@
 // TaskPlacement: which ranks compute which rows of a step under per-task batches
 // (runtime/data/task_batches.h; train.placement, docs/training.md "Placement").
 //
-// Each task's batch is cut into pieces, one per entry of ranks_of_task[t]: piece j of k takes rows
-// [j * n / k, (j + 1) * n / k) of the task's n rows, and ranks_of_task[t][j] computes it. A task
+// Each task's batch is cut into pieces, one per entry of ranks_of_task[t]: piece j of k takes
+// PieceRows(n, j, k) of the task's n rows (n / k each, the first n % k one more), and
+// ranks_of_task[t][j] computes it. A task
 // over several ranks is data parallel inside the task; a rank holding pieces of several tasks has
 // them merged into its one batch. The cut follows the rows of the step, so a placement stays
 // valid when a task's rows change (grow_at_step). Which rank computes a row changes nothing in
 // the step's mathematics (the loss is each task's mean, weighted), only its time.
 //
-//   uniform:  every task cut into W pieces, piece r on rank r
+//   uniform:  every task cut into W pieces over all ranks, each task starting where the one before
+//             ended, as if the tasks' batches were laid end to end and sliced evenly
 //   per_task: the T tasks with rows, in config order, each on W / T consecutive ranks
 //   elastic:  the planner's (elastic_planner.h)
 //
@@ -18,12 +20,16 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/status.h"
 #include "runtime/data/task_batches.h"
 
 namespace sy::launcher {
+
+// Rows [begin, end) of piece j of k over n rows.
+std::pair<int64_t, int64_t> PieceRows(int64_t n, size_t j, size_t k);
 
 struct TaskPlacement {
   int world = 1;
