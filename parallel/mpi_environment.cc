@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_handles.h"
@@ -16,6 +17,7 @@ namespace {
 std::atomic<bool> g_environment_exists{false};
 std::atomic<int> g_world_rank{-1};
 std::atomic<int> g_world_size{0};
+std::atomic<const std::string*> g_abort_note{nullptr};
 
 int ToMpiLevel(MpiThreadLevel level) {
   switch (level) {
@@ -42,10 +44,19 @@ void MpiFatalHandler(const std::string& text) { MpiEnvironment::AbortJob(text); 
 
 }  // namespace
 
+void MpiEnvironment::SetAbortNote(const std::string& note) {
+  // Never freed: an abort on another thread may be reading the previous one.
+  g_abort_note.store(new std::string(note));
+}
+
 void MpiEnvironment::AbortJob(const std::string& message, int exit_code) {
   std::fprintf(stderr, "[switchyard rank %d/%d] %s\n[switchyard rank %d/%d] aborting the MPI job\n",
                g_world_rank.load(), g_world_size.load(), message.c_str(), g_world_rank.load(),
                g_world_size.load());
+  if (const std::string* note = g_abort_note.load(); note != nullptr) {
+    std::fprintf(stderr, "[switchyard rank %d/%d] %s\n", g_world_rank.load(), g_world_size.load(),
+                 note->c_str());
+  }
   std::fflush(stderr);
   if (internal::MpiIsLive()) MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::abort();

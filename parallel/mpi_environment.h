@@ -63,6 +63,9 @@ class MpiEnvironment {
   // Prints "[rank r/n] message" to stderr and ends every rank of the job with `exit_code`.
   // Usable after Create from any thread; falls back to std::abort without MPI.
   [[noreturn]] static void AbortJob(const std::string& message, int exit_code = kFatalExitCode);
+  // A line AbortJob prints after its message from now on (the trainer's: the command that
+  // resumes the job on the ranks left). Thread-safe; the last note set wins; copied.
+  static void SetAbortNote(const std::string& note);
 
  private:
   MpiEnvironment() = default;

@@ -133,11 +133,15 @@ Result<float> DistributedRank::ShareLoss(int64_t local_targets) {
       targets > 0
           ? static_cast<float>(static_cast<double>(local_targets) / static_cast<double>(targets))
           : 0.0f;
+  SetLossShare(share);
+  return share;
+}
+
+void DistributedRank::SetLossShare(float share) {
   for (LossShareExpertCompute* layer : layers_) layer->set_share(share);
   if (zero_) zero_->set_gradient_prescale(share);
   // The embedding's gradient slices carry each rank's share as they are exchanged.
   if (embedding_) embedding_->set_gradient_prescale(share);
-  return share;
 }
 
 Result<GlobalStepLoss> DistributedRank::ReduceGradients(std::span<ParamState> states,

@@ -89,6 +89,9 @@ class DistributedRank {
   // After Forward: this rank's share n_r / N of the world's `local_targets`, set on the expert
   // layers, ZeRO-3 and the embedding partition, whose gradients carry it.
   Result<float> ShareLoss(int64_t local_targets);
+  // As ShareLoss with the share given (per-task batches compute it with their own reduction).
+  // Not collective.
+  void SetLossShare(float share);
   // After Backward (the gradients in `states`, this rank's, on the host): scales the dense
   // gradients by `share` and sums them over the world, sums the expert gradients over their
   // replicas, reduces the loss terms and the squared gradient norm of the whole model, and clips

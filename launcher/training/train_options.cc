@@ -82,6 +82,13 @@ const ConfigSchema<TrainOptions>& TrainOptionsSchema() {
         .Field("eval_batches", &T::eval_batches, "Held-out batches per evaluation")
         .Min(1)
         .Field("threads", &T::threads, "Compute threads (0 = all cores)")
+        .Min(0)
+        .Enum("placement", &T::placement,
+              {{"uniform", Placement::kUniform},
+               {"per_task", Placement::kPerTask},
+               {"elastic", Placement::kElastic}},
+              "Which ranks compute which rows: uniform, per_task or elastic")
+        .Field("sim_gflops", &T::sim_gflops, "Modelled compute rate on sim, GFLOP/s (0 = off)")
         .Min(0);
     return s;
   }();
@@ -250,6 +257,22 @@ const ConfigSchema<ExpertStoreOptions>& ExpertStoreOptionsSchema() {
   return *schema;
 }
 
+const ConfigSchema<ElasticOptions>& ElasticOptionsSchema() {
+  using E = ElasticOptions;
+  static const auto* schema = [] {
+    auto* s = new ConfigSchema<E>();
+    s->Field("rebalance_every", &E::rebalance_every,
+             "Steps between rebalancing decisions under train.placement elastic (0 = never)")
+        .Min(0)
+        .Field("min_gain", &E::min_gain,
+               "Predicted step-time gain a new placement must exceed to be adopted")
+        .Min(-1)
+        .Max(1);
+    return s;
+  }();
+  return *schema;
+}
+
 OptimizerOptions TrainConfig::optimizer_options() const {
   OptimizerOptions o;
   o.kind = optim.kind;
@@ -272,8 +295,8 @@ LrScheduleOptions TrainConfig::schedule_options() const {
 }
 
 Result<TrainConfig> LoadTrainConfig(Config& config) {
-  SY_RETURN_IF_ERROR(config.CheckKnownBlocks(
-      {"model", "data", "train", "optim", "checkpoint", "log", "parallel", "expert_store"}));
+  SY_RETURN_IF_ERROR(config.CheckKnownBlocks({"model", "data", "train", "optim", "checkpoint",
+                                              "log", "parallel", "expert_store", "elastic"}));
   TrainConfig out;
   SY_RETURN_IF_ERROR(DataOptionsSchema().Bind(config, "data", &out.data));
   SY_RETURN_IF_ERROR(TrainOptionsSchema().Bind(config, "train", &out.train));
@@ -283,6 +306,13 @@ Result<TrainConfig> LoadTrainConfig(Config& config) {
   SY_RETURN_IF_ERROR(ParallelOptionsSchema().Bind(config, "parallel", &out.parallel));
   SY_RETURN_IF_ERROR(ModelConfigSchema().Bind(config, "model", &out.model));
   SY_RETURN_IF_ERROR(ExpertStoreOptionsSchema().Bind(config, "expert_store", &out.expert_store));
+  SY_RETURN_IF_ERROR(ElasticOptionsSchema().Bind(config, "elastic", &out.elastic));
+  if (out.train.placement != Placement::kUniform && out.data.source != DataSource::kSynthetic) {
+    return InvalidArgumentError(config.Where("train.placement") +
+                                ": 'train.placement' per_task and elastic place the synthetic "
+                                "tasks on ranks, but 'data.source' is not synthetic; set "
+                                "train.placement=uniform");
+  }
   if (out.expert_store.enabled() && out.model.num_experts == 0) {
     return InvalidArgumentError(config.Where("expert_store.dir") +
                                 ": 'expert_store.dir' is set but the model has no experts "

@@ -5,7 +5,8 @@
 //     "model": {...ModelConfig fields...},          // runtime/model/model_config.h
 //     "data": {...},                                // runtime/data/data_options.h
 //     "train": {"device": "cpu", "steps": 300, "seed": 1, "grad_clip": 1.0,
-//               "eval_every": 100, "eval_batches": 4, "threads": 0},
+//               "eval_every": 100, "eval_batches": 4, "threads": 0, "placement": "uniform"},
+//     "elastic": {"rebalance_every": 0, "min_gain": 0.05},
 //     "optim": {"kind": "adamw", "lr": 3e-3, "min_lr": 0, "warmup_steps": 20,
 //               "schedule": "cosine", "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
 //               "weight_decay": 0.0},
@@ -39,6 +40,13 @@
 
 namespace sy::launcher {
 
+// Which ranks compute which rows of a step (launcher/training/task_placement.h).
+enum class Placement : uint8_t {
+  kUniform,  // every rank takes an equal share of the step's rows (of every task's batch)
+  kPerTask,  // one task per group of world / tasks consecutive ranks, in config order
+  kElastic,  // the planner's: heavy tasks over several ranks, light ones merged, rebalanced
+};
+
 // The "train" block.
 struct TrainOptions {
   std::string device = "cpu";  // Default: cpu. cpu | sim (| cuda:N when built)
@@ -49,6 +57,25 @@ struct TrainOptions {
   int64_t eval_every = 0;      // Default: 0 = evaluate only at the end (steps)
   int64_t eval_batches = 4;    // Default: 4 batches of the held-out split per evaluation
   int threads = 0;             // Default: 0 = SY_NUM_THREADS or every core
+  // Default: uniform. Which ranks compute which rows; per_task and elastic draw each task's
+  // batch apart (data.tasks.<task>.batch_size) and need the synthetic tasks.
+  Placement placement = Placement::kUniform;
+  // Default: 0 = not modelled. On the sim device, the modelled compute rate (GFLOP/s): each step
+  // also takes 6 x active parameters per token x this rank's tokens / rate (Backend::ModelCompute),
+  // so that ranks oversubscribed on few cores time the schedule, not their contention.
+  double sim_gflops = 0;
+};
+
+// The "elastic" block: live rebalancing under train.placement elastic
+// (launcher/training/elastic_planner.h).
+struct ElasticOptions {
+  // Default: 0 = never. Steps between rebalancing decisions: each rank's measured compute and
+  // wait times over the last window calibrate the cost model, and the planner proposes a
+  // placement.
+  int64_t rebalance_every = 0;
+  // Default: 0.05. The predicted step-time gain (1 - new / current) a new placement must exceed
+  // to be adopted.
+  double min_gain = 0.05;
 };
 
 // The "optim" block: the optimizer math and the learning-rate schedule.
@@ -161,6 +188,7 @@ struct TrainConfig {
   LogOptions log;
   ParallelOptions parallel;
   ExpertStoreOptions expert_store;
+  ElasticOptions elastic;
   // The effective config (every block with its defaults), as written into checkpoints.
   std::string effective_json;
 
@@ -175,6 +203,7 @@ const ConfigSchema<CheckpointOptions>& CheckpointOptionsSchema();
 const ConfigSchema<LogOptions>& LogOptionsSchema();
 const ConfigSchema<ParallelOptions>& ParallelOptionsSchema();
 const ConfigSchema<ExpertStoreOptions>& ExpertStoreOptionsSchema();
+const ConfigSchema<ElasticOptions>& ElasticOptionsSchema();
 
 // Binds every block of `config` (rejecting unknown blocks with a suggestion), validates the model,
 // checks the model against the data (vocabulary) and parallel.ep_size against model.num_experts.

@@ -83,6 +83,7 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
   SY_ASSIGN_OR_RETURN(Device device, ParseDevice(config_.train.device));
   BackendOptions backend_options;
   backend_options.num_threads = config_.train.threads;
+  backend_options.sim.compute_gflops = config_.train.sim_gflops;
   SY_ASSIGN_OR_RETURN(backend_, CreateBackend(device, backend_options));
   const int threads = config_.train.threads > 0
                           ? config_.train.threads
@@ -99,7 +100,11 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
                                          EstimateTrainingMemory(config_, vocab, world_size),
                                          AvailableHostMemory(), world_size));
   BatcherOptions train_options = MakeBatcherOptions(config_.data, Split::kTrain);
-  if (world != nullptr) {
+  // Per-task batches replace the mixed stream's rows (trainer_tasks.cc); its batcher stays for
+  // the config's checks only.
+  const bool per_task =
+      HasTaskBatchSizes(config_.data) || config_.train.placement != Placement::kUniform;
+  if (world != nullptr && !per_task) {
     const int w = world->size();
     if (config_.data.batch_size % w != 0) {
       return InvalidArgumentError(
@@ -147,6 +152,7 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
   SY_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config_.schedule_options()));
   schedule_ = std::make_unique<LrSchedule>(schedule);
   SY_RETURN_IF_ERROR(InitParamStates());
+  if (per_task) SY_RETURN_IF_ERROR(InitTaskBatches());
   return config_.expert_store.enabled() ? InitExpertStore() : Status::Ok();
 }
 

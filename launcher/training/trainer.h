@@ -45,8 +45,10 @@
 #include <vector>
 
 #include "launcher/training/device_adam.h"
+#include "launcher/training/elastic_planner.h"
 #include "launcher/training/expert_state_store.h"
 #include "launcher/training/param_state.h"
+#include "launcher/training/task_placement.h"
 #include "launcher/training/train_checkpoint.h"
 #include "launcher/training/train_options.h"
 #include "optim/lr_schedule.h"
@@ -57,6 +59,7 @@
 #include "runtime/data/batcher.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/task_accuracy.h"
+#include "runtime/data/task_batches.h"
 #include "runtime/model/moe_model.h"
 #include "storage/cache/access_trace.h"
 
@@ -91,6 +94,10 @@ struct StepReport {
   uint64_t store_bytes_read = 0;
   uint64_t store_bytes_written = 0;
   double expert_wait_seconds = 0;  // waiting for experts' states (reads, write-backs)
+  // Per-task batches: the rows of each task in this step (kSyntheticTaskNames order), and the
+  // rebalancing decision taken after it (elastic placement), for the log; "" when none.
+  std::vector<int64_t> task_rows;
+  std::string placement_change;
 };
 
 struct EvalReport {
@@ -142,6 +149,13 @@ class Trainer {
   Result<int64_t> BroadcastRootValue(int64_t value);
 
   int64_t step() const { return step_; }
+  // Whether each step draws every task's batch apart (data.tasks.<task>.batch_size, or
+  // train.placement per_task / elastic; runtime/data/task_batches.h).
+  bool per_task_batches() const { return task_streams_ != nullptr; }
+  // The current placement of the tasks on the ranks (task_placement.h); per-task batches only.
+  const TaskPlacement& placement() const { return placement_; }
+  // "placement elastic: copy: ranks 0,1 (4/4 rows); ...", or "" without per-task batches.
+  std::string PlacementSummary() const;
   // Parameters of the whole model, and of its experts (over all ranks in a distributed run).
   int64_t num_parameters() const;
   int64_t num_expert_parameters() const;
@@ -189,6 +203,14 @@ class Trainer {
   bool InStore(const ParamState& s) const { return expert_store_ && s.param->is_expert; }
   // Step without the hint that Step adds to an out-of-memory error.
   Result<StepReport> StepOnce();
+  // Per-task batches (trainer_tasks.cc): the streams and the first placement; this rank's rows
+  // of the step with each row's loss weight and this rank's loss share; the end of a step (the
+  // streams advance, the elastic window, a rebalancing decision every elastic.rebalance_every).
+  Status InitTaskBatches();
+  Status PlaceTasks();
+  Status NextTaskBatch(std::vector<float>* row_weights, float* share);
+  Status EndTaskStep(StepReport* report);
+  Status Rebalance(StepReport* report);
   // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
   void RecordRouting();
   // SaveCheckpoint once the expert states are in states_.
@@ -220,7 +242,14 @@ class Trainer {
   std::vector<ParamInfo> all_params_;
   Batch batch_;
   int64_t step_ = 0;
-  storage::AccessTrace trace_;             // with log.routing_trace
+  storage::AccessTrace trace_;  // with log.routing_trace
+  // Per-task batches: the streams (null: one mixed batch per step from train_batcher_), where
+  // the tasks are, and the elastic planner's cost model and measurement window.
+  std::unique_ptr<TaskStreams> task_streams_;
+  TaskPlacement placement_;
+  CostModel cost_;
+  RankSample window_;  // sums over window_steps_ steps
+  int64_t window_steps_ = 0;
   std::unique_ptr<DistributedRank> dist_;  // null in one process
   // With expert_store.dir (the file system outlives the store).
   std::unique_ptr<storage::FileSystem> store_fs_;

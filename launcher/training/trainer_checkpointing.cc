@@ -57,7 +57,8 @@ Status Trainer::SaveCheckpointOfStates(const std::string& path) {
   ckpt.config_json = config_.effective_json;
   ckpt.step = step_;
   ckpt.seed = config_.train.seed;
-  ckpt.data_position = train_batcher_->SavePosition();
+  ckpt.data_position =
+      task_streams_ ? task_streams_->SavePosition() : train_batcher_->SavePosition();
   std::vector<std::vector<float>> values = ParameterValues();
   for (size_t i = 0; i < states_.size(); ++i) {
     const ParamState& s = states_[i];
@@ -126,7 +127,8 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
     ckpt.config_json = config_.effective_json;
     ckpt.step = step_;
     ckpt.seed = config_.train.seed;
-    ckpt.data_position = train_batcher_->SavePosition();
+    ckpt.data_position =
+        task_streams_ ? task_streams_->SavePosition() : train_batcher_->SavePosition();
     const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
     for (const ParamInfo& p : all_params_) {
       const std::vector<int64_t>& shape = p.shape;
@@ -177,6 +179,20 @@ Status Trainer::CheckCheckpointConfig(const std::string& path, const std::string
   nlohmann::json ours = nlohmann::json::parse(config_.effective_json, nullptr, false);
   if (saved.is_discarded() || !saved.is_object()) {
     return DataLossError("checkpoint " + path + ": its config is not valid JSON");
+  }
+  // Checkpoints older than per-task batches lack their keys; left at 0 they change nothing.
+  if (ours.contains("data") && ours["data"].contains("tasks") && saved.contains("data") &&
+      saved["data"].is_object()) {
+    const nlohmann::json saved_tasks = saved["data"].value("tasks", nlohmann::json::object());
+    for (auto& [task, fields] : ours["data"]["tasks"].items()) {
+      const nlohmann::json saved_fields = saved_tasks.value(task, nlohmann::json::object());
+      for (const char* key : {"batch_size", "grow_at_step", "grow_batch_size"}) {
+        if (fields.contains(key) && fields[key] == 0 && saved_fields.is_object() &&
+            !saved_fields.contains(key)) {
+          fields.erase(key);
+        }
+      }
+    }
   }
   for (const char* block : {"model", "data"}) {
     const nlohmann::json a = saved.value(block, nlohmann::json::object());
@@ -263,7 +279,13 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < ckpt.params.size(); ++i) index[ckpt.params[i].name] = i;
   // Everything is read and checked; only now does the trainer's state change.
-  SY_RETURN_IF_ERROR(train_batcher_->RestorePosition(ckpt.data_position));
+  if (task_streams_) {
+    SY_RETURN_IF_ERROR(task_streams_->RestorePosition(ckpt.data_position));
+    // The tasks' rows at the resumed step decide the placement, whatever the saving run's world.
+    SY_RETURN_IF_ERROR(PlaceTasks());
+  } else {
+    SY_RETURN_IF_ERROR(train_batcher_->RestorePosition(ckpt.data_position));
+  }
   for (ParamState& s : states_) {
     const size_t i = index.at(s.param->name);
     if (s.param->is_column_shard()) {

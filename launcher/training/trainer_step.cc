@@ -39,7 +39,13 @@ Result<StepReport> Trainer::StepOnce() {
   auto comm = [this] { return dist_ ? dist_->communication_seconds() : 0.0; };
   const double comm_start = comm();
   const auto start = Clock::now();
-  SY_RETURN_IF_ERROR(train_batcher_->Next(&batch_));
+  std::vector<float> row_weights;  // per-task batches: each row's loss weight
+  float task_share = 1.0f;
+  if (task_streams_) {
+    SY_RETURN_IF_ERROR(NextTaskBatch(&row_weights, &task_share));
+  } else {
+    SY_RETURN_IF_ERROR(train_batcher_->Next(&batch_));
+  }
   const auto data_done = Clock::now();
   const double comm_data = comm();
   const ExpertStoreStats store_before = expert_store_ ? expert_store_->stats() : ExpertStoreStats{};
@@ -49,16 +55,27 @@ Result<StepReport> Trainer::StepOnce() {
   } else {
     model_->ZeroGrads();
   }
-  SY_ASSIGN_OR_RETURN(LossReport loss, model_->Forward(batch_.tokens, batch_.targets));
+  SY_ASSIGN_OR_RETURN(LossReport loss, model_->Forward(batch_.tokens, batch_.targets, row_weights));
   backend_->Synchronize();
   float share = 1.0f;
-  if (dist_) {
+  if (dist_ && task_streams_) {
+    share = task_share;
+    dist_->SetLossShare(share);
+  } else if (dist_) {
     // This rank's share of the global targets weights its loss (LossShareExpertCompute).
     SY_ASSIGN_OR_RETURN(share, dist_->ShareLoss(loss.num_targets));
   }
   const auto forward_done = Clock::now();
   const double comm_forward = comm();
   SY_RETURN_IF_ERROR(model_->Backward());
+  if (config_.train.sim_gflops > 0) {
+    // The forward and backward of this rank's tokens, modelled: 6 FLOPs per active parameter.
+    const double active = static_cast<double>(num_parameters() - num_expert_parameters()) +
+                          static_cast<double>(num_expert_parameters()) * model_->config().top_k /
+                              std::max(1, model_->config().num_experts);
+    backend_->ModelCompute(6.0 * active * static_cast<double>(batch_.batch_size()) *
+                           static_cast<double>(batch_.seq_len()));
+  }
   if (!host_backend() && !device_adam_) {
     for (ParamState& s : states_) {
       backend_->CopyAsync(s.param->grad, s.host_grad, backend_->compute_stream());
@@ -146,6 +163,11 @@ Result<StepReport> Trainer::StepOnce() {
   model_->ReleaseActivations();
   report.step = step_;
   report.tokens = batch_.batch_size() * batch_.seq_len() * world_size();
+  if (task_streams_) {
+    int64_t rows = 0;
+    for (int64_t n : task_streams_->rows()) rows += n;
+    report.tokens = rows * batch_.seq_len();
+  }
   report.seconds = Seconds(start, Clock::now());
   report.data_seconds = Seconds(start, data_done) - (comm_data - comm_start);
   report.forward_seconds = Seconds(data_done, forward_done) - (comm_forward - comm_data);
@@ -153,6 +175,7 @@ Result<StepReport> Trainer::StepOnce() {
   report.optimizer_seconds =
       Seconds(backward_done, optimizer_done) - (comm_optimizer - comm_backward);
   report.communication_seconds = comm() - comm_start;
+  if (task_streams_) SY_RETURN_IF_ERROR(EndTaskStep(&report));
   return report;
 }
 

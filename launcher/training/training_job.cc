@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "launcher/training/rank_output.h"
+#include "launcher/training/resume_command.h"
 #include "launcher/training/trainer.h"
 #include "launcher/training/training_loop.h"
 #include "runtime/core/build_info.h"
@@ -68,6 +70,19 @@ Status Train(const TrainConfig& config, Communicator* world, bool concurrent_mpi
   if (!trainer.ok()) return EndJobOnError(trainer.status(), world);
   RankOutput out((*trainer)->rank(), (*trainer)->world_size(), options.log_all_ranks);
   PrintLayout(**trainer, out.file());
+  if ((*trainer)->world_size() > 1) {
+    // A lost rank ends the job on every rank; this says how to go on with the ones left.
+    std::error_code ec;
+    std::string binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) binary = "switchyard";
+    const std::string resume = ResumeCommand(config, binary, options.config_path, options.overrides,
+                                             (*trainer)->world_size());
+    std::fprintf(out.file(), "if a rank is lost, resume on the ranks left with: %s\n",
+                 resume.c_str());
+#if SY_HAVE_MPI
+    MpiEnvironment::SetAbortNote("to resume on the ranks left: " + resume);
+#endif
+  }
   TrainingLoopOptions loop_options;
   loop_options.stop = options.stop;
   return EndJobOnError(RunTrainingLoop(**trainer, out.file(), loop_options).status(), world);

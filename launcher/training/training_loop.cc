@@ -123,6 +123,9 @@ class TrainingLoop {
                    "raise train.steps (--set train.steps=N) to train further\n",
                    static_cast<long long>(first), static_cast<long long>(total));
     }
+    if (trainer_.per_task_batches()) {
+      std::fprintf(out_, "%s\n", trainer_.PlacementSummary().c_str());
+    }
     start_ = Clock::now();
     int64_t tokens = 0;
     while (trainer_.step() < total) {
@@ -137,6 +140,14 @@ class TrainingLoop {
       const bool log_now = step % config_.log.every == 0 || step == total || step == first + 1;
       if (log_now) LogStep(r, tok_s);
       PrintProgress(r, total, tok_s, eta, log_now);
+      if (!r.placement_change.empty()) {
+        if (style_ == ProgressStyle::kBar) std::fprintf(out_, "\n");
+        std::fprintf(out_, "%s\n", r.placement_change.c_str());
+        if (metrics_.is_open()) {
+          metrics_ << nlohmann::json({{"step", step}, {"rebalance", r.placement_change}}).dump()
+                   << "\n";
+        }
+      }
       if (config_.train.eval_every > 0 && step % config_.train.eval_every == 0 && step < total) {
         SY_ASSIGN_OR_RETURN(EvalReport e, trainer_.Evaluate());
         if (style_ == ProgressStyle::kBar) std::fprintf(out_, "\n");
@@ -285,6 +296,7 @@ class TrainingLoop {
                            {"skipped", r.skipped},
                            {"expert_load", r.expert_load},
                            {"step_seconds", r.seconds},
+                           {"task_rows", r.task_rows},
                            {"phase_seconds",
                             {{"data", r.data_seconds},
                              {"forward", r.forward_seconds},

@@ -136,6 +136,10 @@ class Backend {
   virtual void SynchronizeStream(Stream& stream) = 0;
   // Waits for every stream of this backend.
   virtual void Synchronize() = 0;
+  // Accounts `flops` of work on the compute stream in a device whose compute time is modelled
+  // (sim with SimOptions::compute_gflops > 0: the calling thread sleeps flops / rate, on top of
+  // the real operators it ran); nothing elsewhere.
+  virtual void ModelCompute(double flops) { (void)flops; }
 
   // ---- copies ----
   // Copies src into dst (same dtype and numel). Either side may be host memory or this backend's
@@ -274,6 +278,10 @@ struct SimOptions {
   size_t memory_bytes = size_t{8} << 30;  // Default: 8 GiB device memory budget
   double link_gbps = 25.0;                // Default: 25 GB/s each way, a PCIe 4.0 x16 link
   double link_latency_us = 10.0;          // Default: 10 us per copy
+  // Default: 0 = not modelled. The modelled compute rate (GFLOP/s) of Backend::ModelCompute: the
+  // caller sleeps for the work it declares, so ranks oversubscribed on few cores show the time a
+  // device would take rather than their contention for the cores.
+  double compute_gflops = 0;
 };
 
 struct BackendOptions {

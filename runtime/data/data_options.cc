@@ -27,7 +27,28 @@ ConfigSchema<SyntheticOptions> SyntheticSchema() {
 
 ConfigSchema<SyntheticTaskWeights> TasksSchema() {
   ConfigSchema<SyntheticTaskMix> mix;
-  mix.Field("weight", &SyntheticTaskMix::weight, "Relative frequency in the train split").Min(0);
+  mix.Field("weight", &SyntheticTaskMix::weight, "Relative frequency in the train split")
+      .Min(0)
+      .Field("batch_size", &SyntheticTaskMix::batch_size,
+             "Rows of this task per step (0 = its share of data.batch_size by weight)")
+      .Min(0)
+      .Field("grow_at_step", &SyntheticTaskMix::grow_at_step,
+             "Step from which the task's rows become grow_batch_size (0 = never)")
+      .Min(0)
+      .Field("grow_batch_size", &SyntheticTaskMix::grow_batch_size,
+             "Rows of this task per step from grow_at_step on")
+      .Min(0)
+      .Check([](const SyntheticTaskMix& m) -> std::optional<ConfigIssue> {
+        if (m.grow_at_step > 0 && m.grow_batch_size < 1) {
+          return ConfigIssue{"grow_batch_size", "must be at least 1 when grow_at_step is set"};
+        }
+        if (m.weight == 0 && (m.batch_size > 0 || m.grow_batch_size > 0)) {
+          return ConfigIssue{"weight",
+                             "is 0 (task disabled) but the task has a batch_size; give it a "
+                             "positive weight or remove its batch_size"};
+        }
+        return std::nullopt;
+      });
   using W = SyntheticTaskWeights;
   ConfigSchema<W> schema;
   schema.Nested("copy", &W::copy, mix, "Copy the input")

@@ -14,6 +14,7 @@ constexpr int kMaxDraws = 10000;
 
 constexpr uint64_t kSplitSalt[] = {0x747261696eull, 0x6576616cull};  // "train", "eval"
 constexpr uint64_t kHoldOutSalt = 0x686f6c646f7574ull;               // "holdout"
+constexpr uint64_t kTaskStreamSalt = 0x7461736bull;                  // "task"
 
 int DecimalWidth(int max_value) {
   int width = 1;
@@ -284,6 +285,24 @@ Result<int32_t> SyntheticDataset::Get(Split split, int64_t index, std::span<int3
     const double u = rng.UniformDouble();
     while (task_index + 1 < kNumSyntheticTasks && !(u < cumulative_[task_index])) ++task_index;
   }
+  return Generate(split, task_index, rng, tokens, targets);
+}
+
+Result<int32_t> SyntheticDataset::GetTaskExample(int task, int64_t index, std::span<int32_t> tokens,
+                                                 std::span<int32_t> targets) const {
+  SY_CHECK(task >= 0 && task < kNumSyntheticTasks) << "task " << task;
+  SY_CHECK_EQ(static_cast<int64_t>(tokens.size()), seq_len_);
+  SY_CHECK_EQ(static_cast<int64_t>(targets.size()), seq_len_);
+  SY_CHECK_GE(index, 0);
+  // A stream of its own per task, apart from the mixed train stream's.
+  SampleRng rng(MixSeed(MixSeed(MixSeed(seed_, kSplitSalt[0]), kTaskStreamSalt + task),
+                        static_cast<uint64_t>(index)));
+  return Generate(Split::kTrain, task, rng, tokens, targets);
+}
+
+Result<int32_t> SyntheticDataset::Generate(Split split, int task_index, SampleRng& rng,
+                                           std::span<int32_t> tokens,
+                                           std::span<int32_t> targets) const {
   const SyntheticTask task = static_cast<SyntheticTask>(task_index);
   const bool want_eval = split == Split::kEval;
 

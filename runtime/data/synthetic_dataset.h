@@ -25,6 +25,7 @@
 #include "runtime/config/config_schema.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/markov_chain.h"
+#include "runtime/data/sample_rng.h"
 #include "runtime/data/synthetic_vocab.h"
 
 namespace sy {
@@ -40,9 +41,17 @@ struct SyntheticOptions {
   int markov_branching = 3;   // Default: 3 successors per state, at most num_symbols
 };
 
-// The mixture weight of one task: "data.tasks.<task>.weight".
+// One task of "data.tasks.<task>": its mixture weight and, for per-task batches
+// (runtime/data/task_batches.h), its rows per step.
 struct SyntheticTaskMix {
   double weight = 1.0;  // Default: 1. Relative frequency in the train split; 0 disables the task
+  // Default: 0 = its share of data.batch_size by weight. Rows of this task in every step; any
+  // task with one makes every step draw each task's batch apart (task_batches.h).
+  int64_t batch_size = 0;
+  // Default: 0 = never. From this step on (steps taken, 1-based) the task's rows per step become
+  // grow_batch_size: a workload that drifts mid-run (the elastic trainer rebalances for it).
+  int64_t grow_at_step = 0;
+  int64_t grow_batch_size = 0;  // Default: 0. Rows per step from grow_at_step on
 };
 
 // "data.tasks": one entry per task, named as kSyntheticTaskNames.
@@ -55,6 +64,9 @@ struct SyntheticTaskWeights {
 
   std::array<double, kNumSyntheticTasks> ToArray() const {
     return {copy.weight, reverse.weight, sort.weight, modadd.weight, markov.weight};
+  }
+  std::array<const SyntheticTaskMix*, kNumSyntheticTasks> Tasks() const {
+    return {&copy, &reverse, &sort, &modadd, &markov};
   }
 };
 
@@ -84,6 +96,11 @@ class SyntheticDataset : public Dataset {
   nlohmann::json State() const override;
   Status RestoreState(const nlohmann::json& state) override;
 
+  // Train example `index` of task `task`'s own stream (per-task batches, task_batches.h): a
+  // stream apart from Get's mixed one, independent of the weights. Returns `task`.
+  Result<int32_t> GetTaskExample(int task, int64_t index, std::span<int32_t> tokens,
+                                 std::span<int32_t> targets) const;
+
   // Replaces the train mixture (kNumSyntheticTasks non-negative weights, not all zero). Changes
   // which task every later train example draws; eval examples do not depend on it.
   Status SetTaskWeights(std::span<const double> weights);
@@ -100,6 +117,9 @@ class SyntheticDataset : public Dataset {
   SyntheticDataset(const SyntheticOptions& options, int64_t seq_len, uint64_t seed,
                    double eval_fraction);
 
+  // An example of `task` for `split` from `rng`: an input of that split, packed with its answer.
+  Result<int32_t> Generate(Split split, int task, SampleRng& rng, std::span<int32_t> tokens,
+                           std::span<int32_t> targets) const;
   void DrawInput(SyntheticTask task, SampleRng& rng, std::vector<int32_t>* input) const;
   void ComputeAnswer(SyntheticTask task, std::span<const int32_t> input, SampleRng& rng,
                      std::vector<int32_t>* answer) const;

@@ -127,6 +127,11 @@ Status MoeModel::InitializeParameters(uint64_t seed, float stddev) {
 }
 
 Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets) {
+  return Forward(tokens, targets, {});
+}
+
+Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets,
+                                     std::span<const float> row_weights) {
   ReleaseActivations();
   SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(backend_, tokens, "tokens"));
   const int64_t b = tokens.dim(0), t = tokens.dim(1), n = b * t;
@@ -156,6 +161,17 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
     }
   }
 
+  token_loss_weights_.clear();
+  if (!row_weights.empty()) {
+    if (static_cast<int64_t>(row_weights.size()) != b) {
+      return InvalidArgumentError("row loss weights: " + std::to_string(row_weights.size()) +
+                                  " for a batch of " + std::to_string(b) + " rows");
+    }
+    token_loss_weights_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      token_loss_weights_[static_cast<size_t>(i)] = row_weights[static_cast<size_t>(i / t)];
+    }
+  }
   std::vector<int32_t> positions(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
   batch_.batch = b;
@@ -209,6 +225,11 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
     SY_ASSIGN_OR_RETURN(Tensor losses, backend_.Allocate(DType::kF32, Shape{n}));
     SY_ASSIGN_OR_RETURN(ce_lse_, backend_.Allocate(DType::kF32, Shape{n}));
     backend_.CrossEntropy(logits_, targets_, losses, ce_lse_);
+    if (!token_loss_weights_.empty()) {
+      // Weighted: the per-token losses scaled by their row's weight before the sum.
+      SY_ASSIGN_OR_RETURN(Tensor w, UploadF32(backend_, token_loss_weights_, Shape{n}));
+      backend_.Mul(losses, w, losses);
+    }
     backend_.Reduce(losses.Reshape({1, n}), stats_.Slice(0, 1), ReduceOp::kSum, ReduceAxis::kLast);
   }
   if (!options_.with_grad) {
@@ -219,8 +240,9 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
   SY_ASSIGN_OR_RETURN(std::vector<float> stats, DownloadF32(backend_, stats_));
   LossReport report;
   report.num_targets = targets.defined() ? num_targets_ : 0;
-  report.ce_loss =
-      report.num_targets > 0 ? stats[0] / static_cast<float>(report.num_targets) : 0.0f;
+  report.ce_loss = !token_loss_weights_.empty() ? stats[0]
+                   : report.num_targets > 0     ? stats[0] / static_cast<float>(report.num_targets)
+                                                : 0.0f;
   for (int m = 0; m < num_moe; ++m) {
     const float aux = stats[static_cast<size_t>(1 + 2 * m)];
     const float z = stats[static_cast<size_t>(2 + 2 * m)];
@@ -314,8 +336,13 @@ Status MoeModel::Backward() {
   }
   const int64_t n = batch_.num_tokens();
   const int64_t h = config_.hidden_size;
-  SY_ASSIGN_OR_RETURN(Tensor dlosses, backend_.Allocate(DType::kF32, Shape{n}));
-  backend_.Fill(dlosses, num_targets_ > 0 ? 1.0f / static_cast<float>(num_targets_) : 0.0f);
+  Tensor dlosses;
+  if (!token_loss_weights_.empty()) {
+    SY_ASSIGN_OR_RETURN(dlosses, UploadF32(backend_, token_loss_weights_, Shape{n}));
+  } else {
+    SY_ASSIGN_OR_RETURN(dlosses, backend_.Allocate(DType::kF32, Shape{n}));
+    backend_.Fill(dlosses, num_targets_ > 0 ? 1.0f / static_cast<float>(num_targets_) : 0.0f);
+  }
   SY_ASSIGN_OR_RETURN(Tensor dlogits, backend_.Allocate(DType::kF32, logits_.shape()));
   backend_.CrossEntropyBackward(logits_, targets_, ce_lse_, dlosses, dlogits);
   SY_ASSIGN_OR_RETURN(Tensor dfinal, backend_.Allocate(DType::kF32, Shape{n, h}));

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -105,6 +106,12 @@ class MoeModel {
   // undefined Tensor for logits only (the report then has loss terms from the router only).
   // Both may be in host memory or on the backend. InvalidArgument for out-of-range ids.
   Result<LossReport> Forward(const Tensor& tokens, const Tensor& targets);
+  // As Forward, with a loss weight per row (B entries, host memory): the cross-entropy is then
+  // sum over rows b and scored positions of row_weights[b] * CE, not the mean, and Backward takes
+  // its gradient. report.ce_loss is that weighted sum. For losses whose normalisation spans more
+  // than this batch (each task's mean over a step computed on several ranks).
+  Result<LossReport> Forward(const Tensor& tokens, const Tensor& targets,
+                             std::span<const float> row_weights);
   // f32 [B*T, vocab] on the backend, from the last Forward.
   const Tensor& logits() const { return logits_; }
 
@@ -187,6 +194,7 @@ class MoeModel {
   Tensor stats_;                       // [1 + 2M]: CE sum, then {aux, z} per MoE layer
   Tensor final_hidden_, logits_, targets_, ce_lse_;
   int64_t num_targets_ = 0;
+  std::vector<float> token_loss_weights_;  // per token, from Forward's row weights; empty = mean
 };
 
 }  // namespace sy

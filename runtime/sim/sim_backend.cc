@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "runtime/core/buffer.h"
 #include "runtime/core/check.h"
@@ -129,6 +131,12 @@ void SimBackend::StreamWaitEvent(Stream& stream, Event& event) {
 }
 
 void SimBackend::SynchronizeStream(Stream& stream) { AsSim(stream).Synchronize(); }
+
+void SimBackend::ModelCompute(double flops) {
+  if (options_.compute_gflops <= 0 || flops <= 0) return;
+  std::this_thread::sleep_for(
+      std::chrono::duration<double>(flops / (options_.compute_gflops * 1e9)));
+}
 
 void SimBackend::Synchronize() {
   std::vector<SimStream*> streams;

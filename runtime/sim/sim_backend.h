@@ -1,7 +1,9 @@
 // SimBackend: a simulated accelerator, so every offloading policy can be tested and measured
 // honestly on a machine without a GPU.
 //
-// - Compute: the CPU backend's operators, run on the calling thread (the compute stream).
+// - Compute: the CPU backend's operators, run on the calling thread (the compute stream). With
+//   SimOptions::compute_gflops, ModelCompute(flops) adds the modelled time of declared work as a
+//   sleep (the training step declares its forward and backward; docs/training.md).
 // - Memory: host memory behind a device-memory budget (SimOptions::memory_bytes). Allocation past
 //   the budget fails with ResourceExhausted, as cudaMalloc does; device memory is not
 //   host-accessible through the Backend contract (caps().host_accessible is false), so code that
@@ -42,6 +44,7 @@ class SimBackend final : public CpuBackend {
   void StreamWaitEvent(Stream& stream, Event& event) override;
   void SynchronizeStream(Stream& stream) override;
   void Synchronize() override;
+  void ModelCompute(double flops) override;
   void CopyAsync(const Tensor& src, const Tensor& dst, Stream& stream) override;
 
   const SimOptions& options() const { return options_; }

@@ -13,6 +13,13 @@ checkpoint. Checks, with err(a, b) = |a - b| / max(1, |b|) (b the single-process
     single-process run resumed from its own checkpoint.
   - with --generate-check: `switchyard generate` loads both final checkpoints; the prompt logits
     agree within TOL.
+  - with --resume-np M: the distributed checkpoint also resumes under `mpirun -np M` (with the
+    --resume-set settings instead of the --set ones) for 2 more steps, losses within TOL of the
+    single-process continuation: a run resumed at another world size continues the loss curve.
+  - with --expect-output REGEX: the distributed run's output matches REGEX (say, that it
+    rebalanced its tasks mid-way, so that the losses compared are those of a rebalanced run).
+--common-set settings apply to both runs (the per-task batch sizes both compute); --set ones only
+to the distributed run.
 Prints the largest errors measured and "distributed equivalence ok".
 
     distributed_equivalence.py --switchyard BIN --mpirun "mpirun ARGS" --np 4 --config CFG \
@@ -20,6 +27,7 @@ Prints the largest errors measured and "distributed equivalence ok".
 """
 import argparse
 import json
+import re
 import os
 import shlex
 import subprocess
@@ -120,6 +128,10 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--resume-check", action="store_true")
     ap.add_argument("--generate-check", action="store_true")
+    ap.add_argument("--common-set", action="append", default=[], dest="common_sets")
+    ap.add_argument("--resume-np", type=int, default=0)
+    ap.add_argument("--resume-set", action="append", default=[], dest="resume_sets")
+    ap.add_argument("--expect-output", default="")
     args = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="sy_train_dist_")
@@ -127,10 +139,12 @@ def main():
               "--set", "train.eval_batches=1", "--set", "train.threads=1", "--set", "log.every=1",
               "--set", "log.progress=lines"]
 
-    def train_args(tag, steps=None, resume=False, parallel=True):
+    def train_args(tag, steps=None, resume=False, parallel=True, sets=None):
         out = ["train", "--config", args.config] + common
+        for s in args.common_sets:
+            out += ["--set", s]
         if parallel:
-            for s in args.sets:
+            for s in (args.sets if sets is None else sets):
                 out += ["--set", s]
         else:
             out += ["--set", "parallel.ep_size=1", "--set", "parallel.hierarchical_a2a=false",
@@ -145,7 +159,13 @@ def main():
 
     mpirun = shlex.split(args.mpirun) + ["-np", str(args.np), args.switchyard]
     run([args.switchyard] + train_args("single", parallel=False), "single process")
-    run(mpirun + train_args("dist"), f"mpirun -np {args.np}")
+    dist_output = run(mpirun + train_args("dist"), f"mpirun -np {args.np}")
+    if args.expect_output:
+        found = re.search(args.expect_output, dist_output)
+        if not found:
+            sys.stdout.write(dist_output)
+            sys.exit(f"FAIL: the distributed run's output does not match {args.expect_output!r}")
+        print(f"distributed run: {found.group(0)}")
     steps = range(1, args.steps + 1)
     single = losses(f"{tmp}/single.jsonl")
     dist = losses(f"{tmp}/dist.jsonl")
@@ -169,6 +189,25 @@ def main():
         if e > args.tol:
             sys.exit(f"FAIL: generate logits from the distributed checkpoint: err {e:.3g} > {args.tol}")
         print(f"generate: max prompt-logit err {e:.3g} over {logits['dist'].size} logits")
+
+    if args.resume_np:
+        more = args.steps + 2
+        after = range(args.steps + 1, more + 1)
+        os.makedirs(f"{tmp}/resized-ckpt")
+        os.link(f"{tmp}/dist-ckpt/{ckpt}", f"{tmp}/resized-ckpt/{ckpt}")
+        resized = shlex.split(args.mpirun) + ["-np", str(args.resume_np), args.switchyard]
+        run(resized + train_args("resized", steps=more, resume=True, sets=args.resume_sets),
+            f"mpirun -np {args.resume_np} resumed from the -np {args.np} checkpoint")
+        # The reference: one process continuing its own checkpoint (a copy, so that a
+        # --resume-check below still finds the one at `steps`).
+        os.makedirs(f"{tmp}/ref-ckpt")
+        os.link(f"{tmp}/single-ckpt/{ckpt}", f"{tmp}/ref-ckpt/{ckpt}")
+        run([args.switchyard] + train_args("ref", steps=more, resume=True, parallel=False),
+            "single process resumed from its own checkpoint")
+        e = compare_losses(losses(f"{tmp}/resized.jsonl"), losses(f"{tmp}/ref.jsonl"), after,
+                           args.tol, f"resume at -np {args.resume_np}")
+        print(f"resume at another size: -np {args.np} -> -np {args.resume_np}, max loss err "
+              f"{e:.3g} over steps {after.start}..{after.stop - 1}")
 
     if args.resume_check:
         more = args.steps + 2

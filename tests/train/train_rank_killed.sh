@@ -3,7 +3,7 @@
 # Starts `MPIRUN -np 3 SWITCHYARD train` on CONFIG for a long run (6 experts, EP = 3, a global batch
 # of 12, parallel.timeout_s = TIMEOUT_S), waits until rank 0 has logged 3 steps, sends SIGNAL (KILL
 # or STOP) to rank 1 and requires the whole job to end, non-zero, within LIMIT_SECONDS of the
-# signal, with output matching the extended regex PATTERN. Fails when the job hangs, exits 0, or
+# signal, with output matching the extended regex PATTERN (several joined by " && ": each). Fails when the job hangs, exits 0, or
 # says something else. SIGKILL: mpirun sees rank 1 die. SIGSTOP: nobody dies; the other ranks
 # must give up on their collective after TIMEOUT_S and abort the job.
 set -uo pipefail
@@ -15,7 +15,8 @@ trap 'rm -rf "$dir"' EXIT
 "$@" -np 3 "$bin" train --config "$config" --set train.steps=1000000 --set train.eval_every=0 \
   --set log.every=1 --set log.progress=lines --set log.metrics="$dir/m.jsonl" \
   --set model.num_experts=6 --set parallel.ep_size=3 --set data.batch_size=12 \
-  --set parallel.timeout_s="$timeout_s" >"$dir/out.txt" 2>&1 &
+  --set parallel.timeout_s="$timeout_s" --set checkpoint.dir="$dir/ckpt" --set checkpoint.every=2 \
+  >"$dir/out.txt" 2>&1 &
 job=$!
 # Wait (at most 120 s) for 3 logged steps.
 for _ in $(seq 1200); do
@@ -55,7 +56,13 @@ if [[ -z "$status" ]]; then
 fi
 echo "--- exit status $status ${elapsed_ms} ms after SIG$signal (limit ${limit}s)"
 if [[ $status -eq 0 ]]; then echo "FAIL: the job exited 0"; exit 1; fi
-if ! grep -Eq "$pattern" "$dir/out.txt"; then
-  echo "FAIL: the output does not match /$pattern/"; exit 1
-fi
+# PATTERN may be several, joined by " && ": each must match some line.
+rest="$pattern"
+while [[ -n "$rest" ]]; do
+  one="${rest%% && *}"
+  [[ "$one" == "$rest" ]] && rest="" || rest="${rest#* && }"
+  if ! grep -Eq -- "$one" "$dir/out.txt"; then
+    echo "FAIL: the output does not match /$one/"; exit 1
+  fi
+done
 echo "PASS: the job ended with status $status"
