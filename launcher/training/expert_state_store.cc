@@ -461,6 +461,18 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
 Status ExpertStateStore::Update(double lr) {
   ++updates_;
   lrs_.push_back(lr);
+  // An expert replicated over data-parallel ranks gets the gradient summed over its replicas, so
+  // it may have one here without rows: it is updated too, exactly as in memory.
+  for (size_t e = 0; e < entries_.size(); ++e) {
+    if (activated_[e]) continue;
+    for (const ExpertPart& p : entries_[e].parts) {
+      if (std::any_of(p.grad, p.grad + p.n, [](float g) { return g != 0.0f; })) {
+        activated_[e] = 1;
+        activated_order_.push_back(e);
+        break;
+      }
+    }
+  }
   // The cached and the prefetched experts first (they could be evicted by the others' reads),
   // then the rest while the window reads ahead.
   std::vector<size_t> order = activated_order_;
