@@ -5,11 +5,13 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <unordered_map>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "runtime/core/check.h"
+#include "runtime/core/mutex.h"
 
 namespace sy::launcher {
 namespace {
@@ -19,14 +21,84 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMetaBytes = 2 * sizeof(int64_t);
 // Initial states written per batch of store writes (each batch publishes with one fdatasync).
 constexpr size_t kInitialBatch = 16;
+// Prefetcher threads: each waits for its fetch to land before it pins the entry, so this many
+// reads are in flight at once.
+constexpr int kPrefetchThreads = 4;
 
 }  // namespace
+
+// The next hop of the sparse-axis prefetch: keeps each prefetched entry pinned (read mode) from
+// the moment it lands until the trainer takes it (Take) or the step ends (ReleaseAll), so that no
+// eviction undoes a prefetch before its use. A pin that lands for an entry already taken or
+// released is dropped at once.
+class ExpertStateStore::PinHop : public storage::NextHop {
+ public:
+  // `key` was asked for, at HIGH (the exact set) or LOW (a look-ahead).
+  void Expect(uint64_t key, bool high) SY_EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    expected_.emplace(key, high);
+  }
+  bool Expected(uint64_t key) const SY_EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    return expected_.count(key) > 0;
+  }
+  size_t outstanding() const SY_EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    return expected_.size();
+  }
+  // The trainer holds `key` now: its prefetch pin goes.
+  void Take(uint64_t key) SY_EXCLUDES(mutex_) {
+    storage::CacheHandle drop;
+    MutexLock lock(&mutex_);
+    expected_.erase(key);
+    auto it = held_.find(key);
+    if (it == held_.end()) return;
+    drop = std::move(it->second);
+    held_.erase(it);
+    lock.Unlock();
+  }
+  // Releases every pin; returns the HIGH and LOW entries that were never taken.
+  std::pair<size_t, size_t> ReleaseAll() SY_EXCLUDES(mutex_) {
+    std::unordered_map<uint64_t, storage::CacheHandle> drop;
+    std::pair<size_t, size_t> unused{0, 0};
+    MutexLock lock(&mutex_);
+    for (const auto& [key, high] : expected_) ++(high ? unused.first : unused.second);
+    expected_.clear();
+    drop.swap(held_);
+    lock.Unlock();
+    return unused;
+  }
+  void OnHostReady(storage::CacheHandle handle) SY_EXCLUDES(mutex_) override {
+    storage::CacheHandle drop;
+    const uint64_t key = handle.key().Packed();
+    MutexLock lock(&mutex_);
+    if (expected_.count(key) > 0 && held_.count(key) == 0) {
+      held_.emplace(key, std::move(handle));
+    } else {
+      drop = std::move(handle);
+    }
+    lock.Unlock();
+  }
+
+ private:
+  mutable Mutex mutex_;
+  std::unordered_map<uint64_t, bool> expected_ SY_GUARDED_BY(mutex_);  // key -> HIGH
+  std::unordered_map<uint64_t, storage::CacheHandle> held_ SY_GUARDED_BY(mutex_);
+};
+
+double HiddenFraction(double read_seconds, double read_exposed_seconds) {
+  if (read_seconds <= 0) return 1.0;
+  return std::clamp(1.0 - read_exposed_seconds / read_seconds, 0.0, 1.0);
+}
 
 ExpertStateStore::ExpertStateStore(const ExpertStateStoreOptions& options, Optimizer* optimizer,
                                    std::vector<ExpertEntry> entries)
     : options_(options), optimizer_(optimizer), entries_(std::move(entries)) {}
 
 ExpertStateStore::~ExpertStateStore() {
+  // The prefetcher borrows the cache and the hop; the hop's pins go before the cache.
+  prefetcher_.reset();
+  if (hop_) hop_->ReleaseAll();
   // The cache borrows the store and must go first. Its destructor does not write back; the
   // states that matter are in the checkpoints, so a failure here is only logged.
   if (cache_) {
@@ -169,6 +241,16 @@ Status ExpertStateStore::Open() {
     return Status(made.status().code(), "expert_store: " + made.status().message());
   }
   cache_ = std::move(*made);
+  activity_.assign(entries_.size(), 0.0);
+  if (options_.prefetch && slots >= 2) {
+    // The trainer holds one entry at a time, so prefetches may pin all the other slots.
+    window_ = slots - 1;
+    hop_ = std::make_unique<PinHop>();
+    storage::PrefetcherOptions prefetch;
+    prefetch.threads = kPrefetchThreads;
+    prefetch.next_hop = hop_.get();
+    prefetcher_ = std::make_unique<storage::Prefetcher>(cache_.get(), prefetch);
+  }
   return Status::Ok();
 }
 
@@ -226,15 +308,55 @@ Result<storage::CacheHandle> ExpertStateStore::AcquireEntry(size_t entry,
   const auto start = Clock::now();
   Result<storage::CacheHandle> handle = cache_->Acquire(Key(entry), mode);
   wait_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  if (hop_) hop_->Take(Key(entry).Packed());
   if (!handle.ok()) return Fail(entry, handle.status());
   return handle;
 }
 
-void ExpertStateStore::PrefetchEntry(size_t entry) {
-  // One ahead only: a prefetched entry is new to the LFU (count 1), so a second one would likely
-  // evict the first before it is used.
-  if (!options_.prefetch || cache_->num_slots() < 2) return;
-  (void)cache_->Prefetch(Key(entry));
+bool ExpertStateStore::PrefetchEntry(size_t entry, storage::PrefetchPriority priority) {
+  if (!prefetcher_ || hop_->outstanding() >= window_) return false;
+  const storage::ExpertKey key = Key(entry);
+  hop_->Expect(key.Packed(), priority == storage::PrefetchPriority::kHigh);
+  const uint32_t expert = key.expert;
+  prefetcher_->Prefetch(key.layer, std::span<const uint32_t>(&expert, 1), priority);
+  return true;
+}
+
+void ExpertStateStore::TopUp(const std::vector<size_t>& demand, size_t* cursor) {
+  if (!prefetcher_) return;
+  while (*cursor < demand.size()) {
+    const size_t entry = demand[*cursor];
+    const storage::ExpertKey key = Key(entry);
+    if (!hop_->Expected(key.Packed()) && !cache_->Contains(key) &&
+        !PrefetchEntry(entry, storage::PrefetchPriority::kHigh)) {
+      return;  // the window is full: continue from here
+    }
+    ++*cursor;
+  }
+}
+
+void ExpertStateStore::LookAhead(int moe, const std::function<bool(size_t)>& wanted) {
+  if (!prefetcher_ || moe < 0 || moe >= num_moe_layers_) return;
+  std::vector<size_t> candidates;
+  for (int i = 0; i < experts_per_layer_; ++i) {
+    const size_t entry = EntryIndex(moe, i);
+    const storage::ExpertKey key = Key(entry);
+    if (activity_[entry] > 0 && wanted(entry) && !hop_->Expected(key.Packed()) &&
+        !cache_->Contains(key)) {
+      candidates.push_back(entry);
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [this](size_t a, size_t b) { return activity_[a] > activity_[b]; });
+  const size_t budget = std::max<size_t>(1, window_ / 2);
+  for (size_t i = 0; i < candidates.size() && i < budget; ++i) {
+    if (!PrefetchEntry(candidates[i], storage::PrefetchPriority::kLow)) return;
+  }
+}
+
+void ExpertStateStore::ReleasePrefetched() {
+  if (!hop_) return;
+  prefetch_unused_ += hop_->ReleaseAll().first;
 }
 
 void ExpertStateStore::Advance(size_t entry, storage::CacheHandle& handle, int64_t target,
@@ -298,6 +420,7 @@ void ExpertStateStore::Advance(size_t entry, storage::CacheHandle& handle, int64
 void ExpertStateStore::BeginStep() {
   std::fill(activated_.begin(), activated_.end(), 0);
   activated_order_.clear();
+  update_cursor_ = 0;
 }
 
 Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
@@ -315,13 +438,22 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
     if (!activated_[entry]) {
       activated_[entry] = 1;
       activated_order_.push_back(entry);
+      activity_[entry] += 1.0;
     }
     if (!options_.sparse_adam && last_update_[entry] < updates_) stale.push_back(entry);
   }
+  // HIGH: the replays needed now, then the updates this step will make.
+  size_t cursor = 0;
+  TopUp(stale, &cursor);
   for (size_t i = 0; i < stale.size(); ++i) {
     SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(stale[i]));
-    if (i + 1 < stale.size()) PrefetchEntry(stale[i + 1]);
+    TopUp(stale, &cursor);
     Advance(stale[i], handle, updates_, nullptr);
+  }
+  TopUp(activated_order_, &update_cursor_);
+  // LOW: the next MoE layer's experts that would need a replay, the most active first.
+  if (!options_.sparse_adam) {
+    LookAhead(moe + 1, [this](size_t e) { return !activated_[e] && last_update_[e] < updates_; });
   }
   return Status::Ok();
 }
@@ -329,19 +461,48 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
 Status ExpertStateStore::Update(double lr) {
   ++updates_;
   lrs_.push_back(lr);
-  for (size_t i = 0; i < activated_order_.size(); ++i) {
-    const size_t entry = activated_order_[i];
+  // An expert replicated over data-parallel ranks gets the gradient summed over its replicas, so
+  // it may have one here without rows: it is updated too, exactly as in memory.
+  for (size_t e = 0; e < entries_.size(); ++e) {
+    if (activated_[e]) continue;
+    for (const ExpertPart& p : entries_[e].parts) {
+      if (std::any_of(p.grad, p.grad + p.n, [](float g) { return g != 0.0f; })) {
+        activated_[e] = 1;
+        activated_order_.push_back(e);
+        break;
+      }
+    }
+  }
+  // The cached and the prefetched experts first (they could be evicted by the others' reads),
+  // then the rest while the window reads ahead.
+  std::vector<size_t> order = activated_order_;
+  if (prefetcher_) {
+    std::stable_partition(order.begin(), order.end(), [this](size_t e) {
+      return cache_->Contains(Key(e)) || hop_->Expected(Key(e).Packed());
+    });
+  }
+  size_t cursor = 0;
+  TopUp(order, &cursor);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const size_t entry = order[i];
     SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
-    if (i + 1 < activated_order_.size()) PrefetchEntry(activated_order_[i + 1]);
+    TopUp(order, &cursor);
     Advance(entry, handle, updates_ - 1, &lr);
   }
   return Status::Ok();
 }
 
 Status ExpertStateStore::EndStep() {
+  ReleasePrefetched();
   Status s = cache_->Step();
   if (!s.ok())
     return Status(s.code(), "expert_store: write-back to " + options_.path + ": " + s.message());
+  ++steps_;
+  if (options_.lfu.decay_every > 0 && steps_ % options_.lfu.decay_every == 0) {
+    for (double& a : activity_) a *= options_.lfu.beta;
+  }
+  // LOW: the next step's first MoE layer, its most active experts not cached.
+  LookAhead(0, [](size_t) { return true; });
   return Status::Ok();
 }
 
@@ -351,9 +512,11 @@ Status ExpertStateStore::Consolidate() {
     for (size_t e = 0; e < entries_.size(); ++e) {
       if (last_update_[e] < updates_) stale.push_back(e);
     }
+    size_t cursor = 0;
+    TopUp(stale, &cursor);
     for (size_t i = 0; i < stale.size(); ++i) {
       SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(stale[i]));
-      if (i + 1 < stale.size()) PrefetchEntry(stale[i + 1]);
+      TopUp(stale, &cursor);
       Advance(stale[i], handle, updates_, nullptr);
     }
   }
@@ -443,6 +606,9 @@ ExpertStoreStats ExpertStateStore::stats() const {
   out.bytes_written = s.bytes_written;
   out.replayed_updates = replayed_;
   out.wait_seconds = wait_seconds_;
+  out.read_seconds = static_cast<double>(c.read_busy_ns) * 1e-9;
+  out.read_exposed_seconds = static_cast<double>(c.read_exposed_ns) * 1e-9;
+  out.prefetch_unused = prefetch_unused_;
   return out;
 }
 

@@ -28,6 +28,22 @@
 // LocalExpertCompute hook (runtime/model/expert_compute.h) with the rows each local expert
 // receives, after the expert-parallel exchange of the counts.
 //
+// The sparse axis of the 2D prefetch (the dense axis is ZeRO-3's gather of the next layer). The
+// store reads states ahead of need through the two-priority storage::Prefetcher
+// (storage/cache/prefetcher.h) on four threads, within a window of all the cache's slots but one
+// (the trainer holds one entry at a time):
+//   HIGH  the exact set the routing names: at Prepare, the layer's experts that need a replay
+//         (needed now); then the experts activated so far, in the order Update takes them, read
+//         during the rest of the forward and the backward pass; in Update and Consolidate, the
+//         next ones they take.
+//   LOW   the look-ahead, by each expert's decayed activation count (the cache's lfu decay and
+//         period): at Prepare, the next MoE layer's experts that would need a replay; at EndStep,
+//         the next step's first layer's most active experts that are not cached.
+// A prefetched expert stays pinned in the cache until it is taken (or the step ends), so nothing
+// evicts it before use. Update takes the cached experts first. The order changes no result: each
+// expert's arithmetic is its own. stats() reports the read time the trainer did not wait through
+// (Note [read overlap] in storage/cache/expert_cache.cc).
+//
 // Errors (a store read or write that fails, EIO, ENOSPC, a torn extent) come back as a Status
 // naming the expert and the store file; the store keeps its previous durable generation
 // (storage/store/expert_store.h).
@@ -49,6 +65,7 @@
 #include "runtime/core/status.h"
 #include "storage/cache/cache_policy.h"
 #include "storage/cache/expert_cache.h"
+#include "storage/cache/prefetcher.h"
 #include "storage/fs/file_system.h"
 #include "storage/store/expert_store.h"
 
@@ -75,7 +92,7 @@ struct ExpertStateStoreOptions {
   storage::FileSystem* fs = nullptr;  // Required, borrowed
   size_t cache_bytes = 0;             // Required. CPU cache budget; at least one expert's extent
   storage::LfuOptions lfu;            // MoESys Algorithm 2's threshold, decay and its period
-  bool prefetch = true;               // Default: true. Read the next expert while one is updated
+  bool prefetch = true;               // Default: true. The sparse-axis prefetch (above)
   bool sparse_adam = false;           // Default: false (exact)
   // Called after the store wrote new master values into an entry's parts (its index), e.g. to
   // copy them to a device. Default: none.
@@ -93,7 +110,14 @@ struct ExpertStoreStats {
   uint64_t bytes_written = 0;     // by the store
   uint64_t replayed_updates = 0;  // zero-gradient updates replayed (exact mode)
   double wait_seconds = 0;        // time the trainer waited for an expert's state
+  // Store reads against the trainer's waits (storage::CacheStats::read_busy_ns, read_exposed_ns).
+  double read_seconds = 0;          // wall time with a store read in flight
+  double read_exposed_seconds = 0;  // of it, time the trainer waited for an expert
+  uint64_t prefetch_unused = 0;     // experts of the exact set prefetched and never taken
 };
+
+// The fraction of `read_seconds` the trainer did not wait through (1 when nothing was read).
+double HiddenFraction(double read_seconds, double read_exposed_seconds);
 
 class ExpertStateStore {
  public:
@@ -157,8 +181,16 @@ class ExpertStateStore {
   // Acquires `entry` (kWrite marks it dirty); errors name the expert and the file.
   Result<storage::CacheHandle> AcquireEntry(size_t entry,
                                             storage::AccessMode mode = storage::AccessMode::kWrite);
-  // Starts reading `entry` (a hint: failures surface at its Acquire).
-  void PrefetchEntry(size_t entry);
+  // The prefetch window: queues entries of `demand` from *cursor on (HIGH) while the window has
+  // room, skipping those cached or already asked for.
+  void TopUp(const std::vector<size_t>& demand, size_t* cursor);
+  // Queues `entry` (a hint: failures surface at its Acquire). False when the window is full.
+  bool PrefetchEntry(size_t entry, storage::PrefetchPriority priority);
+  // LOW: the entries of MoE layer `moe` by decayed activation count, most active first, that
+  // `wanted` selects and that are not cached; up to half the window.
+  void LookAhead(int moe, const std::function<bool(size_t)>& wanted);
+  // Releases every prefetched entry's pin; counts those never taken.
+  void ReleasePrefetched();
   // Replays the updates after the state's last_update up to `target` with a zero gradient, then
   // optionally one update from the parts' gradients, then writes the master into the parts.
   void Advance(size_t entry, storage::CacheHandle& handle, int64_t target, const double* lr);
@@ -185,6 +217,17 @@ class ExpertStateStore {
   std::vector<double> lrs_;
   uint64_t replayed_ = 0;
   double wait_seconds_ = 0;
+
+  // The sparse-axis prefetch (null when off).
+  class PinHop;
+  std::unique_ptr<PinHop> hop_;                      // holds the prefetched entries' pins
+  std::unique_ptr<storage::Prefetcher> prefetcher_;  // borrows cache_ and hop_
+  size_t window_ = 0;                                // most entries asked for and not yet taken
+  std::vector<size_t> update_plan_;                  // activated entries, in activation order
+  size_t update_cursor_ = 0;                         // of update_plan_, queued up to here
+  std::vector<double> activity_;                     // per entry: decayed activation count
+  int64_t steps_ = 0;
+  uint64_t prefetch_unused_ = 0;
 };
 
 }  // namespace sy::launcher

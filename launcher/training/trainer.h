@@ -93,7 +93,9 @@ struct StepReport {
   uint64_t expert_prefetched = 0;
   uint64_t store_bytes_read = 0;
   uint64_t store_bytes_written = 0;
-  double expert_wait_seconds = 0;  // waiting for experts' states (reads, write-backs)
+  double expert_wait_seconds = 0;         // waiting for experts' states (reads, write-backs)
+  double store_read_seconds = 0;          // wall time with a store read in flight
+  double store_read_exposed_seconds = 0;  // of it, time the trainer waited for an expert
   // Per-task batches: the rows of each task in this step (kSyntheticTaskNames order), and the
   // rebalancing decision taken after it (elastic placement), for the log; "" when none.
   std::vector<int64_t> task_rows;

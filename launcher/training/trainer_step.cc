@@ -150,6 +150,9 @@ Result<StepReport> Trainer::StepOnce() {
     report.store_bytes_read = after.bytes_read - store_before.bytes_read;
     report.store_bytes_written = after.bytes_written - store_before.bytes_written;
     report.expert_wait_seconds = after.wait_seconds - store_before.wait_seconds;
+    report.store_read_seconds = after.read_seconds - store_before.read_seconds;
+    report.store_read_exposed_seconds =
+        after.read_exposed_seconds - store_before.read_exposed_seconds;
   }
   const auto optimizer_done = Clock::now();
   const double comm_optimizer = comm();

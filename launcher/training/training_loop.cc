@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "launcher/training/checkpoint_dir_lock.h"
+#include "launcher/training/expert_state_store.h"
 #include "storage/cache/access_trace.h"
 #include "storage/hdf5/durable_replace.h"
 
@@ -312,7 +313,9 @@ class TrainingLoop {
           {"prefetched", r.expert_prefetched},
           {"bytes_read", r.store_bytes_read},
           {"bytes_written", r.store_bytes_written},
-          {"wait_seconds", r.expert_wait_seconds}};
+          {"wait_seconds", r.expert_wait_seconds},
+          {"read_seconds", r.store_read_seconds},
+          {"hidden_fraction", HiddenFraction(r.store_read_seconds, r.store_read_exposed_seconds)}};
     }
     metrics_ << line.dump() << "\n";
     metrics_.flush();

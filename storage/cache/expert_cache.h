@@ -73,6 +73,9 @@ struct CacheStats {
   uint64_t prefetches_dropped = 0;  // no evictable slot
   uint64_t load_failures = 0;
   uint64_t write_back_failures = 0;
+  // Overlap of store reads with the cache's users (Note [read overlap] in expert_cache.cc):
+  uint64_t read_busy_ns = 0;     // wall time with at least one store read in flight
+  uint64_t read_exposed_ns = 0;  // of it, time with an Acquire blocked at the same time
 };
 
 class ExpertCache;
@@ -171,6 +174,9 @@ class ExpertCache {
   Status AwaitLoadLocked(int index, ExpertKey key, Clock::time_point deadline, bool registered)
       SY_REQUIRES(mutex_);
   void OnLoaded(int index, ExpertKey key, Status status) SY_EXCLUDES(mutex_);
+  // Adds the time since the last call to read_busy_ns / read_exposed_ns; call before changing
+  // reads_in_flight_ or acquires_blocked_.
+  void TickOverlapLocked() SY_REQUIRES(mutex_);
   void FreeSlotLocked(int index) SY_REQUIRES(mutex_);
   bool EvictableLocked(uint64_t key) const SY_REQUIRES(mutex_);
   CacheHandle MakeHandleLocked(int index, AccessMode mode) SY_REQUIRES(mutex_);
@@ -195,6 +201,9 @@ class ExpertCache {
   std::unique_ptr<CachePolicy> policy_ SY_GUARDED_BY(mutex_);
   int64_t steps_ SY_GUARDED_BY(mutex_) = 0;
   int loads_in_flight_ SY_GUARDED_BY(mutex_) = 0;
+  int reads_in_flight_ SY_GUARDED_BY(mutex_) = 0;   // store reads issued, not yet landed
+  int acquires_blocked_ SY_GUARDED_BY(mutex_) = 0;  // Acquire calls in progress
+  Clock::time_point overlap_tick_ SY_GUARDED_BY(mutex_);
   CacheStats stats_ SY_GUARDED_BY(mutex_);
 };
 

@@ -1,7 +1,9 @@
 #include "storage/fs/fault_injection_file_system.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 namespace sy::storage {
@@ -265,6 +267,11 @@ FaultInjectionFileSystem::Decision FaultInjectionFileSystem::Check(FaultOp op,
       decision.fire = true;
       decision.rule = state.rule;
     }
+  }
+  if (decision.fire && decision.rule.kind == FaultKind::kDelay) {
+    lock.Unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(decision.rule.delay_us));
+    return Decision{};
   }
   return decision;
 }

@@ -3,8 +3,8 @@
 //
 // Faults are rules: "the 3rd write to a path containing 'store' fails with ENOSPC", "every sync
 // fails with EIO", "the next write stores only 100 bytes", "the next write is torn and the
-// machine dies", "the rename fails". Once crashed, every operation fails until
-// DropUnsyncedData() "reboots".
+// machine dies", "the rename fails", "every read takes 20 ms longer". Once crashed, every operation
+// fails until DropUnsyncedData() "reboots".
 //
 // Every read, write, sync, rename and directory sync is also logged in a journal (journal()), so
 // a test can enumerate an operation's failure points and then fail each in turn (SQLite's
@@ -49,6 +49,7 @@ enum class FaultKind : uint8_t {
   kShortWrite,  // a write stores only its first `short_bytes` bytes and fails
   kTornWrite,   // a write stores a random subset of its 512-byte sectors; then the system crashes
   kCrash,       // the system crashes before the op runs: it and every later op fail
+  kDelay,       // the op waits `delay_us` on the calling thread, then runs normally (a slow device)
 };
 
 struct FaultRule {
@@ -59,6 +60,7 @@ struct FaultRule {
   int64_t skip = 0;        // matching ops let through before the rule fires. Default: 0.
   int64_t times = 1;       // how many times it fires; -1 forever. Default: 1.
   size_t short_bytes = 0;  // bytes a kShortWrite stores. Default: 0.
+  int64_t delay_us = 0;    // how long a kDelay op waits, in microseconds. Default: 0.
 };
 
 class FaultInjectionFileSystem : public FileSystem {
@@ -100,6 +102,8 @@ class FaultInjectionFileSystem : public FileSystem {
     bool fire = false;
     FaultRule rule;
   };
+  // The rule that fires for this op, if any. A kDelay rule has already slept when Check returns
+  // and reports no fire (the op then runs normally).
   Decision Check(FaultOp op, const std::string& path) SY_EXCLUDES(mutex_);
   void RecordUndo(const std::string& path, Undo undo) SY_EXCLUDES(mutex_);
   void ForgetUndo(const std::string& path) SY_EXCLUDES(mutex_);
