@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -53,6 +54,29 @@ TEST_F(FaultInjectionTest, PathFilterAndSyncAndReadFaults) {
   ASSERT_TRUE(a->Write(0, data.data(), 10).ok());
   EXPECT_FALSE(a->Read(0, data.data(), 10).ok());
   EXPECT_TRUE(a->Read(0, data.data(), 10).ok());
+}
+
+TEST_F(FaultInjectionTest, DelayedReadsTakeLongerAndSucceed) {
+  std::unique_ptr<File> file = Open("/slow");
+  std::vector<uint8_t> data(10, 5);
+  ASSERT_TRUE(file->Write(0, data.data(), 10).ok());
+  fs_.AddRule(FaultRule{.op = FaultOp::kRead,
+                        .kind = FaultKind::kDelay,
+                        .path_contains = "/slow",
+                        .times = 2,
+                        .delay_us = 30000});
+  for (int i = 0; i < 3; ++i) {
+    std::vector<uint8_t> back(10, 0);
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(file->Read(0, back.data(), 10).ok());
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(back, data);
+    if (i < 2) {  // the third runs at full speed
+      EXPECT_GE(ms, 30.0) << "read " << i;
+    }
+  }
+  EXPECT_EQ(fs_.faults_fired(), 2);
 }
 
 TEST_F(FaultInjectionTest, ShortWriteStoresOnlyThePrefix) {
