@@ -76,7 +76,7 @@ struct ModelOptions {
   // a forward-only model may hold them quantized (q8_0, q4_0, q4_k: runtime/core/dtype.h), when
   // hidden_size and moe_intermediate_size are whole blocks; attention, the routers, the norms,
   // the embeddings and the LM head stay in weight_dtype. Default: unset.
-  std::optional<DType> expert_weight_dtype;
+  std::optional<DType> expert_weight_dtype = std::nullopt;
   // The dtype the routed experts are stored in.
   DType expert_dtype() const { return expert_weight_dtype.value_or(weight_dtype); }
 };
