@@ -74,17 +74,22 @@ int64_t Batcher::NextIndex() {
   return index;
 }
 
+Status Batch::Reshape(int64_t rows, int64_t seq_len) {
+  if (batch_size() == rows && this->seq_len() == seq_len && targets.defined() &&
+      task_ids.defined() && targets.shape() == Shape{rows, seq_len} &&
+      task_ids.shape() == Shape{rows}) {
+    return Status::Ok();
+  }
+  SY_ASSIGN_OR_RETURN(tokens, Tensor::TryHost(DType::kI32, Shape{rows, seq_len}));
+  SY_ASSIGN_OR_RETURN(targets, Tensor::TryHost(DType::kI32, Shape{rows, seq_len}));
+  SY_ASSIGN_OR_RETURN(task_ids, Tensor::TryHost(DType::kI32, Shape{rows}));
+  return Status::Ok();
+}
+
 Status Batcher::Next(Batch* batch) {
   const int64_t rows = options_.batch_size;
   const int64_t seq_len = dataset_->seq_len();
-  if (batch->batch_size() != rows || batch->seq_len() != seq_len || !batch->targets.defined() ||
-      !batch->task_ids.defined() || batch->targets.shape() != Shape{rows, seq_len} ||
-      batch->task_ids.shape() != Shape{rows}) {
-    // The batch size comes from the config: running out of memory is an error, not a bug.
-    SY_ASSIGN_OR_RETURN(batch->tokens, Tensor::TryHost(DType::kI32, Shape{rows, seq_len}));
-    SY_ASSIGN_OR_RETURN(batch->targets, Tensor::TryHost(DType::kI32, Shape{rows, seq_len}));
-    SY_ASSIGN_OR_RETURN(batch->task_ids, Tensor::TryHost(DType::kI32, Shape{rows}));
-  }
+  SY_RETURN_IF_ERROR(batch->Reshape(rows, seq_len));
   int32_t* tokens = batch->tokens.data<int32_t>();
   int32_t* targets = batch->targets.data<int32_t>();
   int32_t* task_ids = batch->task_ids.data<int32_t>();

@@ -46,6 +46,10 @@ struct Batch {
 
   int64_t batch_size() const { return tokens.defined() ? tokens.dim(0) : 0; }
   int64_t seq_len() const { return tokens.defined() ? tokens.dim(1) : 0; }
+
+  // Gives the three tensors the shapes of `rows` x `seq_len` rows, reallocating only when they
+  // differ. The size comes from the config: ResourceExhausted when it does not fit, not a crash.
+  Status Reshape(int64_t rows, int64_t seq_len);
 };
 
 class Batcher {

@@ -101,13 +101,7 @@ Status TaskStreams::Fill(const std::vector<TaskSlice>& slices, Batch* batch) con
     rows += s.rows();
   }
   const int64_t seq_len = dataset_->seq_len();
-  if (batch->batch_size() != rows || batch->seq_len() != seq_len || !batch->targets.defined() ||
-      !batch->task_ids.defined() || batch->targets.shape() != Shape{rows, seq_len} ||
-      batch->task_ids.shape() != Shape{rows}) {
-    SY_ASSIGN_OR_RETURN(batch->tokens, Tensor::TryHost(DType::kI32, Shape{rows, seq_len}));
-    SY_ASSIGN_OR_RETURN(batch->targets, Tensor::TryHost(DType::kI32, Shape{rows, seq_len}));
-    SY_ASSIGN_OR_RETURN(batch->task_ids, Tensor::TryHost(DType::kI32, Shape{rows}));
-  }
+  SY_RETURN_IF_ERROR(batch->Reshape(rows, seq_len));
   int32_t* tokens = batch->tokens.data<int32_t>();
   int32_t* targets = batch->targets.data<int32_t>();
   int32_t* task_ids = batch->task_ids.data<int32_t>();
