@@ -10,7 +10,8 @@
 #   cmake -S . -B build-gpu -G Ninja -DSY_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 \
 #     -DCMAKE_C_FLAGS=-march=x86-64-v3 -DCMAKE_CUDA_ARCHITECTURES=90 -DSY_BUILD_BENCHMARKS=OFF
 #   ninja -C build-gpu switchyard sy_backend_ops_test sy_runtime_core_test optim_cuda_test \
-#     inference_kv_cache_decoder_test parallel_nccl_communicator_test sy_train_test
+#     inference_kv_cache_decoder_test parallel_nccl_communicator_test sy_train_test \
+#     inference_generate_engine_test inference_engine_thread_test
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${BUILD_DIR:-build-gpu}
@@ -20,7 +21,8 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/ompi"
 binaries=(switchyard tests/runtime/sy_backend_ops_test tests/runtime/sy_runtime_core_test
           tests/optim/optim_cuda_test tests/inference/inference_kv_cache_decoder_test
-          tests/parallel/parallel_nccl_communicator_test tests/train/sy_train_test)
+          tests/parallel/parallel_nccl_communicator_test tests/train/sy_train_test
+          tests/inference/inference_generate_engine_test tests/inference/inference_engine_thread_test)
 for b in "${binaries[@]}"; do
   strip -o "$out/bin/$(basename "$b")" "$build/$b"
 done

@@ -80,6 +80,8 @@ for step in "${steps[@]}"; do
     run trainer_cuda 300 "$bin/sy_train_test" --gtest_filter='*Cuda*'
     grep -E "^\[ +(OK|FAILED|SKIPPED) +\]" "$logs/trainer_cuda.log" | tee -a "$summary"
     run kv_cache_decoder 300 "$bin/inference_kv_cache_decoder_test" --gtest_filter='*cuda*:*Cuda*'
+    run generate_engine_cuda 300 "$bin/inference_generate_engine_test" --gtest_filter='*cuda*'
+    run engine_thread_cuda 300 "$bin/inference_engine_thread_test" --gtest_filter='*cuda*'
     run nccl_one_rank 120 "$bin/parallel_nccl_communicator_test"
     ;;
   selftest)
