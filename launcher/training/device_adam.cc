@@ -61,7 +61,6 @@ Result<std::unique_ptr<DeviceAdam>> DeviceAdam::Create(Backend& backend,
   SY_ASSIGN_OR_RETURN(adam->partials_,
                       backend.AllocatePersistent(DType::kF32, Shape{partial_floats}));
   adam->host_partials_ = Tensor::Host(DType::kF32, Shape{partial_floats});
-  adam->SyncToDevice();
   return adam;
 }
 

@@ -30,7 +30,8 @@ class DeviceAdam {
   // Adam or AdamW optimizer.
   static bool Supported(const Backend& backend, const OptimizerOptions& options);
 
-  // Allocates the device moments, zeroed (or copied from the states' host moments where set).
+  // Allocates the device moments, zeroed. The states need no host gradient or moments: the
+  // gradients stay on the device, and SyncToHost sizes m and v when a checkpoint asks.
   static Result<std::unique_ptr<DeviceAdam>> Create(Backend& backend,
                                                     const OptimizerOptions& options,
                                                     std::vector<ParamState>* states);

@@ -5,7 +5,7 @@
 // parameters are the masters, updated in place); on another backend they are host copies, and
 // the trainer copies the gradient down after Backward and the updated value back up after the
 // optimizer step, except where the optimizer steps on the GPU (launcher/training/device_adam.h):
-// there host_value, m and v are filled only for a checkpoint.
+// there host_grad is left undefined and host_value, m and v are filled only for a checkpoint.
 //
 // Ownership: a value type; `param` points into the model's ParameterStore (distributed: into the
 // rank's own expert store for an expert), which outlives it. Thread-safety: none; the trainer's

@@ -158,6 +158,10 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
 
 Status Trainer::InitParamStates() {
   // ParameterStore order; distributed, a rank holds its own experts, taken from dist_->experts().
+  // On a GPU in one process the optimizer steps on the device (DeviceAdam): the gradients never
+  // come to the host, and the moments live on the device until a checkpoint asks for them.
+  const bool on_device = !dist_ && !config_.expert_store.enabled() &&
+                         DeviceAdam::Supported(*backend_, config_.optimizer_options());
   for (Parameter& model_param : model_->parameters()) {
     Parameter* param = &model_param;
     if (dist_ && param->is_expert) {
@@ -175,26 +179,20 @@ Status Trainer::InitParamStates() {
       s.host_grad = p.grad;
     } else {
       s.host_value = Tensor::Host(DType::kF32, p.value.shape());
-      s.host_grad = Tensor::Host(DType::kF32, p.grad.shape());
+      if (!on_device) s.host_grad = Tensor::Host(DType::kF32, p.grad.shape());
       backend_->CopyAsync(p.value, s.host_value, backend_->compute_stream());
     }
     const size_t n = static_cast<size_t>(p.value.numel());
     // With an expert store, an expert's moments live there (InitExpertStore).
     const bool in_store = config_.expert_store.enabled() && p.is_expert;
-    if (optimizer_->NeedsFirstMoment() && !in_store) s.m.assign(n, 0.0f);
-    if (optimizer_->NeedsSecondMoment() && !in_store) s.v.assign(n, 0.0f);
+    if (optimizer_->NeedsFirstMoment() && !in_store && !on_device) s.m.assign(n, 0.0f);
+    if (optimizer_->NeedsSecondMoment() && !in_store && !on_device) s.v.assign(n, 0.0f);
     states_.push_back(std::move(s));
   }
   backend_->Synchronize();
-  if (!dist_ && !config_.expert_store.enabled() &&
-      DeviceAdam::Supported(*backend_, config_.optimizer_options())) {
+  if (on_device) {
     SY_ASSIGN_OR_RETURN(device_adam_,
                         DeviceAdam::Create(*backend_, config_.optimizer_options(), &states_));
-    // The device holds the moments; the host copies are filled only for a checkpoint.
-    for (ParamState& s : states_) {
-      std::vector<float>().swap(s.m);
-      std::vector<float>().swap(s.v);
-    }
   }
   return Status::Ok();
 }

@@ -53,7 +53,7 @@ mpirun=$(command -v mpirun || echo "$work/bin/mpirun")
 cuda_libs=""
 for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
   p=$(find /usr/local/cuda*/ /usr/lib /opt -name "$l" 2>/dev/null | head -1)
-  [ -n "$p" ] && cuda_libs="$cuda_libs:$(dirname "$p")"
+  [ -n "$p" ] && [[ ":$cuda_libs:" != *":$(dirname "$p"):"* ]] && cuda_libs="$cuda_libs:$(dirname "$p")"
 done
 export LD_LIBRARY_PATH="$work/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_MCA_ess_singleton_isolated=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
