@@ -243,6 +243,7 @@ class Trainer {
   // contents (a distributed rank holds only its own experts).
   std::vector<ParamInfo> all_params_;
   Batch batch_;
+  std::vector<float> row_weights_;  // per-task batches: each row's loss weight (empty otherwise)
   int64_t step_ = 0;
   storage::AccessTrace trace_;  // with log.routing_trace
   // Per-task batches: the streams (null: one mixed batch per step from train_batcher_), where

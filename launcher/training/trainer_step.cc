@@ -39,10 +39,9 @@ Result<StepReport> Trainer::StepOnce() {
   auto comm = [this] { return dist_ ? dist_->communication_seconds() : 0.0; };
   const double comm_start = comm();
   const auto start = Clock::now();
-  std::vector<float> row_weights;  // per-task batches: each row's loss weight
   float task_share = 1.0f;
   if (task_streams_) {
-    SY_RETURN_IF_ERROR(NextTaskBatch(&row_weights, &task_share));
+    SY_RETURN_IF_ERROR(NextTaskBatch(&row_weights_, &task_share));
   } else {
     SY_RETURN_IF_ERROR(train_batcher_->Next(&batch_));
   }
@@ -55,7 +54,8 @@ Result<StepReport> Trainer::StepOnce() {
   } else {
     model_->ZeroGrads();
   }
-  SY_ASSIGN_OR_RETURN(LossReport loss, model_->Forward(batch_.tokens, batch_.targets, row_weights));
+  SY_ASSIGN_OR_RETURN(LossReport loss,
+                      model_->Forward(batch_.tokens, batch_.targets, row_weights_));
   backend_->Synchronize();
   float share = 1.0f;
   if (dist_ && task_streams_) {
@@ -93,21 +93,20 @@ Result<StepReport> Trainer::StepOnce() {
     report.ce_loss = global.ce_loss;
     report.aux_loss = global.aux_loss;
     report.grad_norm = global.grad_norm;
-  } else if (device_adam_) {
-    report.grad_norm = device_adam_->ClipGradNorm(static_cast<float>(config_.train.grad_clip));
-    report.loss = loss.loss;
-    report.ce_loss = loss.ce_loss;
-    report.aux_loss = loss.aux_loss;
   } else {
-    std::vector<std::span<float>> grads;
-    grads.reserve(states_.size());
-    for (ParamState& s : states_) {
-      grads.emplace_back(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
+    if (device_adam_) {
+      report.grad_norm = device_adam_->ClipGradNorm(static_cast<float>(config_.train.grad_clip));
+    } else {
+      std::vector<std::span<float>> grads;
+      grads.reserve(states_.size());
+      for (ParamState& s : states_) {
+        grads.emplace_back(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
+      }
+      report.grad_norm =
+          config_.train.grad_clip > 0
+              ? ClipGradNorm(grads, static_cast<float>(config_.train.grad_clip), pool_.get())
+              : GlobalGradNorm(grads, pool_.get());
     }
-    report.grad_norm =
-        config_.train.grad_clip > 0
-            ? ClipGradNorm(grads, static_cast<float>(config_.train.grad_clip), pool_.get())
-            : GlobalGradNorm(grads, pool_.get());
     report.loss = loss.loss;
     report.ce_loss = loss.ce_loss;
     report.aux_loss = loss.aux_loss;
