@@ -4,7 +4,7 @@
 # that prefix only, and runs the installed `switchyard --version`. Prints "PASS: " or "FAIL: ".
 #
 #   install_consumer.sh CMAKE BUILD_DIR SOURCE_DIR WORK_DIR [CXX_COMPILER]
-# CI (.ci/run) runs it on its build; ctest (install_consumer) on the test build, in WORK_DIR.
+# ctest (install_consumer) runs it on the test build, in WORK_DIR; so CI runs it too.
 set -euo pipefail
 cmake=$1 cxx=${5:-}
 # Absolute paths: the consumer's CMAKE_PREFIX_PATH must not depend on where cmake runs.
