@@ -16,6 +16,8 @@ checkpoint. Checks, with err(a, b) = |a - b| / max(1, |b|) (b the single-process
   - with --resume-np M: the distributed checkpoint also resumes under `mpirun -np M` (with the
     --resume-set settings instead of the --set ones) for 2 more steps, losses within TOL of the
     single-process continuation: a run resumed at another world size continues the loss curve.
+    Each --then-resume 'NP KEY=VALUE ...' resumes the checkpoint of the hop before it under
+    `mpirun -np NP` with those settings for 2 more steps (4 -> 8 -> 4, say), losses likewise.
   - with --expect-output REGEX: the distributed run's output matches REGEX (say, that it
     rebalanced its tasks mid-way, so that the losses compared are those of a rebalanced run).
   - with --store CACHE_MIB: every run but the single-process oracle (and its continuation) keeps
@@ -171,6 +173,7 @@ def main():
     ap.add_argument("--common-set", action="append", default=[], dest="common_sets")
     ap.add_argument("--resume-np", type=int, default=0)
     ap.add_argument("--resume-set", action="append", default=[], dest="resume_sets")
+    ap.add_argument("--then-resume", action="append", default=[], metavar="'NP KEY=VALUE ...'")
     ap.add_argument("--expect-output", default="")
     ap.add_argument("--store", type=float, default=0.0, metavar="CACHE_MIB")
     args = ap.parse_args()
@@ -246,24 +249,35 @@ def main():
         print(f"generate: max prompt-logit err {e:.3g} over {logits['dist'].size} logits")
 
     if args.resume_np:
-        more = args.steps + 2
-        after = range(args.steps + 1, more + 1)
+        # Each hop resumes the previous one's last checkpoint (the first, the distributed run's)
+        # at its world size for 2 more steps; the metrics and checkpoints of all the hops go to
+        # one file and one dir.
+        hops = [(args.resume_np, args.resume_sets)]
+        for hop in args.then_resume:
+            words = hop.split()
+            hops.append((int(words[0]), words[1:]))
         os.makedirs(f"{tmp}/resized-ckpt")
         os.link(f"{tmp}/dist-ckpt/{ckpt}", f"{tmp}/resized-ckpt/{ckpt}")
-        resized = shlex.split(args.mpirun) + ["-np", str(args.resume_np), args.switchyard]
-        out = run(resized + train_args("resized", steps=more, resume=True, sets=args.resume_sets),
-                  f"mpirun -np {args.resume_np} resumed from the -np {args.np} checkpoint")
-        after_store_run(out, args.resume_np, args.resume_sets, "resized")
+        at, sizes = args.steps, [args.np]
+        for np_, sets in hops:
+            resized = shlex.split(args.mpirun) + ["-np", str(np_), args.switchyard]
+            out = run(resized + train_args("resized", steps=at + 2, resume=True, sets=sets),
+                      f"mpirun -np {np_} resumed from the -np {sizes[-1]} checkpoint at step {at}")
+            after_store_run(out, np_, sets, "resized")
+            at += 2
+            sizes.append(np_)
+        after = range(args.steps + 1, at + 1)
         # The reference: one process continuing its own checkpoint (a copy, so that a
         # --resume-check below still finds the one at `steps`).
         os.makedirs(f"{tmp}/ref-ckpt")
         os.link(f"{tmp}/single-ckpt/{ckpt}", f"{tmp}/ref-ckpt/{ckpt}")
-        run([args.switchyard] + train_args("ref", steps=more, resume=True, parallel=False),
+        run([args.switchyard] + train_args("ref", steps=at, resume=True, parallel=False),
             "single process resumed from its own checkpoint")
+        path = " -> ".join(f"-np {n}" for n in sizes)
         e = compare_losses(losses(f"{tmp}/resized.jsonl"), losses(f"{tmp}/ref.jsonl"), after,
-                           args.tol, f"resume at -np {args.resume_np}")
-        print(f"resume at another size: -np {args.np} -> -np {args.resume_np}, max loss err "
-              f"{e:.3g} over steps {after.start}..{after.stop - 1}")
+                           args.tol, f"resume at {path}")
+        print(f"resume at another size: {path}, max loss err {e:.3g} over steps "
+              f"{after.start}..{after.stop - 1}")
 
     if args.resume_check:
         more = args.steps + 2
