@@ -14,12 +14,20 @@ their contention. Configurations, run alternately REPEATS times each (A/B/C/D, A
 Throughput = samples (rows of all tasks) per second per rank = rows per step / mean step time over
 the steps after WARMUP / ranks, as MoESys Table III reports it.
 
-Drift (--drift): on 4 ranks one task (sort) grows from 1 to 6 units at step DRIFT_AT. Runs:
-  rebalancing   elastic, planned for the first rows, rebalance every REBALANCE steps
-  static        elastic, planned for the first rows, never rebalanced
-  best          elastic planned for the grown rows from the start (grow_at_step 1)
-The throughput of each over the steps after the drift (the rebalancing run's own lag included)
-and the ratio rebalancing / best (target >= 0.8).
+Drift (--drift): on 4 ranks one task (sort) grows from 1 to 6 units mid-run. Runs:
+  rebalancing          elastic, planned for the first rows, rebalance every REBALANCE steps; the
+                       drift at step DRIFT_AT, just after a decision (DRIFT_AT - 1 a multiple of
+                       REBALANCE), which plans for the next step's rows and so moves the tasks
+                       for the first grown step: no lag
+  rebalancing-between  the same with the drift one step later, at DRIFT_AT + 1: the decision
+                       before it saw the old rows, so the grown task runs on the old placement
+                       until the next decision, REBALANCE - 1 steps (the longest lag)
+  static               elastic, planned for the first rows, never rebalanced
+  best                 elastic planned for the grown rows from the start (grow_at_step 1)
+The throughput of each over the steps from its drift to the end (the rebalancing runs' own lag
+included; static and best from DRIFT_AT), the steps each rebalancing run ran on the old
+placement after its drift (from its log's `rebalance at step N: ... moved` line), and the ratio
+to best (target >= 0.8).
 
     elastic_bench.py --switchyard build/switchyard [--mpirun "mpirun --allow-run-as-root ..."]
         [--steps 40] [--repeats 2] [--rows 16] [--gflops 2] [--drift]
@@ -126,34 +134,57 @@ def main():
             print(f"| {name} | {np} | {placements[name].split(': ', 1)[1]} | {m:.2f} | "
                   f"{(m / ref - 1) * 100:+.1f}% |")
         return
-    # Drift: sort grows from r to 6r rows at drift_at.
+    # Drift: sort grows from r to 6r rows at drift_at (on a decision) or drift_at + 1 (between).
+    on = args.drift_at
+    if (on - 1) % args.rebalance != 0 or on + args.rebalance > args.steps:
+        sys.exit(f"--drift-at {on}: needs drift_at - 1 a multiple of --rebalance {args.rebalance} "
+                 f"(a decision at the step before it) and a later decision before --steps")
     grow = ["--set", "data.tasks.sort.grow_batch_size=" + str(6 * r)]
-    configs = [("rebalancing", grow + ["--set", f"data.tasks.sort.grow_at_step={args.drift_at}",
-                                       "--set", "train.placement=elastic",
-                                       "--set", f"elastic.rebalance_every={args.rebalance}"]),
-               ("static", grow + ["--set", f"data.tasks.sort.grow_at_step={args.drift_at}",
-                                  "--set", "train.placement=elastic"]),
-               ("best", grow + ["--set", "data.tasks.sort.grow_at_step=1",
-                                "--set", "train.placement=elastic"])]
-    print(f"drift:    sort {r} -> {6 * r} rows at step {args.drift_at}, 4 ranks, timed steps "
-          f"{args.drift_at}..{args.steps}, rebalance every {args.rebalance}, {args.repeats} repeats")
-    results = {name: [] for name, _ in configs}
+
+    def rebalancing(at):
+        return grow + ["--set", f"data.tasks.sort.grow_at_step={at}",
+                       "--set", "train.placement=elastic",
+                       "--set", f"elastic.rebalance_every={args.rebalance}"]
+
+    # (name, the step the workload grows, settings)
+    configs = [("rebalancing", on, rebalancing(on)),
+               ("rebalancing-between", on + 1, rebalancing(on + 1)),
+               ("static", on, grow + ["--set", f"data.tasks.sort.grow_at_step={on}",
+                                      "--set", "train.placement=elastic"]),
+               ("best", on, grow + ["--set", "data.tasks.sort.grow_at_step=1",
+                                    "--set", "train.placement=elastic"])]
+    print(f"drift:    sort {r} -> {6 * r} rows at step {on} (on a decision) or {on + 1} (between "
+          f"decisions), 4 ranks, timed from the drift to step {args.steps}, rebalance every "
+          f"{args.rebalance}, {args.repeats} alternating repeats")
+    results = {name: [] for name, _, _ in configs}
+    lag = {}
     for rep in range(args.repeats):
-        for name, sets in configs:
-            tput, out = measure(name, 4, sets, args.drift_at, args.steps)
+        for name, at, sets in configs:
+            tput, out = measure(name, 4, sets, at, args.steps)
             results[name].append(tput)
             print(f"  repeat {rep + 1} {name}: {tput:.2f} samples/s per rank")
-            for line in out.splitlines():
-                if line.startswith("rebalance") and "moved" in line and rep == 0:
-                    print(f"    {line}")
+            moves = [int(line.split()[3].rstrip(":")) for line in out.splitlines()
+                     if line.startswith("rebalance at step") and "moved" in line]
+            after = [m for m in moves if m >= at - 1]
+            if name.startswith("rebalancing"):
+                if not after:
+                    sys.exit(f"FAIL: {name}: no rebalance after the drift at step {at}")
+                # The decision at step m places step m + 1: steps at..m ran on the old placement.
+                lag.setdefault(name, []).append(after[0] - at + 1)
+                if rep == 0:
+                    print("    " + next(line for line in out.splitlines()
+                                        if line.startswith(f"rebalance at step {after[0]}:")))
     best = statistics.median(results["best"])
     print()
-    print("| run | samples/s per rank after the drift (median) | of best-from-start |")
-    print("| --- | --- | --- |")
-    for name, _ in configs:
+    print("| run | drift at step | timed steps | grown steps on the old placement | samples/s per "
+          "rank (median) | of best-from-start |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, at, _ in configs:
         m = statistics.median(results[name])
-        print(f"| {name} | {m:.2f} | {m / best * 100:.1f}% |")
-
+        old = "all" if name == "static" else "none" if name == "best" else \
+            ", ".join(str(x) for x in sorted(set(lag[name])))
+        print(f"| {name} | {at if name != 'best' else 1} | {at}..{args.steps} | {old} | {m:.2f} | "
+              f"{m / best * 100:.1f}% |")
 
 if __name__ == "__main__":
     main()

@@ -208,9 +208,21 @@ Status ExpertStateStore::Open() {
     } else {
       store_ = std::move(*opened);
       Result<storage::KindInfo> info = store_->Kind(storage::ExtentKind::kTrainState);
-      if (store_->num_layers() != layout.num_layers ||
-          store_->num_experts() != layout.num_experts || !info.ok() ||
-          info->part_bytes != kind.part_bytes) {
+      const bool same_model = store_->num_layers() == layout.num_layers && info.ok() &&
+                              info->part_bytes == kind.part_bytes;
+      if (same_model && store_->num_experts() != layout.num_experts) {
+        // This model's states at another world size or parallel.ep_size (each rank stores its
+        // own experts): the store holds nothing a checkpoint does not, and every state is
+        // rewritten below from the initialisation and then the checkpoint, so it is rebuilt.
+        spdlog::info(
+            "expert_store: {} holds {} experts per layer, written by a run at another world size "
+            "or parallel.ep_size; this rank has {}: rebuilding it (every state is rewritten from "
+            "the checkpoint, or the initialisation)",
+            options_.path, store_->num_experts(), layout.num_experts);
+        store_.reset();
+        SY_RETURN_IF_ERROR(options_.fs->Remove(options_.path));
+        create = true;
+      } else if (!same_model) {
         return FailedPreconditionError(
             "expert_store: " + options_.path + " holds another model's expert states (" +
             std::to_string(store_->num_layers()) + " layers x " +

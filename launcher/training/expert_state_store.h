@@ -122,7 +122,9 @@ double HiddenFraction(double read_seconds, double read_exposed_seconds);
 class ExpertStateStore {
  public:
   // Opens the store file at options.path (creating it, preallocated, when absent; an existing
-  // file must have this layout, else FailedPrecondition naming it) and a cache of as many
+  // file of these MoE layers and expert size but another number of experts per layer, written
+  // at another world size or ep_size, is replaced by a new one, with a log line; one of other
+  // layers or another expert size is FailedPrecondition naming it) and a cache of as many
   // experts as cache_bytes holds (ResourceExhausted naming expert_store.cache_mib when not one).
   // Every entry's state starts as its parts' current values with zero moments and step counts
   // (written to the store now); LoadCheckpoint-style callers then Import.

@@ -7,8 +7,12 @@
 #include <filesystem>
 #include <map>
 #include <span>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "launcher/training/distributed_rank.h"
 #include "launcher/training/loss_share_expert_compute.h"
@@ -210,6 +214,44 @@ LocalExpertCompute* FindLocalExperts(ExpertCompute& compute) {
   return nullptr;
 }
 
+// DIR/rank-R.store: rank R's expert store file.
+std::string StoreFilePath(const std::string& dir, int rank) {
+  return dir + "/rank-" + std::to_string(rank) + ".store";
+}
+
+// Removes the store files in `dir` of ranks at or above `world`, left by a run of more ranks (a
+// run resumed at a smaller world size): the states they hold are in the checkpoint, and every
+// state of this run is rewritten at its start, so they would only hold the disk.
+Status RemoveStoreFilesBeyond(storage::FileSystem* fs, const std::string& dir, int world) {
+  std::error_code ec;
+  bool removed = false;
+  for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = item.path().filename().string();
+    constexpr std::string_view kPrefix = "rank-", kSuffix = ".store";
+    if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) ||
+        !name.ends_with(kSuffix)) {
+      continue;
+    }
+    const std::string digits =
+        name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const int rank = std::stoi(digits);
+    if (rank < world || name != "rank-" + std::to_string(rank) + ".store") continue;
+    const std::string path = StoreFilePath(dir, rank);
+    SY_RETURN_IF_ERROR(fs->Remove(path));
+    spdlog::info(
+        "expert_store: removed {}: this run has {} rank{}, and the states of rank {} of the run "
+        "that wrote it are in the checkpoint",
+        path, world, world == 1 ? "" : "s", rank);
+    removed = true;
+  }
+  if (ec) {
+    return InvalidArgumentError("config: 'expert_store.dir' " + dir +
+                                " cannot be listed: " + ec.message());
+  }
+  return removed ? fs->SyncDir(dir) : Status::Ok();
+}
+
 }  // namespace
 
 Status Trainer::InitExpertStore() {
@@ -221,6 +263,7 @@ Status Trainer::InitExpertStore() {
                                 " cannot be created: " + ec.message());
   }
   SY_ASSIGN_OR_RETURN(store_fs_, storage::MakeFileSystem(StoreFileSystemName(o.filesystem)));
+  if (is_root()) SY_RETURN_IF_ERROR(RemoveStoreFilesBeyond(store_fs_.get(), o.dir, world_size()));
   // MoE layer index of each decoder layer that has experts (the same on every rank).
   std::map<int, int> moe_index;
   for (const ParamInfo& p : all_params_) {
@@ -249,7 +292,7 @@ Status Trainer::InitExpertStore() {
     expert_states_of_[entries[it->second].name].push_back(i);
   }
   ExpertStateStoreOptions options;
-  options.path = o.dir + "/rank-" + std::to_string(rank()) + ".store";
+  options.path = StoreFilePath(o.dir, rank());
   options.fs = store_fs_.get();
   options.cache_bytes = static_cast<size_t>(o.cache_mib * 1024.0 * 1024.0);
   options.lfu.threshold = o.lfu_threshold;

@@ -16,8 +16,16 @@ checkpoint. Checks, with err(a, b) = |a - b| / max(1, |b|) (b the single-process
   - with --resume-np M: the distributed checkpoint also resumes under `mpirun -np M` (with the
     --resume-set settings instead of the --set ones) for 2 more steps, losses within TOL of the
     single-process continuation: a run resumed at another world size continues the loss curve.
+    Each --then-resume 'NP KEY=VALUE ...' resumes the checkpoint of the hop before it under
+    `mpirun -np NP` with those settings for 2 more steps (4 -> 8 -> 4, say), losses likewise.
   - with --expect-output REGEX: the distributed run's output matches REGEX (say, that it
     rebalanced its tasks mid-way, so that the losses compared are those of a rebalanced run).
+  - with --store CACHE_MIB: every run but the single-process oracle (and its continuation) keeps
+    its expert states on the expert store (expert_store.dir, a CPU cache of CACHE_MIB per rank),
+    one store directory for all of them, so that each resume at another world size finds the
+    store files of the run before it, of another layout: each such run must say that it rebuilds
+    them (and removes those of ranks it does not have), leave exactly its own ranks' store files,
+    and log the store's metrics every step.
 --common-set settings apply to both runs (the per-task batch sizes both compute); --set ones only
 to the distributed run.
 Prints the largest errors measured and "distributed equivalence ok".
@@ -117,6 +125,40 @@ def compare_checkpoints(dist_path, single_path, tol):
     return worst
 
 
+def ep_size(config, sets):
+    """parallel.ep_size in a list of key=value settings (the last one wins), else the config's."""
+    ep = int(config.get("parallel", {}).get("ep_size", 1))
+    for s in sets:
+        key, _, value = s.partition("=")
+        if key == "parallel.ep_size":
+            ep = int(value)
+    return ep
+
+
+def check_store(store_dir, output, np_, experts_per_layer, before, metrics, what):
+    """After a store-backed run of np_ ranks, each with experts_per_layer experts per layer: the
+    store holds exactly its ranks' files; a run that found files of another layout (`before`: the
+    experts per layer of the run before it, None for none) said it rebuilt them; its metrics carry
+    the store's counters."""
+    files = sorted(os.listdir(store_dir))
+    expected = sorted(f"rank-{r}.store" for r in range(np_))
+    if files != expected:
+        sys.exit(f"FAIL: {what}: store files {files}, expected {expected}")
+    if before is not None and before != experts_per_layer:
+        rebuilt = re.findall(r"expert_store: \S+/rank-0\.store holds (\d+) experts per layer, "
+                             r"written by a run at another world size or parallel\.ep_size; this "
+                             r"rank has (\d+): rebuilding it", output)
+        if rebuilt != [(str(before), str(experts_per_layer))]:
+            sys.stdout.write(output)
+            sys.exit(f"FAIL: {what}: rank 0 did not say it rebuilds its store of {before} experts "
+                     f"per layer for {experts_per_layer} (found {rebuilt})")
+    with open(metrics) as f:
+        records = [json.loads(line) for line in f if '"loss"' in line]
+    if not records or any("expert_store" not in r for r in records):
+        sys.exit(f"FAIL: {what}: a step without the store's metrics in {metrics}")
+    return f"{np_} store files, {experts_per_layer} experts per layer each"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--switchyard", required=True)
@@ -131,8 +173,13 @@ def main():
     ap.add_argument("--common-set", action="append", default=[], dest="common_sets")
     ap.add_argument("--resume-np", type=int, default=0)
     ap.add_argument("--resume-set", action="append", default=[], dest="resume_sets")
+    ap.add_argument("--then-resume", action="append", default=[], metavar="'NP KEY=VALUE ...'")
     ap.add_argument("--expect-output", default="")
+    ap.add_argument("--store", type=float, default=0.0, metavar="CACHE_MIB")
     args = ap.parse_args()
+    with open(args.config) as f:
+        config = json.load(f)
+    num_experts = int(config["model"]["num_experts"])
 
     tmp = tempfile.mkdtemp(prefix="sy_train_dist_")
     common = ["--set", f"train.steps={args.steps}", "--set", "train.eval_every=0",
@@ -149,6 +196,10 @@ def main():
         else:
             out += ["--set", "parallel.ep_size=1", "--set", "parallel.hierarchical_a2a=false",
                     "--set", "parallel.ranks_per_node=0"]
+        if args.store and tag not in ("single", "ref"):
+            out += ["--set", f'expert_store.dir="{tmp}/store"',
+                    "--set", "expert_store.filesystem=posix",
+                    "--set", f"expert_store.cache_mib={args.store}"]
         out += ["--set", f"log.metrics={tmp}/{tag}.jsonl", "--set",
                 f"checkpoint.dir={tmp}/{tag}-ckpt"]
         if steps is not None:
@@ -160,12 +211,19 @@ def main():
     mpirun = shlex.split(args.mpirun) + ["-np", str(args.np), args.switchyard]
     run([args.switchyard] + train_args("single", parallel=False), "single process")
     dist_output = run(mpirun + train_args("dist"), f"mpirun -np {args.np}")
-    if args.expect_output:
-        found = re.search(args.expect_output, dist_output)
-        if not found:
-            sys.stdout.write(dist_output)
-            sys.exit(f"FAIL: the distributed run's output does not match {args.expect_output!r}")
-        print(f"distributed run: {found.group(0)}")
+    # The experts per layer of each rank's store file now in {tmp}/store (store runs only).
+    stored = None
+
+    def after_store_run(output, np_, sets, tag):
+        nonlocal stored
+        if not args.store:
+            return
+        now = num_experts // ep_size(config, sets)
+        print("store: " + check_store(f"{tmp}/store", output, np_, now, stored,
+                                      f"{tmp}/{tag}.jsonl", tag))
+        stored = now
+
+    after_store_run(dist_output, args.np, args.sets, "dist")
     steps = range(1, args.steps + 1)
     single = losses(f"{tmp}/single.jsonl")
     dist = losses(f"{tmp}/dist.jsonl")
@@ -191,23 +249,35 @@ def main():
         print(f"generate: max prompt-logit err {e:.3g} over {logits['dist'].size} logits")
 
     if args.resume_np:
-        more = args.steps + 2
-        after = range(args.steps + 1, more + 1)
+        # Each hop resumes the previous one's last checkpoint (the first, the distributed run's)
+        # at its world size for 2 more steps; the metrics and checkpoints of all the hops go to
+        # one file and one dir.
+        hops = [(args.resume_np, args.resume_sets)]
+        for hop in args.then_resume:
+            words = hop.split()
+            hops.append((int(words[0]), words[1:]))
         os.makedirs(f"{tmp}/resized-ckpt")
         os.link(f"{tmp}/dist-ckpt/{ckpt}", f"{tmp}/resized-ckpt/{ckpt}")
-        resized = shlex.split(args.mpirun) + ["-np", str(args.resume_np), args.switchyard]
-        run(resized + train_args("resized", steps=more, resume=True, sets=args.resume_sets),
-            f"mpirun -np {args.resume_np} resumed from the -np {args.np} checkpoint")
+        at, sizes = args.steps, [args.np]
+        for np_, sets in hops:
+            resized = shlex.split(args.mpirun) + ["-np", str(np_), args.switchyard]
+            out = run(resized + train_args("resized", steps=at + 2, resume=True, sets=sets),
+                      f"mpirun -np {np_} resumed from the -np {sizes[-1]} checkpoint at step {at}")
+            after_store_run(out, np_, sets, "resized")
+            at += 2
+            sizes.append(np_)
+        after = range(args.steps + 1, at + 1)
         # The reference: one process continuing its own checkpoint (a copy, so that a
         # --resume-check below still finds the one at `steps`).
         os.makedirs(f"{tmp}/ref-ckpt")
         os.link(f"{tmp}/single-ckpt/{ckpt}", f"{tmp}/ref-ckpt/{ckpt}")
-        run([args.switchyard] + train_args("ref", steps=more, resume=True, parallel=False),
+        run([args.switchyard] + train_args("ref", steps=at, resume=True, parallel=False),
             "single process resumed from its own checkpoint")
+        path = " -> ".join(f"-np {n}" for n in sizes)
         e = compare_losses(losses(f"{tmp}/resized.jsonl"), losses(f"{tmp}/ref.jsonl"), after,
-                           args.tol, f"resume at -np {args.resume_np}")
-        print(f"resume at another size: -np {args.np} -> -np {args.resume_np}, max loss err "
-              f"{e:.3g} over steps {after.start}..{after.stop - 1}")
+                           args.tol, f"resume at {path}")
+        print(f"resume at another size: {path}, max loss err {e:.3g} over steps "
+              f"{after.start}..{after.stop - 1}")
 
     if args.resume_check:
         more = args.steps + 2
@@ -215,8 +285,9 @@ def main():
         # Single-process continuation of each checkpoint dir; metrics append to the same files.
         run([args.switchyard] + train_args("single", steps=more, resume=True, parallel=False),
             "single process resumed from its own checkpoint")
-        run([args.switchyard] + train_args("dist", steps=more, resume=True, parallel=False),
-            "single process resumed from the distributed checkpoint")
+        out = run([args.switchyard] + train_args("dist", steps=more, resume=True, parallel=False),
+                  "single process resumed from the distributed checkpoint")
+        after_store_run(out, 1, ["parallel.ep_size=1"], "dist")
         reference = losses(f"{tmp}/single.jsonl")
         e1 = compare_losses(losses(f"{tmp}/dist.jsonl"), reference, after, args.tol,
                             "single process resumed from the distributed checkpoint")
@@ -224,8 +295,9 @@ def main():
         # resume the one at `steps` through a fresh dir).
         os.makedirs(f"{tmp}/again-ckpt")
         os.link(f"{tmp}/single-ckpt/{ckpt}", f"{tmp}/again-ckpt/{ckpt}")
-        run(mpirun + train_args("again", steps=more, resume=True),
-            f"mpirun -np {args.np} resumed from the single-process checkpoint")
+        out = run(mpirun + train_args("again", steps=more, resume=True),
+                  f"mpirun -np {args.np} resumed from the single-process checkpoint")
+        after_store_run(out, args.np, args.sets, "again")
         e2 = compare_losses(losses(f"{tmp}/again.jsonl"), reference, after, args.tol,
                             "distributed resume")
         print(f"resume: max loss err {e1:.3g} (one process from the distributed checkpoint), "

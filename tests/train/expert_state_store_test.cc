@@ -34,6 +34,47 @@ struct Tensors {
   std::vector<std::vector<float>> value, grad;
 };
 
+// kLayers MoE layers (decoder layers 1, 3, ...) of `experts` experts each, of kPartSizes x
+// `scale` parameters, random values; the tensors they view go to `tensors` (layer-major).
+std::vector<ExpertEntry> MakeEntries(int experts, size_t scale, std::vector<Tensors>* tensors) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  std::vector<ExpertEntry> entries;
+  tensors->assign(static_cast<size_t>(kLayers * experts), {});
+  for (int l = 0; l < kLayers; ++l) {
+    for (int e = 0; e < experts; ++e) {
+      Tensors& t = (*tensors)[static_cast<size_t>(l * experts + e)];
+      ExpertEntry entry;
+      entry.name = "experts/layer" + std::to_string(2 * l + 1) + "/expert" + std::to_string(e);
+      entry.moe_layer = l;
+      entry.decoder_layer = 2 * l + 1;
+      entry.expert = e;
+      for (size_t n : kPartSizes) {
+        t.value.emplace_back(n * scale);
+        t.grad.emplace_back(n * scale, 0.0f);
+        for (float& x : t.value.back()) x = normal(rng);
+      }
+      for (size_t k = 0; k < t.value.size(); ++k) {
+        entry.parts.push_back({t.value[k].data(), t.grad[k].data(), t.value[k].size()});
+      }
+      entries.push_back(std::move(entry));
+    }
+  }
+  return entries;
+}
+
+std::unique_ptr<Optimizer> MakeAdamW(ThreadPool* pool) {
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kAdamW;
+  o.weight_decay = 0.1;
+  Result<std::unique_ptr<Optimizer>> made = CreateOptimizer(o, pool);
+  SY_CHECK(made.ok()) << made.status().message();
+  return std::move(*made);
+}
+
+// One expert's extent in the store: master, m, v and the meta, in 4 KiB blocks.
+constexpr size_t kExtent = ((800 * 12 + 16 + 4095) / 4096) * 4096;
+
 struct Fixture {
   storage::MemFileSystem mem;
   storage::FaultInjectionFileSystem fs{&mem};
@@ -43,40 +84,12 @@ struct Fixture {
   std::unique_ptr<ExpertStateStore> store;
 
   explicit Fixture(size_t cache_experts, bool sparse = false, bool prefetch = true) {
-    OptimizerOptions o;
-    o.kind = OptimizerKind::kAdamW;
-    o.weight_decay = 0.1;
-    Result<std::unique_ptr<Optimizer>> made_optimizer = CreateOptimizer(o, &pool);
-    SY_CHECK(made_optimizer.ok()) << made_optimizer.status().message();
-    optimizer = std::move(*made_optimizer);
-    std::mt19937 rng(7);
-    std::normal_distribution<float> normal(0.0f, 0.1f);
-    std::vector<ExpertEntry> entries;
-    tensors.resize(kLayers * kExperts);
-    for (int l = 0; l < kLayers; ++l) {
-      for (int e = 0; e < kExperts; ++e) {
-        Tensors& t = tensors[l * kExperts + e];
-        ExpertEntry entry;
-        entry.name = "experts/layer" + std::to_string(2 * l + 1) + "/expert" + std::to_string(e);
-        entry.moe_layer = l;
-        entry.decoder_layer = 2 * l + 1;
-        entry.expert = e;
-        for (size_t n : kPartSizes) {
-          t.value.emplace_back(n);
-          t.grad.emplace_back(n, 0.0f);
-          for (float& x : t.value.back()) x = normal(rng);
-        }
-        for (size_t k = 0; k < t.value.size(); ++k) {
-          entry.parts.push_back({t.value[k].data(), t.grad[k].data(), t.value[k].size()});
-        }
-        entries.push_back(std::move(entry));
-      }
-    }
+    optimizer = MakeAdamW(&pool);
+    std::vector<ExpertEntry> entries = MakeEntries(kExperts, 1, &tensors);
     ExpertStateStoreOptions options;
     options.path = "/store/rank-0.store";
     options.fs = &fs;
-    const size_t extent = ((800 * 12 + 16 + 4095) / 4096) * 4096;
-    options.cache_bytes = cache_experts * extent;
+    options.cache_bytes = cache_experts * kExtent;
     options.sparse_adam = sparse;
     options.prefetch = prefetch;
     Result<std::unique_ptr<ExpertStateStore>> made =
@@ -285,6 +298,54 @@ TEST(ExpertStateStoreTest, WriteErrorNamesTheFileAndKeepsThePreviousGeneration) 
   f.fs.ClearRules();
   // The update is still in the cache, dirty; the next write-back makes it durable.
   EXPECT_TRUE(f.store->EndStep().ok());
+}
+
+// A store file of this model written with another number of experts per rank (a run at another
+// world size or ep_size) is rebuilt for this rank's experts: the file holds the new layout after.
+// One of another model (another expert size) is refused, naming the file; nothing is deleted.
+TEST(ExpertStateStoreTest, AnotherWorldSizesStoreIsRebuiltAnotherModelsRefused) {
+  storage::MemFileSystem fs;
+  ThreadPool pool(2);
+  std::unique_ptr<Optimizer> optimizer = MakeAdamW(&pool);
+  const std::string path = "/store/rank-0.store";
+  std::vector<Tensors> tensors;
+  auto open = [&](int experts, size_t scale) {
+    ExpertStateStoreOptions options;
+    options.path = path;
+    options.fs = &fs;
+    options.cache_bytes = 2 * scale * kExtent;
+    return ExpertStateStore::Create(options, optimizer.get(),
+                                    MakeEntries(experts, scale, &tensors));
+  };
+  auto stored_experts = [&] {
+    Result<std::unique_ptr<storage::ExpertStore>> opened = storage::ExpertStore::Open(&fs, path);
+    SY_CHECK(opened.ok()) << opened.status().message();
+    return (*opened)->num_experts();
+  };
+  ASSERT_TRUE(open(kExperts, 1).ok());
+  EXPECT_EQ(stored_experts(), static_cast<uint32_t>(kExperts));
+
+  Result<std::unique_ptr<ExpertStateStore>> fewer = open(kExperts / 2, 1);
+  ASSERT_TRUE(fewer.ok()) << fewer.status().message();
+  // It serves the new layout's experts: each exports its fresh state (moments zero, no step).
+  ASSERT_EQ((*fewer)->entries().size(), static_cast<size_t>(kLayers * kExperts / 2));
+  for (size_t e = 0; e < (*fewer)->entries().size(); ++e) {
+    std::vector<std::vector<float>> m, v;
+    int64_t step = -1;
+    ASSERT_TRUE((*fewer)->Export(e, &m, &v, &step).ok());
+    EXPECT_EQ(step, 0);
+    EXPECT_EQ(m[1], std::vector<float>(kPartSizes[1], 0.0f));
+  }
+  fewer->reset();
+  EXPECT_EQ(stored_experts(), static_cast<uint32_t>(kExperts / 2));
+
+  Result<std::unique_ptr<ExpertStateStore>> other = open(kExperts / 2, 2);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find(path + " holds another model's expert states"),
+            std::string::npos)
+      << other.status().message();
+  EXPECT_EQ(stored_experts(), static_cast<uint32_t>(kExperts / 2));
 }
 
 }  // namespace
