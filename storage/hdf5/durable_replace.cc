@@ -49,12 +49,20 @@ Status FsyncParentDirectory(const std::string& path) {
   return FsyncOpened(directory, O_RDONLY | O_DIRECTORY, "directory");
 }
 
-Status DurablyReplace(const std::string& temp_path, const std::string& final_path) {
+Status DurablyReplace(const std::string& temp_path, const std::string& final_path, bool* renamed) {
+  if (renamed != nullptr) *renamed = false;
   SY_RETURN_IF_ERROR(FsyncFile(temp_path));
   if (std::rename(temp_path.c_str(), final_path.c_str()) != 0) {
     return ErrnoError("rename " + temp_path + " over", final_path, errno);
   }
-  return FsyncParentDirectory(final_path);
+  if (renamed != nullptr) *renamed = true;
+  return FsyncParentDirectoryAfterRename(final_path);
+}
+
+Status FsyncParentDirectoryAfterRename(const std::string& final_path) {
+  return FsyncParentDirectory(final_path)
+      .WithContext(final_path +
+                   " is complete under its name, but a power cut may still undo the rename");
 }
 
 std::string TemporaryPathFor(const std::string& path) {

@@ -20,7 +20,14 @@ namespace sy {
 // IOError naming the file and the failing call.
 Status FsyncFile(const std::string& path);
 Status FsyncParentDirectory(const std::string& path);
-Status DurablyReplace(const std::string& temp_path, const std::string& final_path);
+// `renamed` (optional) tells whether the rename happened: then a failure (of the directory's
+// fsync) leaves the new file, complete, under `final_path`, and the previous one is gone.
+Status DurablyReplace(const std::string& temp_path, const std::string& final_path,
+                      bool* renamed = nullptr);
+// The last step of DurablyReplace, for a caller that renamed `final_path` into place itself (a
+// directory): fsyncs its parent; a failure says that the file is complete but the rename may not
+// survive a power cut.
+Status FsyncParentDirectoryAfterRename(const std::string& final_path);
 
 // "<path>.tmp.<pid>": where a writer in this process stages `path`.
 std::string TemporaryPathFor(const std::string& path);
