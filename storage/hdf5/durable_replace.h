@@ -40,4 +40,10 @@ std::string TemporaryPathFor(const std::string& path);
 // locked by one run: launcher/training/checkpoint_dir_lock.h).
 Result<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& dir);
 
+// Removes what a writer of `final_path` killed mid-write left next to it: "<final_path>.tmp.<pid>"
+// (a file, or a staging directory with all it holds) of every `pid` gone from this machine, as
+// above. Returns the paths removed (none when the directory does not exist); IOError naming the
+// path when removing fails.
+Result<std::vector<std::string>> RemoveStaleTemporariesOf(const std::string& final_path);
+
 }  // namespace sy

@@ -16,8 +16,9 @@ Then, for each point (every one with --stride 1; every STRIDE-th write otherwise
   - crash (SIGKILL at that call), torn (a write stores half its bytes, then SIGKILL): whatever
     stands under the final name is the complete output, equal to an uninterrupted run's.
 In every trial the directory also holds a previous output (the same conversion under another
-name), which must be unchanged. Then a restart (the same command, no faults) must succeed and
-leave the output equal byte for byte to an uninterrupted run's (for a crash after the final
+name), which must be unchanged. Then a restart (the same command, no faults) must succeed, remove
+the temporaries a killed run left, and leave the output equal byte for byte to an uninterrupted
+run's (for a crash after the final
 rename, the output is already there: the restart must then refuse to overwrite it). Convert
 never overwrites: onto an existing output it must fail and leave that output as it was.
 
@@ -169,6 +170,8 @@ def try_operation(name, opts, source, work):
                 problems.append(f"the restart failed: {again.stderr.strip()[-300:]}")
             if not complete(op):
                 problems.append("after the restart the output differs from an uninterrupted run's")
+            if temporaries(out_dir):  # a killed run's, which the restart removes
+                problems.append(f"temporaries left after the restart: {temporaries(out_dir)}")
             if problems:
                 failures.append(f"{where}: {'; '.join(problems)}")
                 print(f"FAIL {where}: {'; '.join(problems)}", flush=True)
