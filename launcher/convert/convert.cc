@@ -1,6 +1,7 @@
 #include "launcher/convert/convert.h"
 
 #include "launcher/convert/model_image.h"
+#include "storage/hdf5/durable_replace.h"
 
 namespace sy::convert {
 
@@ -57,6 +58,12 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
   write.quantization = options.quantization;
   write.shard_bytes = options.shard_bytes;
   write.progress = options.progress;
+  // What a conversion to the same --out that was killed left behind (it never stands under the
+  // final name, so it is only clutter).
+  SY_ASSIGN_OR_RETURN(std::vector<std::string> stale, RemoveStaleTemporariesOf(options.out));
+  for (const std::string& path : stale) {
+    if (options.progress) options.progress("removed " + path + ", left by a killed conversion");
+  }
   SY_RETURN_IF_ERROR(writer->Write(*image, options.out, write));
   return summary;
 }

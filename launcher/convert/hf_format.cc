@@ -352,7 +352,7 @@ class Hf final : public ModelFormat {
     fs::rename(staging, out, ec);
     if (ec) return IOError("cannot rename " + staging + " to " + out + ": " + ec.message());
     guard.Release();
-    return FsyncParentDirectory(out);
+    return FsyncParentDirectoryAfterRename(out);
   }
 };
 

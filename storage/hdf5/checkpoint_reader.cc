@@ -8,6 +8,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "runtime/config/edit_distance.h"
 #include "storage/hdf5/checkpoint_layout.h"
@@ -56,6 +57,24 @@ Status CheckLooksLikeHdf5(const std::string& path) {
 }
 
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// Whether a dataset of `rank` extents `dims` and `element` bytes a value holds at most
+// `file_bytes` bytes, every extent within int64 (a Shape's limit).
+bool FitsInFile(const hsize_t* dims, int rank, size_t element, uint64_t file_bytes) {
+  bool empty = false;
+  for (int i = 0; i < rank; ++i) {
+    if (dims[i] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max())) return false;
+    empty = empty || dims[i] == 0;
+  }
+  if (empty) return true;
+  uint64_t bytes = element;
+  if (bytes > file_bytes) return false;
+  for (int i = 0; i < rank; ++i) {
+    if (bytes > file_bytes / dims[i]) return false;
+    bytes *= dims[i];
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -120,6 +139,11 @@ Status CheckpointReader::LoadIndex() {
     return DataLossError(where + "shard " + std::to_string(*shard_index) + " of " +
                          std::to_string(*num_shards) + " is out of range");
   }
+  hsize_t file_bytes = 0;
+  if (H5Fget_filesize(file, &file_bytes) < 0) {
+    return DataLossError(where + "its size cannot be read (" + Hdf5ErrorText() + ")");
+  }
+  file_bytes_ = file_bytes;
   format_version_ = *version;
   step_ = *step;
   shard_index_ = static_cast<int>(*shard_index);
@@ -178,6 +202,17 @@ Status CheckpointReader::LoadIndex() {
     }
     std::array<hsize_t, Shape::kMaxRank> dims{};
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    // The writer stores every dataset whole and uncompressed: a tensor cannot hold more bytes
+    // than the file (nor an extent past int64), whatever its dataspace claims.
+    if (!FitsInFile(dims.data(), rank, H5Tget_size(type.get()), v->reader->file_bytes_)) {
+      std::string extents;
+      for (int i = 0; i < rank; ++i) extents += (i ? ", " : "") + std::to_string(dims[i]);
+      v->status =
+          DataLossError(where + "tensor " + Quote(link) + " claims extents [" + extents +
+                        "], more than the whole file holds (" +
+                        std::to_string(v->reader->file_bytes_) + " bytes); the file is corrupt");
+      return 1;
+    }
     std::array<int64_t, Shape::kMaxRank> extents{};
     for (int i = 0; i < rank; ++i) extents[i] = static_cast<int64_t>(dims[i]);
     tensor.shape = Shape(std::span<const int64_t>(extents.data(), static_cast<size_t>(rank)));
@@ -276,8 +311,17 @@ Result<std::vector<uint8_t>> CheckpointReader::ReadBytes(std::string_view key) c
     return DataLossError(where + " cannot be opened (" + Hdf5ErrorText() + ")");
   }
   const H5T_class_t type_class = H5Tget_class(type.get());
-  if (type_class == H5T_STRING && !H5Tis_variable_str(type.get()) &&
-      H5Sget_simple_extent_npoints(space.get()) == 1) {
+  const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  const size_t element = H5Tget_size(type.get());
+  // Stored whole and uncompressed by the writer: never more bytes than the file.
+  if (points < 0 || element == 0 ||
+      static_cast<uint64_t>(points) > file_bytes_ / static_cast<uint64_t>(element)) {
+    Hdf5ErrorText();
+    return DataLossError(where + " claims " + std::to_string(points) + " values of " +
+                         std::to_string(element) + " bytes, more than the whole file holds (" +
+                         std::to_string(file_bytes_) + " bytes); the file is corrupt");
+  }
+  if (type_class == H5T_STRING && !H5Tis_variable_str(type.get()) && points == 1) {
     std::vector<uint8_t> bytes(H5Tget_size(type.get()));
     if (H5Dread(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) < 0) {
       return DataLossError(where + " cannot be read (" + Hdf5ErrorText() + ")");
@@ -292,7 +336,7 @@ Result<std::vector<uint8_t>> CheckpointReader::ReadBytes(std::string_view key) c
   }
   if (type_class == H5T_INTEGER && H5Tget_size(type.get()) == 1 &&
       H5Sget_simple_extent_ndims(space.get()) == 1) {
-    std::vector<uint8_t> bytes(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())));
+    std::vector<uint8_t> bytes(static_cast<size_t>(points));
     if (!bytes.empty() &&
         H5Dread(dataset.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) < 0) {
       return DataLossError(where + " cannot be read (" + Hdf5ErrorText() + ")");

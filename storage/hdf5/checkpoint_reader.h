@@ -13,7 +13,8 @@
 //                    shape or dtype differs from the one requested:
 //                    "checkpoint X: tensor 'params/embed' has shape [100, 64], the model expects
 //                    [128, 64]"
-//   DataLoss         an HDF5 file that cannot be read: truncated or corrupt
+//   DataLoss         an HDF5 file that cannot be read: truncated or corrupt; a tensor or
+//                    metadata entry that claims more bytes than the whole file holds
 //   Unimplemented    a checkpoint written by a newer format version
 // HDF5's own error stack is never printed; its innermost message is part of the Status.
 //
@@ -87,6 +88,7 @@ class CheckpointReader {
   int64_t format_version_ = 0;
   int shard_index_ = 0;
   int num_shards_ = 1;
+  uint64_t file_bytes_ = 0;  // no dataset may claim more (the writer stores them uncompressed)
   std::vector<CheckpointTensorInfo> tensors_;
   std::vector<std::string> metadata_keys_;
 };

@@ -279,7 +279,9 @@ Status CheckpointWriter::Commit() {
     }
   }
   file_.reset();
-  if (status.ok()) status = DurablyReplace(temp_path_, path_);
+  bool renamed = false;
+  if (status.ok()) status = DurablyReplace(temp_path_, path_, &renamed);
+  if (renamed) return status.WithContext("checkpoint " + path_);
   if (!status.ok()) {
     ::unlink(temp_path_.c_str());
     return status.WithContext("checkpoint " + path_ +

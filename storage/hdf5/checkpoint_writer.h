@@ -13,8 +13,10 @@
 // Atomicity. Everything is written to "<path>.tmp.<pid>"; Commit flushes and closes it, fsyncs
 // it, renames it over `path` and fsyncs the directory. Until Commit returns OK the file at `path`
 // (the previous checkpoint, if any) is untouched, so a crash or SIGKILL mid-save never destroys
-// it; at worst a stale "<path>.tmp.<pid>" is left behind. A writer destroyed without Commit
-// deletes its temporary file.
+// it; at worst a stale "<path>.tmp.<pid>" is left behind. The one failure after the rename, the
+// directory's fsync, leaves the new file complete at `path` and says so (a power cut may still
+// undo the rename); every earlier failure says the previous file is untouched. A writer destroyed
+// without Commit deletes its temporary file.
 //
 // Tensors are written to the file as they are added (memory use stays at one tensor), from host
 // memory, in any floating-point or integer DType; shapes of any rank, including 0-d and empty,

@@ -38,6 +38,14 @@ pid_t TemporaryFileOwner(const std::string& name) {
   return pid > 0 ? pid : -1;
 }
 
+// Whether `name` is a temporary TemporaryPathFor made in a process that is gone from this machine
+// (kill(pid, 0) fails with ESRCH; EPERM means it exists under another user).
+bool OwnerIsGone(const std::string& name) {
+  const pid_t pid = TemporaryFileOwner(name);
+  if (pid < 0 || pid == ::getpid()) return false;
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
 
 Status FsyncFile(const std::string& path) { return FsyncOpened(path, O_RDONLY, "file"); }
@@ -49,12 +57,20 @@ Status FsyncParentDirectory(const std::string& path) {
   return FsyncOpened(directory, O_RDONLY | O_DIRECTORY, "directory");
 }
 
-Status DurablyReplace(const std::string& temp_path, const std::string& final_path) {
+Status DurablyReplace(const std::string& temp_path, const std::string& final_path, bool* renamed) {
+  if (renamed != nullptr) *renamed = false;
   SY_RETURN_IF_ERROR(FsyncFile(temp_path));
   if (std::rename(temp_path.c_str(), final_path.c_str()) != 0) {
     return ErrnoError("rename " + temp_path + " over", final_path, errno);
   }
-  return FsyncParentDirectory(final_path);
+  if (renamed != nullptr) *renamed = true;
+  return FsyncParentDirectoryAfterRename(final_path);
+}
+
+Status FsyncParentDirectoryAfterRename(const std::string& final_path) {
+  return FsyncParentDirectory(final_path)
+      .WithContext(final_path +
+                   " is complete under its name, but a power cut may still undo the rename");
 }
 
 std::string TemporaryPathFor(const std::string& path) {
@@ -68,14 +84,33 @@ Result<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& di
   if (ec) return IOError("list " + dir + " for stale temporary files: " + ec.message());
   for (const std::filesystem::directory_entry& entry : it) {
     const std::string name = entry.path().filename().string();
-    const pid_t pid = TemporaryFileOwner(name);
-    if (pid < 0 || pid == ::getpid() || !entry.is_regular_file(ec)) continue;
-    // EPERM means the process exists under another user: not stale.
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (!entry.is_regular_file(ec) || !OwnerIsGone(name)) continue;
     const std::string path = entry.path().string();
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       return ErrnoError("remove stale temporary file", path, errno);
     }
+    removed.push_back(path);
+  }
+  return removed;
+}
+
+Result<std::vector<std::string>> RemoveStaleTemporariesOf(const std::string& final_path) {
+  const std::filesystem::path target(final_path);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::vector<std::string> removed;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return removed;  // no directory yet: nothing was staged there
+  for (const std::filesystem::directory_entry& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.rfind(".tmp.") != prefix.size() - 5 || !OwnerIsGone(name)) {
+      continue;
+    }
+    const std::string path = entry.path().string();
+    std::filesystem::remove_all(entry.path(), ec);
+    if (ec) return IOError("remove stale temporary " + path + ": " + ec.message());
     removed.push_back(path);
   }
   return removed;

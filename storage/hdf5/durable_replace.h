@@ -20,7 +20,14 @@ namespace sy {
 // IOError naming the file and the failing call.
 Status FsyncFile(const std::string& path);
 Status FsyncParentDirectory(const std::string& path);
-Status DurablyReplace(const std::string& temp_path, const std::string& final_path);
+// `renamed` (optional) tells whether the rename happened: then a failure (of the directory's
+// fsync) leaves the new file, complete, under `final_path`, and the previous one is gone.
+Status DurablyReplace(const std::string& temp_path, const std::string& final_path,
+                      bool* renamed = nullptr);
+// The last step of DurablyReplace, for a caller that renamed `final_path` into place itself (a
+// directory): fsyncs its parent; a failure says that the file is complete but the rename may not
+// survive a power cut.
+Status FsyncParentDirectoryAfterRename(const std::string& final_path);
 
 // "<path>.tmp.<pid>": where a writer in this process stages `path`.
 std::string TemporaryPathFor(const std::string& path);
@@ -32,5 +39,11 @@ std::string TemporaryPathFor(const std::string& path);
 // Call it only where no writer on another machine can stage into `dir` (checkpoint.dir is
 // locked by one run: launcher/training/checkpoint_dir_lock.h).
 Result<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& dir);
+
+// Removes what a writer of `final_path` killed mid-write left next to it: "<final_path>.tmp.<pid>"
+// (a file, or a staging directory with all it holds) of every `pid` gone from this machine, as
+// above. Returns the paths removed (none when the directory does not exist); IOError naming the
+// path when removing fails.
+Result<std::vector<std::string>> RemoveStaleTemporariesOf(const std::string& final_path);
 
 }  // namespace sy

@@ -6,6 +6,20 @@
 # that says how to get HDF5, so the rest of Switchyard still builds and links.
 set(sy_hdf5_dir ${CMAKE_CURRENT_LIST_DIR})
 
+# sy_link_hdf5(target): HDF5's headers and library, privately (also for the tests and fuzzers that
+# call HDF5 themselves). FindHDF5 (CMake >= 3.19) defines HDF5::HDF5; HDF5's own CMake package
+# defines hdf5::hdf5.
+function(sy_link_hdf5 target)
+  if(TARGET HDF5::HDF5)
+    target_link_libraries(${target} PRIVATE HDF5::HDF5)
+  elseif(TARGET hdf5::hdf5)
+    target_link_libraries(${target} PRIVATE hdf5::hdf5)
+  else()
+    target_include_directories(${target} PRIVATE ${HDF5_C_INCLUDE_DIRS})
+    target_link_libraries(${target} PRIVATE ${HDF5_C_LIBRARIES})
+  endif()
+endfunction()
+
 target_sources(sy_storage PRIVATE
   ${sy_hdf5_dir}/checkpoint_layout.cc
   ${sy_hdf5_dir}/durable_replace.cc
@@ -19,15 +33,7 @@ if(SY_HAVE_HDF5)
     ${sy_hdf5_dir}/hdf5_dtype.cc
     ${sy_hdf5_dir}/hdf5_library.cc
   )
-  # FindHDF5 (CMake >= 3.19) defines HDF5::HDF5; HDF5's own CMake package defines hdf5::hdf5.
-  if(TARGET HDF5::HDF5)
-    target_link_libraries(sy_storage PRIVATE HDF5::HDF5)
-  elseif(TARGET hdf5::hdf5)
-    target_link_libraries(sy_storage PRIVATE hdf5::hdf5)
-  else()
-    target_include_directories(sy_storage PRIVATE ${HDF5_C_INCLUDE_DIRS})
-    target_link_libraries(sy_storage PRIVATE ${HDF5_C_LIBRARIES})
-  endif()
+  sy_link_hdf5(sy_storage)
 else()
   target_sources(sy_storage PRIVATE ${sy_hdf5_dir}/checkpoint_unavailable.cc)
 endif()

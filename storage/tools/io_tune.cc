@@ -120,6 +120,18 @@ Result<TuneResult> RunIoTune(const TuneOptions& options,
   }
 
   const std::string path = options.dir + "/switchyard-tune-io.dat";
+  // The scratch file goes on every way out (a failed lay-out too), unless keep_file.
+  struct RemoveScratch {
+    const std::string& path;
+    bool keep;
+    ~RemoveScratch() {
+      if (keep) return;
+      Result<std::unique_ptr<FileSystem>> posix = MakeFileSystem("posix");
+      if (!posix.ok()) return;
+      Result<bool> exists = (*posix)->Exists(path);
+      if (exists.ok() && *exists) (*posix)->Remove(path).IgnoreError();
+    }
+  } remove_scratch{path, options.keep_file};
   {
     // Lay the file out once, untimed, so no point pays for block allocation.
     SY_ASSIGN_OR_RETURN(std::unique_ptr<FileSystem> posix, MakeFileSystem("posix"));
@@ -128,7 +140,7 @@ Result<TuneResult> RunIoTune(const TuneOptions& options,
     create.truncate = true;
     SY_ASSIGN_OR_RETURN(std::unique_ptr<File> file, posix->Open(path, create));
     SY_RETURN_IF_ERROR(file->Write(0, data, bytes).WithContext("tune-io: lay out " + path));
-    SY_RETURN_IF_ERROR(file->Sync());
+    SY_RETURN_IF_ERROR(file->Sync().WithContext("tune-io: lay out " + path));
   }
   TuneResult result;
   Status status;
@@ -169,13 +181,6 @@ Result<TuneResult> RunIoTune(const TuneOptions& options,
       if (!status.ok()) break;
     }
     if (!status.ok()) break;
-  }
-  if (!options.keep_file) {
-    Result<std::unique_ptr<FileSystem>> posix = MakeFileSystem("posix");
-    if (posix.ok()) {
-      Result<bool> exists = (*posix)->Exists(path);
-      if (exists.ok() && *exists) (*posix)->Remove(path).IgnoreError();
-    }
   }
   SY_RETURN_IF_ERROR(status);
   return result;

@@ -4,7 +4,7 @@
 //
 // Each point moves `bytes_per_point` bytes sequentially through a UringFileSystem built with
 // that block size and queue depth (O_DIRECT): writes first (then fdatasync, counted), then reads.
-// The scratch file is removed at the end unless keep_file.
+// The scratch file is removed at the end, after a failure too, unless keep_file.
 //
 // Thread-safety: RunIoTune may run concurrently with itself on different directories.
 #pragma once

@@ -177,5 +177,36 @@ TEST(CheckpointCrashTest, RemovesOnlyTheTemporariesOfDeadProcesses) {
   EXPECT_EQ(RemoveStaleTemporaryFiles(dir.File("missing")).status().code(), StatusCode::kIOError);
 }
 
+// What a killed `convert` leaves next to its --out: a staging directory (hf) or a file (gguf,
+// native). Only those of that output and of dead processes go.
+TEST(CheckpointCrashTest, RemovesTheStaleTemporariesOfOneOutput) {
+  ScratchDir dir;
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string out = dir.File("hf");
+  const std::string staging = out + ".tmp." + std::to_string(dead);
+  std::filesystem::create_directory(staging);
+  std::ofstream(staging + "/model.safetensors.tmp." + std::to_string(dead)) << "partial";
+  const std::string file = dir.File("model.gguf.tmp." + std::to_string(dead));
+  std::ofstream(file) << "partial";
+  const std::string of_self = out + ".tmp." + std::to_string(::getpid());
+  std::ofstream(of_self) << "partial";
+  const std::string kept[] = {file, of_self, dir.File("hf2.tmp." + std::to_string(dead)),
+                              dir.File("xhf.tmp." + std::to_string(dead)), dir.File("hf.tmp.1x")};
+  for (const std::string& path : kept) std::ofstream(path, std::ios::app) << "";
+
+  Result<std::vector<std::string>> removed = RemoveStaleTemporariesOf(out);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, std::vector<std::string>{staging});
+  EXPECT_FALSE(std::filesystem::exists(staging));
+  for (const std::string& path : kept) EXPECT_TRUE(std::filesystem::exists(path)) << path;
+  Result<std::vector<std::string>> gguf = RemoveStaleTemporariesOf(dir.File("model.gguf"));
+  ASSERT_TRUE(gguf.ok());
+  EXPECT_EQ(*gguf, std::vector<std::string>{file});
+  EXPECT_TRUE(RemoveStaleTemporariesOf(dir.File("missing/out")).ok());
+}
+
 }  // namespace
 }  // namespace sy

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "storage/hdf5/checkpoint_reader.h"
 #include "storage/hdf5/checkpoint_writer.h"
@@ -178,6 +179,65 @@ TEST(CheckpointErrorsTest, LinksAndInconsistentDTypesAreRejected) {
   EXPECT_EQ(
       inconsistent.status().message(),
       "checkpoint " + lying + ": tensor 'params/t1' says dtype bf16 but is stored as float32");
+}
+
+// An unwritten, chunked dataset costs HDF5 nothing to declare at any size: the file is small, its
+// claims are not. (Found by fuzz/checkpoint: the reader allocated what a meta entry claimed.)
+void AddUnwrittenDataset(hid_t file, const char* name, hid_t type, std::vector<hsize_t> dims) {
+  Hdf5Id space =
+      Hdf5Dataspace(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Hdf5Id create = Hdf5PropertyList(H5Pcreate(H5P_DATASET_CREATE));
+  const std::vector<hsize_t> chunk(dims.size(), 1);
+  SY_CHECK(H5Pset_chunk(create.get(), static_cast<int>(chunk.size()), chunk.data()) >= 0);
+  hid_t link = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(link, 1);
+  Hdf5Id dataset =
+      Hdf5Dataset(H5Dcreate2(file, name, type, space.get(), link, create.get(), H5P_DEFAULT));
+  H5Pclose(link);
+  SY_CHECK(dataset.valid());
+}
+
+TEST(CheckpointErrorsTest, MetadataClaimingMoreThanTheFileIsDataLoss) {
+  ScratchDir dir;
+  const std::string path = dir.File("huge_meta.h5");
+  EditCheckpoint(path, [](hid_t file) {
+    AddUnwrittenDataset(file, "meta/blob", H5T_STD_U8LE, {hsize_t{1} << 40});
+  });
+  auto reader = CheckpointReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  Result<std::vector<uint8_t>> bytes = (*reader)->ReadBytes("blob");
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_EQ(bytes.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bytes.status().message().find("checkpoint " + path + ": metadata 'blob' claims " +
+                                          std::to_string(uint64_t{1} << 40) +
+                                          " values of 1 "
+                                          "bytes, more than the whole file holds"),
+            std::string::npos)
+      << bytes.status().message();
+  // The rest still reads.
+  EXPECT_EQ(*(*reader)->ReadText("config"), "{}");
+}
+
+TEST(CheckpointErrorsTest, TensorClaimingMoreThanTheFileIsDataLoss) {
+  ScratchDir dir;
+  for (const std::vector<hsize_t>& dims : {std::vector<hsize_t>{hsize_t{1} << 40, hsize_t{1} << 30},
+                                           std::vector<hsize_t>{hsize_t{1} << 62, 16}}) {
+    const std::string path = dir.File("huge_tensor.h5");
+    std::filesystem::remove(path);
+    static std::vector<hsize_t> edit_dims;
+    edit_dims = dims;
+    EditCheckpoint(path, [](hid_t file) {
+      AddUnwrittenDataset(file, "params/huge", H5T_IEEE_F32LE, edit_dims);
+    });
+    auto reader = CheckpointReader::Open(path);
+    ASSERT_FALSE(reader.ok()) << "extents " << dims[0] << ", " << dims[1];
+    EXPECT_EQ(reader.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(reader.status().message().find(
+                  "tensor 'params/huge' claims extents [" + std::to_string(dims[0]) + ", " +
+                  std::to_string(dims[1]) + "], more than the whole file holds"),
+              std::string::npos)
+        << reader.status().message();
+  }
 }
 
 TEST(CheckpointErrorsTest, ForeignFloatDatasetsWithoutDTypeAreRead) {

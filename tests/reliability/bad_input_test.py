@@ -76,7 +76,11 @@ class Table:
                     problems.append(f"left a partial output {path}")
             if ckpt_dir is not None and glob.glob(os.path.join(ckpt_dir, "*.tmp.*")):
                 problems.append(f"left a temporary file in {ckpt_dir}")
-        shown = "" if r is None else (r.stderr.strip().splitlines() or [""])[-1][:150]
+        # The line a person reads: the error, else a warning or note, else the last line
+        # (docs/reliability.md lists them).
+        lines = [] if r is None else r.stderr.strip().splitlines()
+        shown = ([l for l in lines if l.startswith("error")] or
+                 [l for l in lines if l.startswith(("warning", "note"))] or lines[-1:] or [""])[0]
         print(f"{'ok  ' if not problems else 'FAIL'} {what}: {shown}")
         if problems:
             self.failures.append(f"{what}: {'; '.join(problems)}\n    stderr: "

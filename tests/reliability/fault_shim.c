@@ -1,6 +1,8 @@
 // fault_shim: an LD_PRELOAD library that counts, and fails on request, the file system calls a
 // real process makes on paths under one directory: every write, fsync/fdatasync and rename (and
-// read, when asked). It lets a test enumerate the failure points of a durable operation run by
+// read, when asked). Writes through stdio count too: glibc's fwrite, fflush and fclose reach the
+// kernel by internal calls that no preload sees, so the stream calls themselves are the points
+// (an fwrite is a "write"; an fflush or fclose with buffered bytes is a "flush"). It lets a test enumerate the failure points of a durable operation run by
 // the real `switchyard` binary (a checkpoint save through HDF5, a conversion, tune-io's files)
 // and fail each in turn, as tests/reliability/failure_points.h does for the store's own file
 // system layer. The process itself is not changed.
@@ -10,8 +12,9 @@
 //   SY_FAULT_OPS      comma-separated subset of read,write,sync,rename (default write,sync,rename)
 //   SY_FAULT_JOURNAL  append "<n> <op> <path>" for every watched call to this file
 //   SY_FAULT_AT       fail the n-th watched call (1-based; unset or 0: fail nothing)
-//   SY_FAULT_KIND     EIO, ENOSPC (the call returns -1 with that errno), crash (SIGKILL before
-//                     the call) or torn (a write stores its first half, then SIGKILL)
+//   SY_FAULT_KIND     EIO, ENOSPC (the call returns -1 with that errno; a stream call returns its
+//                     failure value, and an fclose still closes), crash (SIGKILL before the
+//                     call) or torn (a write stores its first half, then SIGKILL)
 //
 // Thread-safety: the call counter is atomic; the fd table is a fixed array of atomics.
 #define _GNU_SOURCE
@@ -22,6 +25,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -245,4 +249,63 @@ int renameat(int from_dir, const char* from, int to_dir, const char* to) {
   REAL(renameat, int, int, const char*, int, const char*);
   if (ops_rename && (Watched(from) || Watched(to)) && Decide("rename", from) != 0) return -1;
   return real_renameat(from_dir, from, to_dir, to);
+}
+
+// Streams (fopen'd files). glibc opens them with an internal open, so they are tracked here.
+static FILE* TrackStream(FILE* f, const char* path) {
+  if (f != NULL) Track(fileno(f), path);
+  return f;
+}
+
+static int IsWatchedStream(FILE* f) { return f != NULL && IsWatched(fileno(f)); }
+
+FILE* fopen(const char* path, const char* mode) {
+  REAL(fopen, FILE*, const char*, const char*);
+  return TrackStream(real_fopen(path, mode), path);
+}
+
+FILE* fopen64(const char* path, const char* mode) {
+  REAL(fopen64, FILE*, const char*, const char*);
+  return TrackStream(real_fopen64(path, mode), path);
+}
+
+size_t fwrite(const void* buf, size_t size, size_t count, FILE* f) {
+  REAL(fwrite, size_t, const void*, size_t, size_t, FILE*);
+  REAL(fflush, int, FILE*);
+  if (ops_write && IsWatchedStream(f) && size > 0 && count > 0) {
+    int decision = Decide("write", FdPath(fileno(f)));
+    if (decision == 1) return 0;
+    if (decision == 2) {
+      (void)real_fwrite(buf, 1, size * count / 2, f);
+      (void)real_fflush(f);
+      kill(getpid(), SIGKILL);
+    }
+  }
+  return real_fwrite(buf, size, count, f);
+}
+
+// An fflush or fclose is a point only when it has bytes to write.
+int fflush(FILE* f) {
+  REAL(fflush, int, FILE*);
+  if (ops_write && IsWatchedStream(f) && __fpending(f) > 0 &&
+      Decide("flush", FdPath(fileno(f))) != 0) {
+    return EOF;
+  }
+  return real_fflush(f);
+}
+
+int fclose(FILE* f) {
+  REAL(fclose, int, FILE*);
+  if (f == NULL) return real_fclose(f);
+  int fd = fileno(f);
+  int failed = ops_write && IsWatchedStream(f) && __fpending(f) > 0 && Decide("flush", FdPath(fd));
+  int err = errno;
+  if (fd >= 0 && fd < kMaxFd) atomic_store(&watched_fd[fd], 0);
+  if (failed) {
+    __fpurge(f);  // the buffered bytes are lost, as when the kernel refuses them
+    (void)real_fclose(f);
+    errno = err;
+    return EOF;
+  }
+  return real_fclose(f);
 }

@@ -40,16 +40,63 @@ def train(binary, ckpt, steps, resume, env=None):
                           timeout=TIMEOUT, env=dict(os.environ, **(env or {})))
 
 
-def main():
+def read_journal(journal):
+    """The (n, op, path) of every call fault_shim journaled."""
+    points = []
+    for line in open(journal):
+        n, op, path = line.rstrip("\n").split(" ", 2)
+        points.append((int(n), op, path))
+    return points
+
+
+def choose_points(points, stride):
+    """Every call but writes (and flushes), of which every stride-th."""
+    writes_seen = 0
+    chosen = []
+    for n, op, path in points:
+        if op in ("write", "flush"):
+            writes_seen += 1
+            if (writes_seen - 1) % stride != 0:
+                continue
+        chosen.append((n, op, path))
+    return chosen
+
+
+def describe_points(points):
+    counts = {}
+    for _, op, _ in points:
+        counts[op] = counts.get(op, 0) + 1
+    return (f"{len(points)} failure points "
+            f"({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})")
+
+
+def faults_for(op):
+    """The faults a call can meet: torn only for a write, ENOSPC not for a rename."""
+    return [f for f in FAULTS
+            if not (f == "torn" and op != "write") and not (f == "ENOSPC" and op == "rename")]
+
+
+def argument_parser():
+    """SWITCHYARD SHIM WORK [--stride N], as every fault_shim harness takes them."""
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
     parser.add_argument("shim")
     parser.add_argument("work")
     parser.add_argument("--stride", type=int, default=1)
-    opts = parser.parse_args()
-    work = os.path.abspath(opts.work)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
+    return parser
+
+
+def fresh_directory(path):
+    """An empty directory at `path` (what was there is removed); its absolute path."""
+    path = os.path.abspath(path)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def main():
+    opts = argument_parser().parse_args()
+    work = fresh_directory(opts.work)
 
     # The previous state (a checkpoint at step 2) and the reference end (step 4, uninterrupted).
     base = os.path.join(work, "base")
@@ -66,31 +113,13 @@ def main():
     r = train(opts.binary, ckpt, 4, True, {"LD_PRELOAD": opts.shim, "SY_FAULT_PATH": ckpt,
                                            "SY_FAULT_JOURNAL": journal})
     assert r.returncode == 0, r.stderr
-    points = []
-    for line in open(journal):
-        n, op, path = line.rstrip("\n").split(" ", 2)
-        points.append((int(n), op, path))
-    writes_seen = 0
-    chosen = []
-    for n, op, path in points:
-        if op == "write":
-            writes_seen += 1
-            if (writes_seen - 1) % opts.stride != 0:
-                continue
-        chosen.append((n, op, path))
-    counts = {}
-    for _, op, _ in points:
-        counts[op] = counts.get(op, 0) + 1
-    print(f"checkpoint save: {len(points)} failure points "
-          f"({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}); trying {len(chosen)}")
+    points = read_journal(journal)
+    chosen = choose_points(points, opts.stride)
+    print(f"checkpoint save: {describe_points(points)}; trying {len(chosen)}")
 
     failures, trials = [], 0
     for n, op, path in chosen:
-        for fault in FAULTS:
-            if fault == "torn" and op != "write":
-                continue
-            if op == "rename" and fault == "ENOSPC":
-                continue
+        for fault in faults_for(op):
             trials += 1
             where = f"point {n} ({op} {os.path.basename(path)}, {fault})"
             shutil.rmtree(ckpt)

@@ -5,13 +5,16 @@
 #               with one error line, HDF5's dump only under --verbose, the previous checkpoint
 #               intact, no crash and no temporary file left
 #   sigterm     SIGTERM mid-run: the step finishes, a checkpoint is written, it says so, exit 0;
-#               --resume continues from there; a second signal ends the run at once
+#               --resume continues from there; a second signal ends the run at once; SIGINT
+#               (Ctrl-C) stops the same way
 #   lock        a second run on the same checkpoint.dir is refused, naming the first's pid
 #   too_big     sizes no machine holds (batch 2^40, seq_len 2^24) fail fast and cleanly, naming
 #               the key
 #   resume_from --resume-from FILE resumes from that file
 #   generate_context  `generate --max-tokens 1000000` on a model trained on 16 tokens is bounded by
 #               that context, with a note
+#   token_line  generate's stdout and stderr on one stream (as in a terminal): the token line is
+#               finished, with its newline, before the statistics are written (defect 7)
 set -uo pipefail
 case_name=$1 bin=$2 config=$3
 dir=$(mktemp -d "${TMPDIR:-/tmp}/sy_train_defects.XXXXXX") || exit 1
@@ -44,6 +47,28 @@ wait_for() {
     sleep 0.1
   done
   return 1
+}
+
+# stop_by_signal SIG DIR: a run on checkpoint.dir $dir/DIR gets SIG after step 3; it must finish
+# the step, write its checkpoint, say so, acknowledge the signal and exit 0. Sets stopped_step.
+stop_by_signal() {
+  local sig=$1 ckpt_dir=$dir/$2 out=$dir/$2.txt pid rc line
+  train_in_background "$out" --set train.steps=100000 --set log.every=1 \
+    --set checkpoint.dir="$ckpt_dir"
+  pid=$!
+  jobs_to_kill+=("$pid")
+  wait_for "$out" "^step 3/" "$pid" || fail "no progress: $(cat "$out")"
+  kill -"$sig" "$pid"
+  wait "$pid"
+  rc=$?
+  cat "$out"
+  [[ $rc -eq 0 ]] || fail "exit status $rc after SIG$sig (want 0)"
+  line=$(grep -E "^stopped by SIG$sig at step [0-9]+; continue with --resume$" "$out") ||
+    fail "no line saying the run stopped after SIG$sig"
+  stopped_step=$(echo "$line" | sed -E 's/.* step ([0-9]+);.*/\1/')
+  [[ -s $(printf '%s/step-%08d.h5' "$ckpt_dir" "$stopped_step") ]] ||
+    fail "no checkpoint after SIG$sig"
+  grep -q "received SIG$sig" "$out" || fail "SIG$sig was not acknowledged"
 }
 
 case $case_name in
@@ -80,21 +105,9 @@ save_fails)
   echo "PASS: a failed save is one clean error line; the previous checkpoint is intact"
   ;;
 sigterm)
-  train_in_background "$dir/run.txt" --set train.steps=100000 --set log.every=1
-  pid=$!
-  jobs_to_kill+=("$pid")
-  wait_for "$dir/run.txt" "^step 3/" "$pid" || fail "no progress: $(cat "$dir/run.txt")"
-  kill -TERM "$pid"
-  wait "$pid"
-  rc=$?
-  cat "$dir/run.txt"
-  [[ $rc -eq 0 ]] || fail "exit status $rc after SIGTERM (want 0)"
-  line=$(grep -E "^stopped by SIGTERM at step [0-9]+; continue with --resume$" "$dir/run.txt") ||
-    fail "no line saying the run stopped"
-  step=$(echo "$line" | sed -E 's/.* step ([0-9]+);.*/\1/')
+  stop_by_signal TERM ckpt
+  step=$stopped_step
   ckpt=$(printf '%s/ckpt/step-%08d.h5' "$dir" "$step")
-  [[ -s $ckpt ]] || fail "no checkpoint $ckpt"
-  grep -q "received SIGTERM" "$dir/run.txt" || fail "the signal was not acknowledged"
   train --set train.steps=$((step + 2)) --resume >"$dir/resume.txt" 2>&1 ||
     fail "resume: $(cat "$dir/resume.txt")"
   grep -q "resumed from $ckpt at step $step" "$dir/resume.txt" || fail "$(cat "$dir/resume.txt")"
@@ -111,7 +124,11 @@ sigterm)
   wait "$pid"
   rc=$?
   [[ $rc -eq 143 ]] || fail "exit status $rc after two SIGTERMs (want 143: killed by the second)"
-  echo "PASS: SIGTERM stops after the step with checkpoint $ckpt; a second one ends it at once"
+  # SIGINT (Ctrl-C) stops like SIGTERM. A background job of a script starts with SIGINT ignored;
+  # switchyard installs its own handler over that.
+  stop_by_signal INT ckpt3
+  echo "PASS: SIGTERM stops after the step with checkpoint $ckpt; a second one ends it at once;" \
+    "SIGINT stops like SIGTERM"
   ;;
 lock)
   train_in_background "$dir/first.txt" --set train.steps=100000 --set log.every=1
@@ -170,6 +187,21 @@ generate_context)
   grep -q "^warning: the prompt holds 17 tokens, past the 16 the model was made for" \
     "$dir/err.txt" || fail "no warning for a prompt past the context"
   echo "PASS: --max-tokens is bounded by the model's context, and says so"
+  ;;
+token_line)
+  train --set train.steps=2 >"$dir/out.txt" 2>&1 || fail "$(cat "$dir/out.txt")"
+  # One stream for both, written in the order the process writes (stdout is flushed per token).
+  "$bin" generate --model "$dir/ckpt" --prompt-ids 8,16,1 --max-tokens 5 >"$dir/both.txt" 2>&1 ||
+    fail "generate: $(cat "$dir/both.txt")"
+  cat "$dir/both.txt"
+  # The token line stands alone: five ids and nothing else, and each statistics line starts a line.
+  grep -qE '^[0-9]+(,[0-9]+){4}$' "$dir/both.txt" || fail "no token line of its own"
+  grep -qE '^prefill: ' "$dir/both.txt" || fail "the prefill statistics do not start a line"
+  grep -qE '^experts \(' "$dir/both.txt" || fail "the expert statistics do not start a line"
+  tokens=$(grep -nE '^[0-9]+(,[0-9]+){4}$' "$dir/both.txt" | cut -d: -f1)
+  stats=$(grep -nE '^prefill: ' "$dir/both.txt" | cut -d: -f1)
+  (( tokens < stats )) || fail "the statistics come before the token line"
+  echo "PASS: the token line is finished before the statistics"
   ;;
 *)
   fail "unknown case $case_name"
