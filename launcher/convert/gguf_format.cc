@@ -185,17 +185,15 @@ class Gguf final : public ModelFormat {
                                      TorchDType(image.hf_dtype.value_or(DType::kF32))));
     // The tokenizer.ggml.* keys as the Hugging Face files they stand for, so that gguf -> hf writes
     // a tokenizer and gguf -> gguf writes the keys again.
-    // A tokenizer this reader does not run (another model or pre-tokenizer) is left behind, saying
-    // so; malformed metadata is an error.
+    // A tokenizer this reader does not run (another model or pre-tokenizer) or cannot read
+    // (malformed metadata, which llama.cpp refuses too) is left behind, saying why: the weights
+    // still convert and inspect.
     Result<std::map<std::string, std::string>> tokenizer =
         GgufTokenizerFiles(ckpt->file().header(), path);
     if (tokenizer.ok()) {
       image.hf_files.merge(*tokenizer);
-    } else if (tokenizer.status().code() == StatusCode::kUnimplemented ||
-               tokenizer.status().code() == StatusCode::kUnavailable) {
-      image.notes.push_back("the tokenizer is not carried: " + tokenizer.status().message());
     } else {
-      return tokenizer.status();
+      image.notes.push_back("the tokenizer is not carried: " + tokenizer.status().ToString());
     }
     const storage::GgufHeader& header = ckpt->file().header();
     for (const storage::GgufTensorInfo& t : header.tensors) {

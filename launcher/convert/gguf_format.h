@@ -11,7 +11,7 @@
 // Its tokenizer metadata (tokenizer.ggml.*, tokenizer.chat_template) comes as the Hugging Face
 // files it stands for (GgufTokenizerFiles, inference/gguf_tokenizer.h: tokenizer.json or
 // tokenizer.model, tokenizer_config.json), so gguf -> hf writes a tokenizer and gguf -> gguf the
-// same keys again.
+// same keys again; a tokenizer it cannot run or read is left out with a note (ModelImage::notes).
 //
 // Write: one .gguf file at `out` through WriteGgufFromHf (temporary name, then rename), as the
 // family the model exports as (ChooseHfFamily). Each tensor keeps its dtype (F32, F16, BF16) unless
