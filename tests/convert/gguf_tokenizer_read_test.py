@@ -18,7 +18,8 @@ For each: `switchyard convert` HF -> GGUF, then
      else that oracle is skipped, saying so) computes them, and decodes them back to the text;
      the SPM case is also checked against `switchyard tokenize` on the original tokenizer.model;
   2. `switchyard generate --prompt TEXT` on the GGUF prints the same text and dumps the same
-     logits as on the Hugging Face directory;
+     logits as on the Hugging Face directory, and `tokenize --chat` renders the chat template and
+     encodes it the same;
   3. GGUF -> GGUF keeps every tokenizer.ggml.* key and tokenizer.chat_template (gguf-py);
   4. GGUF -> HF writes tokenizer files that the tokenizers library / transformers load and that
      give the original's ids.
@@ -236,6 +237,20 @@ def family_case(switchyard, work, fam, spm_py):
         check(ours["decoded"] == texts, f"{fam}: the ids decode back to the texts")
     check(any(len(i) > 0 for i in ours["ids"]) and len({tuple(i) for i in ours["ids"]}) > 3,
           f"{fam}: the texts give distinct, non-empty id sequences")
+
+    # The chat template and end of sequence come back too: `tokenize --chat` renders and encodes
+    # a conversation the same from the GGUF as from the HF directory.
+    chat = os.path.join(work, "chat.json")
+    with open(chat, "w", encoding="utf-8") as f:
+        json.dump({"messages": [{"role": "user", "content": texts[0]},
+                                {"role": "assistant", "content": texts[1]}],
+                   "add_generation_prompt": True}, f, ensure_ascii=False)
+    ra = run([switchyard, "tokenize", "--model", d, "--chat", chat])
+    rb = run([switchyard, "tokenize", "--model", out, "--chat", chat])
+    check(ra.returncode == 0 and rb.returncode == 0 and ra.stdout == rb.stdout,
+          f"{fam}: tokenize --chat renders and encodes the same from the GGUF as from HF" +
+          ("" if ra.stdout == rb.stdout else f": {ra.stdout[:120]!r} vs {rb.stdout[:120]!r} "
+           f"{rb.stderr.strip()[-200:]}"))
 
     # 2. generate --prompt: the same on the GGUF as on the HF directory.
     prompt = texts[0]
