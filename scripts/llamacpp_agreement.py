@@ -128,19 +128,20 @@ def switchyard_tokenize(switchyard, gguf, text):
 
 def tokenizers_agree(switchyard, bin_dir, gguf, texts, what, work):
     """Second tokenizer oracle: llama-tokenize and `switchyard tokenize` (the tokenizer read back
-    from the GGUF's tokenizer.ggml.* keys) give each text the same ids."""
+    from the GGUF's tokenizer.ggml.* keys) give each text the same ids. Returns "same ids",
+    "differs", "llama-tokenize failed", or None when llama-tokenize is not built."""
     if not os.path.exists(os.path.join(bin_dir, "llama-tokenize")):
         print(f"SKIP {what}: no llama-tokenize in {bin_dir}")
         return None
     for text in texts:
         want, err = llama_tokenize(bin_dir, gguf, text, work)
         if not check(want is not None, f"{what}: llama-tokenize" + (f": {err}" if err else "")):
-            return False
+            return "llama-tokenize failed"
         got, err = switchyard_tokenize(switchyard, gguf, text)
         if not check(got == want, f"{what}: switchyard tokenize = llama-tokenize on {text[:30]!r}"
                      + (f": {err}" if err else f" ({got} vs {want})" if got != want else "")):
-            return False
-    return True
+            return "differs"
+    return "same ids"
 
 
 def until_eog(ids):
@@ -227,8 +228,8 @@ def main():
         texts = [prompt_text, "".join(pieces[i][0] for i in reversed(prompt)),
                  "".join(p for p, _, t in pieces if t == 1)]
         if os.path.exists(ours):
-            ok = tokenizers_agree(switchyard, bin_dir, ours, texts, f"{fam}: ours.gguf", work)
-            row["tok"] = "n/a" if ok is None else "same ids" if ok else "differs"
+            row["tok"] = tokenizers_agree(switchyard, bin_dir, ours, texts, f"{fam}: ours.gguf",
+                                          work) or "n/a"
 
         theirs = os.path.join(work, fam + ".theirs.gguf")
         r = run([py, shim, converter, d, "--outfile", theirs, "--outtype", "f32"], text=True)
@@ -245,8 +246,8 @@ def main():
                          ref_logits)
             row["b"] = "same tokens" if ok else "differs"
         if gguf_tokenizer_keys(theirs).get("tokenizer.ggml.model") == "llama":
-            ok = tokenizers_agree(switchyard, bin_dir, theirs, texts, f"{fam}: theirs.gguf", work)
-            row["b"] += "" if ok is None else "; tokenize: same ids" if ok else "; tokenize differs"
+            tok = tokenizers_agree(switchyard, bin_dir, theirs, texts, f"{fam}: theirs.gguf", work)
+            row["b"] += f"; tokenize: {tok}" if tok else ""
         models = [gguf_tokenizer_keys(g).get("tokenizer.ggml.model") for g in (ours, theirs)]
         if os.path.exists(ours) and models[0] != models[1]:
             # The converter gives Qwen2/Qwen3-MoE and OLMoE a "gpt2" vocabulary whatever the
