@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "inference/gguf_model.h"
+#include "inference/gguf_tokenizer.h"
 #include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
@@ -35,11 +37,22 @@ Result<ChatTemplate> ChatTemplate::Parse(std::string_view source, std::string bo
 
 Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
   namespace fs = std::filesystem;
-  const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
+  const bool gguf = IsGgufPath(dir);
+  // A GGUF's tokenizer.chat_template and special tokens, as the tokenizer_config.json they stand
+  // for (inference/gguf_tokenizer.h).
+  const std::string config_path = gguf ? dir + " (tokenizer.chat_template)"
+                                       : (fs::path(dir) / "tokenizer_config.json").string();
   const std::string jinja_path = (fs::path(dir) / "chat_template.jinja").string();
   std::error_code ec;
   nlohmann::json config = nlohmann::json::object();
-  if (fs::exists(config_path, ec)) {
+  if (gguf) {
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<storage::GgufFile> file, storage::GgufFile::Open(dir));
+    SY_ASSIGN_OR_RETURN(auto files, GgufTokenizerFiles(file->header(), dir));
+    if (const auto it = files.find("tokenizer_config.json"); it != files.end()) {
+      SY_ASSIGN_OR_RETURN(config,
+                          storage::ParseStrictJson(it->second, dir, "tokenizer_config.json"));
+    }
+  } else if (fs::exists(config_path, ec)) {
     SY_ASSIGN_OR_RETURN(std::string text,
                         ReadFile(config_path, kMaxConfigBytes, "tokenizer_config.json"));
     SY_ASSIGN_OR_RETURN(config,

@@ -31,7 +31,8 @@ class ChatTemplate {
   // From a model directory. NotFound (saying the model has no chat template) when the directory
   // has neither a tokenizer_config.json with a "chat_template" nor a chat_template.jinja;
   // InvalidArgument when the file or the template does not parse. A "chat_template" given as a
-  // list of {"name", "template"} uses the one named "default".
+  // list of {"name", "template"} uses the one named "default". A GGUF file instead of a directory:
+  // its tokenizer.chat_template and special tokens (inference/gguf_tokenizer.h).
   static Result<ChatTemplate> Load(const std::string& dir);
   // From the template text and the special tokens' text.
   static Result<ChatTemplate> Parse(std::string_view source, std::string bos_token,

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "inference/gguf_model.h"
+#include "inference/gguf_tokenizer.h"
 #include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
@@ -49,6 +51,16 @@ Result<std::vector<int32_t>> LoadEosTokenIds(const std::string& dir, const Token
                                              int64_t vocab_size) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (IsGgufPath(dir)) {  // the generation_config.json its tokenizer.ggml.*_token_id keys give
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<storage::GgufFile> gguf, storage::GgufFile::Open(dir));
+    SY_ASSIGN_OR_RETURN(auto files, GgufTokenizerFiles(gguf->header(), dir));
+    const auto it = files.find("generation_config.json");
+    if (it == files.end()) return std::vector<int32_t>();
+    SY_ASSIGN_OR_RETURN(nlohmann::json root,
+                        storage::ParseStrictJson(it->second, dir, "generation_config.json"));
+    SY_ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> ids, EosIds(root, dir, vocab_size));
+    return ids.value_or(std::vector<int32_t>());
+  }
   if (!fs::is_directory(dir, ec)) return std::vector<int32_t>();
   for (const char* file : {"generation_config.json", "config.json"}) {
     const std::string path = (fs::path(dir) / file).string();

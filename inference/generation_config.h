@@ -2,7 +2,8 @@
 // generation_config.json's "eos_token_id" (an id or a list of ids: chat models often list the end
 // of a turn too), else config.json's, else tokenizer_config.json's "eos_token" text encoded by the
 // tokenizer as one token. A directory that says none of these (a training checkpoint, the quick
-// start's model) has none: its answers end at their length limit.
+// start's model) has none: its answers end at their length limit. A GGUF file: its
+// tokenizer.ggml.eos_token_id (inference/gguf_tokenizer.h).
 //
 // Ownership: values. Thread-safety: pure functions of the files.
 #pragma once

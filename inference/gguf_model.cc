@@ -369,7 +369,14 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
     c.intermediate_size = ff;
   } else {
     c.intermediate_size = ff;
-    SY_GET(c.moe_intermediate_size, m.Int("expert_feed_forward_length", std::nullopt, 1));
+    // llama.cpp's converter writes no expert_feed_forward_length for OLMoE, whose every layer is
+    // MoE: its feed_forward_length is the experts' (HF intermediate_size).
+    if (out.family == HfFamily::kOlmoe && ff > 0 &&
+        m.Find("expert_feed_forward_length") == nullptr) {
+      c.moe_intermediate_size = ff;
+    } else {
+      SY_GET(c.moe_intermediate_size, m.Int("expert_feed_forward_length", std::nullopt, 1));
+    }
   }
   SY_GET(c.norm_topk_prob, m.Bool("expert_weights_norm", DefaultNormTopk(out.family)));
   const GgufValue* tied_copy = h.Find(kTiedOutputKey);

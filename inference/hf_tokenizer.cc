@@ -642,7 +642,109 @@ Result<TokenizerVocabulary> HfBpeTokenizer::Vocabulary() const {
   return v;
 }
 
+// The tokenizer.json "pre_tokenizer" for llama.cpp's pre-tokenizer name, null when unsupported.
+json PreTokenizerJson(std::string_view pre, bool add_prefix_space) {
+  const auto byte_level = [](bool prefix, bool use_regex) {
+    return json{{"type", "ByteLevel"},
+                {"add_prefix_space", prefix},
+                {"trim_offsets", use_regex},
+                {"use_regex", use_regex}};
+  };
+  if (pre == "gpt-2" || pre == "olmo") return byte_level(add_prefix_space, true);
+  const std::string_view regex = pre == "qwen2"       ? kQwen2Pattern
+                                 : pre == "llama-bpe" ? kLlama3Pattern
+                                                      : std::string_view();
+  if (regex.empty()) return json();
+  return json{{"type", "Sequence"},
+              {"pretokenizers", json::array({json{{"type", "Split"},
+                                                  {"pattern", {{"Regex", std::string(regex)}}},
+                                                  {"behavior", "Isolated"},
+                                                  {"invert", false}},
+                                             byte_level(add_prefix_space, false)})}};
+}
+
 }  // namespace
+
+Result<std::string> HfTokenizerJson(const TokenizerVocabulary& v, const std::string& source) {
+  if (v.model != "gpt2") {
+    return InvalidArgumentError(source +
+                                ": a tokenizer.json is written for a \"gpt2\" (byte-level "
+                                "BPE) vocabulary, not " +
+                                Quote(v.model));
+  }
+  const json pre = PreTokenizerJson(v.pre, v.add_space_prefix);
+  if (pre.is_null()) {
+    return UnimplementedError(source + ": tokenizer.ggml.pre " + Quote(v.pre) +
+                              " is not supported (gpt-2, olmo, qwen2 or llama-bpe); its split "
+                              "rules have no tokenizer.json form here");
+  }
+  if (v.types.size() != v.tokens.size()) {
+    return InvalidArgumentError(source + ": " + std::to_string(v.tokens.size()) + " tokens but " +
+                                std::to_string(v.types.size()) + " token types");
+  }
+  // model.vocab (a std::map keyed by token, so written in token order, which readers ignore).
+  json vocab = json::object();
+  json added = json::array();
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    const int32_t type = v.types[id];
+    if (type == TokenizerVocabulary::kUnused) continue;
+    const std::string& token = v.tokens[id];
+    if (token.empty() || !IsValidUtf8(token)) {
+      return InvalidArgumentError(source + ": token " + std::to_string(id) + " (" + Quote(token) +
+                                  ") is empty or not valid UTF-8");
+    }
+    if (const auto [it, fresh] = vocab.emplace(token, id); !fresh) {
+      return InvalidArgumentError(source + ": token " + std::to_string(id) + " (" + Quote(token) +
+                                  ") repeats token " + std::to_string(it->get<size_t>()));
+    }
+    if (type == TokenizerVocabulary::kControl || type == TokenizerVocabulary::kUserDefined) {
+      added.push_back({{"id", id},
+                       {"content", token},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", type == TokenizerVocabulary::kControl}});
+    }
+  }
+  json merges = json::array();
+  for (size_t r = 0; r < v.merges.size(); ++r) {
+    const std::string& m = v.merges[r];
+    const size_t space = m.find(' ');
+    const bool two = space != std::string::npos && m.find(' ', space + 1) == std::string::npos;
+    if (!two || !IsValidUtf8(m) || !vocab.contains(m.substr(0, space)) ||
+        !vocab.contains(m.substr(space + 1)) ||
+        !vocab.contains(m.substr(0, space) + m.substr(space + 1))) {
+      return InvalidArgumentError(source + ": merge " + std::to_string(r) + " (" + Quote(m) +
+                                  ") is not two tokens, separated by one space, whose "
+                                  "concatenation is a token");
+    }
+    merges.push_back(m);
+  }
+  nlohmann::ordered_json root;
+  root["version"] = "1.0";
+  root["truncation"] = nullptr;
+  root["padding"] = nullptr;
+  root["added_tokens"] = added;
+  root["normalizer"] = nullptr;
+  root["pre_tokenizer"] = pre;
+  root["post_processor"] = nullptr;
+  root["decoder"] = {{"type", "ByteLevel"},
+                     {"add_prefix_space", true},
+                     {"trim_offsets", true},
+                     {"use_regex", true}};
+  root["model"] = {{"type", "BPE"},
+                   {"dropout", nullptr},
+                   {"unk_token", nullptr},
+                   {"continuing_subword_prefix", nullptr},
+                   {"end_of_word_suffix", nullptr},
+                   {"fuse_unk", false},
+                   {"byte_fallback", false},
+                   {"ignore_merges", v.pre == "llama-bpe"},
+                   {"vocab", vocab},
+                   {"merges", merges}};
+  return root.dump(2);
+}
 
 Result<std::unique_ptr<Tokenizer>> ParseHfTokenizerJson(std::string_view json_text,
                                                         const std::string& source) {

@@ -1,9 +1,6 @@
 #include "inference/tokenizer.h"
 
-#include <filesystem>
 #include <utility>
-
-#include "runtime/core/read_file.h"
 
 #if SY_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
@@ -11,9 +8,6 @@
 
 namespace sy {
 namespace {
-
-// A tokenizer.json of a large vocabulary (Qwen: ~7 MB, Llama 3: ~9 MB) with room to spare.
-constexpr size_t kMaxTokenizerJsonBytes = size_t{256} << 20;
 
 #if SY_HAVE_SENTENCEPIECE
 class SentencePieceTokenizer : public Tokenizer {
@@ -108,28 +102,33 @@ size_t Utf8Length(unsigned char b) {
   return 1;
 }
 
+// The length of the well-formed UTF-8 character at bytes[i], 0 when there is none.
+size_t ValidUtf8Length(std::string_view bytes, size_t i) {
+  const auto b = static_cast<unsigned char>(bytes[i]);
+  const size_t len = b < 0x80             ? 1
+                     : (b & 0xe0) == 0xc0 ? 2
+                     : (b & 0xf0) == 0xe0 ? 3
+                     : (b & 0xf8) == 0xf0 ? 4
+                                          : 0;
+  bool ok = len > 0 && i + len <= bytes.size();
+  uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1f) : len == 3 ? (b & 0x0f) : (b & 0x07);
+  for (size_t k = 1; ok && k < len; ++k) {
+    const auto c = static_cast<unsigned char>(bytes[i + k]);
+    ok = (c & 0xc0) == 0x80;
+    cp = (cp << 6) | (c & 0x3f);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  ok = ok && cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+  return ok ? len : 0;
+}
+
 // `bytes` with each byte that does not start a well-formed UTF-8 character replaced by U+FFFD,
 // as the tokenizers library's lossy decode shows a broken byte sequence.
 std::string ReplaceInvalidUtf8(std::string_view bytes) {
   std::string out;
   size_t i = 0;
   while (i < bytes.size()) {
-    const auto b = static_cast<unsigned char>(bytes[i]);
-    size_t len = b < 0x80             ? 1
-                 : (b & 0xe0) == 0xc0 ? 2
-                 : (b & 0xf0) == 0xe0 ? 3
-                 : (b & 0xf8) == 0xf0 ? 4
-                                      : 0;
-    bool ok = len > 0 && i + len <= bytes.size();
-    uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1f) : len == 3 ? (b & 0x0f) : (b & 0x07);
-    for (size_t k = 1; ok && k < len; ++k) {
-      const auto c = static_cast<unsigned char>(bytes[i + k]);
-      ok = (c & 0xc0) == 0x80;
-      cp = (cp << 6) | (c & 0x3f);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    ok = ok && cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
-    if (ok) {
+    if (const size_t len = ValidUtf8Length(bytes, i); len > 0) {
       out.append(bytes.substr(i, len));
       i += len;
     } else {
@@ -142,12 +141,27 @@ std::string ReplaceInvalidUtf8(std::string_view bytes) {
 
 }  // namespace
 
+bool IsValidUtf8(std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const size_t len = ValidUtf8Length(bytes, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
 #if !SY_HAVE_ICU
 Result<std::unique_ptr<Tokenizer>> ParseHfTokenizerJson(std::string_view,
                                                         const std::string& source) {
   return UnavailableError(source +
                           ": this build has no ICU, which tokenizer.json needs; install libicu-dev "
                           "(scripts/install-deps.sh) and rebuild, or pass --prompt-ids");
+}
+Result<std::string> HfTokenizerJson(const TokenizerVocabulary&, const std::string& source) {
+  return UnavailableError(source +
+                          ": this build has no ICU, which a byte-level BPE tokenizer needs; "
+                          "install libicu-dev (scripts/install-deps.sh) and rebuild");
 }
 #endif
 
@@ -175,21 +189,6 @@ Result<std::unique_ptr<Tokenizer>> ParseSentencePieceModel(std::string_view byte
                           ": this build has no libsentencepiece; install libsentencepiece-dev "
                           "(scripts/install-deps.sh) and rebuild");
 #endif
-}
-
-Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir) {
-  const std::string json_path = (std::filesystem::path(dir) / "tokenizer.json").string();
-  const std::string spm_path = (std::filesystem::path(dir) / "tokenizer.model").string();
-  std::error_code ec;
-  if (std::filesystem::exists(json_path, ec)) {
-    SY_ASSIGN_OR_RETURN(std::string text,
-                        ReadFile(json_path, kMaxTokenizerJsonBytes, "a tokenizer.json"));
-    return ParseHfTokenizerJson(text, json_path);
-  }
-  if (std::filesystem::exists(spm_path, ec)) return LoadSentencePieceTokenizer(spm_path);
-  return NotFoundError(dir +
-                       " has neither tokenizer.json nor tokenizer.model; pass token ids "
-                       "with --prompt-ids instead of --prompt");
 }
 
 Result<std::string> TextStreamer::Append(int32_t id) {

@@ -1,6 +1,6 @@
 // Tokenizer: text <-> token ids for `switchyard generate --prompt`.
 //
-// Two implementations, both loaded from a model directory by LoadTokenizer:
+// Two implementations, both loaded from a model directory (or a GGUF's metadata) by LoadTokenizer:
 //   - Hugging Face tokenizer.json with a byte-level BPE model (GPT-2, Qwen2/3, OLMoE, Llama 3):
 //     added/special tokens are matched first (leftmost, longest), the text between them is
 //     normalized (none or NFC), split by the pre-tokenizer (ByteLevel's GPT-2 regex, or a Split
@@ -73,12 +73,29 @@ class Tokenizer {
   }
 };
 
-// dir/tokenizer.json when present, else dir/tokenizer.model; NotFound naming both otherwise.
+// dir/tokenizer.json when present, else dir/tokenizer.model; NotFound naming both otherwise. A
+// GGUF file (`dir` ending in .gguf) instead: the tokenizer of its tokenizer.ggml.* metadata
+// (LoadGgufTokenizer, inference/gguf_tokenizer.h).
 Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir);
 
 // A tokenizer.json's text; `source` names it in errors.
 Result<std::unique_ptr<Tokenizer>> ParseHfTokenizerJson(std::string_view json,
                                                         const std::string& source);
+
+// The inverse of a byte-level BPE's Vocabulary(): a tokenizer.json (model "gpt2") that
+// ParseHfTokenizerJson and the Hugging Face tokenizers library read as a tokenizer with these
+// tokens and merges. Tokens of type normal, unknown and byte go into model.vocab; control and
+// user-defined ones into model.vocab and added_tokens (special true / false); unused ids are left
+// out. The pre-tokenizer is the one llama.cpp names `pre`: "gpt-2" and "olmo" (GPT-2's regex),
+// "qwen2", "llama-bpe" (Llama 3's regex, merges ignored for whole-word tokens as llama.cpp does);
+// Unimplemented naming `source` and the name for any other. No normalizer (a GGUF records none;
+// llama.cpp applies none). `vocab` must be valid (tokens valid UTF-8 and unique, merges two tokens
+// whose concatenation is a token): InvalidArgument naming `source` otherwise.
+Result<std::string> HfTokenizerJson(const TokenizerVocabulary& vocab, const std::string& source);
+
+// Whether `bytes` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF).
+bool IsValidUtf8(std::string_view bytes);
 
 // A SentencePiece model file.
 Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path);

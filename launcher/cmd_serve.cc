@@ -33,6 +33,7 @@
 #include "inference/engine_thread.h"
 #include "inference/generate_engine.h"
 #include "inference/generation_config.h"
+#include "inference/gguf_model.h"
 #include "inference/tokenizer.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
@@ -142,14 +143,17 @@ class ServeCommand : public Command {
     std::unique_ptr<Tokenizer> tokenizer;
     std::optional<ChatTemplate> chat_template;
     std::error_code ec;
-    if (std::filesystem::is_directory(options_.model_path, ec)) {
+    // A GGUF's tokenizer, chat template and end-of-sequence id come from its tokenizer.ggml.*
+    // metadata; one that cannot be read (another tokenizer model, malformed keys) leaves token ids.
+    const bool gguf = IsGgufPath(options_.model_path);
+    if (gguf || std::filesystem::is_directory(options_.model_path, ec)) {
       Result<std::unique_ptr<Tokenizer>> loaded = LoadTokenizer(options_.model_path);
       if (loaded.ok()) {
         tokenizer = std::move(loaded).value();
       } else if (loaded.status().code() == StatusCode::kNotFound) {
         std::fprintf(stderr,
                      "no tokenizer.json or tokenizer.model: prompts and answers are token ids\n");
-      } else if (loaded.status().code() == StatusCode::kUnavailable) {
+      } else if (loaded.status().code() == StatusCode::kUnavailable || gguf) {
         std::fprintf(stderr, "warning: %s; prompts and answers are token ids\n",
                      loaded.status().message().c_str());
       } else {
@@ -165,8 +169,14 @@ class ServeCommand : public Command {
           std::fprintf(stderr, "warning: %s\n", served.no_chat_template.c_str());
         }
       }
-      SY_ASSIGN_OR_RETURN(served.eos_token_ids,
-                          LoadEosTokenIds(options_.model_path, tokenizer.get(), config.vocab_size));
+      Result<std::vector<int32_t>> eos =
+          LoadEosTokenIds(options_.model_path, tokenizer.get(), config.vocab_size);
+      if (gguf && !eos.ok()) {
+        std::fprintf(stderr, "warning: %s; answers end at their length limit\n",
+                     eos.status().message().c_str());
+      } else {
+        SY_ASSIGN_OR_RETURN(served.eos_token_ids, std::move(eos));
+      }
     } else {
       served.no_chat_template = "the model '" + served.name +
                                 "' is a training checkpoint, with no chat template; use "

@@ -1,4 +1,5 @@
-// `switchyard tokenize`: runs a model directory's tokenizer (inference/tokenizer.h).
+// `switchyard tokenize`: runs a model directory's tokenizer (inference/tokenizer.h), or a GGUF
+// file's (its tokenizer.ggml.* metadata, inference/gguf_tokenizer.h).
 //
 //   switchyard tokenize --model DIR --text "..."       prints the ids, comma-separated
 //   switchyard tokenize --model DIR --decode 1,2,3     prints the text
@@ -31,7 +32,8 @@ namespace {
 class TokenizeCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
-    app.add_option("--model", model_dir_, "Directory with tokenizer.json or tokenizer.model")
+    app.add_option("--model", model_dir_,
+                   "Directory with tokenizer.json or tokenizer.model, or a GGUF file")
         ->required();
     app.add_option("--text", text_, "Text to encode");
     app.add_option("--decode", decode_, "Token ids to decode, comma-separated");

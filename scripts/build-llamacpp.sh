@@ -30,7 +30,8 @@ python=${PYTHON:-/usr/bin/python3}
 root=$cache/$version
 src=$root/src
 build=$root/build
-tools=(llama-completion llama-cli llama-simple llama-bench llama-perplexity llama-quantize llama-gguf)
+tools=(llama-completion llama-cli llama-simple llama-bench llama-perplexity llama-quantize llama-gguf
+       llama-tokenize)
 log() { echo "[build-llamacpp] $*" >&2; }
 
 mkdir -p "$cache/sdist"

@@ -20,6 +20,11 @@ reads back into ids, and then:
   (b) theirs llama.cpp's convert_hf_to_gguf.py HF_DIR --outtype f32; `switchyard generate
              --model theirs.gguf` must give the reference's tokens; the tokenizer.ggml.* keys of
              ours.gguf must equal theirs (gguf-py); llama-simple on theirs.gguf, as a control
+  tokenize   llama-tokenize (no BOS, special tokens not parsed) and `switchyard tokenize` (the
+             tokenizer read back from the GGUF's tokenizer.ggml.* keys) give the same ids for a
+             few texts made of the vocabulary's pieces (llama.cpp aborts on a character that no
+             piece covers when there are no byte pieces), on ours.gguf and
+             on theirs.gguf where llama.cpp's converter wrote a "llama" vocabulary
 A divergence is reported with the top-2 margin of Switchyard's logits at that step (a near tie
 flips on rounding). Prints one line per check and a Markdown summary table; exits 1 on any
 failure.
@@ -101,6 +106,44 @@ def llama_simple(bin_dir, gguf, prompt_text, pieces):
     return ids, None
 
 
+def llama_tokenize(bin_dir, gguf, text, work):
+    """The ids llama-tokenize gives `text` (no BOS, special tokens not parsed), or (None, error)."""
+    path = os.path.join(work, "tokenize.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    r = run([os.path.join(bin_dir, "llama-tokenize"), "-m", gguf, "-f", path, "--ids", "--no-bos",
+             "--no-parse-special", "--no-escape", "--log-disable"])
+    if r.returncode != 0:
+        return None, r.stderr.decode(errors="replace").strip()[-400:]
+    return json.loads(r.stdout.decode().strip().splitlines()[-1]), None
+
+
+def switchyard_tokenize(switchyard, gguf, text):
+    r = run([switchyard, "tokenize", "--model", gguf, "--text", text])
+    if r.returncode != 0:
+        return None, r.stderr.decode(errors="replace").strip()[-400:]
+    out = r.stdout.decode().strip()
+    return [int(x) for x in out.split(",")] if out else [], None
+
+
+def tokenizers_agree(switchyard, bin_dir, gguf, texts, what, work):
+    """Second tokenizer oracle: llama-tokenize and `switchyard tokenize` (the tokenizer read back
+    from the GGUF's tokenizer.ggml.* keys) give each text the same ids. Returns "same ids",
+    "differs", "llama-tokenize failed", or None when llama-tokenize is not built."""
+    if not os.path.exists(os.path.join(bin_dir, "llama-tokenize")):
+        print(f"SKIP {what}: no llama-tokenize in {bin_dir}")
+        return None
+    for text in texts:
+        want, err = llama_tokenize(bin_dir, gguf, text, work)
+        if not check(want is not None, f"{what}: llama-tokenize" + (f": {err}" if err else "")):
+            return "llama-tokenize failed"
+        got, err = switchyard_tokenize(switchyard, gguf, text)
+        if not check(got == want, f"{what}: switchyard tokenize = llama-tokenize on {text[:30]!r}"
+                     + (f": {err}" if err else f" ({got} vs {want})" if got != want else "")):
+            return "differs"
+    return "same ids"
+
+
 def until_eog(ids):
     return ids[:ids.index(2)] if 2 in ids else ids
 
@@ -179,6 +222,15 @@ def main():
                              got[len(ids):], want, ref_logits)
                 row["a"] = "same tokens" if ok else "differs"
 
+        # Texts made of pieces only: llama.cpp's SentencePiece tokenizer falls back to <0xXX>
+        # byte pieces for a character no piece covers and aborts (unordered_map::at) on a
+        # vocabulary without them, as this one is.
+        texts = [prompt_text, "".join(pieces[i][0] for i in reversed(prompt)),
+                 "".join(p for p, _, t in pieces if t == 1)]
+        if os.path.exists(ours):
+            row["tok"] = tokenizers_agree(switchyard, bin_dir, ours, texts, f"{fam}: ours.gguf",
+                                          work) or "n/a"
+
         theirs = os.path.join(work, fam + ".theirs.gguf")
         r = run([py, shim, converter, d, "--outfile", theirs, "--outtype", "f32"], text=True)
         row["b"] = "llama.cpp's converter failed"
@@ -187,12 +239,23 @@ def main():
             rows.append(row)
             continue
         got, logits = switchyard_greedy(switchyard, theirs, ids, os.path.join(work, fam + ".b"))
+        row["b"] = "switchyard generate failed"
         if check(got is not None, f"{fam}: switchyard generate --model theirs.gguf" +
                  (f": {logits}" if got is None else "")):
             ok = compare(f"{fam}: (b) switchyard generate on theirs.gguf vs on HF", got, ref,
                          ref_logits)
             row["b"] = "same tokens" if ok else "differs"
-        if os.path.exists(ours):
+        if gguf_tokenizer_keys(theirs).get("tokenizer.ggml.model") == "llama":
+            tok = tokenizers_agree(switchyard, bin_dir, theirs, texts, f"{fam}: theirs.gguf", work)
+            row["b"] += f"; tokenize: {tok}" if tok else ""
+        models = [gguf_tokenizer_keys(g).get("tokenizer.ggml.model") for g in (ours, theirs)]
+        if os.path.exists(ours) and models[0] != models[1]:
+            # The converter gives Qwen2/Qwen3-MoE and OLMoE a "gpt2" vocabulary whatever the
+            # tokenizer (made here from the SentencePiece model's pieces, without merges, which
+            # llama.cpp then refuses to load); ours keeps the SentencePiece model.
+            print(f"     {fam}: tokenizer keys not compared: ours {models[0]!r}, llama.cpp's "
+                  f"converter {models[1]!r}")
+        elif os.path.exists(ours):
             a, b = gguf_tokenizer_keys(ours), gguf_tokenizer_keys(theirs)
             # Every key llama.cpp's converter wrote must be in ours with its value; ours may say
             # more (the converter leaves out unknown_token_id when only tokenizer.model has it).
@@ -212,10 +275,12 @@ def main():
         rows.append(row)
 
     print("\n| family | reference tokens (to EOS) | (a) llama-simple on `switchyard convert` GGUF "
+          "| llama-tokenize vs `switchyard tokenize` on it "
           "| (b) `switchyard generate` on convert_hf_to_gguf.py GGUF |")
-    print("| --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- |")
     for row in rows:
-        print(f"| {row['family']} | {row['reference']} | {row['a']} | {row['b']} |")
+        print(f"| {row['family']} | {row['reference']} | {row['a']} | {row.get('tok', '-')} "
+              f"| {row['b']} |")
     print(f"\n{len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 

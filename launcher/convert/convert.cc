@@ -43,6 +43,9 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
   }
   Result<ModelImage> image = from->Read(options.in);
   if (!image.ok()) return image.status();
+  if (options.progress) {
+    for (const std::string& note : image->notes) options.progress("note: " + note);
+  }
   ConvertSummary summary;
   summary.from = from->name();
   summary.to = writer->name();

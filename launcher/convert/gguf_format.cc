@@ -183,6 +183,18 @@ class Gguf final : public ModelFormat {
     SY_ASSIGN_OR_RETURN(image.hf_files["config.json"],
                         HfConfigJson(hf.family, image.config, original.dump(),
                                      TorchDType(image.hf_dtype.value_or(DType::kF32))));
+    // The tokenizer.ggml.* keys as the Hugging Face files they stand for, so that gguf -> hf writes
+    // a tokenizer and gguf -> gguf writes the keys again.
+    // A tokenizer this reader does not run (another model or pre-tokenizer) or cannot read
+    // (malformed metadata, which llama.cpp refuses too) is left behind, saying why: the weights
+    // still convert and inspect.
+    Result<std::map<std::string, std::string>> tokenizer =
+        GgufTokenizerFiles(ckpt->file().header(), path);
+    if (tokenizer.ok()) {
+      image.hf_files.merge(*tokenizer);
+    } else {
+      image.notes.push_back("the tokenizer is not carried: " + tokenizer.status().ToString());
+    }
     const storage::GgufHeader& header = ckpt->file().header();
     for (const storage::GgufTensorInfo& t : header.tensors) {
       image.stored_tensors.push_back(

@@ -8,6 +8,10 @@
 // any other type is an error naming the tensor. The image carries a config.json (HfConfigJson of
 // the family and context length the metadata gives) so that gguf -> hf writes that family, and,
 // for inspect, the file's own tensors (stacked, in their stored types) and every metadata key.
+// Its tokenizer metadata (tokenizer.ggml.*, tokenizer.chat_template) comes as the Hugging Face
+// files it stands for (GgufTokenizerFiles, inference/gguf_tokenizer.h: tokenizer.json or
+// tokenizer.model, tokenizer_config.json), so gguf -> hf writes a tokenizer and gguf -> gguf the
+// same keys again; a tokenizer it cannot run or read is left out with a note (ModelImage::notes).
 //
 // Write: one .gguf file at `out` through WriteGgufFromHf (temporary name, then rename), as the
 // family the model exports as (ChooseHfFamily). Each tensor keeps its dtype (F32, F16, BF16) unless
@@ -15,8 +19,9 @@
 // rows are a multiple of 32 values in that block format (embeddings, attention, experts, dense and
 // shared-expert MLPs, lm_head) and keeps vectors, routers and the shared-expert gate in F32, as
 // llama.cpp's converter does. Optimizer state has no place in a GGUF and is left out (said in
-// progress). The metadata is the model's (GgufModelMetadata, general.name "switchyard"): a GGUF
-// source's other keys (tokenizer.ggml.*) are not carried. Memory: the whole model is read before
+// progress). The metadata is the model's (GgufModelMetadata, general.name "switchyard") and the
+// tokenizer's (GgufTokenizerMetadata of the image's Hugging Face files); a GGUF source's other
+// keys are not carried. Memory: the whole model is read before
 // the file is written.
 //
 // Thread-safety: stateless; see ModelFormat.

@@ -90,6 +90,9 @@ struct ModelImage {
   };
   static constexpr uint64_t kMaxMetadataArray = 64;
   std::vector<MetadataEntry> metadata;
+  // What the reader found but could not carry (a GGUF tokenizer it does not run), for the user:
+  // convert prints each as progress.
+  std::vector<std::string> notes;
   std::shared_ptr<void> source;  // keeps the open files alive for the read callbacks
 
   const ImageTensor* Find(std::string_view name) const;
