@@ -51,7 +51,7 @@ print(extent, experts, experts * 3 * h * i, get("data", "batch_size") * get("dat
 PY
 )"
 store_bytes=$((extent * experts))
-ram=$(awk '/MemTotal/{print $2 * 1024}' /proc/meminfo)
+ram=$(($(awk '/MemTotal/{print $2}' /proc/meminfo) * 1024))
 free_bytes=$(df --output=avail -B1 "$store_root" | tail -1)
 if ((store_bytes + (2 << 30) > free_bytes)); then
   echo "error: the store needs $((store_bytes >> 20)) MiB and $store_root has $((free_bytes >> 20)) MiB free" >&2

@@ -151,8 +151,13 @@ Result<StepReport> Trainer::StepOnce() {
     }
     const ExpertStoreStats after = expert_store_->stats();
     report.has_expert_store = true;
-    report.expert_cache_hits = after.hits - store_before.hits;
+    // The store's reads in a step may exceed its accesses (the look-ahead reads the next
+    // step's experts), so the step's hits are its accesses less its reads, at least 0.
+    const uint64_t accesses =
+        (after.hits + after.misses) - (store_before.hits + store_before.misses);
     report.expert_cache_misses = after.misses - store_before.misses;
+    report.expert_cache_hits =
+        accesses > report.expert_cache_misses ? accesses - report.expert_cache_misses : 0;
     report.expert_prefetched = after.prefetched - store_before.prefetched;
     report.store_bytes_read = after.bytes_read - store_before.bytes_read;
     report.store_bytes_written = after.bytes_written - store_before.bytes_written;
