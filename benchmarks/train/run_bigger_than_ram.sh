@@ -32,7 +32,8 @@ sparse=${SPARSE_ADAM:-false}
 [[ -x $switchyard ]] || { echo "error: $switchyard is not built (scripts/build.sh)" >&2; exit 1; }
 store_root=${STORE_DIR:-$(mktemp -d /var/tmp/sy-bigger-than-ram.XXXXXX)}
 work=$(mktemp -d)
-trap 'rm -rf "$work" "$store_root/store"' EXIT
+# The store (and the directory when this script made it) goes, whatever happens.
+trap 'rm -rf "$work" "$store_root/store" "$store_root/fio"; [[ -n ${STORE_DIR:-} ]] || rmdir "$store_root"' EXIT
 
 config=examples/configs/store.json
 sets=(--set model.hidden_size=512 --set model.num_heads=8 --set model.num_layers=2
