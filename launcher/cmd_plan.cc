@@ -11,6 +11,7 @@
 // store. Exit status 0 when the config fits, 2 when it does not, 1 on an error.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -124,11 +125,29 @@ class PlanCommand : public Command {
           "note: expert_store.dir is not set, so this run keeps every expert's states in "
           "memory; set it to put them on the SSD as planned\n");
     }
-    std::printf(
-        "note: this build's trainer keeps every local expert's weights and gradients on "
-        "the device (8 B/param, %s over the group); only the 12 B/param of optimizer "
-        "state leave for the store\n",
-        Bytes(8 * s).c_str());
+    const bool host = config.train.device == "cpu" || config.train.device == "sim";
+    if (config.expert_store.enabled() && ranks_ == 1 && host) {
+      // The working set (launcher/training/expert_working_set.h): f32 weight and gradient of the
+      // experts a step activates, at most one per routed token-slot per MoE layer.
+      const ModelConfig& m = config.model;
+      const double slots = static_cast<double>(config.data.batch_size) *
+                           static_cast<double>(config.data.seq_len) * m.top_k;
+      const double per_expert =
+          3.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.moe_intermediate_size);
+      std::printf(
+          "note: in one process on a host backend this build's trainer holds only the experts "
+          "a step activates, as f32 weight and gradient (8 B/param; at most %s for this "
+          "config's batch), beside the cache\n",
+          Bytes(8 * plan.moe_layers * std::min(static_cast<double>(m.num_experts), slots) *
+                per_expert)
+              .c_str());
+    } else {
+      std::printf(
+          "note: with more than one rank or on a device this build's trainer keeps every local "
+          "expert's weights and gradients (8 B/param, %s over the group); only the 12 B/param "
+          "of optimizer state leave for the store\n",
+          Bytes(8 * s).c_str());
+    }
   }
 
   void PrintJson(const CapacityPlan& plan) const {

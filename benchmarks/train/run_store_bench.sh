@@ -100,38 +100,14 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 fio_line=""
 if [[ ${FIO:-0} == 1 ]]; then
-  mkdir -p "$store_root/bench-fio"
-  fio_args=(--directory="$store_root/bench-fio" --ioengine=io_uring --direct=1 --bs="$extent"
-            --iodepth=4 --size=1G --runtime=10 --time_based --output-format=json)
-  fio_read=$(fio --name=r --rw=randread "${fio_args[@]}" |
-             /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['jobs'][0]['read']['bw_bytes']/1e6)")
-  fio_write=$(fio --name=w --rw=randwrite --end_fsync=1 "${fio_args[@]}" |
-              /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['jobs'][0]['write']['bw_bytes']/1e6)")
-  rm -rf "$store_root/bench-fio"
-  fio_line="$fio_read $fio_write"
+  fio_line=$(benchmarks/train/fio_extent.sh "$store_root" "$extent" 1G 10)
 fi
 
 if [[ ${TRACE:-0} == 1 ]]; then
   # The routing trace has one trace step per token; the store's access pattern is, per training
   # step, the union over its tokens (each activated expert's state is taken once by the update).
-  /usr/bin/python3 - "$work/trace.txt" "$work/store-trace.txt" <<'PY'
-import collections, sys
-lines = open(sys.argv[1]).read().splitlines()
-head = lines[:2]
-rows = [l.split() for l in lines[2:] if l and not l.startswith("#")]
-with open(sys.argv[2], "w") as out:
-    out.write(head[0] + "\n" + head[1] + "\n")
-    sets = collections.defaultdict(set)
-    for r in rows:
-        sets[(int(r[0]), int(r[1]))].update(int(x) for x in r[2:])
-    # The batch boundaries come from the trainer (routing_trace_tokens covers every token).
-    tokens_per_step = int(open(sys.argv[1] + ".tokens").read())
-    agg = collections.defaultdict(set)
-    for (t, layer), experts in sets.items():
-        agg[(t // tokens_per_step, layer)].update(experts)
-    for (step, layer) in sorted(agg):
-        out.write(f"{step} {layer} " + " ".join(str(e) for e in sorted(agg[(step, layer)])) + "\n")
-PY
+  benchmarks/train/store_trace.py "$work/trace.txt" "$(cat "$work/trace.txt.tokens")" \
+    "$work/store-trace.txt"
   "$switchyard" bench cache --trace "$work/store-trace.txt" --fractions "$fraction" \
     --warmup 0.25 >"$work/cache.txt"
 fi

@@ -117,6 +117,8 @@ Result<std::unique_ptr<ExpertStateStore>> ExpertStateStore::Create(
   SY_CHECK(options.fs != nullptr) << "ExpertStateStore needs a file system";
   SY_CHECK(optimizer != nullptr) << "ExpertStateStore needs the optimizer";
   SY_CHECK(!entries.empty()) << "ExpertStateStore without experts";
+  SY_CHECK(options.resident || options.initial_master)
+      << "a working-set ExpertStateStore needs initial_master";
   std::unique_ptr<ExpertStateStore> s(new ExpertStateStore(options, optimizer, std::move(entries)));
   SY_RETURN_IF_ERROR(s->Open());
   SY_RETURN_IF_ERROR(s->WriteInitialStates());
@@ -291,18 +293,30 @@ Status ExpertStateStore::WriteInitialStates() {
                                               std::vector<std::byte>(payload, std::byte{0}));
   for (size_t first = 0; first < entries_.size(); first += kInitialBatch) {
     const size_t count = std::min(kInitialBatch, entries_.size() - first);
+    // The batch's states, generated in parallel (a large store's initial values are billions of
+    // normal draws), then written.
+    std::vector<std::future<void>> fills;
+    for (size_t j = 0; j < count; ++j) {
+      fills.push_back(std::async(std::launch::async, [this, &staging, first, j, n] {
+        std::vector<std::byte>& buf = staging[j];
+        std::fill(buf.begin(), buf.end(), std::byte{0});
+        const ExpertEntry& entry = entries_[first + j];
+        if (options_.initial_master) {
+          options_.initial_master(entry, std::span<float>(reinterpret_cast<float*>(buf.data()), n));
+          return;
+        }
+        size_t at = 0;
+        for (const ExpertPart& p : entry.parts) {
+          std::memcpy(buf.data() + at * sizeof(float), p.value, p.n * sizeof(float));
+          at += p.n;
+        }
+        SY_CHECK_EQ(at, n) << "expert size";
+      }));
+    }
+    for (std::future<void>& f : fills) f.get();
     std::vector<std::future<Result<uint64_t>>> writes;
     for (size_t j = 0; j < count; ++j) {
-      const size_t entry = first + j;
-      std::vector<std::byte>& buf = staging[j];
-      std::fill(buf.begin(), buf.end(), std::byte{0});
-      size_t at = 0;
-      for (const ExpertPart& p : entries_[entry].parts) {
-        std::memcpy(buf.data() + at * sizeof(float), p.value, p.n * sizeof(float));
-        at += p.n;
-      }
-      SY_CHECK_EQ(at, n) << "expert size";
-      writes.push_back(store_->Write(Key(entry), storage::ExtentKind::kTrainState, buf));
+      writes.push_back(store_->Write(Key(first + j), storage::ExtentKind::kTrainState, staging[j]));
     }
     for (size_t j = 0; j < count; ++j) {
       Result<uint64_t> written = writes[j].get();
@@ -392,6 +406,7 @@ void ExpertStateStore::Advance(size_t entry, storage::CacheHandle& handle, int64
       steps[k] = meta.opt_step;
       ParamGroup& g = groups[k];
       g.param = master + at;
+      SY_CHECK(!with_grad || e.parts[k].grad != nullptr) << e.name << ": no gradient bound";
       g.grad = with_grad ? e.parts[k].grad : zeros_.data();
       g.m = m != nullptr ? m + at : nullptr;
       g.v = v != nullptr ? v + at : nullptr;
@@ -421,12 +436,48 @@ void ExpertStateStore::Advance(size_t entry, storage::CacheHandle& handle, int64
   std::memcpy(meta_bytes, &meta, sizeof(meta));
   last_update_[entry] = meta.last_update;
   if (!changed) return;
+  WriteValues(entry, handle);
+}
+
+void ExpertStateStore::WriteValues(size_t entry, const storage::CacheHandle& handle) const {
+  const float* master = reinterpret_cast<const float*>(handle.data().data());
   size_t at = 0;
-  for (const ExpertPart& p : e.parts) {
-    std::memcpy(p.value, master + at, p.n * sizeof(float));
+  for (const ExpertPart& p : entries_[entry].parts) {
+    if (p.value != nullptr) std::memcpy(p.value, master + at, p.n * sizeof(float));
     at += p.n;
   }
   if (options_.values_changed) options_.values_changed(entry);
+}
+
+void ExpertStateStore::Bind(size_t entry, std::span<float* const> values,
+                            std::span<const float* const> grads) {
+  SY_CHECK(!options_.resident) << "Bind on a resident ExpertStateStore";
+  SY_CHECK_LT(entry, entries_.size()) << "entry";
+  ExpertEntry& e = entries_[entry];
+  SY_CHECK_EQ(values.size(), e.parts.size()) << e.name << ": values";
+  SY_CHECK(grads.empty() || grads.size() == e.parts.size()) << e.name << ": grads";
+  for (size_t k = 0; k < e.parts.size(); ++k) {
+    e.parts[k].value = values[k];
+    e.parts[k].grad = grads.empty() ? nullptr : grads[k];
+  }
+}
+
+void ExpertStateStore::UnbindAll() {
+  if (options_.resident) return;
+  for (ExpertEntry& e : entries_) {
+    for (ExpertPart& p : e.parts) p.value = nullptr, p.grad = nullptr;
+  }
+}
+
+size_t ExpertStateStore::Entry(int decoder_layer, int expert) const {
+  SY_CHECK(decoder_layer >= 0 && decoder_layer < static_cast<int>(decoder_to_moe_.size()) &&
+           decoder_to_moe_[static_cast<size_t>(decoder_layer)] >= 0)
+      << "decoder layer " << decoder_layer << " has no experts in the store";
+  const int moe = decoder_to_moe_[static_cast<size_t>(decoder_layer)];
+  const int local = expert - first_expert_[static_cast<size_t>(moe)];
+  SY_CHECK(local >= 0 && local < experts_per_layer_)
+      << "expert " << expert << " of decoder layer " << decoder_layer << " is not this rank's";
+  return EntryIndex(moe, local);
 }
 
 void ExpertStateStore::BeginStep() {
@@ -443,7 +494,9 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
   const int moe = decoder_to_moe_[static_cast<size_t>(decoder_layer)];
   SY_CHECK_EQ(first_expert, first_expert_[static_cast<size_t>(moe)]) << "first expert";
   SY_CHECK_EQ(static_cast<int>(rows.size()), experts_per_layer_) << "local experts";
-  std::vector<size_t> stale;
+  // Exact mode: the experts behind need a replay now. The working set: every activated expert's
+  // values are read (those behind after their replay).
+  std::vector<size_t> needed;
   for (int i = 0; i < experts_per_layer_; ++i) {
     if (rows[static_cast<size_t>(i)] == 0) continue;
     const size_t entry = EntryIndex(moe, i);
@@ -452,15 +505,24 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
       activated_order_.push_back(entry);
       activity_[entry] += 1.0;
     }
-    if (!options_.sparse_adam && last_update_[entry] < updates_) stale.push_back(entry);
+    const bool stale = !options_.sparse_adam && last_update_[entry] < updates_;
+    if (stale || !options_.resident) needed.push_back(entry);
   }
-  // HIGH: the replays needed now, then the updates this step will make.
+  // HIGH: the states needed now, then the updates this step will make.
   size_t cursor = 0;
-  TopUp(stale, &cursor);
-  for (size_t i = 0; i < stale.size(); ++i) {
-    SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(stale[i]));
-    TopUp(stale, &cursor);
-    Advance(stale[i], handle, updates_, nullptr);
+  TopUp(needed, &cursor);
+  for (size_t i = 0; i < needed.size(); ++i) {
+    const size_t entry = needed[i];
+    const bool stale = !options_.sparse_adam && last_update_[entry] < updates_;
+    SY_ASSIGN_OR_RETURN(
+        storage::CacheHandle handle,
+        AcquireEntry(entry, stale ? storage::AccessMode::kWrite : storage::AccessMode::kRead));
+    TopUp(needed, &cursor);
+    if (stale) {
+      Advance(entry, handle, updates_, nullptr);
+    } else {
+      WriteValues(entry, handle);
+    }
   }
   TopUp(activated_order_, &update_cursor_);
   // LOW: the next MoE layer's experts that would need a replay, the most active first.
@@ -478,6 +540,7 @@ Status ExpertStateStore::Update(double lr) {
   for (size_t e = 0; e < entries_.size(); ++e) {
     if (activated_[e]) continue;
     for (const ExpertPart& p : entries_[e].parts) {
+      if (p.grad == nullptr) break;  // working set: not bound, so not computed
       if (std::any_of(p.grad, p.grad + p.n, [](float g) { return g != 0.0f; })) {
         activated_[e] = 1;
         activated_order_.push_back(e);
@@ -538,7 +601,8 @@ Status ExpertStateStore::Consolidate() {
   return Status::Ok();
 }
 
-Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* m,
+Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* values,
+                                std::vector<std::vector<float>>* m,
                                 std::vector<std::vector<float>>* v, int64_t* opt_step) {
   SY_CHECK_LT(entry, entries_.size()) << "entry";
   SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry, storage::AccessMode::kRead));
@@ -553,9 +617,11 @@ Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* m
       sizeof(meta));
   m->assign(e.parts.size(), {});
   v->assign(e.parts.size(), {});
+  if (values != nullptr) values->assign(e.parts.size(), {});
   size_t at = 0;
   for (size_t k = 0; k < e.parts.size(); ++k) {
     const size_t pn = e.parts[k].n;
+    if (values != nullptr) (*values)[k].assign(master + at, master + at + pn);
     if (sm != nullptr) (*m)[k].assign(sm + at, sm + at + pn);
     if (sv != nullptr) (*v)[k].assign(sv + at, sv + at + pn);
     at += pn;
@@ -564,11 +630,14 @@ Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* m
   return Status::Ok();
 }
 
-Status ExpertStateStore::Import(size_t entry, const std::vector<std::vector<float>>& m,
+Status ExpertStateStore::Import(size_t entry, const std::vector<std::vector<float>>* values,
+                                const std::vector<std::vector<float>>& m,
                                 const std::vector<std::vector<float>>& v, int64_t opt_step,
                                 int64_t updates) {
   SY_CHECK_LT(entry, entries_.size()) << "entry";
   const ExpertEntry& e = entries_[entry];
+  SY_CHECK(values != nullptr || options_.resident) << e.name << ": Import without values";
+  SY_CHECK(values == nullptr || values->size() == e.parts.size()) << e.name << ": value parts";
   SY_CHECK_EQ(m.size(), e.parts.size()) << e.name << ": m parts";
   SY_CHECK_EQ(v.size(), e.parts.size()) << e.name << ": v parts";
   SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
@@ -579,7 +648,12 @@ Status ExpertStateStore::Import(size_t entry, const std::vector<std::vector<floa
   size_t at = 0;
   for (size_t k = 0; k < e.parts.size(); ++k) {
     const size_t pn = e.parts[k].n;
-    std::memcpy(master + at, e.parts[k].value, pn * sizeof(float));
+    if (values != nullptr) {
+      SY_CHECK_EQ((*values)[k].size(), pn) << e.name << ": value size";
+      std::memcpy(master + at, (*values)[k].data(), pn * sizeof(float));
+    } else {
+      std::memcpy(master + at, e.parts[k].value, pn * sizeof(float));
+    }
     if (sm != nullptr) {
       SY_CHECK_EQ(m[k].size(), pn) << e.name << ": m size";
       std::memcpy(sm + at, m[k].data(), pn * sizeof(float));
@@ -621,6 +695,7 @@ ExpertStoreStats ExpertStateStore::stats() const {
   out.read_seconds = static_cast<double>(c.read_busy_ns) * 1e-9;
   out.read_exposed_seconds = static_cast<double>(c.read_exposed_ns) * 1e-9;
   out.prefetch_unused = prefetch_unused_;
+  out.prefetch_failed = prefetcher_ ? prefetcher_->stats().failed : 0;
   return out;
 }
 

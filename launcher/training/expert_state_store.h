@@ -9,8 +9,17 @@
 // where n is the expert's parameter count (its tensors back to back, in registration order) and
 // meta is {optimizer step count, last update} as two int64.
 //
-// The model keeps computing with its own expert tensors (ExpertPart::value): the store writes the
-// master into them whenever it changes, so on a host backend with f32 weights they are equal.
+// Where the compute copy lives (ExpertStateStoreOptions::resident):
+//   resident      the model keeps every expert's weights and gradients (ExpertPart::value, grad,
+//                 fixed): the store writes the master into them whenever it changes, so on a
+//                 host backend with f32 weights they are equal. Distributed runs and device
+//                 backends train this way (8 B per expert parameter in memory).
+//   working set   the parts have no memory of their own: per step the caller binds the activated
+//                 experts' parts to its working set (Bind, before Prepare), Prepare fills their
+//                 values from the master, Update reads their gradients, UnbindAll ends it
+//                 (launcher/training/expert_working_set.h). The initial states come from
+//                 options.initial_master, and Export/Import carry the master too. Memory then
+//                 holds only the cache and the step's activated experts.
 //
 // The update (Update) runs the trainer's Optimizer, so the arithmetic is the in-memory one, on the
 // trainer's thread pool. An expert without tokens in a step has a zero gradient; in-memory AdamW
@@ -76,6 +85,7 @@ struct ExpertPart {
   float* value = nullptr;       // what the model computes with; the store writes the master here
   const float* grad = nullptr;  // its gradient, read by Update (unscaled and clipped)
   size_t n = 0;
+  // Working set: value and grad are null unless bound (Bind).
 };
 
 // One expert of this rank.
@@ -94,6 +104,10 @@ struct ExpertStateStoreOptions {
   storage::LfuOptions lfu;            // MoESys Algorithm 2's threshold, decay and its period
   bool prefetch = true;               // Default: true. The sparse-axis prefetch (above)
   bool sparse_adam = false;           // Default: false (exact)
+  // Default: true (the parts are the model's tensors). false: the working set (above).
+  bool resident = true;
+  // Working set: fills an entry's initial master (its parts back to back). Required then.
+  std::function<void(const ExpertEntry& entry, std::span<float> master)> initial_master;
   // Called after the store wrote new master values into an entry's parts (its index), e.g. to
   // copy them to a device. Default: none.
   std::function<void(size_t entry)> values_changed;
@@ -114,6 +128,7 @@ struct ExpertStoreStats {
   double read_seconds = 0;          // wall time with a store read in flight
   double read_exposed_seconds = 0;  // of it, time the trainer waited for an expert
   uint64_t prefetch_unused = 0;     // experts of the exact set prefetched and never taken
+  uint64_t prefetch_failed = 0;     // prefetch reads that failed (each retried on demand)
 };
 
 // The fraction of `read_seconds` the trainer did not wait through (1 when nothing was read).
@@ -138,9 +153,16 @@ class ExpertStateStore {
 
   // A new step begins: no expert is activated yet.
   void BeginStep();
+  // Working set: the memory of `entry`'s parts until UnbindAll (values[k] and grads[k] hold
+  // parts[k].n floats; grads may be null for a forward without a backward).
+  void Bind(size_t entry, std::span<float* const> values, std::span<const float* const> grads);
+  void UnbindAll();
+  // The entry of global expert `expert` of decoder layer `decoder_layer` (checked).
+  size_t Entry(int decoder_layer, int expert) const;
   // The model is about to compute the experts first_expert .. first_expert + rows.size() - 1 of
   // decoder layer `decoder_layer` with rows[i] rows each. Those with rows are activated for this
-  // step's Update and, in exact mode, brought up to date (their values written) first.
+  // step's Update and, in exact mode, brought up to date (their values written) first; in the
+  // working set their values are written whether or not they were behind.
   Status Prepare(int decoder_layer, int first_expert, std::span<const int64_t> rows);
   // One optimizer update at learning rate `lr` of every expert activated since BeginStep, from the
   // gradients in their parts. Call once per step that is not skipped.
@@ -152,16 +174,19 @@ class ExpertStateStore {
   // state (Export) is the in-memory one; then writes back. Sparse mode: only the write-back.
   Status Consolidate();
 
-  // The state of `entry` as the in-memory trainer keeps it, per part: m and v (empty when the
-  // optimizer keeps no such moment) and the step count. Call Consolidate first for exact values.
-  Status Export(size_t entry, std::vector<std::vector<float>>* m,
-                std::vector<std::vector<float>>* v, int64_t* opt_step);
-  // Replaces the state of `entry`: the master from its parts' values, `m`, `v` (per part; empty
-  // when the optimizer keeps no such moment) and the step count. `updates` is the number of
-  // updates the run has made (the in-memory trainer's largest step count); every Import of one
-  // restore passes the same value.
-  Status Import(size_t entry, const std::vector<std::vector<float>>& m,
-                const std::vector<std::vector<float>>& v, int64_t opt_step, int64_t updates);
+  // The state of `entry` as the in-memory trainer keeps it, per part: the master (when `values`
+  // is not null), m and v (empty when the optimizer keeps no such moment) and the step count.
+  // Call Consolidate first for exact values.
+  Status Export(size_t entry, std::vector<std::vector<float>>* values,
+                std::vector<std::vector<float>>* m, std::vector<std::vector<float>>* v,
+                int64_t* opt_step);
+  // Replaces the state of `entry`: the master from `values` (per part; null: from its parts'
+  // values, resident only), `m`, `v` (per part; empty when the optimizer keeps no such moment)
+  // and the step count. `updates` is the number of updates the run has made (the in-memory
+  // trainer's largest step count); every Import of one restore passes the same value.
+  Status Import(size_t entry, const std::vector<std::vector<float>>* values,
+                const std::vector<std::vector<float>>& m, const std::vector<std::vector<float>>& v,
+                int64_t opt_step, int64_t updates);
 
   const std::vector<ExpertEntry>& entries() const { return entries_; }
   size_t cache_slots() const;
@@ -196,6 +221,8 @@ class ExpertStateStore {
   // Replays the updates after the state's last_update up to `target` with a zero gradient, then
   // optionally one update from the parts' gradients, then writes the master into the parts.
   void Advance(size_t entry, storage::CacheHandle& handle, int64_t target, const double* lr);
+  // Copies the master of `handle` into the entry's parts' values (those bound).
+  void WriteValues(size_t entry, const storage::CacheHandle& handle) const;
   Status Fail(size_t entry, const Status& status) const;
   size_t EntryIndex(int moe_layer, int local) const;
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "runtime/core/shape.h"
 #include "storage/hdf5/checkpoint_layout.h"
@@ -66,41 +67,69 @@ Status ReadF32(const CheckpointReader& reader, const std::string& name,
   return Status::Ok();
 }
 
+// Parameter `p` with its moments (those with data).
+Status AddParam(CheckpointWriter& writer, const CheckpointTensor& p, const CheckpointTensor* m,
+                const CheckpointTensor* v, nlohmann::json* crcs) {
+  SY_RETURN_IF_ERROR(AddF32(writer, p.name, p, crcs));
+  if (m != nullptr && !m->data.empty()) {
+    SY_RETURN_IF_ERROR(AddF32(writer, OptimizerStateName("m", p.name), *m, crcs));
+  }
+  if (v != nullptr && !v->data.empty()) {
+    SY_RETURN_IF_ERROR(AddF32(writer, OptimizerStateName("v", p.name), *v, crcs));
+  }
+  return Status::Ok();
+}
+
+// Everything after the parameters, then the commit.
+Status FinishCheckpoint(CheckpointWriter& writer, const TrainCheckpoint& header,
+                        const std::vector<int64_t>& optimizer_steps, const nlohmann::json& crcs) {
+  SY_RETURN_IF_ERROR(writer.AddTensor(kStepsTensor, DType::kI64,
+                                      Shape{static_cast<int64_t>(optimizer_steps.size())},
+                                      optimizer_steps.data()));
+  writer.SetStep(header.step);
+  SY_RETURN_IF_ERROR(writer.SetText(kCheckpointConfigKey, header.config_json));
+  uint8_t seed[8];
+  for (int i = 0; i < 8; ++i) seed[i] = static_cast<uint8_t>(header.seed >> (8 * i));
+  SY_RETURN_IF_ERROR(writer.SetBytes(kCheckpointRngStateKey, seed));
+  SY_RETURN_IF_ERROR(writer.SetText(kCheckpointDataPositionKey, header.data_position));
+  SY_RETURN_IF_ERROR(writer.SetText(kChecksumsKey, crcs.dump()));
+  return writer.Commit();
+}
+
 }  // namespace
 
 Status WriteTrainCheckpoint(const std::string& path, const TrainCheckpoint& ckpt) {
   SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer, CheckpointWriter::Create(path));
   nlohmann::json crcs = nlohmann::json::object();
   for (size_t i = 0; i < ckpt.params.size(); ++i) {
-    const CheckpointTensor& p = ckpt.params[i];
-    SY_RETURN_IF_ERROR(AddF32(*writer, p.name, p, &crcs));
-    if (i < ckpt.optimizer_m.size() && !ckpt.optimizer_m[i].data.empty()) {
-      SY_RETURN_IF_ERROR(
-          AddF32(*writer, OptimizerStateName("m", p.name), ckpt.optimizer_m[i], &crcs));
-    }
-    if (i < ckpt.optimizer_v.size() && !ckpt.optimizer_v[i].data.empty()) {
-      SY_RETURN_IF_ERROR(
-          AddF32(*writer, OptimizerStateName("v", p.name), ckpt.optimizer_v[i], &crcs));
-    }
+    SY_RETURN_IF_ERROR(AddParam(
+        *writer, ckpt.params[i], i < ckpt.optimizer_m.size() ? &ckpt.optimizer_m[i] : nullptr,
+        i < ckpt.optimizer_v.size() ? &ckpt.optimizer_v[i] : nullptr, &crcs));
   }
-  SY_RETURN_IF_ERROR(writer->AddTensor(kStepsTensor, DType::kI64,
-                                       Shape{static_cast<int64_t>(ckpt.optimizer_steps.size())},
-                                       ckpt.optimizer_steps.data()));
-  writer->SetStep(ckpt.step);
-  SY_RETURN_IF_ERROR(writer->SetText(kCheckpointConfigKey, ckpt.config_json));
-  uint8_t seed[8];
-  for (int i = 0; i < 8; ++i) seed[i] = static_cast<uint8_t>(ckpt.seed >> (8 * i));
-  SY_RETURN_IF_ERROR(writer->SetBytes(kCheckpointRngStateKey, seed));
-  SY_RETURN_IF_ERROR(writer->SetText(kCheckpointDataPositionKey, ckpt.data_position));
-  SY_RETURN_IF_ERROR(writer->SetText(kChecksumsKey, crcs.dump()));
-  return writer->Commit();
+  return FinishCheckpoint(*writer, ckpt, ckpt.optimizer_steps, crcs);
+}
+
+Status WriteTrainCheckpointStreamed(const std::string& path, const TrainCheckpoint& header,
+                                    size_t count,
+                                    const std::function<Status(size_t, CheckpointParam*)>& next) {
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer, CheckpointWriter::Create(path));
+  nlohmann::json crcs = nlohmann::json::object();
+  std::vector<int64_t> steps(count);
+  CheckpointParam param;
+  for (size_t i = 0; i < count; ++i) {
+    SY_RETURN_IF_ERROR(next(i, &param));
+    SY_RETURN_IF_ERROR(AddParam(*writer, param.value, &param.m, &param.v, &crcs));
+    steps[i] = param.opt_step;
+  }
+  return FinishCheckpoint(*writer, header, steps, crcs);
 }
 
 Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
                                             const std::vector<std::string>& param_names,
                                             const std::vector<std::vector<int64_t>>& param_shapes,
                                             bool with_m, bool with_v,
-                                            const std::function<void(int64_t, int64_t)>& progress) {
+                                            const std::function<void(int64_t, int64_t)>& progress,
+                                            const std::function<bool(size_t)>& skip) {
   SY_CHECK_EQ(param_names.size(), param_shapes.size());
   SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(path));
   const std::string where = "checkpoint " + path + ": ";
@@ -138,6 +167,12 @@ Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
   }
   for (size_t i = 0; i < param_names.size(); ++i) {
     const std::string& name = param_names[i];
+    if (skip && skip(i)) {
+      ckpt.params.push_back({name, param_shapes[i], {}});
+      ckpt.optimizer_m.emplace_back();
+      ckpt.optimizer_v.emplace_back();
+      continue;
+    }
     CheckpointTensor t;
     SY_RETURN_IF_ERROR(ReadF32(*reader, name, param_shapes[i], crcs, &t));
     values_read += static_cast<int64_t>(t.data.size());
@@ -156,6 +191,42 @@ Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
     if (progress) progress(values_read, values_to_read);
   }
   return ckpt;
+}
+
+struct TrainCheckpointReader::Impl {
+  std::unique_ptr<CheckpointReader> reader;
+  nlohmann::json crcs;
+};
+
+TrainCheckpointReader::TrainCheckpointReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TrainCheckpointReader::~TrainCheckpointReader() = default;
+
+Result<std::unique_ptr<TrainCheckpointReader>> TrainCheckpointReader::Open(
+    const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  SY_ASSIGN_OR_RETURN(impl->reader, CheckpointReader::Open(path));
+  SY_ASSIGN_OR_RETURN(std::string crc_text, impl->reader->ReadText(kChecksumsKey));
+  impl->crcs = nlohmann::json::parse(crc_text, nullptr, false);
+  if (!impl->crcs.is_object()) {
+    return DataLossError("checkpoint " + path + ": meta/tensor_crc32c is not a JSON object");
+  }
+  return std::unique_ptr<TrainCheckpointReader>(new TrainCheckpointReader(std::move(impl)));
+}
+
+Status TrainCheckpointReader::Read(const std::string& name, const std::vector<int64_t>& shape,
+                                   bool with_m, bool with_v, CheckpointParam* out) const {
+  SY_RETURN_IF_ERROR(ReadF32(*impl_->reader, name, shape, impl_->crcs, &out->value));
+  out->m = {};
+  out->v = {};
+  if (with_m) {
+    SY_RETURN_IF_ERROR(
+        ReadF32(*impl_->reader, OptimizerStateName("m", name), shape, impl_->crcs, &out->m));
+  }
+  if (with_v) {
+    SY_RETURN_IF_ERROR(
+        ReadF32(*impl_->reader, OptimizerStateName("v", name), shape, impl_->crcs, &out->v));
+  }
+  return Status::Ok();
 }
 
 Result<std::string> ReadTrainCheckpointConfig(const std::string& path) {

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,17 +51,52 @@ struct TrainCheckpoint {
   std::vector<CheckpointTensor> optimizer_m, optimizer_v;
 };
 
+// One parameter with its optimizer state, for the streamed write and read.
+struct CheckpointParam {
+  CheckpointTensor value;
+  CheckpointTensor m, v;  // empty data when the optimizer keeps no such moment
+  int64_t opt_step = 0;
+};
+
 // Writes `ckpt` to `path` atomically. Errors name the path.
 Status WriteTrainCheckpoint(const std::string& path, const TrainCheckpoint& ckpt);
+// The same file, holding one parameter at a time: the header fields of `header` (config, step,
+// seed, data position; its parameters, moments and step counts are ignored), and `count`
+// parameters that `next(i, &param)` fills, i = 0 .. count - 1 in order. An error from `next`
+// abandons the save (the previous file at `path` is untouched).
+Status WriteTrainCheckpointStreamed(const std::string& path, const TrainCheckpoint& header,
+                                    size_t count,
+                                    const std::function<Status(size_t, CheckpointParam*)>& next);
 // Reads the checkpoint at `path`, with its parameters in the order of `param_names` (the model's).
 // NotFound for a missing file; DataLoss naming the path for a truncated or corrupt one (including
 // a tensor whose checksum fails, named); FailedPrecondition naming a parameter the file lacks or
 // holds with another shape than `param_shapes` says. `progress(values read, values to read)`,
 // when given, runs after each parameter (for a progress line, runtime/core/progress.h).
+// Parameters for which `skip(i)` is true are left unread: name and shape set, no data (their
+// step counts are read); for TrainCheckpointReader.
 Result<TrainCheckpoint> ReadTrainCheckpoint(
     const std::string& path, const std::vector<std::string>& param_names,
     const std::vector<std::vector<int64_t>>& param_shapes, bool with_m, bool with_v,
-    const std::function<void(int64_t, int64_t)>& progress = {});
+    const std::function<void(int64_t, int64_t)>& progress = {},
+    const std::function<bool(size_t)>& skip = {});
+
+// Reads a checkpoint one parameter at a time (a restore that streams: the experts of training
+// on the expert store), with ReadTrainCheckpoint's checks. Not thread-safe.
+class TrainCheckpointReader {
+ public:
+  // Errors as ReadTrainCheckpoint's.
+  static Result<std::unique_ptr<TrainCheckpointReader>> Open(const std::string& path);
+  ~TrainCheckpointReader();
+  // Parameter `name` of `shape` and, when with_m / with_v, its moments (the step count is not
+  // read: it is in ReadTrainCheckpoint's optimizer_steps).
+  Status Read(const std::string& name, const std::vector<int64_t>& shape, bool with_m, bool with_v,
+              CheckpointParam* out) const;
+
+ private:
+  struct Impl;
+  explicit TrainCheckpointReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 // Reads only the effective config JSON stored in the checkpoint at `path`.
 Result<std::string> ReadTrainCheckpointConfig(const std::string& path);
 

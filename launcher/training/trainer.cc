@@ -28,6 +28,7 @@ Trainer::~Trainer() {
   // Zero3 removes its hooks from the model; the layers' expert-parallel computes point into
   // dist_'s topology and communicators.
   if (dist_) dist_->DetachModel();
+  working_set_.reset();   // borrows the store
   expert_store_.reset();  // borrows the optimizer and the model's expert tensors
   store_fs_.reset();
   model_.reset();
@@ -138,13 +139,39 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
                                 " token ids; set model.vocab_size to 0 (the data's) or larger");
   }
   config_.model = model_config;
-  SY_ASSIGN_OR_RETURN(model_, MoeModel::Create(*backend_, model_config));
+  // One process on a host backend with an expert store: the model holds only the experts a step
+  // activates (the working set); elsewhere every expert's weights and gradients.
+  ModelOptions model_options;
+  model_options.bound_experts =
+      config_.expert_store.enabled() && world == nullptr && device.is_host();
+  SY_ASSIGN_OR_RETURN(model_, MoeModel::Create(*backend_, model_config, model_options));
   SY_RETURN_IF_ERROR(model_->InitializeParameters(config_.train.seed,
                                                   static_cast<float>(config_.train.init_stddev)));
   for (const Parameter& p : model_->parameters()) {
     const auto dims = p.value.shape().dims();
     all_params_.push_back({p.name, std::vector<int64_t>(dims.begin(), dims.end()), p.value.numel(),
-                           p.is_expert, p.expert});
+                           p.is_expert, p.expert, p.layer});
+  }
+  if (model_options.bound_experts) {
+    // The experts the model does not register, where it would: after their layer's parameters.
+    const int64_t h = model_config.hidden_size, inter = model_config.moe_intermediate_size;
+    for (int l = 0; l < model_config.num_layers; ++l) {
+      if (!model_config.IsMoeLayer(l)) continue;
+      const auto last = std::find_if(all_params_.rbegin(), all_params_.rend(),
+                                     [l](const ParamInfo& p) { return p.layer == l; });
+      SY_CHECK(last != all_params_.rend()) << "MoE layer " << l << " has no parameters";
+      const auto at = last.base();
+      std::vector<ParamInfo> experts;
+      for (int e = 0; e < model_config.num_experts; ++e) {
+        const std::pair<const char*, std::vector<int64_t>> parts[] = {
+            {"w_gate", {inter, h}}, {"w_up", {inter, h}}, {"w_down", {h, inter}}};
+        for (int k = 0; k < 3; ++k) {
+          experts.push_back({ExpertParameterName(l, e, parts[k].first), parts[k].second, h * inter,
+                             true, e, l, k});
+        }
+      }
+      all_params_.insert(at, experts.begin(), experts.end());
+    }
   }
   if (world != nullptr) {
     // Held by the trainer before it touches the model, so that a failure half way through
@@ -252,7 +279,44 @@ Status RemoveStoreFilesBeyond(storage::FileSystem* fs, const std::string& dir, i
   return removed ? fs->SyncDir(dir) : Status::Ok();
 }
 
+// The expert store's entries, one per (decoder layer, expert), built from their tensors in order.
+class ExpertEntries {
+ public:
+  // `moe_index`: the MoE layer index of each decoder layer with experts.
+  explicit ExpertEntries(std::map<int, int> moe_index) : moe_index_(std::move(moe_index)) {}
+  // Appends `part` to the entry of (layer, expert), created on first use; returns the entry.
+  const ExpertEntry& Add(int layer, int expert, ExpertPart part) {
+    auto [it, fresh] = index_.emplace(std::make_pair(layer, expert), entries_.size());
+    if (fresh) {
+      ExpertEntry e;
+      e.name = "experts/layer" + std::to_string(layer) + "/expert" + std::to_string(expert);
+      e.moe_layer = moe_index_.at(layer);
+      e.decoder_layer = layer;
+      e.expert = expert;
+      entries_.push_back(std::move(e));
+    }
+    entries_[it->second].parts.push_back(part);
+    return entries_[it->second];
+  }
+  std::vector<ExpertEntry> Take() { return std::move(entries_); }
+
+ private:
+  std::map<int, int> moe_index_;
+  std::map<std::pair<int, int>, size_t> index_;
+  std::vector<ExpertEntry> entries_;
+};
+
 }  // namespace
+
+std::map<int, int> Trainer::MoeLayerIndex() const {
+  std::map<int, int> index;
+  for (const ParamInfo& p : all_params_) {
+    if (p.is_expert) index.emplace(p.layer, 0);
+  }
+  int next = 0;
+  for (auto& [layer, i] : index) i = next++;
+  return index;
+}
 
 Status Trainer::InitExpertStore() {
   const ExpertStoreOptions& o = config_.expert_store;
@@ -264,33 +328,6 @@ Status Trainer::InitExpertStore() {
   }
   SY_ASSIGN_OR_RETURN(store_fs_, storage::MakeFileSystem(StoreFileSystemName(o.filesystem)));
   if (is_root()) SY_RETURN_IF_ERROR(RemoveStoreFilesBeyond(store_fs_.get(), o.dir, world_size()));
-  // MoE layer index of each decoder layer that has experts (the same on every rank).
-  std::map<int, int> moe_index;
-  for (const ParamInfo& p : all_params_) {
-    if (p.is_expert) moe_index.emplace(model_->parameters().Find(p.name)->layer, 0);
-  }
-  int next = 0;
-  for (auto& [layer, index] : moe_index) index = next++;
-  // One entry per (layer, expert) of this rank, its tensors in ParameterStore order.
-  std::vector<ExpertEntry> entries;
-  std::map<std::pair<int, int>, size_t> entry_of;
-  for (size_t i = 0; i < states_.size(); ++i) {
-    ParamState& s = states_[i];
-    if (!s.param->is_expert) continue;
-    const auto key = std::make_pair(s.param->layer, s.param->expert);
-    auto [it, fresh] = entry_of.emplace(key, entries.size());
-    if (fresh) {
-      ExpertEntry e;
-      e.name = "experts/layer" + std::to_string(key.first) + "/expert" + std::to_string(key.second);
-      e.moe_layer = moe_index.at(key.first);
-      e.decoder_layer = key.first;
-      e.expert = key.second;
-      entries.push_back(std::move(e));
-    }
-    entries[it->second].parts.push_back({s.host_value.data<float>(), s.host_grad.data<float>(),
-                                         static_cast<size_t>(s.host_value.numel())});
-    expert_states_of_[entries[it->second].name].push_back(i);
-  }
   ExpertStateStoreOptions options;
   options.path = StoreFilePath(o.dir, rank());
   options.fs = store_fs_.get();
@@ -300,6 +337,17 @@ Status Trainer::InitExpertStore() {
   options.lfu.decay_every = o.decay_every;
   options.prefetch = o.prefetch;
   options.sparse_adam = o.sparse_adam;
+  if (model_->options().bound_experts) return InitExpertWorkingSet(std::move(options));
+  // One entry per (layer, expert) of this rank, its tensors in ParameterStore order.
+  ExpertEntries entries(MoeLayerIndex());
+  for (size_t i = 0; i < states_.size(); ++i) {
+    ParamState& s = states_[i];
+    if (!s.param->is_expert) continue;
+    const ExpertEntry& e = entries.Add(s.param->layer, s.param->expert,
+                                       {s.host_value.data<float>(), s.host_grad.data<float>(),
+                                        static_cast<size_t>(s.host_value.numel())});
+    expert_states_of_[e.name].push_back(i);
+  }
   if (!host_backend()) {
     // The store writes masters into the host copies; the device copies follow.
     options.values_changed = [this](size_t entry) {
@@ -311,7 +359,7 @@ Status Trainer::InitExpertStore() {
     };
   }
   SY_ASSIGN_OR_RETURN(expert_store_,
-                      ExpertStateStore::Create(options, optimizer_.get(), std::move(entries)));
+                      ExpertStateStore::Create(options, optimizer_.get(), entries.Take()));
   ExpertStateStore* store = expert_store_.get();
   for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
     LocalExpertCompute* local = FindLocalExperts(model_->moe_layer(m).expert_compute());
@@ -327,17 +375,77 @@ Status Trainer::InitExpertStore() {
   return Status::Ok();
 }
 
+Status Trainer::InitExpertWorkingSet(ExpertStateStoreOptions options) {
+  // One entry per (layer, expert), its tensors in checkpoint order (w_gate, w_up, w_down).
+  ExpertEntries entries(MoeLayerIndex());
+  for (const ParamInfo& p : all_params_) {
+    if (!p.is_expert) continue;
+    const ExpertEntry& e =
+        entries.Add(p.layer, p.expert, {nullptr, nullptr, static_cast<size_t>(p.numel)});
+    SY_CHECK_EQ(static_cast<size_t>(p.expert_part) + 1, e.parts.size())
+        << p.name << ": expert parts out of order";
+  }
+  options.resident = false;
+  // The values ParameterStore::Initialize would give these parameters.
+  const uint64_t seed = config_.train.seed;
+  const float stddev = static_cast<float>(config_.train.init_stddev);
+  options.initial_master = [seed, stddev](const ExpertEntry& e, std::span<float> master) {
+    static constexpr const char* kParts[] = {"w_gate", "w_up", "w_down"};
+    size_t at = 0;
+    for (size_t k = 0; k < e.parts.size(); ++k) {
+      InitialValues(ExpertParameterName(e.decoder_layer, e.expert, kParts[k]), ParamInit::kNormal,
+                    seed, stddev, master.subspan(at, e.parts[k].n));
+      at += e.parts[k].n;
+    }
+  };
+  SY_ASSIGN_OR_RETURN(expert_store_,
+                      ExpertStateStore::Create(options, optimizer_.get(), entries.Take()));
+  working_set_ = std::make_unique<ExpertWorkingSet>(expert_store_.get(), config_.model.hidden_size,
+                                                    config_.model.moe_intermediate_size);
+  for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
+    LocalExpertCompute* local = FindLocalExperts(model_->moe_layer(m).expert_compute());
+    SY_CHECK(local != nullptr && local->bound()) << "MoE layer " << m << " is not bound";
+    local->set_weight_source(working_set_.get());
+  }
+  return Status::Ok();
+}
+
+std::vector<std::span<float>> Trainer::ClippedGradients() {
+  std::vector<std::span<float>> grads;
+  grads.reserve(all_params_.size());
+  if (!working_set_) {
+    for (ParamState& s : states_) {
+      grads.emplace_back(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
+    }
+    return grads;
+  }
+  // states_ holds the dense parameters in the same order, without the experts.
+  size_t next = 0;
+  for (const ParamInfo& p : all_params_) {
+    if (p.is_expert) {
+      std::span<float> g = working_set_->Grad(p.layer, p.expert, p.expert_part);
+      if (!g.empty()) grads.push_back(g);
+      continue;
+    }
+    SY_CHECK_LT(next, states_.size()) << "dense parameters";
+    ParamState& s = states_[next++];
+    SY_CHECK_EQ(s.param->name, p.name) << "dense parameter order";
+    grads.emplace_back(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
+  }
+  return grads;
+}
+
 Status Trainer::ConsolidateExperts() {
   return expert_store_ ? expert_store_->Consolidate() : Status::Ok();
 }
 
 Status Trainer::ExportExpertStates() {
-  if (!expert_store_) return Status::Ok();
+  if (!expert_store_ || working_set_) return Status::Ok();
   SY_RETURN_IF_ERROR(expert_store_->Consolidate());
   std::vector<std::vector<float>> m, v;
   int64_t opt_step = 0;
   for (size_t e = 0; e < expert_store_->entries().size(); ++e) {
-    SY_RETURN_IF_ERROR(expert_store_->Export(e, &m, &v, &opt_step));
+    SY_RETURN_IF_ERROR(expert_store_->Export(e, nullptr, &m, &v, &opt_step));
     const std::vector<size_t>& idx = expert_states_of_.at(expert_store_->entries()[e].name);
     for (size_t k = 0; k < idx.size(); ++k) {
       states_[idx[k]].m = std::move(m[k]);
@@ -349,12 +457,18 @@ Status Trainer::ExportExpertStates() {
 }
 
 void Trainer::DropExpertStates() {
-  if (!expert_store_) return;
+  if (!expert_store_ || working_set_) return;
   for (ParamState& s : states_) {
     if (!InStore(s)) continue;
     std::vector<float>().swap(s.m);
     std::vector<float>().swap(s.v);
   }
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Trainer::CheckpointParameters() const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const ParamInfo& p : all_params_) out.emplace_back(p.name, p.shape);
+  return out;
 }
 
 std::vector<std::vector<float>> Trainer::ParameterValues() {

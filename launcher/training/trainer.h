@@ -39,14 +39,18 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "launcher/training/device_adam.h"
 #include "launcher/training/elastic_planner.h"
 #include "launcher/training/expert_state_store.h"
+#include "launcher/training/expert_working_set.h"
 #include "launcher/training/param_state.h"
 #include "launcher/training/task_placement.h"
 #include "launcher/training/train_checkpoint.h"
@@ -96,6 +100,9 @@ struct StepReport {
   double expert_wait_seconds = 0;         // waiting for experts' states (reads, write-backs)
   double store_read_seconds = 0;          // wall time with a store read in flight
   double store_read_exposed_seconds = 0;  // of it, time the trainer waited for an expert
+  uint64_t prefetch_failed = 0;           // prefetch reads that failed (read again on demand)
+  // The expert working set's weights and gradients at the step's end (0 when resident).
+  uint64_t expert_working_set_bytes = 0;
   // Per-task batches: the rows of each task in this step (kSyntheticTaskNames order), and the
   // rebalancing decision taken after it (elastic placement), for the log; "" when none.
   std::vector<int64_t> task_rows;
@@ -175,8 +182,14 @@ class Trainer {
   const Dataset& dataset() const { return *dataset_; }
   // Every parameter's current fp32 value, in ParameterStore order (a host copy). Distributed: the
   // parameters this rank holds (the dense ones and its own experts). With an expert store in
-  // exact mode, call ConsolidateExperts first (experts without tokens lag until then).
+  // exact mode, call ConsolidateExperts first (experts without tokens lag until then); with the
+  // expert working set the experts are not held (their values are in the store).
   std::vector<std::vector<float>> ParameterValues();
+  // Every parameter of the model, as the checkpoint holds them (names and shapes), in order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> CheckpointParameters() const;
+  // True when the model holds only the experts a step activates (one process on a host backend
+  // with expert_store.dir: launcher/training/expert_working_set.h); null otherwise.
+  const ExpertWorkingSet* expert_working_set() const { return working_set_.get(); }
   // With an expert store: replays every expert's missing updates and writes the cache back (see
   // ExpertStateStore::Consolidate); OK without one. Not collective.
   Status ConsolidateExperts();
@@ -191,6 +204,8 @@ class Trainer {
     int64_t numel = 0;
     bool is_expert = false;
     int expert = -1;
+    int layer = -1;        // decoder layer (experts: for the working set)
+    int expert_part = -1;  // experts: 0 w_gate, 1 w_up, 2 w_down
   };
 
   explicit Trainer(const TrainConfig& config);
@@ -198,6 +213,20 @@ class Trainer {
   Status InitParamStates();
   // Opens this rank's expert store over the expert states and hooks the MoE layers' experts.
   Status InitExpertStore();
+  // The working set: the experts' entries of the checkpoint parameter list (all_params_), their
+  // initial masters, and each bound MoE layer's weight source.
+  Status InitExpertWorkingSet(ExpertStateStoreOptions options);
+  // The MoE layer index of each decoder layer with experts (the same on every rank).
+  std::map<int, int> MoeLayerIndex() const;
+  // A checkpoint with this run's config, step, seed and data position, and no parameters.
+  TrainCheckpoint CheckpointHeader();
+  // Every gradient this step's clipping covers, in checkpoint parameter order: the states' and,
+  // with the working set, its experts' (those not in it are zero and left out).
+  std::vector<std::span<float>> ClippedGradients();
+  // The working set's checkpoint: every parameter streamed into `path` (experts one at a time
+  // from the store), and restored from it likewise.
+  Status SaveWorkingSetCheckpoint(const std::string& path);
+  Status RestoreWorkingSetExperts(const std::string& path, const TrainCheckpoint& ckpt);
   // The store's moments and step counts into the expert ParamStates (for a checkpoint) and out.
   Status ExportExpertStates();
   void DropExpertStates();
@@ -257,6 +286,7 @@ class Trainer {
   // With expert_store.dir (the file system outlives the store).
   std::unique_ptr<storage::FileSystem> store_fs_;
   std::unique_ptr<ExpertStateStore> expert_store_;
+  std::unique_ptr<ExpertWorkingSet> working_set_;  // borrows expert_store_
   // Entry name -> the indices in states_ of its tensors, in the entry's part order.
   std::unordered_map<std::string, std::vector<size_t>> expert_states_of_;
 };

@@ -6,6 +6,7 @@
 #include "launcher/training/trainer.h"
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
@@ -44,6 +45,7 @@ Status Trainer::SaveCheckpoint(const std::string& path) {
   // With an expert store the experts' states are consolidated into the file an in-memory run
   // writes; their moments are held only for the save. A rank whose store fails returns here, and
   // RunTrainingJob ends the job on every rank.
+  if (working_set_) return SaveWorkingSetCheckpoint(path);
   if (device_adam_) device_adam_->SyncToHost();
   const Status exported = ExportExpertStates();
   Status saved = exported.ok() ? SaveCheckpointOfStates(path) : exported;
@@ -51,14 +53,19 @@ Status Trainer::SaveCheckpoint(const std::string& path) {
   return saved;
 }
 
-Status Trainer::SaveCheckpointOfStates(const std::string& path) {
-  if (dist_) return SaveDistributedCheckpoint(path);
+TrainCheckpoint Trainer::CheckpointHeader() {
   TrainCheckpoint ckpt;
   ckpt.config_json = config_.effective_json;
   ckpt.step = step_;
   ckpt.seed = config_.train.seed;
   ckpt.data_position =
       task_streams_ ? task_streams_->SavePosition() : train_batcher_->SavePosition();
+  return ckpt;
+}
+
+Status Trainer::SaveCheckpointOfStates(const std::string& path) {
+  if (dist_) return SaveDistributedCheckpoint(path);
+  TrainCheckpoint ckpt = CheckpointHeader();
   std::vector<std::vector<float>> values = ParameterValues();
   for (size_t i = 0; i < states_.size(); ++i) {
     const ParamState& s = states_[i];
@@ -70,6 +77,85 @@ Status Trainer::SaveCheckpointOfStates(const std::string& path) {
     ckpt.optimizer_v.push_back({s.param->name, shape, s.v});
   }
   return WriteTrainCheckpoint(path, ckpt);
+}
+
+namespace {
+
+constexpr const char* kExpertParts[] = {"w_gate", "w_up", "w_down"};
+
+}  // namespace
+
+Status Trainer::SaveWorkingSetCheckpoint(const std::string& path) {
+  // The experts are brought up to date and written back, then streamed from the store into the
+  // file one expert at a time, between the dense parameters, in the order an in-memory run
+  // writes them.
+  SY_RETURN_IF_ERROR(expert_store_->Consolidate());
+  const TrainCheckpoint header = CheckpointHeader();
+  size_t next_state = 0;
+  std::vector<std::vector<float>> values, m, v;
+  int64_t expert_step = 0;
+  auto next = [&](size_t i, CheckpointParam* out) -> Status {
+    const ParamInfo& p = all_params_[i];
+    out->value.name = out->m.name = out->v.name = p.name;
+    out->value.shape = out->m.shape = out->v.shape = p.shape;
+    if (!p.is_expert) {
+      SY_CHECK_LT(next_state, states_.size()) << "dense parameters";
+      const ParamState& s = states_[next_state++];
+      SY_CHECK_EQ(s.param->name, p.name) << "dense parameter order";
+      const float* data = s.host_value.data<float>();
+      out->value.data.assign(data, data + s.host_value.numel());
+      out->m.data = s.m;
+      out->v.data = s.v;
+      out->opt_step = s.opt_step;
+      return Status::Ok();
+    }
+    const size_t k = static_cast<size_t>(p.expert_part);
+    if (k == 0) {
+      SY_RETURN_IF_ERROR(expert_store_->Export(expert_store_->Entry(p.layer, p.expert), &values, &m,
+                                               &v, &expert_step));
+    }
+    SY_CHECK_LT(k, values.size()) << p.name;
+    out->value.data = std::move(values[k]);
+    out->m.data = std::move(m[k]);
+    out->v.data = std::move(v[k]);
+    out->opt_step = expert_step;
+    return Status::Ok();
+  };
+  return WriteTrainCheckpointStreamed(path, header, all_params_.size(), next);
+}
+
+Status Trainer::RestoreWorkingSetExperts(const std::string& path, const TrainCheckpoint& ckpt) {
+  // The run has made as many updates as its most updated parameter (every dense one is updated
+  // at every update).
+  int64_t updates = 0;
+  for (int64_t s : ckpt.optimizer_steps) updates = std::max(updates, s);
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < all_params_.size(); ++i) index[all_params_[i].name] = i;
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<TrainCheckpointReader> reader,
+                      TrainCheckpointReader::Open(path));
+  const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
+  std::vector<std::vector<float>> values, m, v;
+  CheckpointParam param;
+  for (size_t e = 0; e < expert_store_->entries().size(); ++e) {
+    const ExpertEntry& entry = expert_store_->entries()[e];
+    const size_t parts = entry.parts.size();
+    values.assign(parts, {});
+    m.assign(parts, {});
+    v.assign(parts, {});
+    int64_t opt_step = 0;
+    for (size_t k = 0; k < parts; ++k) {
+      const size_t i =
+          index.at(ExpertParameterName(entry.decoder_layer, entry.expert, kExpertParts[k]));
+      SY_RETURN_IF_ERROR(
+          reader->Read(all_params_[i].name, all_params_[i].shape, with_m, with_v, &param));
+      values[k] = std::move(param.value.data);
+      m[k] = std::move(param.m.data);
+      v[k] = std::move(param.v.data);
+      opt_step = ckpt.optimizer_steps[i];
+    }
+    SY_RETURN_IF_ERROR(expert_store_->Import(e, &values, m, v, opt_step, updates));
+  }
+  return expert_store_->Consolidate();
 }
 
 Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
@@ -123,12 +209,7 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
   }
   Status written = Status::Ok();
   if (is_root()) {
-    TrainCheckpoint ckpt;
-    ckpt.config_json = config_.effective_json;
-    ckpt.step = step_;
-    ckpt.seed = config_.train.seed;
-    ckpt.data_position =
-        task_streams_ ? task_streams_->SavePosition() : train_batcher_->SavePosition();
+    TrainCheckpoint ckpt = CheckpointHeader();
     const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
     for (const ParamInfo& p : all_params_) {
       const std::vector<int64_t>& shape = p.shape;
@@ -218,9 +299,12 @@ Status Trainer::LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* c
     names.push_back(p.name);
     shapes.push_back(p.shape);
   }
+  // The working set's experts are read one at a time afterwards (RestoreWorkingSetExperts).
+  std::function<bool(size_t)> skip;
+  if (working_set_) skip = [this](size_t i) { return all_params_[i].is_expert; };
   SY_ASSIGN_OR_RETURN(*ckpt,
                       ReadTrainCheckpoint(path, names, shapes, optimizer_->NeedsFirstMoment(),
-                                          optimizer_->NeedsSecondMoment()));
+                                          optimizer_->NeedsSecondMoment(), {}, skip));
   return Status::Ok();
 }
 
@@ -228,7 +312,8 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
   TrainCheckpoint ckpt;
   if (!dist_) {
     SY_RETURN_IF_ERROR(LoadCheckpointOnRoot(path, &ckpt));
-    return RestoreState(ckpt);
+    SY_RETURN_IF_ERROR(RestoreState(ckpt));
+    return working_set_ ? RestoreWorkingSetExperts(path, ckpt) : Status::Ok();
   }
   Communicator& world = dist_->world();
   const Status read = is_root() ? LoadCheckpointOnRoot(path, &ckpt) : Status::Ok();
@@ -326,7 +411,7 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
     SY_RETURN_IF_ERROR(dist_->zero()->LoadOptimizerState(states));
   }
   step_ = ckpt.step;
-  if (expert_store_) {
+  if (expert_store_ && !working_set_) {
     // The experts' states go into the store; the run has made as many updates as its most
     // updated parameter (every dense one is updated at every update).
     int64_t updates = 0;
@@ -340,7 +425,8 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
         m[k] = std::move(states_[idx[k]].m);
         v[k] = std::move(states_[idx[k]].v);
       }
-      SY_RETURN_IF_ERROR(expert_store_->Import(e, m, v, states_[idx[0]].opt_step, updates));
+      SY_RETURN_IF_ERROR(
+          expert_store_->Import(e, nullptr, m, v, states_[idx[0]].opt_step, updates));
     }
     DropExpertStates();
     SY_RETURN_IF_ERROR(expert_store_->Consolidate());

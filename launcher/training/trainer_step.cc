@@ -24,14 +24,21 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 Result<StepReport> Trainer::Step() {
   Result<StepReport> report = StepOnce();
-  if (report.status().code() == StatusCode::kResourceExhausted) {
-    // Every step-sized allocation scales with the tokens of a step.
+  if (report.status().code() != StatusCode::kResourceExhausted) return report;
+  const std::string& message = report.status().message();
+  const std::string step = "step " + std::to_string(step_ + 1) + ": ";
+  if (message.rfind("expert_store", 0) == 0) {
+    // The store's file could not grow or be written (ENOSPC, EDQUOT): its disk is full.
     return Status(StatusCode::kResourceExhausted,
-                  "step " + std::to_string(step_ + 1) + ": " + report.status().message() +
-                      "; lower data.batch_size (" + std::to_string(config_.data.batch_size) +
-                      ") or data.seq_len (" + std::to_string(config_.data.seq_len) + ")");
+                  step + message + "; free space where expert_store.dir (" +
+                      config_.expert_store.dir +
+                      ") lives, or point expert_store.dir at a larger disk");
   }
-  return report;
+  // Every step-sized allocation scales with the tokens of a step.
+  return Status(StatusCode::kResourceExhausted, step + message + "; lower data.batch_size (" +
+                                                    std::to_string(config_.data.batch_size) +
+                                                    ") or data.seq_len (" +
+                                                    std::to_string(config_.data.seq_len) + ")");
 }
 
 Result<StepReport> Trainer::StepOnce() {
@@ -48,6 +55,7 @@ Result<StepReport> Trainer::StepOnce() {
   const auto data_done = Clock::now();
   const double comm_data = comm();
   const ExpertStoreStats store_before = expert_store_ ? expert_store_->stats() : ExpertStoreStats{};
+  if (working_set_) working_set_->Clear();  // an evaluation's experts
   if (expert_store_) expert_store_->BeginStep();
   if (dist_) {
     dist_->ZeroGrads();
@@ -97,11 +105,7 @@ Result<StepReport> Trainer::StepOnce() {
     if (device_adam_) {
       report.grad_norm = device_adam_->ClipGradNorm(static_cast<float>(config_.train.grad_clip));
     } else {
-      std::vector<std::span<float>> grads;
-      grads.reserve(states_.size());
-      for (ParamState& s : states_) {
-        grads.emplace_back(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
-      }
+      const std::vector<std::span<float>> grads = ClippedGradients();
       report.grad_norm =
           config_.train.grad_clip > 0
               ? ClipGradNorm(grads, static_cast<float>(config_.train.grad_clip), pool_.get())
@@ -141,10 +145,19 @@ Result<StepReport> Trainer::StepOnce() {
   }
   if (expert_store_) {
     SY_RETURN_IF_ERROR(expert_store_->EndStep());
+    if (working_set_) {
+      report.expert_working_set_bytes = working_set_->bytes();
+      working_set_->Clear();
+    }
     const ExpertStoreStats after = expert_store_->stats();
     report.has_expert_store = true;
-    report.expert_cache_hits = after.hits - store_before.hits;
+    // The store's reads in a step may exceed its accesses (the look-ahead reads the next
+    // step's experts), so the step's hits are its accesses less its reads, at least 0.
+    const uint64_t accesses =
+        (after.hits + after.misses) - (store_before.hits + store_before.misses);
     report.expert_cache_misses = after.misses - store_before.misses;
+    report.expert_cache_hits =
+        accesses > report.expert_cache_misses ? accesses - report.expert_cache_misses : 0;
     report.expert_prefetched = after.prefetched - store_before.prefetched;
     report.store_bytes_read = after.bytes_read - store_before.bytes_read;
     report.store_bytes_written = after.bytes_written - store_before.bytes_written;
@@ -152,6 +165,7 @@ Result<StepReport> Trainer::StepOnce() {
     report.store_read_seconds = after.read_seconds - store_before.read_seconds;
     report.store_read_exposed_seconds =
         after.read_exposed_seconds - store_before.read_exposed_seconds;
+    report.prefetch_failed = after.prefetch_failed - store_before.prefetch_failed;
   }
   const auto optimizer_done = Clock::now();
   const double comm_optimizer = comm();

@@ -315,7 +315,9 @@ class TrainingLoop {
           {"bytes_written", r.store_bytes_written},
           {"wait_seconds", r.expert_wait_seconds},
           {"read_seconds", r.store_read_seconds},
-          {"hidden_fraction", HiddenFraction(r.store_read_seconds, r.store_read_exposed_seconds)}};
+          {"hidden_fraction", HiddenFraction(r.store_read_seconds, r.store_read_exposed_seconds)},
+          {"prefetch_failed", r.prefetch_failed},
+          {"working_set_bytes", r.expert_working_set_bytes}};
     }
     metrics_ << line.dump() << "\n";
     metrics_.flush();

@@ -106,6 +106,20 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
 
   TrainingMemoryEstimate out;
   out.parameter_bytes = (dense_params + expert_params) * copies * kF32;
+  const double rows_per_rank = static_cast<double>(config.data.batch_size) / w;
+  if (config.expert_store.enabled()) {
+    // The store holds the experts' master, m and v; memory holds its cache and a compute copy.
+    const double cache = config.expert_store.cache_mib * 1024 * 1024;
+    double compute_copy = expert_params * (2 + (host ? 0 : 2)) * kF32;  // every expert (resident)
+    if (world_size <= 1 && host) {
+      // The working set (expert_working_set.h): weight and gradient of the experts a step
+      // activates, at most one per routed token-slot per MoE layer.
+      const double slots = rows_per_rank * static_cast<double>(config.data.seq_len) * k;
+      const double per_expert = 3 * h * inter;
+      compute_copy = moe_layers * std::min(e, slots) * per_expert * 2 * kF32;
+    }
+    out.parameter_bytes = dense_params * copies * kF32 + compute_copy + cache;
+  }
   // Per token, what the forward keeps: the decoder layer's norms, attention input and output and
   // the residual (6 h), q/k/v and their rotated copies with the attention output (3 q + 3 kv),
   // and the FFN's rows.
@@ -125,8 +139,7 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
   }
   // The final hidden state, the logits and their gradient.
   per_token_floats += h + 2 * v + 2;
-  const double rows = static_cast<double>(config.data.batch_size) / w;
-  out.tokens_per_step = rows * static_cast<double>(config.data.seq_len);
+  out.tokens_per_step = rows_per_rank * static_cast<double>(config.data.seq_len);
   const double data_per_token = 2 * 2 * 4;  // i32 tokens and targets, a train and an eval batch
   out.bytes_per_token = per_token_floats * kF32 + data_per_token;
   out.activation_bytes = out.tokens_per_step * per_token_floats * kF32;

@@ -16,6 +16,12 @@
 // Distributed: per rank (batch_size / world rows, experts / ep_size, the dense state / world under
 // ZeRO-3), and the ranks of one node share its memory.
 //
+// With expert_store.dir the experts' optimizer states are on the store: memory holds the cache
+// (cache_mib) and the experts' compute copy, which is every expert's weight and gradient
+// (distributed, or on a device) or, in one process on a host backend, the working set of the
+// experts a step activates (at most min(experts, tokens x top_k) per MoE layer, 8 B per
+// parameter; launcher/training/expert_working_set.h).
+//
 // Ownership: value types. Thread-safety: pure functions, except AvailableHostMemory, which reads
 // /proc and /sys.
 #pragma once

@@ -7,6 +7,28 @@
 
 namespace sy {
 
+std::string ExpertParameterName(int layer, int expert, std::string_view weight) {
+  return "experts/layer" + std::to_string(layer) + "/expert" + std::to_string(expert) + "/" +
+         std::string(weight);
+}
+
+std::unique_ptr<LocalExpertCompute> LocalExpertCompute::CreateBound(int layer, int num_experts,
+                                                                    int first_expert) {
+  SY_CHECK_GE(first_expert, 0) << "first_expert";
+  std::unique_ptr<LocalExpertCompute> ec(new LocalExpertCompute());
+  ec->layer_ = layer;
+  ec->first_expert_ = first_expert;
+  ec->num_experts_ = num_experts;
+  ec->bound_ = true;
+  return ec;
+}
+
+void LocalExpertCompute::set_weight_source(ExpertWeightSource* source) {
+  SY_CHECK(bound_) << "layer " << layer_
+                   << ": a weight source for experts with weights of their own";
+  source_ = source;
+}
+
 Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
     Backend& backend, ParameterStore& store, int layer, int num_experts, int64_t hidden,
     int64_t intermediate, DType weight_dtype, bool with_grad, int first_expert) {
@@ -14,6 +36,7 @@ Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
   std::unique_ptr<LocalExpertCompute> ec(new LocalExpertCompute());
   ec->layer_ = layer;
   ec->first_expert_ = first_expert;
+  ec->num_experts_ = num_experts;
   const int64_t e = num_experts;
   SY_ASSIGN_OR_RETURN(ec->w_gate_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
   SY_ASSIGN_OR_RETURN(ec->w_up_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
@@ -25,9 +48,7 @@ Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
     SY_ASSIGN_OR_RETURN(ec->dw_down_,
                         backend.Allocate(DType::kF32, Shape{e, hidden, intermediate}));
   }
-  const std::string prefix = "experts/layer" + std::to_string(layer) + "/expert";
   for (int i = 0; i < num_experts; ++i) {
-    const std::string base = prefix + std::to_string(first_expert + i) + "/";
     const std::pair<const char*, std::pair<Tensor*, Tensor*>> weights[] = {
         {"w_gate", {&ec->w_gate_, &ec->dw_gate_}},
         {"w_up", {&ec->w_up_, &ec->dw_up_}},
@@ -35,7 +56,7 @@ Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
     };
     for (const auto& [name, tensors] : weights) {
       Parameter p;
-      p.name = base + name;
+      p.name = ExpertParameterName(layer, first_expert + i, name);
       p.value = tensors.first->Select(i);
       if (with_grad) p.grad = tensors.second->Select(i);
       p.is_expert = true;
@@ -50,43 +71,64 @@ Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
 
 Status LocalExpertCompute::Forward(Backend& backend, const Tensor& xs,
                                    std::span<const int64_t> group_rows, const Tensor& ys) {
-  SY_CHECK_EQ(static_cast<int64_t>(group_rows.size()), w_gate_.dim(0)) << "group count";
+  SY_CHECK_EQ(static_cast<int64_t>(group_rows.size()), num_experts_) << "group count";
   SY_CHECK_EQ(std::accumulate(group_rows.begin(), group_rows.end(), int64_t{0}), xs.dim(0))
       << "group rows do not add up to the rows of " << xs.ToString();
   if (before_forward_) SY_RETURN_IF_ERROR(before_forward_(layer_, first_expert_, group_rows));
+  if (bound_) {
+    if (source_ == nullptr) {
+      return FailedPreconditionError("decoder layer " + std::to_string(layer_) +
+                                     ": its experts are bound per step and no weight source is "
+                                     "set (LocalExpertCompute::set_weight_source)");
+    }
+    SY_ASSIGN_OR_RETURN(cur_, source_->Bind(layer_, first_expert_, group_rows));
+    SY_CHECK_EQ(static_cast<int64_t>(cur_.group_rows.size()), cur_.w_gate.dim(0))
+        << "bound experts of layer " << layer_;
+  } else {
+    cur_ = BoundExperts{w_gate_,
+                        w_up_,
+                        w_down_,
+                        dw_gate_,
+                        dw_up_,
+                        dw_down_,
+                        std::vector<int64_t>(group_rows.begin(), group_rows.end())};
+  }
   const int64_t r = xs.dim(0);
-  const int64_t inter = w_gate_.dim(1);
-  group_rows_.assign(group_rows.begin(), group_rows.end());
+  const int64_t inter = cur_.w_gate.dim(1);
   SY_ASSIGN_OR_RETURN(g_, backend.Allocate(DType::kF32, Shape{r, inter}));
   SY_ASSIGN_OR_RETURN(u_, backend.Allocate(DType::kF32, Shape{r, inter}));
   SY_ASSIGN_OR_RETURN(act_, backend.Allocate(DType::kF32, Shape{r, inter}));
-  const Tensor weights[] = {w_gate_, w_up_};
+  const Tensor weights[] = {cur_.w_gate, cur_.w_up};
   const Tensor outputs[] = {g_, u_};
-  backend.GroupedGemmShared(xs, weights, outputs, group_rows_, GemmOptions{.trans_b = true});
+  backend.GroupedGemmShared(xs, weights, outputs, cur_.group_rows, GemmOptions{.trans_b = true});
   backend.Swiglu(g_, u_, act_);
-  backend.GroupedGemm(act_, w_down_, ys, group_rows_, GemmOptions{.trans_b = true});
+  backend.GroupedGemm(act_, cur_.w_down, ys, cur_.group_rows, GemmOptions{.trans_b = true});
   xs_ = xs;
   return Status::Ok();
 }
 
 Status LocalExpertCompute::Backward(Backend& backend, const Tensor& d_ys, const Tensor& d_xs) {
   SY_CHECK(xs_.defined()) << "LocalExpertCompute::Backward without a Forward";
-  SY_CHECK(dw_gate_.defined()) << "LocalExpertCompute::Backward on forward-only experts";
+  SY_CHECK(cur_.dw_gate.defined()) << "LocalExpertCompute::Backward on forward-only experts";
+  const std::vector<int64_t>& rows = cur_.group_rows;
   // w_down [E, H, I] read as [G, K=H, N=I]: d_act = d_ys W_down.
   SY_ASSIGN_OR_RETURN(Tensor dact, backend.Allocate(DType::kF32, act_.shape()));
-  backend.GroupedGemm(d_ys, w_down_, dact, group_rows_, GemmOptions{});
-  backend.GroupedGemmWeightGrad(act_, d_ys, dw_down_, group_rows_, 1.0f);
+  backend.GroupedGemm(d_ys, cur_.w_down, dact, rows, GemmOptions{});
+  backend.GroupedGemmWeightGrad(act_, d_ys, cur_.dw_down, rows, 1.0f);
   SY_ASSIGN_OR_RETURN(Tensor dg, backend.Allocate(DType::kF32, g_.shape()));
   SY_ASSIGN_OR_RETURN(Tensor du, backend.Allocate(DType::kF32, u_.shape()));
   backend.SwigluBackward(g_, u_, dact, dg, du);
-  backend.GroupedGemmWeightGrad(xs_, dg, dw_gate_, group_rows_, 1.0f);
-  backend.GroupedGemmWeightGrad(xs_, du, dw_up_, group_rows_, 1.0f);
-  backend.GroupedGemm(dg, w_gate_, d_xs, group_rows_, GemmOptions{});
-  backend.GroupedGemm(du, w_up_, d_xs, group_rows_, GemmOptions{.beta = 1.0f});
+  backend.GroupedGemmWeightGrad(xs_, dg, cur_.dw_gate, rows, 1.0f);
+  backend.GroupedGemmWeightGrad(xs_, du, cur_.dw_up, rows, 1.0f);
+  backend.GroupedGemm(dg, cur_.w_gate, d_xs, rows, GemmOptions{});
+  backend.GroupedGemm(du, cur_.w_up, d_xs, rows, GemmOptions{.beta = 1.0f});
   return Status::Ok();
 }
 
-void LocalExpertCompute::Release() { xs_ = g_ = u_ = act_ = Tensor(); }
+void LocalExpertCompute::Release() {
+  xs_ = g_ = u_ = act_ = Tensor();
+  cur_ = BoundExperts{};
+}
 
 Status AbsentExpertCompute::Missing() const {
   return FailedPreconditionError(

@@ -26,7 +26,16 @@
 // store (launcher/training/expert_state_store.h) brings the activated experts' weights up to date
 // there; an error from the hook fails the Forward.
 //
-// Ownership: holds parameter views and, between Forward and Release, views of its activations.
+// Note [bound experts]. LocalExpertCompute::CreateBound makes the same computation without weights
+// of its own: nothing is allocated or registered, and each Forward asks an ExpertWeightSource for
+// the weights of the experts that have rows (BoundExperts: stacked in expert order, with their
+// gradients, and the group rows of those experts only; the input rows of the others are none, so
+// the row order is unchanged). Backward accumulates into the bound gradients. Training on the
+// expert store (launcher/training/expert_working_set.h) binds the step's activated experts this
+// way, so the model holds no weights of the experts a step does not compute.
+//
+// Ownership: holds parameter views (or, bound, the views its source gives, until Release) and,
+// between Forward and Release, views of its activations.
 // Thread-safety: as the Backend's operators.
 #pragma once
 
@@ -34,6 +43,8 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +62,28 @@ struct ExpertRouting {
   std::span<const int32_t> slot_experts;  // [N * k] host: the expert of slot n*k + j
   const DispatchPlan* plan = nullptr;     // rows per expert (routed, and kept after capacity)
   Tensor next_pregate_logits;             // [N, E] when the layer holds a pre-gate, else undefined
+};
+
+// The name of expert `expert`'s weight `weight` (w_gate, w_up, w_down) of decoder layer `layer`.
+std::string ExpertParameterName(int layer, int expert, std::string_view weight);
+
+// Note [bound experts]: the weights one Forward and its Backward compute with.
+struct BoundExperts {
+  // [A, I, H], [A, I, H], [A, H, I] for the A experts with rows; the gradients f32, same shapes,
+  // accumulated into by Backward.
+  Tensor w_gate, w_up, w_down;
+  Tensor dw_gate, dw_up, dw_down;
+  std::vector<int64_t> group_rows;  // [A]: the rows of each bound expert, in the same order
+};
+
+// Gives a bound LocalExpertCompute its weights (Note [bound experts]).
+class ExpertWeightSource {
+ public:
+  virtual ~ExpertWeightSource() = default;
+  // The experts of decoder layer `layer` with global ids first_expert + i for which
+  // group_rows[i] > 0, in that order, with their rows; an error fails the Forward.
+  virtual Result<BoundExperts> Bind(int layer, int first_expert,
+                                    std::span<const int64_t> group_rows) = 0;
 };
 
 class ExpertCompute {
@@ -97,6 +130,10 @@ class LocalExpertCompute final : public ExpertCompute {
                                                             int64_t hidden, int64_t intermediate,
                                                             DType weight_dtype, bool with_grad,
                                                             int first_expert = 0);
+  // Note [bound experts]: `num_experts` experts from first_expert on, without weights; Forward
+  // fails until set_weight_source names where they come from.
+  static std::unique_ptr<LocalExpertCompute> CreateBound(int layer, int num_experts,
+                                                         int first_expert = 0);
 
   Status Forward(Backend& backend, const Tensor& xs, std::span<const int64_t> group_rows,
                  const Tensor& ys) override;
@@ -107,10 +144,13 @@ class LocalExpertCompute final : public ExpertCompute {
   using BeforeForward =
       std::function<Status(int layer, int first_expert, std::span<const int64_t> group_rows)>;
   void set_before_forward(BeforeForward hook) { before_forward_ = std::move(hook); }
+  // Note [bound experts]: borrowed; must outlive the Forward and Backward calls. Bound only.
+  void set_weight_source(ExpertWeightSource* source);
+  bool bound() const { return bound_; }
   int layer() const { return layer_; }
   int first_expert() const { return first_expert_; }
 
-  // Stacked weights: w_gate, w_up [E, I, H]; w_down [E, H, I].
+  // Stacked weights: w_gate, w_up [E, I, H]; w_down [E, H, I]. Undefined when bound.
   const Tensor& w_gate() const { return w_gate_; }
   const Tensor& w_up() const { return w_up_; }
   const Tensor& w_down() const { return w_down_; }
@@ -120,10 +160,15 @@ class LocalExpertCompute final : public ExpertCompute {
 
   int layer_ = 0;
   int first_expert_ = 0;
+  int num_experts_ = 0;
+  bool bound_ = false;
   BeforeForward before_forward_;
+  ExpertWeightSource* source_ = nullptr;
+  // Owned stacked weights and gradients (undefined when bound).
   Tensor w_gate_, w_up_, w_down_;
   Tensor dw_gate_, dw_up_, dw_down_;
-  std::vector<int64_t> group_rows_;
+  // What the current Forward computes with: the owned tensors, or the source's (until Release).
+  BoundExperts cur_;
   Tensor xs_, g_, u_, act_;
 };
 

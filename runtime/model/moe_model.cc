@@ -87,6 +87,13 @@ Status MoeModel::Build() {
       return std::unique_ptr<ExpertCompute>(std::move(local));
     };
   }
+  if (options_.bound_experts) {
+    experts = [this](Backend&, ParameterStore&, int layer, DType,
+                     bool) -> Result<std::unique_ptr<ExpertCompute>> {
+      return std::unique_ptr<ExpertCompute>(
+          LocalExpertCompute::CreateBound(layer, config_.num_experts));
+    };
+  }
   if (!options_.routed_experts) {
     experts = [](Backend&, ParameterStore&, int layer, DType,
                  bool) -> Result<std::unique_ptr<ExpertCompute>> {

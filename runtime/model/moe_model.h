@@ -77,6 +77,11 @@ struct ModelOptions {
   // hidden_size and moe_intermediate_size are whole blocks; attention, the routers, the norms,
   // the embeddings and the LM head stay in weight_dtype. Default: unset.
   std::optional<DType> expert_weight_dtype = std::nullopt;
+  // The routed experts have no weights in the model: each MoE layer computes through a bound
+  // LocalExpertCompute (Note [bound experts] in runtime/model/expert_compute.h) whose weights a
+  // source gives per Forward; their parameters are not registered. Training on the expert store
+  // uses it (launcher/training/expert_working_set.h). Default: false.
+  bool bound_experts = false;
   // The dtype the routed experts are stored in.
   DType expert_dtype() const { return expert_weight_dtype.value_or(weight_dtype); }
 };

@@ -64,35 +64,42 @@ void ParameterStore::ZeroGrads(Backend& backend) {
   }
 }
 
+void InitialValues(std::string_view name, ParamInit init, uint64_t seed, float stddev,
+                   std::span<float> out) {
+  switch (init) {
+    case ParamInit::kNormal: {
+      std::mt19937_64 rng(seed ^ NameSeed(name));
+      std::normal_distribution<float> normal(0.0f, stddev);
+      for (float& v : out) v = normal(rng);
+      break;
+    }
+    case ParamInit::kOnes:
+      std::fill(out.begin(), out.end(), 1.0f);
+      break;
+    case ParamInit::kZeros:
+      std::fill(out.begin(), out.end(), 0.0f);
+      break;
+  }
+}
+
 Status ParameterStore::Initialize(Backend& backend, uint64_t seed, float stddev) {
   for (const Parameter& p : params_) {
     std::vector<float> values(static_cast<size_t>(p.value.numel()));
-    switch (p.init) {
-      case ParamInit::kNormal: {
-        std::mt19937_64 rng(seed ^ NameSeed(p.name));
-        std::normal_distribution<float> normal(0.0f, stddev);
-        if (!p.is_column_shard()) {
-          for (float& v : values) v = normal(rng);
-          break;
-        }
-        // The whole parameter's values in row-major order, keeping this shard's columns.
-        const int64_t cols = p.value.dim(1);
-        for (int64_t r = 0; r < p.value.dim(0); ++r) {
-          for (int64_t c = 0; c < p.full_cols; ++c) {
-            const float v = normal(rng);
-            if (c >= p.col_begin && c < p.col_begin + cols) {
-              values[static_cast<size_t>(r * cols + c - p.col_begin)] = v;
-            }
+    if (p.init == ParamInit::kNormal && p.is_column_shard()) {
+      // The whole parameter's values in row-major order, keeping this shard's columns.
+      std::mt19937_64 rng(seed ^ NameSeed(p.name));
+      std::normal_distribution<float> normal(0.0f, stddev);
+      const int64_t cols = p.value.dim(1);
+      for (int64_t r = 0; r < p.value.dim(0); ++r) {
+        for (int64_t c = 0; c < p.full_cols; ++c) {
+          const float v = normal(rng);
+          if (c >= p.col_begin && c < p.col_begin + cols) {
+            values[static_cast<size_t>(r * cols + c - p.col_begin)] = v;
           }
         }
-        break;
       }
-      case ParamInit::kOnes:
-        std::fill(values.begin(), values.end(), 1.0f);
-        break;
-      case ParamInit::kZeros:
-        std::fill(values.begin(), values.end(), 0.0f);
-        break;
+    } else {
+      InitialValues(p.name, p.init, seed, stddev, values);
     }
     SY_RETURN_IF_ERROR(CopyFromHost(backend, values, p.value).WithContext(p.name));
   }

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -63,6 +64,12 @@ struct Parameter {
   int64_t full_cols = 0;
   bool is_column_shard() const { return full_cols > 0; }
 };
+
+// The values Initialize gives a whole (not column-sharded) parameter `name` of out.size()
+// values with `init`: for a parameter that is not registered anywhere (the experts of training
+// on the expert store, launcher/training/expert_working_set.h), the same values it would get.
+void InitialValues(std::string_view name, ParamInit init, uint64_t seed, float stddev,
+                   std::span<float> out);
 
 class ParameterStore {
  public:

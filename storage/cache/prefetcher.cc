@@ -67,15 +67,20 @@ void Prefetcher::WorkLoop() {
     lock.Unlock();
 
     Result<bool> started = cache_->Prefetch(key);
-    bool handed_on = false;
+    bool handed_on = false, failed = false;
     if (started.ok() && options_.next_hop != nullptr) {
       Result<CacheHandle> handle = cache_->PinResident(key);
       if (handle.ok()) {
         options_.next_hop->OnHostReady(std::move(*handle));
         handed_on = true;
-      } else {
+      } else if (handle.status().code() == StatusCode::kNotFound) {
+        // Evicted again before it could be pinned: nothing failed.
         spdlog::debug("prefetch of {}: not handed on: {}", key.ToString(),
                       handle.status().message());
+      } else {
+        failed = true;
+        spdlog::warn("prefetch of {} failed ({}); it is read again when it is used", key.ToString(),
+                     handle.status().message());
       }
     }
 
@@ -89,6 +94,7 @@ void Prefetcher::WorkLoop() {
       ++stats_.already_resident;
     }
     if (handed_on) ++stats_.handed_on;
+    if (failed) ++stats_.failed;
     cv_.NotifyAll();
   }
 }

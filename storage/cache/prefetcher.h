@@ -56,6 +56,9 @@ struct PrefetcherStats {
   uint64_t already_resident = 0;  // nothing to do: resident or on its way
   uint64_t dropped = 0;           // no evictable slot, or an error
   uint64_t handed_on = 0;         // passed to the next hop
+  // Next hop: fetches whose store read failed (logged; the entry is read again, and its error
+  // reported, when it is acquired).
+  uint64_t failed = 0;
 };
 
 class Prefetcher {

@@ -176,7 +176,7 @@ void TrainAgainstOracle(Fixture& f, int num_steps, const std::function<void()>& 
     const size_t i = static_cast<size_t>(e.moe_layer * kExperts + e.expert);
     std::vector<std::vector<float>> em, ev;
     int64_t opt_step = 0;
-    ASSERT_TRUE(f.store->Export(entry, &em, &ev, &opt_step).ok());
+    ASSERT_TRUE(f.store->Export(entry, nullptr, &em, &ev, &opt_step).ok());
     if (!sparse) {
       EXPECT_EQ(opt_step, num_steps);
     }
@@ -259,9 +259,9 @@ TEST(ExpertStateStoreTest, SparseAdamLeavesIdleExpertsAlone) {
   EXPECT_EQ(f.tensors[1].value[0], before);  // idle: no weight decay, no step
   std::vector<std::vector<float>> m, v;
   int64_t step = -1;
-  ASSERT_TRUE(f.store->Export(1, &m, &v, &step).ok());
+  ASSERT_TRUE(f.store->Export(1, nullptr, &m, &v, &step).ok());
   EXPECT_EQ(step, 0);
-  ASSERT_TRUE(f.store->Export(0, &m, &v, &step).ok());
+  ASSERT_TRUE(f.store->Export(0, nullptr, &m, &v, &step).ok());
   EXPECT_EQ(step, 1);
   EXPECT_NE(m[0][0], 0.0f);
 }

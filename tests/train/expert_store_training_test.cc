@@ -54,12 +54,12 @@ struct TrainRun {
 };
 
 TrainCheckpoint ReadBack(const std::string& path, Trainer& t) {
+  // Every parameter, experts included (with the working set the model registers none).
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
-  for (const Parameter& p : t.model().parameters()) {
-    names.push_back(p.name);
-    const auto dims = p.value.shape().dims();
-    shapes.emplace_back(dims.begin(), dims.end());
+  for (auto& [name, shape] : t.CheckpointParameters()) {
+    names.push_back(name);
+    shapes.push_back(shape);
   }
   Result<TrainCheckpoint> c = ReadTrainCheckpoint(path, names, shapes, true, true);
   SY_CHECK(c.ok()) << c.status().message();
@@ -117,6 +117,16 @@ TEST(ExpertStoreTrainingTest, BitIdenticalToInMemoryWithAQuarterCache) {
   const TrainConfig config = Load(WithStore(SparseRouting(), dir / "store", 32, 0.25));
   const TrainRun store = Train(config, steps, dir / "store.h5");
   ExpectBitIdentical(store, memory);
+  // The working set: each step holds the f32 weight and gradient of the experts it activated,
+  // and fewer than all of them (some experts go without tokens).
+  const uint64_t all_experts = 32ull * 3 * 64 * 128 * 8;
+  int partial = 0;
+  for (const StepReport& r : store.reports) {
+    EXPECT_GT(r.expert_working_set_bytes, 0u) << "step " << r.step;
+    EXPECT_LE(r.expert_working_set_bytes, all_experts) << "step " << r.step;
+    partial += r.expert_working_set_bytes < all_experts;
+  }
+  EXPECT_GT(partial, 0);
   for (const StepReport& r : store.reports) {
     ASSERT_TRUE(r.has_expert_store);
     // More experts are activated than the cache holds: misses, reads and write-backs every step.
@@ -195,6 +205,20 @@ TEST(ExpertStoreTrainingTest, SparseAdamSkipsTheZeroGradientSteps) {
   EXPECT_GT(behind, 0);
   EXPECT_GT(dense_equal, 0);
   for (float loss : sparse.losses) EXPECT_TRUE(std::isfinite(loss));
+}
+
+TEST(ExpertStoreTrainingTest, TheModelHoldsNoExpertWeights) {
+  TempDir dir("bound");
+  auto t = Trainer::Create(Load(WithStore(SparseRouting(), dir / "store", 32, 0.25)));
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_NE((*t)->expert_working_set(), nullptr);
+  EXPECT_EQ((*t)->model().parameters().num_expert_elements(), 0);
+  EXPECT_EQ((*t)->num_expert_parameters(), 32ll * 3 * 64 * 128);  // the checkpoint still has them
+  int experts = 0;
+  for (const auto& [name, shape] : (*t)->CheckpointParameters()) {
+    experts += name.rfind("experts/", 0) == 0;
+  }
+  EXPECT_EQ(experts, 32 * 3);
 }
 
 TEST(ExpertStoreTrainingTest, ACacheThatHoldsNoExpertIsAClearError) {

@@ -97,3 +97,42 @@ TEST(TrainingMemoryTest, SuggestedValuesFit) {
 
 }  // namespace
 }  // namespace sy::launcher
+
+namespace sy::launcher {
+namespace {
+
+// With the expert store in one process on cpu, the estimate counts the cache and the working set
+// (the experts a step can activate), not every expert: the bigger-than-RAM benchmark's model
+// (2.52 B expert parameters) needs 8 B x 2.52 B = 20 GB of compute copy resident, and about
+// 1 GiB + the working set on the store. Written out: 2 MoE layers x min(1024, 2 x 16 x 1 = 32)
+// experts x 3 x 512 x 800 x 8 B = 629 MB.
+TEST(TrainingMemoryTest, TheStoreCountsItsCacheAndTheWorkingSet) {
+  const std::vector<std::string> model = {"model.hidden_size=512",
+                                          "model.num_heads=8",
+                                          "model.num_layers=2",
+                                          "model.num_experts=1024",
+                                          "model.moe_intermediate_size=800",
+                                          "model.top_k=1",
+                                          "data.seq_len=16",
+                                          "data.batch_size=2"};
+  std::vector<std::string> store = model;
+  store.push_back("expert_store.dir=\"/tmp/unused\"");
+  store.push_back("expert_store.cache_mib=1024");
+  const double vocab = 64;
+  const TrainingMemoryEstimate memory = EstimateTrainingMemory(LoadTiny(model), vocab, 1);
+  const TrainingMemoryEstimate on_store = EstimateTrainingMemory(LoadTiny(store), vocab, 1);
+  const double experts = 2.0 * 1024 * 3 * 512 * 800;
+  const double working_set = 2.0 * 32 * 3 * 512 * 800 * 8;
+  const double cache = 1024.0 * 1024 * 1024;
+  // In memory: every expert's value, gradient, m and v (16 B).
+  EXPECT_GT(memory.parameter_bytes, 16 * experts);
+  // The dense part is the same in both; what differs is exactly the experts' share.
+  EXPECT_NEAR(memory.parameter_bytes - on_store.parameter_bytes, 16 * experts - working_set - cache,
+              1.0);
+  // Distributed, the compute copy of every local expert stays resident (8 B each).
+  const TrainingMemoryEstimate two_ranks = EstimateTrainingMemory(LoadTiny(store), vocab, 2);
+  EXPECT_GT(two_ranks.parameter_bytes, 8 * experts);
+}
+
+}  // namespace
+}  // namespace sy::launcher

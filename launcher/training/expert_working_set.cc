@@ -1,0 +1,86 @@
+#include "launcher/training/expert_working_set.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "runtime/core/check.h"
+
+namespace sy::launcher {
+
+ExpertWorkingSet::ExpertWorkingSet(ExpertStateStore* store, int64_t hidden, int64_t intermediate)
+    : store_(store), hidden_(hidden), intermediate_(intermediate) {
+  SY_CHECK(store != nullptr) << "ExpertWorkingSet needs the store";
+}
+
+void ExpertWorkingSet::Drop(int layer) {
+  auto it = layers_.find(layer);
+  if (it == layers_.end()) return;
+  // The store's entries of this layer no longer point into these tensors.
+  const std::vector<float*> none(3, nullptr);
+  for (const auto& [expert, slot] : it->second.slot) {
+    (void)slot;
+    store_->Bind(store_->Entry(layer, expert), none, {});
+  }
+  const int64_t a = it->second.tensors.w_gate.dim(0);
+  bytes_ -= static_cast<size_t>(a * 3 * hidden_ * intermediate_) * 2 * sizeof(float);
+  layers_.erase(it);
+}
+
+Result<BoundExperts> ExpertWorkingSet::Bind(int layer, int first_expert,
+                                            std::span<const int64_t> group_rows) {
+  Drop(layer);
+  Layer bound;
+  for (size_t i = 0; i < group_rows.size(); ++i) {
+    if (group_rows[i] == 0) continue;
+    const int64_t slot = static_cast<int64_t>(bound.slot.size());
+    bound.slot.emplace(first_expert + static_cast<int>(i), slot);
+    bound.tensors.group_rows.push_back(group_rows[i]);
+  }
+  const int64_t a = static_cast<int64_t>(bound.slot.size());
+  const Shape up{a, intermediate_, hidden_}, down{a, hidden_, intermediate_};
+  BoundExperts& t = bound.tensors;
+  const std::string what = "expert working set of decoder layer " + std::to_string(layer) + " (" +
+                           std::to_string(a) + " experts)";
+  for (auto [tensor, shape] :
+       {std::pair{&t.w_gate, up}, std::pair{&t.w_up, up}, std::pair{&t.w_down, down},
+        std::pair{&t.dw_gate, up}, std::pair{&t.dw_up, up}, std::pair{&t.dw_down, down}}) {
+    Result<Tensor> made = Tensor::TryHost(DType::kF32, shape);  // zeroed
+    if (!made.ok()) return made.status().WithContext(what);
+    *tensor = std::move(*made);
+  }
+  for (const auto& [expert, slot] : bound.slot) {
+    float* const values[] = {t.w_gate.Select(slot).data<float>(), t.w_up.Select(slot).data<float>(),
+                             t.w_down.Select(slot).data<float>()};
+    const float* const grads[] = {t.dw_gate.Select(slot).data<float>(),
+                                  t.dw_up.Select(slot).data<float>(),
+                                  t.dw_down.Select(slot).data<float>()};
+    store_->Bind(store_->Entry(layer, expert), values, grads);
+  }
+  bytes_ += static_cast<size_t>(a * 3 * hidden_ * intermediate_) * 2 * sizeof(float);
+  peak_bytes_ = std::max(peak_bytes_, bytes_);
+  BoundExperts out = t;
+  layers_.emplace(layer, std::move(bound));
+  // Fills the weights (and activates the experts for this step's update).
+  SY_RETURN_IF_ERROR(store_->Prepare(layer, first_expert, group_rows));
+  return out;
+}
+
+std::span<float> ExpertWorkingSet::Grad(int layer, int expert, int part) {
+  auto it = layers_.find(layer);
+  if (it == layers_.end()) return {};
+  auto slot = it->second.slot.find(expert);
+  if (slot == it->second.slot.end()) return {};
+  const BoundExperts& t = it->second.tensors;
+  SY_CHECK(part >= 0 && part < 3) << "expert part " << part;
+  const Tensor g = (part == 0 ? t.dw_gate : part == 1 ? t.dw_up : t.dw_down).Select(slot->second);
+  return {g.data<float>(), static_cast<size_t>(g.numel())};
+}
+
+void ExpertWorkingSet::Clear() {
+  store_->UnbindAll();
+  layers_.clear();
+  bytes_ = 0;
+}
+
+}  // namespace sy::launcher

@@ -1,0 +1,62 @@
+// ExpertWorkingSet: the compute copy of the experts a step activates, for training on the expert
+// store without a copy of every expert in memory (ExpertStateStoreOptions::resident false; the
+// trainer uses it in one process on a host backend, launcher/training/trainer.cc).
+//
+// It is the ExpertWeightSource of every MoE layer's bound LocalExpertCompute (Note [bound experts]
+// in runtime/model/expert_compute.h). At a layer's Forward, Bind allocates stacked f32 weights and
+// zeroed f32 gradients for the experts with rows, binds them to the store's entries
+// (ExpertStateStore::Bind) and has the store fill the weights from the master (Prepare, which
+// replays the updates an expert missed first, in exact mode). Backward accumulates the gradients
+// there; the trainer reads them for the gradient norm and clipping (Grad), the store's Update
+// reads them, and Clear releases everything at the end of the step. A second Forward of a layer
+// before Clear (an evaluation between steps) replaces that layer's experts.
+//
+// Memory: 8 B per parameter of each activated expert (weight and gradient), for one step; the
+// model holds no other expert weights.
+//
+// Ownership: borrows the store, which must outlive it; owns the tensors it binds (the compute
+// keeps views of them until its Release). Thread-safety: none; the trainer's thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "launcher/training/expert_state_store.h"
+#include "runtime/model/expert_compute.h"
+
+namespace sy::launcher {
+
+class ExpertWorkingSet final : public ExpertWeightSource {
+ public:
+  // Experts of `hidden` x `intermediate` (w_gate, w_up [I, H]; w_down [H, I]: the store entries'
+  // three parts in that order).
+  ExpertWorkingSet(ExpertStateStore* store, int64_t hidden, int64_t intermediate);
+
+  Result<BoundExperts> Bind(int layer, int first_expert,
+                            std::span<const int64_t> group_rows) override;
+  // The gradient of part `part` (0 w_gate, 1 w_up, 2 w_down) of global expert `expert` of decoder
+  // layer `layer`; empty when that expert is not in the working set (its gradient is zero).
+  std::span<float> Grad(int layer, int expert, int part);
+  // Unbinds and releases every layer's experts.
+  void Clear();
+
+  size_t bytes() const { return bytes_; }  // held now
+  size_t peak_bytes() const { return peak_bytes_; }
+
+ private:
+  struct Layer {
+    std::map<int, int64_t> slot;  // global expert -> its index in the stacked tensors
+    BoundExperts tensors;
+  };
+  void Drop(int layer);
+
+  ExpertStateStore* store_;
+  int64_t hidden_, intermediate_;
+  std::map<int, Layer> layers_;  // by decoder layer
+  size_t bytes_ = 0, peak_bytes_ = 0;
+};
+
+}  // namespace sy::launcher
