@@ -4,7 +4,10 @@
 # compile command with -fsyntax-only -Wthread-safety -Werror=thread-safety, JOBS at a time
 # (default: the number of cores); ONLY=REGEX checks just the files whose path matches. The
 # build's own warning flags are left out, so it fails on thread-safety errors alone, naming the
-# files.
+# files. Only the units that include runtime/core/thread_annotations.h, directly or through the
+# project's headers, are compiled (a unit without it holds no annotation for the analysis to
+# check; the #include graph is read from the sources, every #include counted, so conditional ones
+# only add units); a source compiled into several targets is checked once.
 # The attributes are runtime/core/thread_annotations.h; sy::Mutex (runtime/core/mutex.h) carries
 # them. CUDA .cu files are compiled by nvcc and are not checked; the .cc files of the CUDA
 # backend are, when nvcc is present (as in scripts/build.sh). Extra arguments go to cmake.
@@ -22,14 +25,58 @@ import json, os, re, shlex, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 
 commands_file, jobs, only = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-root = os.getcwd()
+root = os.path.realpath(os.getcwd())
+ANNOTATIONS = os.path.join(root, "runtime", "core", "thread_annotations.h")
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+included_by = {}  # header -> the project files that #include it ("..." includes)
+read = set()
+
+
+def read_includes(path):
+    """Records the project headers `path` includes (resolved against its folder, then the
+    repository root), and theirs, once each."""
+    pending = [path]
+    while pending:
+        f = pending.pop()
+        if f in read:
+            continue
+        read.add(f)
+        try:
+            text = open(f, encoding="utf-8", errors="replace").read()
+        except OSError:
+            continue
+        for name in INCLUDE.findall(text):
+            for base in (os.path.dirname(f), root):
+                header = os.path.realpath(os.path.join(base, name))
+                if os.path.isfile(header):
+                    included_by.setdefault(header, set()).add(f)
+                    pending.append(header)
+                    break
+
+
+def reaching_annotations():
+    """Every file that includes ANNOTATIONS, directly or through other headers."""
+    reached, pending = set(), [ANNOTATIONS]
+    while pending:
+        for f in included_by.get(pending.pop(), ()):
+            if f not in reached:
+                reached.add(f)
+                pending.append(f)
+    return reached
+
+
 units = []
+seen = set()
 for entry in json.load(open(commands_file)):
     path = os.path.realpath(os.path.join(entry["directory"], entry["file"]))
     if not path.endswith((".cc", ".cpp")) or not path.startswith(root + os.sep):
         continue
     if only and not re.search(only, os.path.relpath(path, root)):
         continue
+    if path in seen:
+        continue
+    seen.add(path)
+    read_includes(path)
     args = entry["arguments"] if "arguments" in entry else shlex.split(entry["command"])
     if "clang" not in os.path.basename(args[0]):
         continue  # nvcc and the like
@@ -49,6 +96,11 @@ for entry in json.load(open(commands_file)):
                   kept + ["-fsyntax-only", "-Wthread-safety", "-Werror=thread-safety"]))
 if not units:
     sys.exit("check-thread-safety: no clang compile commands in " + commands_file)
+total = len(units)
+annotated = reaching_annotations()
+units = [u for u in units if os.path.join(root, u[0]) in annotated]
+if not units and not only:
+    sys.exit("check-thread-safety: no unit includes " + ANNOTATIONS + " (moved?)")
 
 def check(unit):
     name, directory, args = unit
@@ -67,5 +119,6 @@ if failed:
     for name in failed:
         print("  " + name)
     sys.exit(1)
-print("check-thread-safety: %d translation units clean" % len(units))
+print("check-thread-safety: %d translation units clean (of %d; the others include no thread "
+      "annotations)" % (len(units), total))
 EOF

@@ -349,13 +349,13 @@ class InferBench {
     const PolicyResult* res = Resident(results);
     auto opt = [](const std::optional<double>& v) { return v ? Fixed(*v, 3) : std::string("-"); };
     auto ratio = [](double a, double b) { return b > 0 ? Fixed(a / b, 3) : std::string("-"); };
-    table += Format(
+    table +=
         "| policy | prefill tok/s | decode tok/s | TTFT ms | stall prefill s | stall decode s | "
         "H->D MiB | device hit | host hit | predictor acc | peak device MiB | prefill vs "
-        "resident | decode vs resident | TTFT vs resident | peak vs resident | tokens |\n");
-    table += Format(
+        "resident | decode vs resident | TTFT vs resident | peak vs resident | tokens |\n";
+    table +=
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-        "--- | --- |\n");
+        "--- | --- |\n";
     for (const PolicyResult& r : results) {
       if (!r.error.empty()) {
         table += Format("| %s | %s | | | | | | | | | | | | | | |\n", r.policy.c_str(),

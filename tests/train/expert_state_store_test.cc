@@ -332,7 +332,7 @@ TEST(ExpertStateStoreTest, AnotherWorldSizesStoreIsRebuiltAnotherModelsRefused) 
   for (size_t e = 0; e < (*fewer)->entries().size(); ++e) {
     std::vector<std::vector<float>> m, v;
     int64_t step = -1;
-    ASSERT_TRUE((*fewer)->Export(e, &m, &v, &step).ok());
+    ASSERT_TRUE((*fewer)->Export(e, nullptr, &m, &v, &step).ok());
     EXPECT_EQ(step, 0);
     EXPECT_EQ(m[1], std::vector<float>(kPartSizes[1], 0.0f));
   }
