@@ -280,10 +280,15 @@ storage::ExpertKey ExpertStateStore::Key(size_t entry) const {
 
 Status ExpertStateStore::Fail(size_t entry, const Status& status) const {
   const ExpertEntry& e = entries_[entry];
+  // The store's file could not grow or be written (ENOSPC, EDQUOT): its disk is full.
+  const std::string fix = status.code() == StatusCode::kResourceExhausted
+                              ? "; free space on the disk that holds it, or point "
+                                "expert_store.dir at a larger disk"
+                              : "";
   return Status(status.code(), "expert_store: " + e.name + " (layer " +
                                    std::to_string(e.decoder_layer) + " expert " +
                                    std::to_string(e.expert) + ") in " + options_.path + ": " +
-                                   status.message());
+                                   status.message() + fix);
 }
 
 Status ExpertStateStore::WriteInitialStates() {

@@ -27,12 +27,9 @@ Result<StepReport> Trainer::Step() {
   if (report.status().code() != StatusCode::kResourceExhausted) return report;
   const std::string& message = report.status().message();
   const std::string step = "step " + std::to_string(step_ + 1) + ": ";
+  // The expert store's errors carry their own fix (ExpertStateStore: a full disk).
   if (message.rfind("expert_store", 0) == 0) {
-    // The store's file could not grow or be written (ENOSPC, EDQUOT): its disk is full.
-    return Status(StatusCode::kResourceExhausted,
-                  step + message + "; free space where expert_store.dir (" +
-                      config_.expert_store.dir +
-                      ") lives, or point expert_store.dir at a larger disk");
+    return Status(StatusCode::kResourceExhausted, step + message);
   }
   // Every step-sized allocation scales with the tokens of a step.
   return Status(StatusCode::kResourceExhausted, step + message + "; lower data.batch_size (" +

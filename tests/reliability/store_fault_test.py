@@ -99,6 +99,10 @@ def main():
             fail(f"{op} {at} of {calls} failed with {kind} and the run still succeeded:\n{out}")
         if "experts/layer" not in out or "rank-0.store" not in out or errno_text not in out:
             fail(f"the error does not name the expert, the store file and '{errno_text}':\n{out}")
+        if kind == "ENOSPC" and ("point expert_store.dir at a larger disk" not in out or
+                                 "data.batch_size" in out):
+            fail(f"a full store disk must name its fix (expert_store.dir), not data.batch_size:\n"
+                 f"{out}")
         error_lines = [line for line in out.splitlines() if "error" in line.lower()]
         done = checkpoints(f"{work}/{tag}-ckpt")
         if not done or final in done:
