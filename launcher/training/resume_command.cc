@@ -1,5 +1,6 @@
 #include "launcher/training/resume_command.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "runtime/data/task_batches.h"
@@ -88,6 +89,12 @@ std::string ResumeCommand(const TrainConfig& config, const std::string& binary,
     command += " train --config " + Quote(config_path);
     for (const std::string& o : overrides) {
       if (o.rfind("checkpoint.resume", 0) == 0) continue;  // --resume below
+      // A key the smaller world changes is given once, with its new value (below).
+      const std::string key = o.substr(0, o.find('='));
+      if (std::any_of(extra.begin(), extra.end(),
+                      [&](const std::string& e) { return e.rfind(key + "=", 0) == 0; })) {
+        continue;
+      }
       command += " --set " + Quote(o);
     }
     for (const std::string& o : extra) command += " --set " + o;

@@ -20,7 +20,7 @@ TEST(ResumeCommandTest, LargestAdmissibleWorld) {
   EXPECT_EQ(
       ResumeCommand(Ep4(sets), "/opt/sy/switchyard", "ep4.json", sets, 4),
       "mpirun -np 2 /opt/sy/switchyard train --config ep4.json --set 'checkpoint.dir=/tmp/run "
-      "dir' --set parallel.ep_size=4 --set parallel.ep_size=2 --resume");
+      "dir' --set parallel.ep_size=2 --resume");
   // Per-task batches under elastic placement fit any world up to their rows: 3 ranks, EP 1
   // (3 divides no power of two).
   const std::vector<std::string> elastic = {"checkpoint.dir=d", "train.placement=elastic",
@@ -33,8 +33,8 @@ TEST(ResumeCommandTest, LargestAdmissibleWorld) {
   const std::vector<std::string> zero = {"checkpoint.dir=d", "parallel.ep_size=2",
                                          "parallel.zero_stage=3"};
   EXPECT_EQ(ResumeCommand(Ep4(zero), "sy", "c.json", zero, 2),
-            "sy train --config c.json --set checkpoint.dir=d --set parallel.ep_size=2 --set "
-            "parallel.zero_stage=3 --set parallel.ep_size=1 --set parallel.zero_stage=0 --resume");
+            "sy train --config c.json --set checkpoint.dir=d --set parallel.ep_size=1 --set "
+            "parallel.zero_stage=0 --resume");
   // Without checkpoints there is nothing to resume.
   EXPECT_NE(ResumeCommand(Ep4({}), "sy", "c.json", {}, 4).find("checkpoint.dir"),
             std::string::npos);
