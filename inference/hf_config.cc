@@ -338,7 +338,8 @@ Result<HfModelConfig> LoadHfConfig(const std::string& dir) {
   if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
     return NotFoundError(path +
                          " does not exist; point --model at a Hugging Face model "
-                         "directory (config.json + *.safetensors)");
+                         "directory (config.json + *.safetensors), a .gguf file, or a "
+                         "training checkpoint (a step-*.h5 file or its checkpoint.dir)");
   }
   if (!text.ok()) return text.status();
   return ParseHfConfig(*text, path);

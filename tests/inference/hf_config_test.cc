@@ -213,6 +213,10 @@ TEST(LoadHfModelTest, MissingDirectory) {
   Result<HfModelConfig> r = LoadHfConfig("/nonexistent/model");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  // The fix names every kind of model --model takes, a training checkpoint included.
+  EXPECT_NE(r.status().message().find("/nonexistent/model/config.json"), std::string::npos);
+  EXPECT_NE(r.status().message().find(".gguf"), std::string::npos);
+  EXPECT_NE(r.status().message().find("checkpoint"), std::string::npos);
 }
 
 // Issue 20, defect 8: a config.json that claims 10^9 layers over a checkpoint of one layer fails on
