@@ -7,6 +7,7 @@
 
 #include "inference/gguf_model.h"
 #include "inference/gguf_tokenizer.h"
+#include "inference/tokenizer_config.h"
 #include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
@@ -14,18 +15,6 @@ namespace sy {
 namespace {
 
 constexpr size_t kMaxConfigBytes = 64u << 20;  // a tokenizer_config.json with a large vocabulary
-
-// A special token in tokenizer_config.json: a string, or an AddedToken {"content": ...}.
-std::string TokenText(const nlohmann::json& config, const char* key) {
-  auto it = config.find(key);
-  if (it == config.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object()) {
-    auto content = it->find("content");
-    if (content != it->end() && content->is_string()) return content->get<std::string>();
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -62,24 +51,10 @@ Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
     }
   }
   std::string source;
-  if (auto it = config.find("chat_template"); it != config.end() && !it->is_null()) {
-    if (it->is_string()) {
-      source = it->get<std::string>();
-    } else if (it->is_array()) {
-      for (const nlohmann::json& named : *it) {
-        if (named.is_object() && named.value("name", "") == "default" &&
-            named.contains("template") && named["template"].is_string()) {
-          source = named["template"].get<std::string>();
-        }
-      }
-      if (source.empty()) {
-        return InvalidArgumentError(config_path +
-                                    ": chat_template is a list without a template named "
-                                    "\"default\"");
-      }
-    } else {
-      return InvalidArgumentError(config_path + ": chat_template is neither a string nor a list");
-    }
+  SY_ASSIGN_OR_RETURN(std::optional<std::string> from_config,
+                      ChatTemplateSource(config, config_path));
+  if (from_config) {
+    source = std::move(*from_config);
   } else if (fs::exists(jinja_path, ec)) {
     SY_ASSIGN_OR_RETURN(source, ReadFile(jinja_path, kMaxConfigBytes, "chat_template.jinja"));
   } else {
@@ -87,13 +62,13 @@ Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
                          " has no chat template (no \"chat_template\" in tokenizer_config.json "
                          "and no chat_template.jinja); use /v1/completions with a prompt");
   }
-  Result<ChatTemplate> parsed =
-      Parse(source, TokenText(config, "bos_token"), TokenText(config, "eos_token"));
+  Result<ChatTemplate> parsed = Parse(source, SpecialTokenText(config, "bos_token").value_or(""),
+                                      SpecialTokenText(config, "eos_token").value_or(""));
   if (!parsed.ok()) {
     return Status(parsed.status().code(), config_path + ": " + parsed.status().message());
   }
-  parsed->unk_token_ = TokenText(config, "unk_token");
-  parsed->pad_token_ = TokenText(config, "pad_token");
+  parsed->unk_token_ = SpecialTokenText(config, "unk_token").value_or("");
+  parsed->pad_token_ = SpecialTokenText(config, "pad_token").value_or("");
   return parsed;
 }
 

@@ -8,6 +8,7 @@
 
 #include "inference/gguf_model.h"
 #include "inference/gguf_tokenizer.h"
+#include "inference/tokenizer_config.h"
 #include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
@@ -72,13 +73,7 @@ Result<std::vector<int32_t>> LoadEosTokenIds(const std::string& dir, const Token
   const std::string path = (fs::path(dir) / "tokenizer_config.json").string();
   SY_ASSIGN_OR_RETURN(nlohmann::json root, ReadJsonIfPresent(path, "tokenizer_config.json"));
   if (!root.is_object()) return std::vector<int32_t>();
-  auto it = root.find("eos_token");
-  std::string text;
-  if (it != root.end() && it->is_string()) text = it->get<std::string>();
-  if (it != root.end() && it->is_object() && it->contains("content") &&
-      (*it)["content"].is_string()) {
-    text = (*it)["content"].get<std::string>();
-  }
+  const std::string text = SpecialTokenText(root, "eos_token").value_or("");
   if (text.empty()) return std::vector<int32_t>();
   SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(text));
   if (ids.size() != 1 || ids[0] < 0 || ids[0] >= vocab_size) {

@@ -8,6 +8,7 @@
 
 #include "inference/sentencepiece_proto.h"
 #include "inference/tokenizer.h"
+#include "inference/tokenizer_config.h"
 #include "storage/formats/text_file.h"
 
 namespace sy {
@@ -25,34 +26,6 @@ Result<json> ParseOptionalJson(const std::map<std::string, std::string>& files,
   SY_ASSIGN_OR_RETURN(json j, storage::ParseStrictJson(it->second, source + "/" + name, name));
   if (!j.is_object()) return InvalidArgumentError(source + "/" + name + " is not a JSON object");
   return j;
-}
-
-// tokenizer_config.json's "<kind>_token": a string, or an added-token object with "content".
-std::optional<std::string> SpecialTokenText(const json& tokenizer_config, const std::string& kind) {
-  const std::string key = kind + "_token";
-  if (!tokenizer_config.contains(key)) return std::nullopt;
-  const json& t = tokenizer_config[key];
-  if (t.is_string()) return t.get<std::string>();
-  if (t.is_object() && t.contains("content") && t["content"].is_string()) {
-    return t["content"].get<std::string>();
-  }
-  return std::nullopt;
-}
-
-// tokenizer_config.json's chat_template: a string, or the template named "default" of a list.
-std::optional<std::string> ChatTemplateText(const json& tokenizer_config) {
-  const auto it = tokenizer_config.find("chat_template");
-  if (it == tokenizer_config.end()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_array()) {
-    for (const json& named : *it) {
-      if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
-          named["template"].is_string()) {
-        return named["template"].get<std::string>();
-      }
-    }
-  }
-  return std::nullopt;
 }
 
 // ---------------------------------------------------------------- reading the keys back
@@ -359,7 +332,7 @@ Result<std::vector<GgufKeyValue>> GgufTokenizerMetadata(
     const std::string token_key = std::string(s.kind) + "_token";
     if (tokenizer_config.contains(token_key) && tokenizer_config[token_key].is_null()) continue;
     std::optional<int64_t> id;
-    if (const std::optional<std::string> text = SpecialTokenText(tokenizer_config, s.kind)) {
+    if (const std::optional<std::string> text = SpecialTokenText(tokenizer_config, token_key)) {
       for (int64_t k = 0; k < n && !id; ++k) {
         if (vocab.tokens[static_cast<size_t>(k)] == *text) id = k;
       }
@@ -385,9 +358,9 @@ Result<std::vector<GgufKeyValue>> GgufTokenizerMetadata(
   }
   if (spm)
     kv.push_back({"tokenizer.ggml.add_space_prefix", GgufValue::Bool(vocab.add_space_prefix)});
-  if (const std::optional<std::string> chat = ChatTemplateText(tokenizer_config)) {
-    kv.push_back({"tokenizer.chat_template", GgufValue::String(*chat)});
-  }
+  SY_ASSIGN_OR_RETURN(std::optional<std::string> chat,
+                      ChatTemplateSource(tokenizer_config, source + "/tokenizer_config.json"));
+  if (chat) kv.push_back({"tokenizer.chat_template", GgufValue::String(*chat)});
   return kv;
 }
 
