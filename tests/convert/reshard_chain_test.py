@@ -16,7 +16,9 @@ Usage: /usr/bin/python3 reshard_chain_test.py SWITCHYARD "MPIRUN ARGS" CONFIG CO
 3. Through `switchyard convert --ep-size`: A -> 2 shards -> 1 file -> 4 shards. Each equals A bit for
    bit, config included, and h5py finds in shard i of N exactly the experts (with their m and v)
    that EP rank i owns (global expert e on rank e // (E / N)) and the dense tensors in shard 0
-   only, with the root attributes shard_index i and num_shards N.
+   only, with the root attributes shard_index i and num_shards N. The 2-shard directory resumed
+   by a store-backed `mpirun -np 2` run (expert states on the expert store, read from the shards)
+   and saved at once equals A too.
 4. Training resumes from the 4-shard directory and from the trainer's ep_size-4 save under
    `mpirun -np 4` for MORE steps: the losses equal the uninterrupted run's bit for bit, and so
    does the final checkpoint (same world, same reduction order, so the math is the same). From the
@@ -56,7 +58,7 @@ def main():
     total = STEPS + MORE
     after = list(range(STEPS + 1, total + 1))
 
-    def train(tag, np_, steps, resume_from=None, every=0):
+    def train(tag, np_, steps, resume_from=None, every=0, extra=()):
         cmd = ([] if np_ == 1 else mpirun + ["-np", str(np_)]) + [
             binary, "train", "--config", config, "--set", f"train.steps={steps}",
             "--set", "train.eval_every=0", "--set", "train.eval_batches=1",
@@ -65,6 +67,7 @@ def main():
             "--set", f"log.metrics={work}/{tag}.jsonl", "--set", f"checkpoint.dir={work}/{tag}"]
         if resume_from:
             cmd += ["--resume-from", resume_from]
+        cmd += list(extra)
         return run(cmd, f"train {tag} (np {np_}{', from ' + resume_from if resume_from else ''})")
 
     def same(a, b, what, *extra):
@@ -108,6 +111,15 @@ def main():
         if ep > 1:
             check_shards(out, ep, num_experts)
         previous = out
+
+    # The 2-shard directory resumed by a store-backed run (the experts' states on the expert
+    # store, streamed from the shards: RestoreWorkingSetExperts) that saves at once: A again.
+    store = ["--set", f'expert_store.dir="{work}/store"', "--set", "expert_store.filesystem=posix",
+             "--set", "expert_store.cache_mib=0.3"]
+    if train("store2", 2, STEPS, outputs[2], extra=store):
+        same(source, step_file("store2", STEPS), "store2: the 2-shard checkpoint resumed on the "
+             "expert store and saved from it equals the original bit for bit", *RUN_BLOCKS,
+             "--ignore-config", "expert_store")
 
     # 4. The loss curve continues.
     for tag, np_, src, exact in (("resume-convert4", 4, outputs[4], True),
