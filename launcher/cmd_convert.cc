@@ -4,6 +4,7 @@
 //                      [--shard-mib 4096]
 //   switchyard convert --in hf-model/ --out model.h5 [--to native]
 //   switchyard convert --in run/step-00000100.h5 --out model.gguf [--dtype q8_0]
+//   switchyard convert --in run/step-00000100.h5 --out run-ep4 --ep-size 4   (EP shards)
 // Formats: native (the HDF5 training checkpoint), hf (a Hugging Face directory) and gguf
 // (llama.cpp's file); docs/formats.md.
 #include <cstdio>
@@ -34,6 +35,12 @@ class ConvertCommand : public Command {
                    "Shard a Hugging Face output into files of at most this many MiB (default: "
                    "one file)")
         ->check(IntegerRange(1, 1 << 30));
+    ep_size_option_ = app.add_option(
+        "--ep-size", ep_size_,
+        "Write a native checkpoint laid out for N expert-parallel ranks: a directory "
+        "of N shard files (the experts of rank i in shard i, the dense parameters in "
+        "shard 0), or one consolidated file for 1; N must divide the experts per "
+        "layer. `train --resume-from`, `generate` and `convert` read either");
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -51,6 +58,18 @@ class ConvertCommand : public Command {
       options.dtype = dtype;
     }
     options.shard_bytes = static_cast<uint64_t>(shard_mib_) << 20;
+    if (ep_size_option_->count() > 0) {
+      if (ep_size_ < 1) {
+        return InvalidArgumentError("--ep-size " + std::to_string(ep_size_) +
+                                    " must be at least 1 (1 = one consolidated file)");
+      }
+      if (ep_size_ > (1 << 30)) {
+        return InvalidArgumentError("--ep-size " + std::to_string(ep_size_) +
+                                    " exceeds any expert count; choose a divisor of "
+                                    "model.num_experts");
+      }
+      options.ep_size = static_cast<int>(ep_size_);
+    }
     options.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
     SY_ASSIGN_OR_RETURN(convert::ConvertSummary done, convert::Convert(options));
     std::printf("converted %s (%s) -> %s (%s): %zu tensors\n", in_.c_str(), done.from.c_str(),
@@ -60,6 +79,8 @@ class ConvertCommand : public Command {
 
   std::string in_, out_, to_, dtype_;
   int64_t shard_mib_ = 0;
+  int64_t ep_size_ = 0;
+  CLI::Option* ep_size_option_ = nullptr;  // owned by the app; tells whether --ep-size was given
 };
 
 }  // namespace

@@ -12,6 +12,14 @@
 
 namespace sy {
 
+int ExpertOwner(int global_expert, int num_experts, int ep_size) {
+  SY_CHECK(ep_size > 0 && num_experts % ep_size == 0)
+      << num_experts << " experts over an EP group of " << ep_size;
+  SY_CHECK(global_expert >= 0 && global_expert < num_experts)
+      << "expert " << global_expert << " of " << num_experts;
+  return global_expert / (num_experts / ep_size);
+}
+
 Result<ExpertParallelGroups> MakeExpertParallelGroups(Communicator& world, int ep_size) {
   const int w = world.size();
   if (ep_size <= 0 || w % ep_size != 0) {
@@ -68,6 +76,7 @@ Result<std::unique_ptr<ExpertParallelCompute>> ExpertParallelCompute::Create(
   ep->num_experts_ = options.num_experts;
   ep->num_local_ = options.num_experts / p;
   ep->first_expert_ = comm.rank() * ep->num_local_;
+  SY_CHECK_EQ(ExpertOwner(ep->first_expert_, options.num_experts, p), comm.rank());
   ep->hidden_ = options.hidden;
   SY_ASSIGN_OR_RETURN(
       ep->local_,

@@ -73,6 +73,13 @@ Result<ExpertParallelGroups> MakeExpertParallelGroups(Communicator& world, int e
 // after Backward, before the optimizer step. A no-op for a group of one.
 Status AllReduceExpertGradients(Backend& backend, ParameterStore& store, Communicator& expert_dp);
 
+// The EP rank that owns global expert `global_expert` (0 <= it < num_experts) on an EP group of
+// `ep_size` ranks: rank r owns [r*E/P, (r+1)*E/P) (above). The one place that says where an
+// expert lives: ExpertParallelCompute's local range, the distributed checkpoint's gather and the
+// EP shards of `switchyard convert --ep-size` all follow it. SY_CHECKs ep_size > 0,
+// num_experts % ep_size == 0 and the expert's range.
+int ExpertOwner(int global_expert, int num_experts, int ep_size);
+
 struct ExpertParallelOptions {
   int num_experts = 0;       // E, over the whole EP group
   int64_t hidden = 0;        // H

@@ -5,7 +5,9 @@
 #   (a) `switchyard convert` -> GGUF -> llama-simple (greedy): the same tokens as
 #       `switchyard generate`;
 #   (b) llama.cpp's convert_hf_to_gguf.py -> GGUF -> `switchyard generate`: the same tokens.
-# Runnable by hand; not part of the CI test run.
+# Runnable by hand; not part of the CI test run. Exits 1 only when Switchyard disagrees; llama.cpp's
+# tools failing on llama.cpp's own conversions are printed as notes ("llama.cpp's tool failed on
+# its own conversion: ...") and do not change the exit status.
 #
 #   scripts/llamacpp-agreement.sh [FAMILY...]     (mixtral qwen2_moe qwen3_moe olmoe deepseek)
 #

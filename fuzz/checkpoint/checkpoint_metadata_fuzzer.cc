@@ -8,7 +8,8 @@
 // reads every tensor whose size is small enough into a buffer of exactly its size, asks for it
 // under a wrong shape and a wrong name, and reads every metadata key as bytes and as text. Any
 // input must give OK or an error Status; never a crash, an abort, a hang or an allocation that
-// only the file's claims ask for.
+// only the file's claims ask for. Every tensor name also goes through the sharded layout's name
+// parsers (ExpertOfTensorName, ParseCheckpointShardFileName).
 //
 // Records, repeated to the end of the input (every field is cut short where the input ends):
 //   kind u8 % 6
@@ -34,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/hdf5/checkpoint_layout.h"
 #include "storage/hdf5/checkpoint_reader.h"
 #include "storage/hdf5/hdf5_attributes.h"
 
@@ -198,6 +200,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const sy::CheckpointReader& r = **reader;
     for (const sy::CheckpointTensorInfo& t : r.tensors()) {
       if (r.FindTensor(t.name) != &t) __builtin_trap();
+      // The names' parsers of the sharded layout (convert --ep-size, checkpoint_set.cc) on
+      // untrusted names: an expert id is -1 or one the name spells; a shard name parses to a
+      // valid index and count or not at all.
+      if (sy::ExpertOfTensorName(t.name) < -1) __builtin_trap();
+      int index = -1, count = -1;
+      if (sy::ParseCheckpointShardFileName(t.name, &index, &count) &&
+          (index < 0 || count < 1 || index >= count)) {
+        __builtin_trap();
+      }
       const int64_t numel = t.shape.numel();
       const size_t element = sy::DTypeSize(t.dtype);
       if (numel >= 0 && static_cast<uint64_t>(numel) <= kMaxReadBytes / element) {

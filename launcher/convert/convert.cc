@@ -14,6 +14,7 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
     return InvalidArgumentError("--dtype must be f32, bf16 or f16");
   }
   std::string to = options.to;
+  if (to.empty() && options.ep_size != 0) to = "native";
   if (to.empty()) {
     auto ends_with = [&](std::string_view suffix) {
       return options.out.size() > suffix.size() &&
@@ -22,6 +23,14 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
     to = ends_with(".h5") ? "native" : ends_with(".gguf") ? "gguf" : "hf";
   }
   SY_ASSIGN_OR_RETURN(const ModelFormat* writer, FindModelFormat(to));
+  if (options.ep_size < 0) {
+    return InvalidArgumentError("--ep-size " + std::to_string(options.ep_size) +
+                                " must be at least 1 (1 = one consolidated file)");
+  }
+  if (options.ep_size != 0 && to != "native") {
+    return InvalidArgumentError("--ep-size shards a native checkpoint by expert-parallel rank; " +
+                                to + " has no such layout: drop --ep-size or write --to native");
+  }
   if (!options.quantization.empty()) {
     if (options.dtype) return InvalidArgumentError("give either a float --dtype or a quantization");
     std::string offered;
@@ -60,6 +69,7 @@ Result<ConvertSummary> Convert(const ConvertOptions& options) {
   write.dtype = options.dtype;
   write.quantization = options.quantization;
   write.shard_bytes = options.shard_bytes;
+  write.ep_size = options.ep_size;
   write.progress = options.progress;
   // What a conversion to the same --out that was killed left behind (it never stands under the
   // final name, so it is only clutter).

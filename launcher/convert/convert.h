@@ -31,7 +31,11 @@ struct ConvertOptions {
   // Default: "" = none. "q8_0" or "q4_0": a block quantization the output format offers
   // (ModelFormat::quantizations(): gguf); excludes `dtype`.
   std::string quantization;
-  uint64_t shard_bytes = 0;                          // Default: 0 = one file (formats that shard)
+  uint64_t shard_bytes = 0;  // Default: 0 = one file (formats that shard)
+  // Default: 0 = not given. N >= 1 (native output only, the default `to` then): the checkpoint
+  // laid out for an expert-parallel group of N ranks, one file per rank in the directory `out`
+  // (N > 1), or one consolidated file (N = 1); N must divide model.num_experts.
+  int ep_size = 0;
   std::function<void(const std::string&)> progress;  // Default: none
 };
 

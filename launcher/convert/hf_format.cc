@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "inference/model_loader.h"
+#include "launcher/convert/staging_dir.h"
 #include "runtime/core/read_file.h"
 #include "storage/formats/safetensors.h"
 #include "storage/formats/safetensors_writer.h"
@@ -147,24 +148,6 @@ std::string TorchDType(DType t) {
   return t == DType::kBF16 ? "bfloat16" : t == DType::kF16 ? "float16" : "float32";
 }
 
-// Removes a staging directory unless released.
-class Staging {
- public:
-  explicit Staging(std::string path) : path_(std::move(path)) {}
-  ~Staging() {
-    if (!path_.empty()) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  Staging(const Staging&) = delete;
-  Staging& operator=(const Staging&) = delete;
-  void Release() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
 Status WriteSmallFile(const std::string& path, const std::string& text) {
   std::FILE* f = std::fopen(path.c_str(), "wbx");
   if (f == nullptr) return ErrnoError("create", path, errno);
@@ -275,7 +258,7 @@ class Hf final : public ModelFormat {
     if (!fs::create_directory(staging, ec)) {
       return IOError("cannot create the staging directory " + staging + ": " + ec.message());
     }
-    Staging guard(staging);
+    StagingDir guard(staging);
 
     std::vector<storage::SafetensorsTensorSource> sources;
     DType main_dtype = DType::kF32;

@@ -107,6 +107,9 @@ struct WriteOptions {
   // Default: "" = none. A block quantization ("q8_0", "q4_0") of the formats whose
   // quantizations() list it; then `dtype` is unset.
   std::string quantization;
+  // Default: 0 = the format's one layout. For native, N >= 1: the checkpoint as N expert-parallel
+  // shards (a directory of N files, storage/hdf5/checkpoint_layout.h), 1 = one consolidated file.
+  int ep_size = 0;
   // Default: none. One line of progress, for people.
   std::function<void(const std::string& line)> progress;
 };

@@ -1,18 +1,23 @@
 #include "launcher/convert/native_format.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
 
+#include "launcher/convert/staging_dir.h"
 #include "launcher/training/train_checkpoint.h"
 #include "launcher/training/train_options.h"
 #include "launcher/training/trained_model.h"
+#include "parallel/expert_parallel_compute.h"
 #include "runtime/config/config.h"
 #include "storage/hdf5/checkpoint_layout.h"
-#include "storage/hdf5/checkpoint_reader.h"
+#include "storage/hdf5/checkpoint_set.h"
 #include "storage/hdf5/checkpoint_writer.h"
+#include "storage/hdf5/durable_replace.h"
 #include "storage/store/checksum.h"
 
 namespace sy::convert {
@@ -46,9 +51,12 @@ class Native final : public ModelFormat {
     ModelImage image;
     image.format = "native";
     SY_ASSIGN_OR_RETURN(image.path, launcher::ResolveTrainCheckpoint(path));
-    SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> owned,
-                        CheckpointReader::Open(image.path));
-    std::shared_ptr<CheckpointReader> reader(std::move(owned));
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointSet> owned, CheckpointSet::Open(image.path));
+    std::shared_ptr<CheckpointSet> reader(std::move(owned));
+    if (reader->num_shards() > 1) {
+      image.notes.push_back("a sharded checkpoint of " + std::to_string(reader->num_shards()) +
+                            " expert-parallel shards");
+    }
     image.source = reader;
     const std::string where = "checkpoint " + image.path;
     image.step = reader->step();
@@ -107,7 +115,7 @@ class Native final : public ModelFormat {
         SY_RETURN_IF_ERROR(reader->ReadTensor(name, dtype, shape, out.data()));
         auto it = crcs->find(name);
         if (it != crcs->end() && it->get<uint32_t>() != storage::Crc32c(out.data(), out.size())) {
-          return DataLossError("checkpoint " + reader->path() + ": tensor '" + name +
+          return DataLossError("checkpoint " + reader->FileOf(name) + ": tensor '" + name +
                                "' fails its checksum; the file is corrupt");
         }
         return Status::Ok();
@@ -163,13 +171,71 @@ class Native final : public ModelFormat {
           "write hf for a narrower dtype");
     }
     if (options.shard_bytes > 0) {
-      return InvalidArgumentError("--shard-mib: a native checkpoint is one file");
+      return InvalidArgumentError(
+          "--shard-mib: a native checkpoint is one file, or one file per expert-parallel rank "
+          "with --ep-size");
+    }
+    const int ep = std::max(options.ep_size, 1);
+    const int experts = image.config.num_experts;
+    if (ep > 1 && experts == 0) {
+      return InvalidArgumentError("--ep-size " + std::to_string(ep) +
+                                  ": the model has no experts to shard; leave --ep-size out");
+    }
+    if (ep > 1 && experts % ep != 0) {
+      std::string divisors;
+      for (int d = 1; d <= experts; ++d) {
+        if (experts % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+      }
+      return InvalidArgumentError("--ep-size " + std::to_string(ep) + " does not divide the " +
+                                  std::to_string(experts) +
+                                  " experts of each MoE layer (model.num_experts); choose one "
+                                  "of " +
+                                  divisors);
     }
     std::error_code ec;
     if (std::filesystem::exists(out, ec)) {
       return AlreadyExistsError(out + " exists; choose a new --out (convert never overwrites)");
     }
-    SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer, CheckpointWriter::Create(out));
+    if (ep == 1) {
+      SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer, CheckpointWriter::Create(out));
+      std::vector<CheckpointWriter*> writers = {writer.get()};
+      return WriteShards(image, out, options, writers);
+    }
+    // One file per expert-parallel rank in a staging directory renamed to `out` at the end
+    // (storage/hdf5/checkpoint_layout.h).
+    const std::string staging = TemporaryPathFor(out);
+    if (!std::filesystem::create_directory(staging, ec)) {
+      return IOError("cannot create the staging directory " + staging + ": " + ec.message());
+    }
+    StagingDir guard(staging);
+    std::vector<std::unique_ptr<CheckpointWriter>> owned;
+    std::vector<CheckpointWriter*> writers;
+    for (int i = 0; i < ep; ++i) {
+      SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> w,
+                          CheckpointWriter::Create(staging + "/" + CheckpointShardFileName(i, ep),
+                                                   {.shard_index = i, .num_shards = ep}));
+      writers.push_back(w.get());
+      owned.push_back(std::move(w));
+    }
+    SY_RETURN_IF_ERROR(WriteShards(image, out, options, writers));
+    SY_RETURN_IF_ERROR(FsyncParentDirectory(staging + "/" + CheckpointShardFileName(0, ep)));
+    if (std::filesystem::exists(out, ec)) {
+      return AlreadyExistsError(out + " appeared while converting; nothing was written there");
+    }
+    std::filesystem::rename(staging, out, ec);
+    if (ec) return IOError("cannot rename " + staging + " to " + out + ": " + ec.message());
+    guard.Release();
+    return FsyncParentDirectoryAfterRename(out);
+  }
+
+ private:
+  // The image into `writers`, one per expert-parallel rank (one: a consolidated file): an expert
+  // tensor and its moments into its owner's (ExpertOwner, as the trainer places it), everything
+  // else into the first; the metadata, with every tensor's checksum, into each; then commits.
+  static Status WriteShards(const ModelImage& image, const std::string& out,
+                            const WriteOptions& options,
+                            const std::vector<CheckpointWriter*>& writers) {
+    const int ep = static_cast<int>(writers.size());
     nlohmann::json crcs = nlohmann::json::object();
     size_t params = 0;
     bool has_steps = false;
@@ -184,43 +250,56 @@ class Native final : public ModelFormat {
         return s.WithContext("writing " + out);
       }
       if (dtype == DType::kF32) crcs[t.name] = storage::Crc32c(buffer.data(), buffer.size());
-      SY_RETURN_IF_ERROR(writer->AddTensor(t.name, dtype, Shape{std::span<const int64_t>(t.shape)},
-                                           buffer.data()));
+      const int expert = ExpertOfTensorName(t.name);
+      if (expert >= image.config.num_experts) {
+        return FailedPreconditionError("tensor '" + t.name + "' names expert " +
+                                       std::to_string(expert) + " of a model with " +
+                                       std::to_string(image.config.num_experts) +
+                                       " experts per layer; the source does not match its config");
+      }
+      const int shard =
+          expert < 0 || ep == 1 ? 0 : ExpertOwner(expert, image.config.num_experts, ep);
+      SY_RETURN_IF_ERROR(writers[static_cast<size_t>(shard)]->AddTensor(
+          t.name, dtype, Shape{std::span<const int64_t>(t.shape)}, buffer.data()));
       if (options.progress && t.bytes() >= (64u << 20)) {
         options.progress("wrote " + t.name + " (" + std::to_string(t.bytes() >> 20) + " MiB)");
       }
     }
     if (!has_steps) {
       const std::vector<int64_t> zeros(params, 0);
-      SY_RETURN_IF_ERROR(writer->AddTensor(kStepsTensor, DType::kI64,
-                                           Shape{static_cast<int64_t>(params)}, zeros.data()));
+      SY_RETURN_IF_ERROR(writers[0]->AddTensor(kStepsTensor, DType::kI64,
+                                               Shape{static_cast<int64_t>(params)}, zeros.data()));
     }
-    writer->SetStep(image.step);
     std::string config = image.train_config_json;
     if (config.empty()) {
       SY_ASSIGN_OR_RETURN(config, DefaultRunConfig(image.config));
     }
-    SY_RETURN_IF_ERROR(writer->SetText(kCheckpointConfigKey, config));
     const uint64_t seed = image.seed.value_or(1);
     uint8_t seed_bytes[8];
     for (int i = 0; i < 8; ++i) seed_bytes[i] = static_cast<uint8_t>(seed >> (8 * i));
-    SY_RETURN_IF_ERROR(writer->SetBytes(kCheckpointRngStateKey, seed_bytes));
-    if (image.data_position.empty()) {
-      // No position (a model from another format): an empty bytes value, which readers see as "".
-      SY_RETURN_IF_ERROR(writer->SetBytes(kCheckpointDataPositionKey, {}));
-    } else {
-      SY_RETURN_IF_ERROR(writer->SetText(kCheckpointDataPositionKey, image.data_position));
+    for (CheckpointWriter* writer : writers) {
+      writer->SetStep(image.step);
+      SY_RETURN_IF_ERROR(writer->SetText(kCheckpointConfigKey, config));
+      SY_RETURN_IF_ERROR(writer->SetBytes(kCheckpointRngStateKey, seed_bytes));
+      if (image.data_position.empty()) {
+        // No position (a model from another format): an empty bytes value, which readers see
+        // as "".
+        SY_RETURN_IF_ERROR(writer->SetBytes(kCheckpointDataPositionKey, {}));
+      } else {
+        SY_RETURN_IF_ERROR(writer->SetText(kCheckpointDataPositionKey, image.data_position));
+      }
+      SY_RETURN_IF_ERROR(writer->SetText(kChecksumsKey, crcs.dump()));
+      if (image.hf_dtype) {
+        SY_RETURN_IF_ERROR(writer->SetText(kHfDTypeMetaKey, DTypeName(*image.hf_dtype)));
+      }
+      for (const auto& [file, text] : image.hf_files) {
+        SY_RETURN_IF_ERROR(writer->SetBytes(
+            std::string(kHfFileMetaPrefix) + file,
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())));
+      }
     }
-    SY_RETURN_IF_ERROR(writer->SetText(kChecksumsKey, crcs.dump()));
-    if (image.hf_dtype) {
-      SY_RETURN_IF_ERROR(writer->SetText(kHfDTypeMetaKey, DTypeName(*image.hf_dtype)));
-    }
-    for (const auto& [file, text] : image.hf_files) {
-      SY_RETURN_IF_ERROR(writer->SetBytes(
-          std::string(kHfFileMetaPrefix) + file,
-          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size())));
-    }
-    return writer->Commit();
+    for (CheckpointWriter* writer : writers) SY_RETURN_IF_ERROR(writer->Commit());
+    return Status::Ok();
   }
 };
 

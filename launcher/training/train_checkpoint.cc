@@ -9,7 +9,7 @@
 
 #include "runtime/core/shape.h"
 #include "storage/hdf5/checkpoint_layout.h"
-#include "storage/hdf5/checkpoint_reader.h"
+#include "storage/hdf5/checkpoint_set.h"
 #include "storage/hdf5/checkpoint_writer.h"
 #include "storage/store/checksum.h"
 
@@ -34,10 +34,10 @@ Status AddF32(CheckpointWriter& writer, const std::string& name, const Checkpoin
   return writer.AddTensor(name, DType::kF32, shape, t.data.data());
 }
 
-Status ReadF32(const CheckpointReader& reader, const std::string& name,
+Status ReadF32(const CheckpointSet& reader, const std::string& name,
                const std::vector<int64_t>& shape, const nlohmann::json& crcs,
                CheckpointTensor* out) {
-  const std::string where = "checkpoint " + reader.path() + ": ";
+  const std::string where = "checkpoint " + reader.FileOf(name) + ": ";
   const CheckpointTensorInfo* info = reader.FindTensor(name);
   if (info == nullptr) {
     return FailedPreconditionError(where + "has no tensor '" + name +
@@ -131,7 +131,7 @@ Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
                                             const std::function<void(int64_t, int64_t)>& progress,
                                             const std::function<bool(size_t)>& skip) {
   SY_CHECK_EQ(param_names.size(), param_shapes.size());
-  SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(path));
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointSet> reader, CheckpointSet::Open(path));
   const std::string where = "checkpoint " + path + ": ";
   TrainCheckpoint ckpt;
   ckpt.step = reader->step();
@@ -194,7 +194,7 @@ Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
 }
 
 struct TrainCheckpointReader::Impl {
-  std::unique_ptr<CheckpointReader> reader;
+  std::unique_ptr<CheckpointSet> reader;
   nlohmann::json crcs;
 };
 
@@ -204,7 +204,7 @@ TrainCheckpointReader::~TrainCheckpointReader() = default;
 Result<std::unique_ptr<TrainCheckpointReader>> TrainCheckpointReader::Open(
     const std::string& path) {
   auto impl = std::make_unique<Impl>();
-  SY_ASSIGN_OR_RETURN(impl->reader, CheckpointReader::Open(path));
+  SY_ASSIGN_OR_RETURN(impl->reader, CheckpointSet::Open(path));
   SY_ASSIGN_OR_RETURN(std::string crc_text, impl->reader->ReadText(kChecksumsKey));
   impl->crcs = nlohmann::json::parse(crc_text, nullptr, false);
   if (!impl->crcs.is_object()) {
@@ -230,7 +230,7 @@ Status TrainCheckpointReader::Read(const std::string& name, const std::vector<in
 }
 
 Result<std::string> ReadTrainCheckpointConfig(const std::string& path) {
-  SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(path));
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointSet> reader, CheckpointSet::Open(path));
   return reader->ReadText(kCheckpointConfigKey);
 }
 

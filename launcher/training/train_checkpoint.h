@@ -67,7 +67,8 @@ Status WriteTrainCheckpoint(const std::string& path, const TrainCheckpoint& ckpt
 Status WriteTrainCheckpointStreamed(const std::string& path, const TrainCheckpoint& header,
                                     size_t count,
                                     const std::function<Status(size_t, CheckpointParam*)>& next);
-// Reads the checkpoint at `path`, with its parameters in the order of `param_names` (the model's).
+// Reads the checkpoint at `path` (a file, or a sharded checkpoint's directory: CheckpointSet), with
+// its parameters in the order of `param_names` (the model's).
 // NotFound for a missing file; DataLoss naming the path for a truncated or corrupt one (including
 // a tensor whose checksum fails, named); FailedPrecondition naming a parameter the file lacks or
 // holds with another shape than `param_shapes` says. `progress(values read, values to read)`,

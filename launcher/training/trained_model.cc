@@ -8,7 +8,7 @@
 #include "launcher/training/train_checkpoint.h"
 #include "runtime/config/config.h"
 #include "storage/hdf5/checkpoint_layout.h"
-#include "storage/hdf5/checkpoint_reader.h"
+#include "storage/hdf5/checkpoint_set.h"
 
 namespace sy::launcher {
 
@@ -20,11 +20,12 @@ bool IsTrainCheckpointPath(const std::string& path) {
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     if (IsCheckpointFileName(entry.path().filename().string())) return true;
   }
-  return false;
+  return CheckpointSet::IsShardedCheckpointDir(path);
 }
 
 Result<std::string> ResolveTrainCheckpoint(const std::string& path) {
   std::error_code ec;
+  if (CheckpointSet::IsShardedCheckpointDir(path)) return path;
   if (std::filesystem::is_directory(path, ec)) return LatestCheckpoint(path);
   if (!std::filesystem::exists(path, ec)) {
     return NotFoundError("checkpoint " + path +
@@ -41,7 +42,7 @@ Result<TrainedModel> LoadTrainedModel(Backend& backend, const std::string& path,
   int64_t stored_vocab = 0;
   std::string config_json;
   {
-    SY_ASSIGN_OR_RETURN(auto reader, CheckpointReader::Open(out.path));
+    SY_ASSIGN_OR_RETURN(auto reader, CheckpointSet::Open(out.path));
     SY_ASSIGN_OR_RETURN(config_json, reader->ReadText(kCheckpointConfigKey));
     if (const CheckpointTensorInfo* embed = reader->FindTensor("embed_tokens");
         embed != nullptr && embed->shape.rank() == 2) {

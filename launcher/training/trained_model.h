@@ -35,11 +35,12 @@ struct TrainedModel {
 };
 
 // True when `path` names a training checkpoint rather than a Hugging Face directory: a file
-// ending in .h5, or a directory holding a step-*.h5 file and no config.json.
+// ending in .h5, or a directory holding a step-*.h5 file or the shards of a sharded checkpoint
+// (shard-*-of-*.h5, storage/hdf5/checkpoint_set.h) and no config.json.
 bool IsTrainCheckpointPath(const std::string& path);
 
-// `path` itself when it is a file; else the checkpoint with the highest step in the directory
-// (NotFound naming it when there is none).
+// `path` itself when it is a file or a sharded checkpoint's directory; else the checkpoint with
+// the highest step in the directory (NotFound naming it when there is none).
 Result<std::string> ResolveTrainCheckpoint(const std::string& path);
 
 // Loads the checkpoint at `path` (a file or a checkpoint directory) with weights stored as

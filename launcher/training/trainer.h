@@ -144,10 +144,12 @@ class Trainer {
   // Writes a checkpoint of the current state to `path` (atomically: a crash leaves either the old
   // file or the new one). Distributed: rank 0 writes; every rank returns rank 0's status.
   Status SaveCheckpoint(const std::string& path);
-  // Restores the state saved at `path`. NotFound for a missing file, DataLoss for a truncated or
-  // corrupt one, FailedPrecondition naming the differing key when it was written for another
-  // model or data config. Distributed: rank 0 reads `path` (the other ranks' `path` is ignored)
-  // and every rank returns its status.
+  // Restores the state saved at `path` (a checkpoint file, or a sharded checkpoint's directory:
+  // storage/hdf5/checkpoint_set.h; either holds experts by global id, so any ep_size and world
+  // size load it, each rank keeping the experts it owns). NotFound for a missing file, DataLoss
+  // for a truncated or corrupt one, FailedPrecondition naming the differing key when it was
+  // written for another model or data config. Distributed: rank 0 reads `path` (the other ranks'
+  // `path` is ignored) and every rank returns its status.
   Status LoadCheckpoint(const std::string& path);
 
   // Every rank returns the `status` rank 0 passes in (collective), so a failure that rank 0 sees

@@ -16,6 +16,7 @@
 #include "launcher/training/distributed_rank.h"
 #include "launcher/training/rank_collectives.h"
 #include "parallel/embedding_partition.h"
+#include "parallel/expert_parallel_compute.h"
 #include "parallel/zero3.h"
 
 namespace sy::launcher {
@@ -231,7 +232,8 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
         v = full_v.count(i) ? std::move(full_v[i]) : states_[i].v;
         opt_step = states_[i].opt_step;
       } else {
-        const size_t owner = static_cast<size_t>(p.expert / d.experts_per_rank());
+        const size_t owner =
+            static_cast<size_t>(ExpertOwner(p.expert, config_.model.num_experts, d.ep_size()));
         auto take = [&](std::vector<float>& out) {
           SY_CHECK_LE(offsets[owner] + n, offsets[owner + 1]) << "expert data of rank " << owner;
           const auto first = gathered.begin() + static_cast<std::ptrdiff_t>(offsets[owner]);

@@ -119,10 +119,12 @@ class TrainingLoop {
     const int64_t total = config_.train.steps;
     const int64_t first = trainer_.step();
     if (resumed_ && first >= total) {
-      std::fprintf(out_,
-                   "nothing to train: the checkpoint is at step %lld and train.steps is %lld; "
-                   "raise train.steps (--set train.steps=N) to train further\n",
-                   static_cast<long long>(first), static_cast<long long>(total));
+      std::fprintf(
+          out_,
+          "nothing to train: the checkpoint is at step %lld and train.steps is %lld; "
+          "raise train.steps (--set train.steps=N) to train further%s\n",
+          static_cast<long long>(first), static_cast<long long>(total),
+          ResumedFromElsewhere() ? " (the loaded state is saved into checkpoint.dir)" : "");
     }
     if (trainer_.per_task_batches()) {
       std::fprintf(out_, "%s\n", trainer_.PlacementSummary().c_str());
@@ -164,8 +166,12 @@ class TrainingLoop {
       if (every > 0 && step % every == 0 && step < total) SY_RETURN_IF_ERROR(Save(false));
     }
     if (style_ == ProgressStyle::kBar) std::fprintf(out_, "\n");
-    // A resumed run that took no step has its checkpoint already.
-    if (!resumed_ || trainer_.step() > first) SY_RETURN_IF_ERROR(Save(true));
+    // A resumed run that took no step has its checkpoint already, unless it resumed from a file
+    // other than the one it would write: then it saves what it loaded, laid out by this run's
+    // world (a resharding through the trainer's own load and save).
+    if (!resumed_ || trainer_.step() > first || ResumedFromElsewhere()) {
+      SY_RETURN_IF_ERROR(Save(true));
+    }
     if (!config_.log.routing_trace.empty() && trainer_.is_root()) {
       SY_RETURN_IF_ERROR(
           storage::WriteTraceFile(config_.log.routing_trace, trainer_.routing_trace()));
@@ -244,6 +250,14 @@ class TrainingLoop {
       }
     }
     resumed_ = true;
+    bool elsewhere = false;
+    if (trainer_.is_root() && !dir.empty()) {
+      std::error_code ec;  // a target that does not exist is elsewhere too
+      elsewhere =
+          !std::filesystem::equivalent(resumed_from, CheckpointPath(dir, trainer_.step()), ec);
+    }
+    SY_ASSIGN_OR_RETURN(const int64_t resave, trainer_.BroadcastRootValue(elsewhere ? 1 : 0));
+    resumed_elsewhere_ = resave != 0;
     const long long step = static_cast<long long>(trainer_.step());
     if (trainer_.is_root()) {
       std::fprintf(out_, "resumed from %s at step %lld\n", resumed_from.c_str(), step);
@@ -272,6 +286,11 @@ class TrainingLoop {
     outcome.stopped_by_signal = signal;
     return outcome;
   }
+
+  // True when the run resumed from a checkpoint other than the file a save of its current step
+  // writes (--resume-from a file elsewhere, or a sharded checkpoint's directory).
+  // Decided on rank 0 in Resume and broadcast, so every rank takes the collective save.
+  bool ResumedFromElsewhere() const { return resumed_elsewhere_; }
 
   // Writes a checkpoint of the current step into checkpoint.dir, if there is one.
   Status Save(bool final_save) {
@@ -352,6 +371,9 @@ class TrainingLoop {
   TrainingLoopOptions options_;
   std::unique_ptr<CheckpointDirLock> dir_lock_;  // rank 0's, with checkpoint.dir
   bool resumed_ = false;
+  // Resumed from a checkpoint other than the file a save of the resumed step writes
+  // (--resume-from a file elsewhere, or a sharded checkpoint's directory).
+  bool resumed_elsewhere_ = false;
   ProgressStyle style_ = ProgressStyle::kLines;
   std::ofstream metrics_;  // rank 0's log.metrics, when set
   Clock::time_point start_;

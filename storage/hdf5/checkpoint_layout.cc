@@ -1,5 +1,8 @@
 #include "storage/hdf5/checkpoint_layout.h"
 
+#include <cstdio>
+#include <limits>
+
 namespace sy {
 
 std::string ExpertTensorName(int layer, int global_expert, std::string_view weight) {
@@ -9,6 +12,64 @@ std::string ExpertTensorName(int layer, int global_expert, std::string_view weig
 
 std::string OptimizerStateName(std::string_view state, std::string_view name) {
   return "optim/" + std::string(state) + "/" + std::string(name);
+}
+
+int ExpertOfTensorName(std::string_view name) {
+  for (std::string_view state : {"optim/m/", "optim/v/", "optim/master/"}) {
+    if (name.substr(0, state.size()) == state) {
+      name.remove_prefix(state.size());
+      break;
+    }
+  }
+  constexpr std::string_view kExperts = "experts/layer";
+  if (name.substr(0, kExperts.size()) != kExperts) return -1;
+  const size_t slash = name.find('/', kExperts.size());
+  constexpr std::string_view kExpert = "/expert";
+  if (slash == std::string_view::npos || name.substr(slash, kExpert.size()) != kExpert) return -1;
+  int64_t expert = 0;
+  size_t i = slash + kExpert.size(), digits = 0;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i, ++digits) {
+    expert = expert * 10 + (name[i] - '0');
+    if (expert > std::numeric_limits<int>::max()) return -1;
+  }
+  if (digits == 0 || i >= name.size() || name[i] != '/') return -1;
+  return static_cast<int>(expert);
+}
+
+std::string CheckpointShardFileName(int index, int count) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "shard-%05d-of-%05d.h5", index, count);
+  return name;
+}
+
+bool ParseCheckpointShardFileName(std::string_view filename, int* index, int* count) {
+  // shard-I-of-N.h5, I and N of at least 5 digits.
+  auto number = [](std::string_view digits, int* out) {
+    if (digits.size() < 5 || digits.size() > 9) return false;
+    int value = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;
+      value = value * 10 + (c - '0');
+    }
+    *out = value;
+    return true;
+  };
+  constexpr std::string_view kPrefix = "shard-", kOf = "-of-", kSuffix = ".h5";
+  if (filename.size() < kPrefix.size() + kSuffix.size() ||
+      filename.substr(0, kPrefix.size()) != kPrefix ||
+      filename.substr(filename.size() - kSuffix.size()) != kSuffix) {
+    return false;
+  }
+  const std::string_view body =
+      filename.substr(kPrefix.size(), filename.size() - kPrefix.size() - kSuffix.size());
+  const size_t of = body.find(kOf);
+  if (of == std::string_view::npos) return false;
+  int i = 0, n = 0;
+  if (!number(body.substr(0, of), &i) || !number(body.substr(of + kOf.size()), &n)) return false;
+  if (n < 1 || i >= n) return false;
+  *index = i;
+  *count = n;
+  return true;
 }
 
 Status ValidateTensorName(std::string_view name) {

@@ -14,9 +14,14 @@
 //                                            relabelling
 //   optim/m/params/layers/0/attn/wq          optimizer state of a parameter (master, m, v)
 //
-// Sharded saves (not written yet): one file per shard, each with shard_index / num_shards set,
-// plus an index mapping every tensor name to its shard. The reader reports a file's shard fields
-// so a loader can find the rest.
+// A sharded checkpoint (`switchyard convert --ep-size N`, N > 1) is a directory of N files
+// named CheckpointShardFileName(i, N) = "shard-0000i-of-0000N.h5", shard i holding the tensors of
+// expert-parallel rank i: shard 0 every dense tensor (with its optimizer state, optim/steps),
+// shard i the experts rank i owns (parallel/expert_parallel_compute.h ExpertOwner), each with its
+// m and v. Every shard carries the whole meta/ group and the same step, so each file describes
+// the checkpoint; the tensor -> shard index is the union of the shards' own tensor lists (no
+// separate index file that could disagree with them). CheckpointSet (checkpoint_set.h) reads a
+// sharded checkpoint and a single file alike.
 //
 // Thread-safety: constants and pure functions.
 #pragma once
@@ -42,6 +47,16 @@ inline constexpr std::string_view kCheckpointDataPositionKey = "data_position"; 
 std::string ExpertTensorName(int layer, int global_expert, std::string_view weight);
 // "optim/{state}/{name}", state one of master, m, v.
 std::string OptimizerStateName(std::string_view state, std::string_view name);
+// The global expert id of an expert tensor or of its optimizer state
+// ("experts/layer3/expert17/w_up", "optim/m/experts/layer3/expert17/w_up" -> 17); -1 for any
+// other name.
+int ExpertOfTensorName(std::string_view name);
+
+// "shard-{index:05}-of-{count:05}.h5" (more digits past 99999).
+std::string CheckpointShardFileName(int index, int count);
+// True when `filename` (no directory) is a name CheckpointShardFileName makes; sets index and
+// count. Bounds-checked: digits only, values that fit an int, index < count.
+bool ParseCheckpointShardFileName(std::string_view filename, int* index, int* count);
 
 // InvalidArgument unless `name` is a valid tensor name: non-empty parts separated by single '/',
 // no leading or trailing '/', no "." or ".." part, no control characters, and not under "meta/".

@@ -22,6 +22,7 @@ endfunction()
 
 target_sources(sy_storage PRIVATE
   ${sy_hdf5_dir}/checkpoint_layout.cc
+  ${sy_hdf5_dir}/checkpoint_set.cc
   ${sy_hdf5_dir}/durable_replace.cc
   ${sy_hdf5_dir}/hdf5_error_detail.cc
 )

@@ -7,6 +7,8 @@ Each operation runs in a real process with fault_shim.c preloaded, watching one 
     the staging directory renamed to the final name;
   - convert to gguf: the file through a temporary, fsync, rename, directory fsync;
   - convert to native: the HDF5 checkpoint through a temporary, fsync, rename, directory fsync;
+  - convert to native with --ep-size 2: a staging directory with the two shard files (each through
+    a temporary, fsync, rename), the directory's fsync, the staging directory renamed into place;
   - tune-io (--fs posix): the scratch file it lays out, writes and removes.
 A first run journals every write, stdio write and flush, fsync and rename under the directory.
 Then, for each point (every one with --stride 1; every STRIDE-th write otherwise) and each fault:
@@ -42,6 +44,7 @@ CONVERTS = {
     "convert hf": (["--to", "hf", "--shard-mib", "1"], "hf"),
     "convert gguf": (["--to", "gguf"], "model.gguf"),
     "convert native": (["--to", "native"], "model.h5"),
+    "convert native ep2": (["--ep-size", "2"], "model-ep2"),
 }
 TUNE_IO = "tune-io"
 SCRATCH = "switchyard-tune-io.dat"  # storage/tools/io_tune.cc
