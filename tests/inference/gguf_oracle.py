@@ -18,7 +18,8 @@ Then, the other way round, gguf-py's GGUFWriter writes each family as llama.cpp'
 with the matrices quantized to Q8_0 or Q4_0 by gguf.quants; `gguf_tool dump` must dequantize each
 tensor to exactly gguf.quants.dequantize's values, and `switchyard generate` on that file must
 match hf_moe_oracle's float64 forward on the dequantized weights (tolerance 1e-4 x max|logit|).
-Our Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte. Quantized experts: on
+Our Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte, and random Q4_K / Q6_K
+blocks must dequantize to gguf.quants.dequantize's values exactly. Quantized experts: on
 models whose expert rows are whole blocks, a gguf-py Q8_0 / Q4_0 file must load its experts as
 stored (generate reports "experts q8_0"), and `--quantize experts` on the HF directory must
 quantize them on load; both run the quantized kernels and must match the float64 forward on the
@@ -413,6 +414,7 @@ def main():
             failures += compare_logits(H.read_logits(out), ref,
                                        f"{fam:10s} gguf-py {qtype.name} file")
     failures += quantized_export_check(tool, work)
+    failures += kquant_dequant_check(tool, work)
     failures += quantized_experts_check(binary, work)
     failures += bad_input_checks(binary, work)
     if failures:
@@ -447,6 +449,41 @@ def quantized_export_check(tool, work):
                 failures.append(f"export {qname}: {t.name} kept as {o.tensor_type.name}")
         print(f"{'ok  ' if not failures else 'FAIL'} export {qname}: {n} tensors equal "
               f"gguf.quants.quantize byte for byte")
+    return failures
+
+
+def kquant_dequant_check(tool, work):
+    """Q4_K and Q6_K blocks of random bytes (llama-quantize writes output.weight as Q6_K) dump to
+    exactly gguf.quants.dequantize's values. The f16 super-block scales are drawn finite."""
+    failures = []
+    rng = np.random.default_rng(18)
+    path = os.path.join(work, "kquants.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    want = {}
+    for qtype, d_offsets in ((Q.Q4_K, (0, 2)), (Q.Q6_K, (208,))):
+        block_bytes = gguf.GGML_QUANT_SIZES[qtype][1]
+        rows, blocks = 3, 2
+        raw = rng.integers(0, 256, size=(rows, blocks, block_bytes), dtype=np.uint8)
+        for off in d_offsets:
+            d = rng.uniform(-2.0, 2.0, size=(rows, blocks)).astype(np.float16)
+            raw[:, :, off:off + 2] = d.view(np.uint8).reshape(rows, blocks, 2)
+        raw = raw.reshape(rows, blocks * block_bytes)
+        name = f"{qtype.name.lower()}.weight"
+        w.add_tensor(name, raw, raw_dtype=qtype)
+        want[name] = dequantize(raw, qtype).reshape(-1).astype(np.float32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    for name, values in want.items():
+        dump = os.path.join(work, "kquant.f32")
+        r = run([tool, "dump", path, name, dump])
+        got = np.fromfile(dump, dtype="<f4") if r.returncode == 0 else None
+        ok = got is not None and np.array_equal(got, values)
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {values.size} values dequantize to "
+              f"gguf.quants.dequantize's exactly")
+        if not ok:
+            failures.append(f"{name} dequantizes differently from gguf.quants: {r.stderr.strip()}")
     return failures
 
 
