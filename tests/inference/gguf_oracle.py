@@ -23,7 +23,8 @@ blocks must dequantize to gguf.quants.dequantize's values exactly. Quantized exp
 models whose expert rows are whole blocks, a gguf-py Q8_0 / Q4_0 file must load its experts as
 stored (generate reports "experts q8_0"), and `--quantize experts` on the HF directory must
 quantize them on load; both run the quantized kernels and must match the float64 forward on the
-dequantized weights (gguf.quants), attention in float. Finally a truncated file,
+dequantized weights (gguf.quants) with the experts' inputs rounded to 8 bits as the kernels
+round them (hf_moe_oracle.round_activations), attention in float. Finally a truncated file,
 a header pointing past the end, an unknown tensor type and a missing tensor each fail naming the
 file and the tensor.
 """
@@ -318,7 +319,8 @@ def quantized_experts_check(binary, work):
             # as f32.
             qpath = os.path.join(work, f"{fam}.blocks.{qname}.gguf")
             held = write_with_gguf_py(fam, config, hf_values, qpath, qtype)
-            ref = H.Family(fam, config, to_hf_layout(fam, config, held)).forward(H.PROMPT)
+            ref = H.Family(fam, config, to_hf_layout(fam, config, held),
+                           round_expert_inputs=True).forward(H.PROMPT)
             # --quantize experts on the HF directory: only the experts' values change.
             hf_q = {}
             for name, arr in hf_values.items():
@@ -326,7 +328,7 @@ def quantized_experts_check(binary, work):
                 if ".experts." in name:
                     arr = dequantize(quantize(arr, qtype), qtype).reshape(arr.shape)
                 hf_q[name] = torch.from_numpy(arr.astype(np.float64))
-            ref_hf = H.Family(fam, config, hf_q).forward(H.PROMPT)
+            ref_hf = H.Family(fam, config, hf_q, round_expert_inputs=True).forward(H.PROMPT)
             for what, model, extra, want in (
                     ("GGUF's own blocks", qpath, (), ref),
                     ("--quantize experts", model_dir,
