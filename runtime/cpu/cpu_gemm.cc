@@ -253,7 +253,8 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
   size_t values = 0;
   for (const GemmArgs& g : groups) values += static_cast<size_t>(g.m * g.k);
   int8_t* q = ThreadScratch(q_storage, values);
-  float* d = ThreadScratch(d_storage, values / 32);
+  float* d = ThreadScratch(d_storage, values / 32 * 2);
+  float* ds = d + values / 32;
   views.clear();
   for (size_t i = 0; i < groups.size(); ++i) {
     const GemmArgs& g = groups[i];
@@ -263,10 +264,11 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
       views.push_back(views[same]);
       continue;
     }
-    cpu::QuantizeActivations(g.a, g.m, g.k, q, d);
-    views.push_back({q, d});
+    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, ds);
+    views.push_back({q, d, ds});
     q += g.m * g.k;
     d += g.m * g.k / 32;
+    ds += g.m * g.k / 32;
   }
   return views;
 }

@@ -135,31 +135,18 @@ inline __m256 DotI8(__m256i abs_x, __m256i x, __m256i y) {
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-// The 32 weights of a q8_0 block { f16 d; i8 qs[32]; } as int8.
-inline __m256i LoadQ8_0(const uint8_t* block) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-}
-
-// The 32 weights of a q4_0 block { f16 d; u8 qs[16]; } as int8: low nibbles are values 0..15,
-// high ones 16..31, each minus 8.
-inline __m256i LoadQ4_0(const uint8_t* block) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
-  const __m256i nibbles =
-      _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
-  return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
-}
-
-// One weight row against MR rows of int8 activations: per block, the weights are loaded and
-// their absolute values taken once for all MR rows; each row's integer dot is scaled by
-// d_w * d_a into one of two accumulators (even and odd blocks, so the FMA chains overlap).
-template <int MR, int kBlockBytes, __m256i (*kLoad)(const uint8_t*)>
-void RowInt8(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+// One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations: per block, the
+// weights are loaded and their absolute values taken once for all MR rows; each row's integer
+// dot is scaled by d_w * d_a into one of two accumulators (even and odd blocks, so the FMA chains
+// overlap).
+template <int MR>
+void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
   const int64_t nb = k / 32;
   __m256 acc[MR][2];
   for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
   ForBlockPairs(nb, [&](int64_t b, int slot) {
-    const uint8_t* p = w + b * kBlockBytes;
-    const __m256i x = kLoad(p);
+    const uint8_t* p = w + b * 34;
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
     const __m256i abs_x = _mm256_sign_epi8(x, x);
     const float dw = BlockScale(p);
 #pragma GCC unroll 4
@@ -170,6 +157,39 @@ void RowInt8(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
     }
   });
   for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
+}
+
+// One q4_0 weight row { f16 d; u8 qs[16]; } (low nibbles values 0..15, high ones 16..31, each
+// minus 8) against MR rows of int8 activations. The nibbles n are unsigned, so vpmaddubsw takes
+// them as they are (pairs sum to at most 2 * 15 * 128); sum((n - 8) y) = sum(n y) - 8 sum(y), and
+// d_w * d_a * sum(y) is d_w * ds, summed in a scalar per row and subtracted at the end.
+template <int MR>
+void RowQ4_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+  const int64_t nb = k / 32;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR][2];
+  float offset[MR];
+  for (int m = 0; m < MR; ++m) {
+    acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+    offset[m] = 0.0f;
+  }
+  ForBlockPairs(nb, [&](int64_t b, int slot) {
+    const uint8_t* p = w + b * 18;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
+    const float dw = BlockScale(p);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
+      const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(n, y), ones));
+      acc[m][slot] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d[m * nb + b]), dot, acc[m][slot]);
+      offset[m] += dw * a.ds[m * nb + b];
+    }
+  });
+  for (int m = 0; m < MR; ++m) {
+    sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1])) - 8.0f * offset[m];
+  }
 }
 
 // q4_k { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }: 32 bytes of qs hold sub-block 2j in their
@@ -245,9 +265,9 @@ void Rows(DType dtype, const float* a, const Int8Activations& qa, int64_t k, con
     float sums[MR];
 #if defined(__AVX2__) && defined(__FMA__)
     if (dtype == DType::kQ8_0) {
-      RowInt8<MR, 34, LoadQ8_0>(qa, k, row, sums);
+      RowQ8_0<MR>(qa, k, row, sums);
     } else if (dtype == DType::kQ4_0) {
-      RowInt8<MR, 18, LoadQ4_0>(qa, k, row, sums);
+      RowQ4_0<MR>(qa, k, row, sums);
     } else if (dtype == DType::kQ4_K) {
       RowQ4_K<MR>(a, k, row, sums);
     } else {
@@ -271,14 +291,19 @@ void Rows(DType dtype, const float* a, const Int8Activations& qa, int64_t k, con
 
 bool TakesInt8Activations(DType dtype) { return dtype == DType::kQ8_0 || dtype == DType::kQ4_0; }
 
-void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d) {
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* ds) {
   SY_CHECK(k % 32 == 0) << "QuantizeActivations: rows of " << k << " values";
+  const int64_t blocks = rows * k / 32;
 #if defined(__AVX2__) && defined(__FMA__)
-  for (int64_t b = 0; b < rows * k / 32; ++b)
-    QuantizeActivationBlock(a + b * 32, q + b * 32, d + b);
+  for (int64_t b = 0; b < blocks; ++b) QuantizeActivationBlock(a + b * 32, q + b * 32, d + b);
 #else
   RoundActivationBlocks(a, rows * k, q, d);
 #endif
+  for (int64_t b = 0; b < blocks; ++b) {
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += q[b * 32 + i];
+    ds[b] = d[b] * static_cast<float>(sum);
+  }
 }
 
 void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64_t rows, int64_t k,
@@ -289,7 +314,8 @@ void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64
       << "QuantGemvRows: rows of " << k << " values are not whole " << DTypeName(dtype)
       << " blocks";
   SY_CHECK(rows >= 1) << "QuantGemvRows: " << rows << " activation rows";
-  SY_CHECK(TakesInt8Activations(dtype) ? qa.q != nullptr && qa.d != nullptr : a != nullptr)
+  SY_CHECK(TakesInt8Activations(dtype) ? qa.q != nullptr && qa.d != nullptr && qa.ds != nullptr
+                                       : a != nullptr)
       << "QuantGemvRows: " << DTypeName(dtype) << " without its activations";
   const auto* wb = static_cast<const uint8_t*>(w);
   // Up to 4 activation rows per pass over the row range; the caller's range (about 64 KiB of
@@ -298,7 +324,8 @@ void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64
     const int64_t nb = k / 32;
     const float* am = a != nullptr ? a + m0 * k : nullptr;
     const Int8Activations qm{qa.q != nullptr ? qa.q + m0 * k : nullptr,
-                             qa.d != nullptr ? qa.d + m0 * nb : nullptr};
+                             qa.d != nullptr ? qa.d + m0 * nb : nullptr,
+                             qa.ds != nullptr ? qa.ds + m0 * nb : nullptr};
     float* cm = c + m0 * ldc;
     switch (std::min<int64_t>(4, rows - m0)) {
       case 1:

@@ -4,11 +4,12 @@
 // q8_0 and q4_0 weights multiply activations rounded to 8 bits per block of 32
 // (QuantizeActivations, once per operator and shared by every row and thread), in integers as
 // ggml does: per block, the 32 int8 x int8 products are summed exactly (AVX2: vpmaddubsw with the
-// sign trick, vpmaddwd) and scaled by d_w * d_a into f32 accumulators. The result is the
-// dequantize-then-f32 product of the weight with the rounded activations (RoundActivationBlocks),
-// up to the order of the f32 sums: what the op-check harness holds them to. Rounding the
-// activations halves the work per weight byte against widening every weight to f32, which at
-// decode's batch sizes made the kernel compute-bound on a 2-core AVX2 machine.
+// sign trick, vpmaddwd; q4_0 multiplies its unsigned nibbles and subtracts 8 times the
+// activations' block sum afterwards) and scaled by d_w * d_a into f32 accumulators. The result is
+// the dequantize-then-f32 product of the weight with the rounded activations
+// (RoundActivationBlocks), up to the order of the f32 sums: what the op-check harness holds them
+// to. Rounding the activations halves the work per weight byte against widening every weight to
+// f32, which at decode's batch sizes made the kernel compute-bound on a 2-core AVX2 machine.
 //
 // q4_k keeps f32 activations: each weight block is widened in registers (-> f32, times its
 // scales), so the result is the dequantize-then-f32 product up to the order of the f32 sums.
@@ -32,11 +33,12 @@ bool TakesInt8Activations(DType dtype);
 struct Int8Activations {
   const int8_t* q = nullptr;  // [rows, k]
   const float* d = nullptr;   // [rows, k / 32], one scale per block
+  const float* ds = nullptr;  // [rows, k / 32], d times the sum of the block's q (q4_0's offset)
 };
 
 // RoundActivationBlocks (runtime/core/quant_blocks.h) of a [rows, k] row-major, vectorized; the
-// values are identical to the scalar reference's. q holds rows * k, d rows * k / 32.
-void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d);
+// values are identical to the scalar reference's. q holds rows * k values, d and ds rows * k / 32.
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* ds);
 
 // For rows r in [row_begin, row_end) of w (quantized `dtype`, [N, k] row-major, k a multiple of
 // the block size) and m in [0, rows) (rows >= 1):

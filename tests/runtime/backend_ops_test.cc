@@ -226,11 +226,16 @@ TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
   for (int i = 0; i < 32; ++i) x[32 + i] = i == 0 ? 127.0f : static_cast<float>(i - 16) + 0.5f;
   for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;
   std::vector<int8_t> q(x.size()), q_ref(x.size());
-  std::vector<float> d(x.size() / 32), d_ref(x.size() / 32);
-  cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data());
+  std::vector<float> d(x.size() / 32), ds(x.size() / 32), d_ref(x.size() / 32);
+  cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data(), ds.data());
   RoundActivationBlocks(x.data(), kRows * kK, q_ref.data(), d_ref.data());
   EXPECT_EQ(q, q_ref);
   EXPECT_EQ(d, d_ref);
+  for (size_t b = 0; b < d_ref.size(); ++b) {
+    int sum = 0;
+    for (size_t i = 0; i < 32; ++i) sum += q_ref[b * 32 + i];
+    EXPECT_EQ(ds[b], d_ref[b] * static_cast<float>(sum)) << "block " << b;
+  }
   EXPECT_EQ(q_ref[32 + 1], -14);  // -14.5 rounds to even
   EXPECT_EQ(q_ref[32 + 2], -14);  // -13.5 too
   EXPECT_EQ(d_ref[2], 0.0f);
