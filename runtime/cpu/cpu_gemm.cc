@@ -261,7 +261,8 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
     size_t same = 0;
     while (same < i && !(groups[same].a == g.a && groups[same].m == g.m)) ++same;
     if (same < i) {
-      views.push_back(views[same]);
+      const cpu::Int8Activations shared = views[same];
+      views.push_back(shared);
       continue;
     }
     cpu::QuantizeActivations(g.a, g.m, g.k, q, d, ds);
