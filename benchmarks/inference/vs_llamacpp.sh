@@ -15,7 +15,8 @@
 #    -t THREADS) and Switchyard: `bench decode --prompt-len 32 --gen-len GEN_LEN` (decode tokens/s
 #    and the 32-token prefill) and `bench decode --prompt-len LONG_PREFILL --gen-len 1`.
 #    Switchyard runs bf16 from the Hugging Face directory; for Q8_0 / Q4_0 it is asked to run
-#    llama.cpp's quantized GGUF (`--model x.gguf`), then `--dtype q8_0|q4_0` on the directory; when
+#    llama.cpp's quantized GGUF (`--model x.gguf`), then `--quantize experts --quant-type q8_0|q4_0`
+#    on the directory (experts quantized on load, the rest bf16); when
 #    it cannot yet, the row says so and is skipped (llama.cpp's figures are still recorded).
 # 4. Writes the medians and the median of the per-round ratios Switchyard / llama.cpp, the
 #    machine (CPU, cores, memory, load before and after), both versions and the commands.
@@ -82,7 +83,7 @@ sy_decode() {
   fi
   "$switchyard" bench decode --model "$gguf_dir/model-$t.gguf" "${common[@]}" \
     >"$json.txt" 2>"$json.err" && return
-  "$switchyard" bench decode --model "$model" --dtype "$t" "${common[@]}" \
+  "$switchyard" bench decode --model "$model" --quantize experts --quant-type "$t" "${common[@]}" \
     >"$json.txt" 2>>"$json.err" && return
   return 1
 }

@@ -1,7 +1,7 @@
 // Microbenchmarks of the CPU backend: GEMM (f32 through our backend next to OpenBLAS called
-// directly, bf16 and f16 weights), grouped GEMM (next to one OpenBLAS call per expert), attention
-// decode over a KV cache, and the dtype conversions. Counters report GFLOP/s (flops) and GB/s
-// (bytes) per second of wall time.
+// directly, bf16, f16, q8_0 and q4_0 weights), grouped GEMM (next to one OpenBLAS call per expert),
+// attention decode over a KV cache, and the dtype conversions. Counters report GFLOP/s (flops) and
+// GB/s (bytes) per second of wall time.
 //
 // The memory-bound kernels (decode GEMV, attention decode, conversions) are measured against
 // baselines in the same run: BM_StreamRead reads the same number of bytes on the backend's thread
@@ -17,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "runtime/core/quant_blocks.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/memory_bandwidth.h"
 
@@ -35,6 +36,10 @@ Tensor Random(DType dtype, Shape shape, uint64_t seed) {
   for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = dist(rng);
   if (dtype == DType::kF32) return f;
   Tensor t = Tensor::Host(dtype, shape);
+  if (IsQuantized(dtype)) {
+    QuantizeBlocks(dtype, f.data<float>(), t.data(), f.numel());
+    return t;
+  }
   SY_CHECK_OK(
       ConvertBuffer(f.data(), DType::kF32, t.data(), dtype, static_cast<size_t>(f.numel())));
   return t;
@@ -89,6 +94,16 @@ BENCHMARK_CAPTURE(BM_GemmBackend, f32, DType::kF32)->Apply(GemmShapes);
 BENCHMARK(BM_GemmOpenBlasDirect)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_GemmBackend, bf16, DType::kBF16)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_GemmBackend, f16, DType::kF16)->Apply(GemmShapes);
+
+// Quantized weights on an expert's gate projection (N 2048, K 1024): M up to
+// kInt8ActivationMaxRows (64) runs the int8 GEMV kernels, M = 65 and up dequantized panels and
+// OpenBLAS; the per-row cost on either side of 64 shows where one overtakes the other.
+void QuantGemmShapes(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 4, 8, 16, 32, 64, 65, 128}) b->Args({m, 2048, 1024});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_GemmBackend, q8_0, DType::kQ8_0)->Apply(QuantGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmBackend, q4_0, DType::kQ4_0)->Apply(QuantGemmShapes);
 
 // The memory bandwidth the decode kernels are bounded by: a read of `bytes` split over the
 // backend's thread pool (the GEMV kernels' split), summing 64-bit words so that the loop

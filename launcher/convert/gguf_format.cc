@@ -141,9 +141,10 @@ class Gguf final : public ModelFormat {
       const GgmlType type = e.tensor->type;
       const std::optional<DType> lossless = LosslessDType(type);
       if (!lossless && !storage::GgmlTypeConvertsToF32(type)) {
-        return InvalidArgumentError(path + ": tensor \"" + stored + "\" has type " +
-                                    std::string(storage::GgmlTypeName(type)) +
-                                    "; weights must be F32, F16, BF16, F64, Q8_0, Q4_0 or Q4_K");
+        return InvalidArgumentError(
+            path + ": tensor \"" + stored + "\" has type " +
+            std::string(storage::GgmlTypeName(type)) +
+            "; weights must be F32, F16, BF16, F64, Q8_0, Q4_0, Q4_K or Q6_K");
       }
       ImageTensor t;
       t.name = p.name;

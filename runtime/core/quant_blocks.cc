@@ -134,4 +134,17 @@ void QuantizeBlocks(DType dtype, const float* src, void* dst, int64_t n) {
   }
 }
 
+void RoundActivationBlocks(const float* x, int64_t n, int8_t* q, float* d) {
+  SY_CHECK(n >= 0 && n % 32 == 0) << n << " activations do not fill whole blocks of 32";
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    d[b] = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    // nearbyint rounds half to even in the default rounding mode, as vcvtps2dq does.
+    for (int i = 0; i < 32; ++i) q[b * 32 + i] = static_cast<int8_t>(std::nearbyint(xb[i] * id));
+  }
+}
+
 }  // namespace sy

@@ -9,7 +9,10 @@
 //  - larger M widens one panel of the weight at a time (at most kPanelBytes of f32, contiguous in
 //    both layouts) into a per-thread scratch and hands the panel to cblas_sgemm.
 // Quantized weights (q8_0, q4_0, q4_k, always b [N,K]) take the same two paths: the GEMV kernels
-// of cpu_quant.h for decode shapes, in the same row ranges, and dequantized panels for larger M.
+// of cpu_quant.h in the same row ranges, and dequantized panels for larger M. q8_0 and q4_0 round
+// the activations to 8 bits once per operator and run the integer kernels up to
+// kQuantGemvMaxRows rows per group (a prefill's tokens grouped per expert): each weight byte is
+// read once from memory, where a dequantized panel writes and reads 4 bytes of f32 per weight.
 // OpenBLAS is multithreaded by itself, so it is only ever called from the operator's thread, never
 // from inside a ParallelFor body.
 #include <cblas.h>
@@ -21,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/core/quant_blocks.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_op_util.h"
 #include "runtime/cpu/cpu_quant.h"
@@ -33,6 +37,9 @@ using cpu::kLanes;
 using cpu::VecF;
 
 constexpr int64_t kGemvMaxRows = 4;
+// Rows per group up to which q8_0 and q4_0 weights take the integer GEMV kernels rather than
+// dequantized panels and OpenBLAS: the backend contract's bound (quant_blocks.h).
+constexpr int64_t kQuantGemvMaxRows = kInt8ActivationMaxRows;
 constexpr int64_t kPanelBytes = int64_t{4} << 20;
 // AVX-512 has 32 vector registers, AVX2 16: keep MR x NR accumulators plus NR weights in them.
 constexpr int kTransBNr = kLanes >= 16 ? 4 : 2;
@@ -49,8 +56,13 @@ struct GemmArgs {
   float* c = nullptr;  // [m, n], ldc = n
 };
 
+int64_t GemvMaxRows(DType b_dtype) {
+  return cpu::TakesInt8Activations(b_dtype) ? kQuantGemvMaxRows : kGemvMaxRows;
+}
+
 // Scratch that lives as long as the calling thread, so steady-state decoding allocates nothing.
-float* ThreadScratch(std::vector<float>& storage, size_t n) {
+template <typename T>
+T* ThreadScratch(std::vector<T>& storage, size_t n) {
   if (storage.size() < n) storage.resize(n);
   return storage.data();
 }
@@ -231,27 +243,64 @@ void ClaimRanges(ThreadPool& pool, int64_t n, int64_t grain, const Body& body) {
   });
 }
 
-// GEMVs with b [N,K] (trans_b, a row-major [M,K], M <= kGemvMaxRows) of one or more groups, all of
-// the same N and K: the blocks of kTransBNr rows of every group form one index space, claimed in
-// ranges of at least 64 KiB of weights.
+// The groups' activations rounded to 8 bits (cpu_quant.h) for the integer kernels, once per
+// operator on the calling thread; groups that share an `a` (GroupedGemmShared's gate and up)
+// share its rounding. The result lives in thread-local scratch until the next call.
+std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const GemmArgs> groups) {
+  static thread_local std::vector<int8_t> q_storage;
+  static thread_local std::vector<float> d_storage;
+  static thread_local std::vector<cpu::Int8Activations> views;
+  size_t values = 0;
+  for (const GemmArgs& g : groups) values += static_cast<size_t>(g.m * g.k);
+  int8_t* q = ThreadScratch(q_storage, values);
+  float* d = ThreadScratch(d_storage, values / 32 * 2);
+  float* ds = d + values / 32;
+  views.clear();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const GemmArgs& g = groups[i];
+    size_t same = 0;
+    while (same < i && !(groups[same].a == g.a && groups[same].m == g.m)) ++same;
+    if (same < i) {
+      const cpu::Int8Activations shared = views[same];
+      views.push_back(shared);
+      continue;
+    }
+    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, ds);
+    views.push_back({q, d, ds});
+    q += g.m * g.k;
+    d += g.m * g.k / 32;
+    ds += g.m * g.k / 32;
+  }
+  return views;
+}
+
+// GEMVs with b [N,K] (trans_b, a row-major [M,K], M <= GemvMaxRows) of one or more groups, all of
+// the same N, K and dtype: the blocks of kTransBNr rows of every group form one index space,
+// claimed in ranges of at least 64 KiB of weights.
 void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
   if (groups.empty()) return;
   const int64_t n = groups[0].n, k = groups[0].k;
   const int64_t blocks = (n + kTransBNr - 1) / kTransBNr;
   const DType dtype = groups[0].b_dtype;
+  for (const GemmArgs& g : groups) {
+    SY_CHECK(g.n == n && g.k == k && g.m <= GemvMaxRows(dtype) && g.trans_b && !g.trans_a)
+        << "GemvTransB: groups differ in shape";
+    SY_CHECK(g.b_dtype == dtype) << "GemvTransB: groups differ in dtype";
+  }
+  std::span<const cpu::Int8Activations> int8_a;
+  if (cpu::TakesInt8Activations(dtype)) int8_a = QuantizeGroupActivations(groups);
   const auto block_bytes = static_cast<int64_t>(DTypeBytes(dtype, k) * kTransBNr);
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, block_bytes));
   const auto count = static_cast<int64_t>(groups.size());
   ClaimRanges(pool, count * blocks, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo / blocks; i < count && i * blocks < hi; ++i) {
       const GemmArgs& g = groups[static_cast<size_t>(i)];
-      SY_CHECK(g.n == n && g.k == k && g.m <= kGemvMaxRows && g.trans_b && !g.trans_a)
-          << "GemvTransB: groups differ in shape";
       const int64_t begin = std::max(lo, i * blocks) - i * blocks;
       const int64_t end = std::min(hi, (i + 1) * blocks) - i * blocks;
-      SY_CHECK(g.b_dtype == dtype) << "GemvTransB: groups differ in dtype";
       if (IsQuantized(dtype)) {
-        cpu::QuantGemvRows(dtype, g.a, g.m, k, g.b, g.c, n, g.alpha, g.beta, begin * kTransBNr,
+        const cpu::Int8Activations qa =
+            int8_a.empty() ? cpu::Int8Activations{} : int8_a[static_cast<size_t>(i)];
+        cpu::QuantGemvRows(dtype, g.a, qa, g.m, k, g.b, g.c, n, g.alpha, g.beta, begin * kTransBNr,
                            std::min(n, end * kTransBNr));
         continue;
       }
@@ -352,8 +401,8 @@ void GemmImpl(ThreadPool& pool, const GemmArgs& g) {
     ScaleMatrix(g.c, g.m, g.n, g.n, g.beta);
     return;
   }
-  if (g.m <= kGemvMaxRows) {
-    // The GEMV kernels read a as [M,K] rows; a transposed a is tiny here, so copy it.
+  if (g.m <= GemvMaxRows(g.b_dtype)) {
+    // The GEMV kernels read a as [M,K] rows; a transposed a is small here, so copy it.
     static thread_local std::vector<float> a_storage;
     const float* a_rows = g.a;
     if (g.trans_a) {
@@ -470,7 +519,7 @@ void CpuBackend::BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
 namespace {
 
 // Checks one GroupedGemm's shapes and dtypes and appends its non-empty groups to `groups`;
-// `all_gemv` stays true while every group is a GEMV with b [N,K] of at most kGemvMaxRows rows.
+// `all_gemv` stays true while every group is a GEMV with b [N,K] of at most GemvMaxRows rows.
 void AppendGemmGroups(const Tensor& a, const Tensor& b, const Tensor& c,
                       std::span<const int64_t> group_rows, GemmOptions options,
                       std::vector<GemmArgs>& groups, bool& all_gemv) {
@@ -505,7 +554,7 @@ void AppendGemmGroups(const Tensor& a, const Tensor& b, const Tensor& c,
     grp.b_dtype = b.dtype();
     grp.c = c.data<float>() + row * g.n;
     groups.push_back(grp);
-    all_gemv = all_gemv && rows <= kGemvMaxRows;
+    all_gemv = all_gemv && rows <= GemvMaxRows(b.dtype());
     row += rows;
   }
 }

@@ -1,5 +1,6 @@
 #include "runtime/cpu/cpu_quant.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/core/check.h"
@@ -41,13 +42,38 @@ void RowGeneric(DType dtype, const float* a, int64_t k, const uint8_t* w, float*
   for (int m = 0; m < MR; ++m) sums[m] = VReduceAdd(acc[m]) + tail[m];
 }
 
-#if defined(__AVX2__) && defined(__FMA__)
-
-inline __m256 Widen8(__m128i q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)); }
-// Eight int8 at p, widened to f32 (the load folds into vpmovsxbd).
-inline __m256 Load8(const uint8_t* p) {
-  return Widen8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+// q8_0 or q4_0 against int8 activations, any build: each block's weights as int8 (value - 8
+// for q4_0), the exact integer dot, then sum += d_w * d_a * dot.
+template <int MR>
+void RowInt8Generic(DType dtype, const Int8Activations& a, int64_t k, const uint8_t* w,
+                    float* sums) {
+  const auto bytes = static_cast<int64_t>(DTypeBlockBytes(dtype));
+  const int64_t nb = k / 32;
+  for (int m = 0; m < MR; ++m) sums[m] = 0.0f;
+  int8_t x[32];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = w + b * bytes;
+    F16 h;
+    std::memcpy(&h.bits, p, 2);
+    const float dw = F16ToF32(h);
+    if (dtype == DType::kQ8_0) {
+      std::memcpy(x, p + 2, 32);
+    } else {
+      for (int i = 0; i < 16; ++i) {
+        x[i] = static_cast<int8_t>((p[2 + i] & 0x0F) - 8);
+        x[i + 16] = static_cast<int8_t>((p[2 + i] >> 4) - 8);
+      }
+    }
+    for (int m = 0; m < MR; ++m) {
+      const int8_t* y = a.q + m * k + b * 32;
+      int32_t dot = 0;
+      for (int i = 0; i < 32; ++i) dot += int32_t{x[i]} * int32_t{y[i]};
+      sums[m] += dw * a.d[m * nb + b] * static_cast<float>(dot);
+    }
+  }
 }
+
+#if defined(__AVX2__) && defined(__FMA__)
 
 inline float BlockScale(const uint8_t* block) {
   uint16_t bits;
@@ -74,23 +100,6 @@ inline void AccumulateBlock(const float* a, int64_t k, int64_t offset, __m256 w0
   }
 }
 
-// One block of 32 integer weights (as f32, unscaled) against MR activation rows: the block's dot
-// product t, then acc += d * t, so the scale costs one FMA per row; blocks are independent until
-// that last FMA, which alternates between two accumulators (ForBlockPairs).
-template <int MR>
-inline void AccumulateScaledBlock(const float* a, int64_t k, int64_t offset, __m256 w0, __m256 w1,
-                                  __m256 w2, __m256 w3, __m256 d, __m256 (&acc)[MR][4], int slot) {
-#pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) {
-    const float* x = a + m * k + offset;
-    __m256 t = _mm256_mul_ps(w0, _mm256_loadu_ps(x));
-    t = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + 8), t);
-    t = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x + 16), t);
-    t = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + 24), t);
-    acc[m][slot] = _mm256_fmadd_ps(d, t, acc[m][slot]);
-  }
-}
-
 // body(b, slot) for b in [0, blocks): even blocks on accumulator slot 0, odd ones on slot 1.
 template <typename Body>
 inline void ForBlockPairs(int64_t blocks, const Body& body) {
@@ -102,54 +111,85 @@ inline void ForBlockPairs(int64_t blocks, const Body& body) {
   if (b < blocks) body(b, 0);
 }
 
+inline float HorizontalSum(__m256 s) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
 template <int MR>
 inline void Reduce(__m256 (&acc)[MR][4], float* sums) {
   for (int m = 0; m < MR; ++m) {
-    const __m256 s =
-        _mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), _mm256_add_ps(acc[m][2], acc[m][3]));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    sums[m] = _mm_cvtss_f32(h);
+    sums[m] = HorizontalSum(
+        _mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), _mm256_add_ps(acc[m][2], acc[m][3])));
   }
 }
 
-// q8_0 { f16 d; i8 qs[32]; }
-template <int MR>
-void RowQ8_0(const float* a, int64_t k, const uint8_t* w, float* sums) {
-  __m256 acc[MR][4];
-  for (int m = 0; m < MR; ++m) {
-    for (int j = 0; j < 4; ++j) acc[m][j] = _mm256_setzero_ps();
-  }
-  auto block = [&](int64_t b, int slot) {
-    const uint8_t* q = w + b * 34;
-    AccumulateScaledBlock<MR>(a, k, b * 32, Load8(q + 2), Load8(q + 10), Load8(q + 18),
-                              Load8(q + 26), _mm256_set1_ps(BlockScale(q)), acc, slot);
-  };
-  ForBlockPairs(k / 32, block);
-  Reduce<MR>(acc, sums);
+// ggml's mul_sum_i8_pairs_float: the 32 products x[i] * y[i] of two int8 vectors, summed in
+// groups of 4 into 8 f32. vpmaddubsw multiplies unsigned by signed bytes, so x's sign moves onto
+// y (|x| * sign(x) y); |-128| reads as 128 unsigned, and a pair sums to at most 2 * 128 * 127,
+// inside int16.
+inline __m256 DotI8(__m256i abs_x, __m256i x, __m256i y) {
+  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-// q4_0 { f16 d; u8 qs[16]; }: the low nibbles are values 0..15, the high ones 16..31, each minus 8.
+// One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations: per block, the
+// weights are loaded and their absolute values taken once for all MR rows; each row's integer
+// dot is scaled by d_w * d_a into one of two accumulators (even and odd blocks, so the FMA chains
+// overlap).
 template <int MR>
-void RowQ4_0(const float* a, int64_t k, const uint8_t* w, float* sums) {
-  __m256 acc[MR][4];
+void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+  const int64_t nb = k / 32;
+  __m256 acc[MR][2];
+  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  ForBlockPairs(nb, [&](int64_t b, int slot) {
+    const uint8_t* p = w + b * 34;
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i abs_x = _mm256_sign_epi8(x, x);
+    const float dw = BlockScale(p);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
+      const __m256 scale = _mm256_set1_ps(dw * a.d[m * nb + b]);
+      acc[m][slot] = _mm256_fmadd_ps(scale, DotI8(abs_x, x, y), acc[m][slot]);
+    }
+  });
+  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
+}
+
+// One q4_0 weight row { f16 d; u8 qs[16]; } (low nibbles values 0..15, high ones 16..31, each
+// minus 8) against MR rows of int8 activations. The nibbles n are unsigned, so vpmaddubsw takes
+// them as they are (pairs sum to at most 2 * 15 * 128); sum((n - 8) y) = sum(n y) - 8 sum(y), and
+// d_w * d_a * sum(y) is d_w * ds, summed in a scalar per row and subtracted at the end.
+template <int MR>
+void RowQ4_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+  const int64_t nb = k / 32;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR][2];
+  float offset[MR];
   for (int m = 0; m < MR; ++m) {
-    for (int j = 0; j < 4; ++j) acc[m][j] = _mm256_setzero_ps();
+    acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+    offset[m] = 0.0f;
   }
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  const __m128i eight = _mm_set1_epi8(8);
-  auto block = [&](int64_t b, int slot) {
+  ForBlockPairs(nb, [&](int64_t b, int slot) {
     const uint8_t* p = w + b * 18;
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low4), eight);
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low4), eight);
-    AccumulateScaledBlock<MR>(a, k, b * 32, Widen8(lo), Widen8(_mm_unpackhi_epi64(lo, lo)),
-                              Widen8(hi), Widen8(_mm_unpackhi_epi64(hi, hi)),
-                              _mm256_set1_ps(BlockScale(p)), acc, slot);
-  };
-  ForBlockPairs(k / 32, block);
-  Reduce<MR>(acc, sums);
+    const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
+    const float dw = BlockScale(p);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
+      const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(n, y), ones));
+      acc[m][slot] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d[m * nb + b]), dot, acc[m][slot]);
+      offset[m] += dw * a.ds[m * nb + b];
+    }
+  });
+  for (int m = 0; m < MR; ++m) {
+    sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1])) - 8.0f * offset[m];
+  }
 }
 
 // q4_k { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }: 32 bytes of qs hold sub-block 2j in their
@@ -189,27 +229,56 @@ void RowQ4_K(const float* a, int64_t k, const uint8_t* w, float* sums) {
   Reduce<MR>(acc, sums);
 }
 
+// RoundActivationBlocks of one block of 32, vectorized as ggml's quantize_row_q8_0: the same
+// f32 operations (max |x|, 127 / amax, x * id, round half to even), so the same values.
+inline void QuantizeActivationBlock(const float* x, int8_t* q, float* d) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4];
+  for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(x + 8 * j);
+  __m256 amax =
+      _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                    _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  const float max = _mm_cvtss_f32(h);
+  *d = max / 127.0f;
+  const __m256 id = _mm256_set1_ps(max != 0.0f ? 127.0f / max : 0.0f);
+  __m256i i[4];
+  for (int j = 0; j < 4; ++j) i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], id));
+  // packs works within 128-bit lanes; the permute puts the 32 values back in order.
+  const __m256i packed =
+      _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+  const __m256i ordered =
+      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ordered);
+}
+
 #endif
 
 template <int MR>
-void Rows(DType dtype, const float* a, int64_t k, const uint8_t* w, float* c, int64_t ldc,
-          float alpha, float beta, int64_t row_begin, int64_t row_end) {
+void Rows(DType dtype, const float* a, const Int8Activations& qa, int64_t k, const uint8_t* w,
+          float* c, int64_t ldc, float alpha, float beta, int64_t row_begin, int64_t row_end) {
   const size_t row_bytes = DTypeBytes(dtype, k);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
     float sums[MR];
 #if defined(__AVX2__) && defined(__FMA__)
     if (dtype == DType::kQ8_0) {
-      RowQ8_0<MR>(a, k, row, sums);
+      RowQ8_0<MR>(qa, k, row, sums);
     } else if (dtype == DType::kQ4_0) {
-      RowQ4_0<MR>(a, k, row, sums);
+      RowQ4_0<MR>(qa, k, row, sums);
     } else if (dtype == DType::kQ4_K) {
       RowQ4_K<MR>(a, k, row, sums);
     } else {
       RowGeneric<MR>(dtype, a, k, row, sums);
     }
 #else
-    RowGeneric<MR>(dtype, a, k, row, sums);
+    if (TakesInt8Activations(dtype)) {
+      RowInt8Generic<MR>(dtype, qa, k, row, sums);
+    } else {
+      RowGeneric<MR>(dtype, a, k, row, sums);
+    }
 #endif
     for (int m = 0; m < MR; ++m) {
       float* dst = c + m * ldc + r;
@@ -220,24 +289,58 @@ void Rows(DType dtype, const float* a, int64_t k, const uint8_t* w, float* c, in
 
 }  // namespace
 
-void QuantGemvRows(DType dtype, const float* a, int64_t rows, int64_t k, const void* w, float* c,
-                   int64_t ldc, float alpha, float beta, int64_t row_begin, int64_t row_end) {
+bool TakesInt8Activations(DType dtype) { return dtype == DType::kQ8_0 || dtype == DType::kQ4_0; }
+
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* ds) {
+  SY_CHECK(k % 32 == 0) << "QuantizeActivations: rows of " << k << " values";
+  const int64_t blocks = rows * k / 32;
+#if defined(__AVX2__) && defined(__FMA__)
+  for (int64_t b = 0; b < blocks; ++b) QuantizeActivationBlock(a + b * 32, q + b * 32, d + b);
+#else
+  RoundActivationBlocks(a, rows * k, q, d);
+#endif
+  for (int64_t b = 0; b < blocks; ++b) {
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += q[b * 32 + i];
+    ds[b] = d[b] * static_cast<float>(sum);
+  }
+}
+
+void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64_t rows, int64_t k,
+                   const void* w, float* c, int64_t ldc, float alpha, float beta, int64_t row_begin,
+                   int64_t row_end) {
   SY_CHECK(IsQuantized(dtype)) << "QuantGemvRows on " << DTypeName(dtype);
   SY_CHECK(k % DTypeBlockSize(dtype) == 0)
       << "QuantGemvRows: rows of " << k << " values are not whole " << DTypeName(dtype)
       << " blocks";
+  SY_CHECK(rows >= 1) << "QuantGemvRows: " << rows << " activation rows";
+  SY_CHECK(TakesInt8Activations(dtype) ? qa.q != nullptr && qa.d != nullptr && qa.ds != nullptr
+                                       : a != nullptr)
+      << "QuantGemvRows: " << DTypeName(dtype) << " without its activations";
   const auto* wb = static_cast<const uint8_t*>(w);
-  switch (rows) {
-    case 1:
-      return Rows<1>(dtype, a, k, wb, c, ldc, alpha, beta, row_begin, row_end);
-    case 2:
-      return Rows<2>(dtype, a, k, wb, c, ldc, alpha, beta, row_begin, row_end);
-    case 3:
-      return Rows<3>(dtype, a, k, wb, c, ldc, alpha, beta, row_begin, row_end);
-    case 4:
-      return Rows<4>(dtype, a, k, wb, c, ldc, alpha, beta, row_begin, row_end);
-    default:
-      SY_CHECK(false) << "QuantGemvRows: " << rows << " activation rows (1 to 4)";
+  // Up to 4 activation rows per pass over the row range; the caller's range (about 64 KiB of
+  // weights) is still in L2 for the next 4.
+  for (int64_t m0 = 0; m0 < rows; m0 += 4) {
+    const int64_t nb = k / 32;
+    const float* am = a != nullptr ? a + m0 * k : nullptr;
+    const Int8Activations qm{qa.q != nullptr ? qa.q + m0 * k : nullptr,
+                             qa.d != nullptr ? qa.d + m0 * nb : nullptr,
+                             qa.ds != nullptr ? qa.ds + m0 * nb : nullptr};
+    float* cm = c + m0 * ldc;
+    switch (std::min<int64_t>(4, rows - m0)) {
+      case 1:
+        Rows<1>(dtype, am, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
+        break;
+      case 2:
+        Rows<2>(dtype, am, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
+        break;
+      case 3:
+        Rows<3>(dtype, am, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
+        break;
+      default:
+        Rows<4>(dtype, am, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
+        break;
+    }
   }
 }
 

@@ -35,6 +35,12 @@ constexpr double kF32Simple = 1e-12;
 constexpr double kF32Math = 1e-10;
 // f32 dot products over up to ~2K terms (GEMM family, attention). Observed <= 1.4e-13.
 constexpr double kF32Accumulate = 1e-10;
+// q8_0 / q4_0 GEMVs against the product with the activations NOT rounded to 8 bits: uniform
+// activations in [-1, 1] rounded to a step d = amax / 127 per block of 32 (amax ~ 0.97) carry an
+// error uniform in +-d/2, of variance d^2 / 12 ~ 5e-6 against the values' 1/3, so the products'
+// nmse is about 1.5e-5 (weights independent of the errors; observed 1.2e-5 to 2.5e-5). ggml's
+// test-backend-ops holds its quantized mul_mat to 5e-4.
+constexpr double kInt8Activations = 1e-4;
 
 // ---- seeded host data ----
 
@@ -296,8 +302,9 @@ OpCheckCase MakeCase(std::string op, std::string case_name, double threshold, Ca
 }
 
 // MakeCase for quantized weights: skipped on a backend without them (BackendCaps).
-OpCheckCase MakeQuantizedCase(std::string op, std::string case_name, CaseBody body) {
-  OpCheckCase c = MakeCase(op, case_name, kF32Accumulate, std::move(body));
+OpCheckCase MakeQuantizedCase(std::string op, std::string case_name, CaseBody body,
+                              double threshold = kF32Accumulate) {
+  OpCheckCase c = MakeCase(op, case_name, threshold, std::move(body));
   c.run = [op, case_name, run = std::move(c.run)](Backend& backend) {
     if (backend.caps().quantized_weights) return run(backend);
     OpCheckResult skipped;
@@ -541,10 +548,54 @@ void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
   }
 }
 
+// The activations a GEMM with quantized weights `w` multiplies (Backend::Gemm): a ([rows, k], or
+// [k, rows] when trans_a) rounded to 8 bits per block (RoundActivationBlocks) where w is q8_0 or
+// q4_0 and rows <= kInt8ActivationMaxRows, else a itself.
+Values ActivationsSeen(DType w, int64_t rows, int64_t k, bool trans_a, const Values& a) {
+  if ((w != DType::kQ8_0 && w != DType::kQ4_0) || rows > kInt8ActivationMaxRows) return a;
+  std::vector<float> x(static_cast<size_t>(rows * k));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      x[static_cast<size_t>(r * k + i)] =
+          static_cast<float>(a[static_cast<size_t>(trans_a ? i * rows + r : r * k + i)]);
+    }
+  }
+  std::vector<int8_t> q(x.size());
+  std::vector<float> d(x.size() / 32);
+  RoundActivationBlocks(x.data(), rows * k, q.data(), d.data());
+  Values out(a.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      const auto j = static_cast<size_t>(r * k + i);
+      out[static_cast<size_t>(trans_a ? i * rows + r : r * k + i)] =
+          static_cast<double>(d[j / 32]) * q[j];
+    }
+  }
+  return out;
+}
+
+// ActivationsSeen of each group of a grouped GEMM's a [R, k].
+Values GroupActivationsSeen(DType w, const std::vector<int64_t>& groups, int64_t k,
+                            const Values& a) {
+  Values out;
+  out.reserve(a.size());
+  size_t row = 0;
+  for (int64_t rows : groups) {
+    const Values part(a.begin() + static_cast<std::ptrdiff_t>(row * k),
+                      a.begin() + static_cast<std::ptrdiff_t>((row + rows) * k));
+    const Values seen = ActivationsSeen(w, rows, k, false, part);
+    out.insert(out.end(), seen.begin(), seen.end());
+    row += static_cast<size_t>(rows);
+  }
+  return out;
+}
+
 // Quantized weights (b [N,K], trans_b): the kernels against the reference GEMM of the dequantized
-// blocks in double, so the only difference allowed is the order of the f32 sums. Decode shapes
-// (M <= 4) run the in-register kernels, larger M the dequantized panels; K = 4096 with N = 10
-// splits row ranges across groups as the decode step's experts do.
+// blocks in double, with the activations the backend rounds (ActivationsSeen), so the only
+// difference allowed is the order of the f32 sums. Decode shapes (M <= 4) and, for q8_0 / q4_0,
+// groups up to kInt8ActivationMaxRows run the in-register kernels, larger M the dequantized
+// panels; K = 4096 with N = 10 splits row ranges across groups as the decode step's experts do.
+// The `_vs_f32` cases hold the rounding itself against the unrounded product (kInt8Activations).
 void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
   struct Spec {
     std::string name;
@@ -561,8 +612,11 @@ void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
         {t + "_m3", 3, 64, 2 * kb, false, 1.0f, 0.0f},
         {t + "_m4_k4096", 4, 129, 4096, false, 1.0f, 0.0f},
         {t + "_trans_a_m2", 2, 21, 2 * kb, true, 1.0f, 0.0f},
-        {t + "_panel_m5", 5, 37, 4 * kb, false, 1.0f, 0.0f},
-        {t + "_panel_alpha_beta_m16", 16, 40, 2 * kb, false, 0.5f, -1.0f},
+        {t + "_m5", 5, 37, 4 * kb, false, 1.0f, 0.0f},
+        {t + "_alpha_beta_m16", 16, 40, 2 * kb, false, 0.5f, -1.0f},
+        {t + "_trans_a_m13", 13, 19, 2 * kb, true, 1.0f, 0.0f},
+        {t + "_m64", 64, 9, 2 * kb, false, 1.0f, 0.0f},
+        {t + "_panel_m65", 65, 9, 2 * kb, false, 1.0f, 0.0f},
     };
     for (const Spec& s : specs) {
       cases.push_back(MakeQuantizedCase("Gemm", s.name, [s, w](DeviceIo& d, Rng& rng, Checker& c) {
@@ -575,8 +629,28 @@ void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
         Tensor tc = d.Up(DType::kF32, {s.m, s.n}, c0);
         GemmOptions o{s.trans_a, true, s.alpha, s.beta};
         d.backend().Gemm(ta, tb, tc, o);
-        c.Compare("c", d.Down(tc), reference::Gemm(s.m, s.n, s.k, a, b, c0, o));
+        c.Compare(
+            "c", d.Down(tc),
+            reference::Gemm(s.m, s.n, s.k, ActivationsSeen(w, s.m, s.k, s.trans_a, a), b, c0, o));
       }));
+    }
+    if (w != DType::kQ4_K) {
+      for (const Spec& s : {specs[0], specs[3], specs[8]}) {
+        cases.push_back(MakeQuantizedCase(
+            "Gemm", s.name + "_vs_f32",
+            [s, w](DeviceIo& d, Rng& rng, Checker& c) {
+              Values a = RoundAll(DType::kF32, rng.Uniforms(s.m * s.k, -1, 1));
+              Values b;
+              Tensor tb = d.UpQuantized(w, {s.n, s.k}, rng, b);
+              Values c0 = RoundAll(DType::kF32, rng.Uniforms(s.m * s.n, -1, 1));
+              Tensor ta = d.Up(DType::kF32, {s.m, s.k}, a);
+              Tensor tc = d.Up(DType::kF32, {s.m, s.n}, c0);
+              GemmOptions o{false, true, 1.0f, 0.0f};
+              d.backend().Gemm(ta, tb, tc, o);
+              c.Compare("c", d.Down(tc), reference::Gemm(s.m, s.n, s.k, a, b, c0, o));
+            },
+            kInt8Activations));
+      }
     }
     struct GroupSpec {
       std::string name;
@@ -588,6 +662,7 @@ void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
         {t + "_decode", {1, 2, 0, 3}, 10, 4096, 1.0f, 0.0f},
         {t + "_decode_alpha_beta", {2, 0, 1, 4}, 10, 4096, 0.5f, 1.0f},
         {t + "_prefill", {7, 0, 5}, 12, 2 * kb, 1.0f, 0.0f},
+        {t + "_prefill_panel", {3, 70, 0, 33}, 12, 2 * kb, 1.0f, 0.0f},
     };
     for (const GroupSpec& s : group_specs) {
       cases.push_back(
@@ -602,7 +677,9 @@ void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
             Tensor tc = d.Up(DType::kF32, {rows, s.n}, c0);
             GemmOptions o{false, true, s.alpha, s.beta};
             d.backend().GroupedGemm(ta, tb, tc, s.groups, o);
-            c.Compare("c", d.Down(tc), reference::GroupedGemm(s.groups, s.n, s.k, a, b, c0, o));
+            c.Compare("c", d.Down(tc),
+                      reference::GroupedGemm(s.groups, s.n, s.k,
+                                             GroupActivationsSeen(w, s.groups, s.k, a), b, c0, o));
           }));
     }
     // An expert layer's gate and up in one region, as the decode step runs them.
@@ -619,10 +696,11 @@ void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
                                d.Up(DType::kF32, {rows, s.n}, NaNs(rows * s.n))};
           GemmOptions o{false, true, 1.0f, 0.0f};
           d.backend().GroupedGemmShared(ta, bs, cs, s.groups, o);
+          const Values seen = GroupActivationsSeen(w, s.groups, s.k, a);
           c.Compare("c0", d.Down(cs[0]),
-                    reference::GroupedGemm(s.groups, s.n, s.k, a, b0, NaNs(rows * s.n), o));
+                    reference::GroupedGemm(s.groups, s.n, s.k, seen, b0, NaNs(rows * s.n), o));
           c.Compare("c1", d.Down(cs[1]),
-                    reference::GroupedGemm(s.groups, s.n, s.k, a, b1, NaNs(rows * s.n), o));
+                    reference::GroupedGemm(s.groups, s.n, s.k, seen, b1, NaNs(rows * s.n), o));
         }));
   }
 }

@@ -17,6 +17,35 @@ float HalfAt(const uint8_t* p) {
   return F16ToF32(h);
 }
 
+// Q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; } (ggml-common.h): 256 values in two halves
+// of 128; in each, value l + 32 j (j = 0..3) takes 4 low bits from ql (byte l or l + 32, low or
+// high nibble) and 2 high bits from qh[l] (bits 2j, 2j + 1), minus 32, times d * scales[l / 16 +
+// 2 j]. ggml's dequantize_row_q6_K, multiplying (d * scale) * q as it and gguf-py do.
+void DequantQ6_K(const uint8_t* block, float* y) {
+  const uint8_t* ql = block;
+  const uint8_t* qh = block + 128;
+  const auto* sc = reinterpret_cast<const int8_t*>(block + 192);
+  const float d = HalfAt(block + 208);
+  for (int half = 0; half < 2; ++half) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q[4] = {
+          ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32,
+          ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32,
+          ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32,
+          ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32,
+      };
+      for (int j = 0; j < 4; ++j) {
+        y[l + 32 * j] = d * static_cast<float>(sc[is + 2 * j]) * static_cast<float>(q[j]);
+      }
+    }
+    y += 128;
+    ql += 64;
+    qh += 32;
+    sc += 8;
+  }
+}
+
 }  // namespace
 
 std::optional<DType> GgmlTypeToDType(GgmlType type) {
@@ -32,7 +61,7 @@ std::optional<DType> GgmlTypeToDType(GgmlType type) {
 bool GgmlTypeConvertsToF32(GgmlType type) {
   return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 ||
          type == GgmlType::kF64 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 ||
-         type == GgmlType::kQ4_K;
+         type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
 }
 
 Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<float> out) {
@@ -40,7 +69,7 @@ Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<f
   if (!GgmlTypeConvertsToF32(type)) {
     return InvalidArgumentError("ggml type " + name +
                                 " has no f32 conversion here; supported: F32, F16, BF16, F64, "
-                                "Q8_0, Q4_0, Q4_K (re-quantize the model to one of them)");
+                                "Q8_0, Q4_0, Q4_K, Q6_K (re-quantize the model to one of them)");
   }
   const auto block = static_cast<size_t>(GgmlBlockSize(type));
   const auto size = static_cast<size_t>(GgmlTypeSize(type));
@@ -67,6 +96,8 @@ Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<f
       std::memcpy(&v, src + 8 * i, 8);
       dst[i] = static_cast<float>(v);
     }
+  } else if (type == GgmlType::kQ6_K) {
+    for (size_t b = 0; b < n / block; ++b) DequantQ6_K(src + b * size, dst + b * block);
   } else {  // Q8_0, Q4_0 or Q4_K, the block types GgmlTypeConvertsToF32 accepts
     DequantizeBlocks(*GgmlTypeToDType(type), src, dst, static_cast<int64_t>(n));
   }

@@ -4,7 +4,8 @@
 // The block layouts and the reference quantizers (ggml's quantize_row_q8_0_ref /
 // quantize_row_q4_0_ref) live in runtime/core/quant_blocks.h, shared with the runtime's quantized
 // weights; this file maps GGUF's type numbers onto them. F32, F16, BF16 and F64 convert
-// elementwise.
+// elementwise. Q6_K (llama-quantize's usual type for output.weight) converts here only: it has no
+// runtime DType, so such a tensor loads dequantized.
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -1,7 +1,7 @@
 // Tests of the GGUF container (storage/formats/gguf.h, gguf_writer.h) and ggml's block formats
 // (ggml_quants.h): every metadata type and tensor type written and read back, byte-exact round
-// trips, hand-built Q8_0 / Q4_0 / Q4_K blocks against values worked out from ggml's layouts, and
-// one test per malformed-file error.
+// trips, hand-built Q8_0 / Q4_0 / Q4_K / Q6_K blocks against values worked out from ggml's
+// layouts, and one test per malformed-file error.
 #include "storage/formats/gguf.h"
 
 #include <gtest/gtest.h>
@@ -222,6 +222,31 @@ TEST(GgufTest, DequantizesHandBuiltBlocks) {
       EXPECT_EQ(k[chunk * 64 + l], 1.0f * sc[2 * chunk] * lo - 0.5f * mn[2 * chunk]);
       EXPECT_EQ(k[chunk * 64 + 32 + l], 1.0f * sc[2 * chunk + 1] * hi - 0.5f * mn[2 * chunk + 1]);
     }
+  }
+  // Q6_K: d = 0.5, int8 scales +-1..16 (one per 16 values), 6-bit quants L[i] = (7 i + 3) % 64
+  // packed as ggml's quantize_row_q6_K packs them (4 low bits in ql, 2 high bits in qh, halves
+  // of 128): x[i] = d * scales[i / 16] * (L[i] - 32).
+  std::vector<uint8_t> q6(210, 0);
+  int L[256];
+  for (int i = 0; i < 256; ++i) L[i] = (7 * i + 3) % 64;
+  int8_t scales[16];
+  for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(j % 2 == 1 ? -(j + 1) : j + 1);
+  for (int h = 0; h < 2; ++h) {
+    uint8_t* ql = q6.data() + 64 * h;
+    uint8_t* qh = q6.data() + 128 + 32 * h;
+    const int* q = L + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = static_cast<uint8_t>((q[l] & 0xF) | ((q[l + 64] & 0xF) << 4));
+      ql[l + 32] = static_cast<uint8_t>((q[l + 32] & 0xF) | ((q[l + 96] & 0xF) << 4));
+      qh[l] = static_cast<uint8_t>((q[l] >> 4) | ((q[l + 32] >> 4) << 2) | ((q[l + 64] >> 4) << 4) |
+                                   ((q[l + 96] >> 4) << 6));
+    }
+  }
+  std::memcpy(q6.data() + 192, scales, 16);
+  std::memcpy(q6.data() + 208, &half, 2);
+  ASSERT_TRUE(DequantizeToF32(GgmlType::kQ6_K, q6, k).ok());
+  for (int i = 0; i < 256; ++i) {
+    EXPECT_EQ(k[i], 0.5f * static_cast<float>(scales[i / 16]) * static_cast<float>(L[i] - 32)) << i;
   }
 }
 

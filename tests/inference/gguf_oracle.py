@@ -18,11 +18,13 @@ Then, the other way round, gguf-py's GGUFWriter writes each family as llama.cpp'
 with the matrices quantized to Q8_0 or Q4_0 by gguf.quants; `gguf_tool dump` must dequantize each
 tensor to exactly gguf.quants.dequantize's values, and `switchyard generate` on that file must
 match hf_moe_oracle's float64 forward on the dequantized weights (tolerance 1e-4 x max|logit|).
-Our Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte. Quantized experts: on
+Our Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte, and random Q4_K / Q6_K
+blocks must dequantize to gguf.quants.dequantize's values exactly. Quantized experts: on
 models whose expert rows are whole blocks, a gguf-py Q8_0 / Q4_0 file must load its experts as
 stored (generate reports "experts q8_0"), and `--quantize experts` on the HF directory must
 quantize them on load; both run the quantized kernels and must match the float64 forward on the
-dequantized weights (gguf.quants), attention in float. Finally a truncated file,
+dequantized weights (gguf.quants) with the experts' inputs rounded to 8 bits as the kernels
+round them (hf_moe_oracle.round_activations), attention in float. Finally a truncated file,
 a header pointing past the end, an unknown tensor type and a missing tensor each fail naming the
 file and the tensor.
 """
@@ -317,7 +319,8 @@ def quantized_experts_check(binary, work):
             # as f32.
             qpath = os.path.join(work, f"{fam}.blocks.{qname}.gguf")
             held = write_with_gguf_py(fam, config, hf_values, qpath, qtype)
-            ref = H.Family(fam, config, to_hf_layout(fam, config, held)).forward(H.PROMPT)
+            ref = H.Family(fam, config, to_hf_layout(fam, config, held),
+                           round_expert_inputs=True).forward(H.PROMPT)
             # --quantize experts on the HF directory: only the experts' values change.
             hf_q = {}
             for name, arr in hf_values.items():
@@ -325,7 +328,7 @@ def quantized_experts_check(binary, work):
                 if ".experts." in name:
                     arr = dequantize(quantize(arr, qtype), qtype).reshape(arr.shape)
                 hf_q[name] = torch.from_numpy(arr.astype(np.float64))
-            ref_hf = H.Family(fam, config, hf_q).forward(H.PROMPT)
+            ref_hf = H.Family(fam, config, hf_q, round_expert_inputs=True).forward(H.PROMPT)
             for what, model, extra, want in (
                     ("GGUF's own blocks", qpath, (), ref),
                     ("--quantize experts", model_dir,
@@ -413,6 +416,7 @@ def main():
             failures += compare_logits(H.read_logits(out), ref,
                                        f"{fam:10s} gguf-py {qtype.name} file")
     failures += quantized_export_check(tool, work)
+    failures += kquant_dequant_check(tool, work)
     failures += quantized_experts_check(binary, work)
     failures += bad_input_checks(binary, work)
     if failures:
@@ -447,6 +451,41 @@ def quantized_export_check(tool, work):
                 failures.append(f"export {qname}: {t.name} kept as {o.tensor_type.name}")
         print(f"{'ok  ' if not failures else 'FAIL'} export {qname}: {n} tensors equal "
               f"gguf.quants.quantize byte for byte")
+    return failures
+
+
+def kquant_dequant_check(tool, work):
+    """Q4_K and Q6_K blocks of random bytes (llama-quantize writes output.weight as Q6_K) dump to
+    exactly gguf.quants.dequantize's values. The f16 super-block scales are drawn finite."""
+    failures = []
+    rng = np.random.default_rng(18)
+    path = os.path.join(work, "kquants.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    want = {}
+    for qtype, d_offsets in ((Q.Q4_K, (0, 2)), (Q.Q6_K, (208,))):
+        block_bytes = gguf.GGML_QUANT_SIZES[qtype][1]
+        rows, blocks = 3, 2
+        raw = rng.integers(0, 256, size=(rows, blocks, block_bytes), dtype=np.uint8)
+        for off in d_offsets:
+            d = rng.uniform(-2.0, 2.0, size=(rows, blocks)).astype(np.float16)
+            raw[:, :, off:off + 2] = d.view(np.uint8).reshape(rows, blocks, 2)
+        raw = raw.reshape(rows, blocks * block_bytes)
+        name = f"{qtype.name.lower()}.weight"
+        w.add_tensor(name, raw, raw_dtype=qtype)
+        want[name] = dequantize(raw, qtype).reshape(-1).astype(np.float32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    for name, values in want.items():
+        dump = os.path.join(work, "kquant.f32")
+        r = run([tool, "dump", path, name, dump])
+        got = np.fromfile(dump, dtype="<f4") if r.returncode == 0 else None
+        ok = got is not None and np.array_equal(got, values)
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {values.size} values dequantize to "
+              f"gguf.quants.dequantize's exactly")
+        if not ok:
+            failures.append(f"{name} dequantizes differently from gguf.quants: {r.stderr.strip()}")
     return failures
 
 

@@ -325,11 +325,27 @@ def rope(x, theta):
     return x * emb.cos()[:, None, :] + rotate_half(x) * emb.sin()[:, None, :]
 
 
+def round_activations(x):
+    """RoundActivationBlocks (runtime/core/quant_blocks.h) of the last dimension, in f32 as the
+    kernels do it: per block of 32, d = amax / 127, q = round-half-even(x * (127 / amax)); returns
+    d * q in x's dtype."""
+    v = x.detach().to(torch.float32).numpy().reshape(-1, 32)
+    amax = np.abs(v).max(axis=1, keepdims=True)
+    d = amax / np.float32(127)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax != 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    q = np.rint(v * inv)
+    return torch.from_numpy((d.astype(np.float64) * q).reshape(x.shape)).to(x.dtype)
+
+
 class Family:
     """Forward of one family; `bug` injects a plausible loader bug (for the sensitivity check)."""
 
-    def __init__(self, fam, c, w, bug=None, pregate=False):
+    def __init__(self, fam, c, w, bug=None, pregate=False, round_expert_inputs=False):
         self.fam, self.c, self.w, self.bug = fam, c, w, bug
+        # Q8_0 / Q4_0 routed experts: the CPU kernels multiply their inputs rounded to 8 bits per
+        # block of 32 (runtime/core/quant_blocks.h, RoundActivationBlocks), emulated here in f32.
+        self.round_expert_inputs = round_expert_inputs
         # Pre-gated (`generate --pregate`): MoE layer m >= 1 routes on MoE layer m-1's input
         # through its own gate (Pre-gated MoE: the pre-gate in layer m-1 is layer m's gate).
         self.pregate = pregate
@@ -338,10 +354,12 @@ class Family:
     def linear(self, x, name, bias=None):
         return F.linear(x, self.w[name], self.w.get(bias) if bias else None)
 
-    def mlp(self, x, p, names=("gate_proj", "up_proj", "down_proj")):
+    def mlp(self, x, p, names=("gate_proj", "up_proj", "down_proj"), round_inputs=False):
+        r = round_activations if round_inputs else (lambda v: v)
+        x = r(x)
         g = self.linear(x, f"{p}.{names[0]}.weight")
         u = self.linear(x, f"{p}.{names[1]}.weight")
-        return self.linear(F.silu(g) * u, f"{p}.{names[2]}.weight")
+        return self.linear(r(F.silu(g) * u), f"{p}.{names[2]}.weight")
 
     def attention(self, l, x):
         c, fam, bug = self.c, self.fam, self.bug
@@ -403,7 +421,8 @@ class Family:
         for tok in range(x.shape[0]):
             for j in range(chosen.shape[1]):
                 e = int(chosen[tok, j])
-                out[tok] += weights[tok, j] * self.mlp(x[tok], f"{experts}.{e}", names)
+                out[tok] += weights[tok, j] * self.mlp(x[tok], f"{experts}.{e}", names,
+                                                       self.round_expert_inputs)
         if fam == "qwen2_moe":
             s = self.mlp(x, p + "mlp.shared_expert")
             if bug != "no_shared_gate":

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/quant_blocks.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/cpu_quant.h"
 #include "runtime/opcheck/op_check.h"
 
 namespace sy {
@@ -199,7 +201,8 @@ TEST(OpChecks, CatchPlantedBugs) {
                                {"Gemm", "f32_alpha_beta"},
                                {"Gemm", "bf16_m3_alpha_beta"},
                                {"Gemm", "q4_0_m1"},
-                               {"Gemm", "q4_0_panel_m5"},
+                               {"Gemm", "q4_0_m5"},
+                               {"Gemm", "q4_0_panel_m65"},
                                {"GroupedGemm", "q8_0_decode"},
                                {"GroupedGemm", "q8_0_prefill"}}) {
     EXPECT_TRUE(RunCase(good, op, case_name).passed) << op << "_" << case_name;
@@ -207,6 +210,35 @@ TEST(OpChecks, CatchPlantedBugs) {
     EXPECT_FALSE(bad.passed) << op << "_" << case_name << " missed a planted bug";
     EXPECT_FALSE(bad.detail.empty());
   }
+}
+
+// The integer kernels' vectorized activation rounding gives the scalar reference's values
+// exactly (runtime/core/quant_blocks.h, RoundActivationBlocks): random blocks, a block of exact
+// halves (amax 127, so x * 127 / amax = x: round half to even), and a block of zeros.
+TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
+  constexpr int64_t kRows = 3, kK = 256;
+  std::vector<float> x(kRows * kK);
+  uint32_t state = 18;
+  for (float& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 6.0f - 3.0f;
+  }
+  for (int i = 0; i < 32; ++i) x[32 + i] = i == 0 ? 127.0f : static_cast<float>(i - 16) + 0.5f;
+  for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;
+  std::vector<int8_t> q(x.size()), q_ref(x.size());
+  std::vector<float> d(x.size() / 32), ds(x.size() / 32), d_ref(x.size() / 32);
+  cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data(), ds.data());
+  RoundActivationBlocks(x.data(), kRows * kK, q_ref.data(), d_ref.data());
+  EXPECT_EQ(q, q_ref);
+  EXPECT_EQ(d, d_ref);
+  for (size_t b = 0; b < d_ref.size(); ++b) {
+    int sum = 0;
+    for (size_t i = 0; i < 32; ++i) sum += q_ref[b * 32 + i];
+    EXPECT_EQ(ds[b], d_ref[b] * static_cast<float>(sum)) << "block " << b;
+  }
+  EXPECT_EQ(q_ref[32 + 1], -14);  // -14.5 rounds to even
+  EXPECT_EQ(q_ref[32 + 2], -14);  // -13.5 too
+  EXPECT_EQ(d_ref[2], 0.0f);
 }
 
 TEST(ReferenceGradients, MatchFiniteDifferences) {

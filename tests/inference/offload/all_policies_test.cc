@@ -24,8 +24,9 @@
 // resident moves none: its counter stays 0 and, during its decode, the link carries less than one
 // expert's bytes (token ids and positions only).
 //
-// Quantized experts (q8_0, q4_0) decode as the f32 model of their dequantized values, and
-// ondemand moves their blocks: the byte count of the f32 run times 34/128 or 18/128.
+// Quantized experts (q8_0, q4_0) decode as the f32 model of their dequantized values (up to the
+// rounding of their inputs to 8 bits), and ondemand moves their blocks: the byte count of the f32
+// run times 34/128 or 18/128.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -322,10 +323,14 @@ Result<std::pair<Greedy, int64_t>> DecodeWith(MoeModel& model, const std::string
   return std::make_pair(std::move(greedy), provider->stats().bytes_host_to_device);
 }
 
-// Resident on q8_0 / q4_0 experts gives the logits of the f32 model of the same values (the
-// quantized kernels are the dequantize-then-f32 product, here inside a whole decode); ondemand on
-// the quantized model gives resident's tokens and logits, and moves the experts' blocks: the same
-// fetches as on the f32 model, each 34 (q8_0) or 18 (q4_0) bytes per 32 values instead of 128.
+// Resident on q8_0 / q4_0 experts gives the tokens of the f32 model of the same values, and its
+// logits up to the rounding of the experts' inputs to 8 bits (runtime/core/quant_blocks.h): about
+// 4e-3 rms relative per expert product (the backend-ops harness's nmse of 1.5e-5), compounded
+// over the layers; observed 0.011 (q8_0) and 0.017 (q4_0) of the largest logit, bounded at 0.05.
+// (tests/inference/gguf_oracle.py holds whole models to 1e-4 of a forward that rounds the same
+// way.) Ondemand on the quantized model gives resident's tokens and logits, and moves the experts'
+// blocks: the same fetches as on the f32 model, each 34 (q8_0) or 18 (q4_0) bytes per 32 values
+// instead of 128.
 TEST(QuantizedExpertsTest, DecodeAsTheirDequantizedValuesAndMoveTheirBlocks) {
   for (const DType dtype : {DType::kQ8_0, DType::kQ4_0}) {
     SCOPED_TRACE(std::string(DTypeName(dtype)));
@@ -336,7 +341,7 @@ TEST(QuantizedExpertsTest, DecodeAsTheirDequantizedValuesAndMoveTheirBlocks) {
     auto resident_q = DecodeWith(*quantized, "resident").value();
     auto resident_f = DecodeWith(*dequantized, "resident").value();
     EXPECT_EQ(resident_q.first.tokens, resident_f.first.tokens);
-    EXPECT_LE(MaxRelError(resident_q.first.logits, resident_f.first.logits), 1e-5);
+    EXPECT_LE(MaxRelError(resident_q.first.logits, resident_f.first.logits), 0.05);
 
     auto ondemand_q = DecodeWith(*BlockModel(*sim, dtype), "ondemand").value();
     auto ondemand_f = DecodeWith(*DequantizedModel(*sim, *quantized), "ondemand").value();
