@@ -84,6 +84,10 @@ void BM_GemmOpenBlasDirect(benchmark::State& state) {
 
 void GemmShapes(benchmark::internal::Benchmark* b) {
   b->Args({1, 4096, 4096});  // decode GEMV, 64 MiB f32 weight: memory bound
+  // A decode GEMV whose weight stays in L2 (256 KiB in bf16): the kernel's own compute rate,
+  // which has to stay well above the memory's for the big one to be memory bound. Run it with
+  // SY_NUM_THREADS=1 and read the CPU time, which a loaded machine does not inflate.
+  b->Args({1, 128, 1024});
   b->Args({8, 4096, 4096});
   b->Args({128, 1024, 1024});
   b->Args({512, 1024, 1024});  // prefill / training: compute bound

@@ -59,15 +59,49 @@ int ThreadPool::DefaultNumThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+bool ThreadPool::RegionToJoin(uint64_t seen) const {
+  const uint64_t r = region_.load();  // sequentially consistent: see WorkerLoop
+  return (r & kRegionOpen) != 0 && RegionGeneration(r) != seen;
+}
+
+bool ThreadPool::JoinRegion(uint64_t* seen) {
+  uint64_t r = region_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((r & kRegionOpen) == 0 || RegionGeneration(r) == *seen) return false;
+    if (region_.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      break;
+    }
+  }
+  *seen = RegionGeneration(r);
+  for (int64_t begin = region_next_.fetch_add(region_step_); begin < region_n_;
+       begin = region_next_.fetch_add(region_step_)) {
+    (*region_body_)(begin, std::min(region_n_, begin + region_step_));
+  }
+  region_.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
 void ThreadPool::WorkerLoop() {
   t_inside_pool_task = true;
+  uint64_t seen = 0;  // the generation before the first region (even one opened before this ran)
   for (;;) {
+    SpinUntil(spin_micros(),
+              [&] { return queued_.load(std::memory_order_acquire) > 0 || RegionToJoin(seen); });
+    if (JoinRegion(&seen)) continue;
     std::packaged_task<void()> task;
-    SpinUntil(spin_micros(), [this] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       MutexLock lock(&mutex_);
-      while (!stopping_ && queue_.empty()) cv_.Wait(&mutex_);
-      if (queue_.empty()) return;  // stopping and drained
+      // sleepers_ is raised before the region is checked, and RunRegion publishes the region
+      // before it reads sleepers_ (both sequentially consistent): either this thread sees the
+      // region, or RunRegion sees a sleeper and notifies under mutex_.
+      sleepers_.fetch_add(1);
+      while (!stopping_ && queue_.empty() && !RegionToJoin(seen)) cv_.Wait(&mutex_);
+      sleepers_.fetch_sub(1);
+      if (queue_.empty()) {
+        if (stopping_) return;  // stopping and drained
+        continue;               // a region to join (or one that has closed since)
+      }
       task = std::move(queue_.front());
       queue_.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
@@ -103,9 +137,52 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     body(0, n);
     return;
   }
+  const int64_t step = (n + chunks - 1) / chunks;
+  if (region_mutex_.TryLock()) {
+    RunRegion(n, step, body);
+    region_mutex_.Unlock();
+    return;
+  }
+  ParallelForQueued(n, chunks, step, body);
+}
+
+void ThreadPool::RunRegion(int64_t n, int64_t step,
+                           const std::function<void(int64_t, int64_t)>& body) {
+  region_body_ = &body;
+  region_n_ = n;
+  region_step_ = step;
+  region_next_.store(0, std::memory_order_relaxed);
+  const uint64_t generation = RegionGeneration(region_.load(std::memory_order_relaxed)) + 1;
+  region_.store((generation << 32) | kRegionOpen);  // publishes the fields above
+  if (sleepers_.load() > 0) {
+    MutexLock lock(&mutex_);
+    cv_.NotifyAll();
+  }
+  const bool was_inside = t_inside_pool_task;
+  t_inside_pool_task = true;
+  for (int64_t begin = region_next_.fetch_add(step); begin < n;
+       begin = region_next_.fetch_add(step)) {
+    body(begin, std::min(n, begin + step));
+  }
+  t_inside_pool_task = was_inside;
+  // No range is left: close the region so that no worker joins it late, then wait for the ones
+  // inside to finish their last range (they are running, so spinning is the right wait).
+  const uint64_t inside = region_.fetch_and(~kRegionOpen, std::memory_order_acq_rel);
+  if ((inside & kRegionCount) == 0) return;
+  // (On a loaded machine a worker inside may have been descheduled: yield now and then.)
+  for (int spins = 1; (region_.load(std::memory_order_acquire) & kRegionCount) != 0; ++spins) {
+    if (spins % 256 == 0) {
+      std::this_thread::yield();
+    } else {
+      CpuRelax();
+    }
+  }
+}
+
+void ThreadPool::ParallelForQueued(int64_t n, int64_t chunks, int64_t step,
+                                   const std::function<void(int64_t, int64_t)>& body) {
   // Ranges are claimed dynamically, so a slow worker does not hold up the rest.
   std::atomic<int64_t> next{0};
-  int64_t step = (n + chunks - 1) / chunks;
   auto run_ranges = [&] {
     for (;;) {
       int64_t begin = next.fetch_add(step);

@@ -4,11 +4,18 @@
 // workers and the calling thread, and returns when all are done. Submit queues one task and
 // returns a future.
 //
+// A ParallelFor publishes its loop as the pool's one open region (a generation counter, no
+// allocation, no lock): idle workers join it and claim ranges from one counter alongside the
+// caller. Once the caller finds no range left it closes the region and waits only for the workers
+// that joined to finish their last range; a worker that had not woken yet is not waited for. A
+// decode step runs about a hundred short regions back to back, so this is its fork/join cost.
+// When another thread's region is open, a ParallelFor hands its helpers to the task queue
+// instead (the old way: each helper a queued task).
+//
 // Idle workers, and ParallelFor's caller waiting for its helpers, spin for up to spin_micros()
 // (SY_POOL_SPIN_US, default 100 us) before they sleep on the condition variable, as OpenMP
-// runtimes and llama.cpp's pool do: a decode step runs a hundred short parallel regions back to
-// back, and waking a sleeping thread costs tens of microseconds each time. SY_POOL_SPIN_US=0
-// turns spinning off.
+// runtimes and llama.cpp's pool do: waking a sleeping thread costs tens of microseconds each
+// time. SY_POOL_SPIN_US=0 turns spinning off.
 //
 // Ownership: the pool owns its threads; the destructor finishes queued tasks and joins.
 // Thread-safety: Submit and ParallelFor may be called from any thread, including from inside a
@@ -46,7 +53,23 @@ class ThreadPool {
   static int64_t spin_micros();
 
  private:
+  // region_ packs the open region's generation (bits 32..63), whether it is open (bit 31) and
+  // how many workers are inside it (bits 0..30).
+  static constexpr uint64_t kRegionOpen = uint64_t{1} << 31;
+  static constexpr uint64_t kRegionCount = kRegionOpen - 1;
+  static uint64_t RegionGeneration(uint64_t r) { return r >> 32; }
+
   void WorkerLoop() SY_EXCLUDES(mutex_);
+  // True when an open region of a generation other than `seen` is there to join.
+  bool RegionToJoin(uint64_t seen) const;
+  // Joins the open region if there is one newer than *seen, runs its ranges and leaves it; false
+  // when there was none to join.
+  bool JoinRegion(uint64_t* seen);
+  // Runs `body` over [0, n) in ranges of `step` as the pool's open region, with the workers.
+  void RunRegion(int64_t n, int64_t step, const std::function<void(int64_t, int64_t)>& body)
+      SY_EXCLUDES(mutex_);
+  void ParallelForQueued(int64_t n, int64_t chunks, int64_t step,
+                         const std::function<void(int64_t, int64_t)>& body);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -54,7 +77,18 @@ class ThreadPool {
   CondVar cv_;
   std::deque<std::packaged_task<void()>> queue_ SY_GUARDED_BY(mutex_);
   bool stopping_ SY_GUARDED_BY(mutex_) = false;
-  std::atomic<int64_t> queued_{0};  // queue_.size(), read without the lock to spin
+  std::atomic<int64_t> queued_{0};    // queue_.size(), read without the lock to spin
+  std::atomic<int64_t> sleepers_{0};  // workers asleep (or going to sleep) on cv_
+
+  // The open region. Its owner holds region_mutex_ (taken with TryLock, so a second caller never
+  // waits for it) and writes the fields below before it publishes them through region_ (release);
+  // a worker reads them after it joined (acquire) and before it leaves.
+  Mutex region_mutex_;
+  std::atomic<uint64_t> region_{0};
+  const std::function<void(int64_t, int64_t)>* region_body_ = nullptr;
+  int64_t region_n_ = 0;
+  int64_t region_step_ = 0;
+  std::atomic<int64_t> region_next_{0};
 };
 
 }  // namespace sy

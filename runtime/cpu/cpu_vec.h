@@ -3,6 +3,10 @@
 //
 //   VecF         a register of kLanes floats
 //   VLoad(p)     loads kLanes values from float, BF16 or F16 memory, widened to f32 in registers
+//   VLoadPairs(p, &even, &odd)
+//                loads 2 * kLanes BF16 values and widens them without a shuffle: even gets
+//                p[0], p[2], ..., odd gets p[1], p[3], ... (a bf16 is the high half of its f32,
+//                so each 32-bit word gives its low value by a shift and its high one by a mask)
 //   VExp(x)      e^x to about 1 ulp (Cephes polynomial), for x in [-87, 88]; below that 0
 //
 // Also holds the scalar row helpers built on it (Dot, row sums, widening a row of weights).
@@ -39,6 +43,11 @@ inline VecF VLoad(const BF16* p) {
 }
 inline VecF VLoad(const F16* p) {
   return _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline void VLoadPairs(const BF16* p, VecF* even, VecF* odd) {
+  __m512i w = _mm512_loadu_si512(p);
+  *even = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, w, 16));
+  *odd = _mm512_castsi512_ps(_mm512_maskz_and_epi32(0xffff, w, _mm512_set1_epi32(-65536)));
 }
 inline void VStore(float* p, VecF v) { _mm512_storeu_ps(p, v); }
 inline VecF VAdd(VecF a, VecF b) { return _mm512_add_ps(a, b); }
@@ -99,6 +108,11 @@ inline VecF VLoad(const BF16* p) {
 inline VecF VLoad(const F16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+inline void VLoadPairs(const BF16* p, VecF* even, VecF* odd) {
+  __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  *even = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  *odd = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(-65536)));
+}
 inline void VStore(float* p, VecF v) { _mm256_storeu_ps(p, v); }
 inline VecF VAdd(VecF a, VecF b) { return _mm256_add_ps(a, b); }
 inline VecF VSub(VecF a, VecF b) { return _mm256_sub_ps(a, b); }
@@ -142,6 +156,10 @@ inline VecF VSet1(float x) { return x; }
 inline VecF VLoad(const float* p) { return *p; }
 inline VecF VLoad(const BF16* p) { return BF16ToF32(*p); }
 inline VecF VLoad(const F16* p) { return F16ToF32(*p); }
+inline void VLoadPairs(const BF16* p, VecF* even, VecF* odd) {
+  *even = BF16ToF32(p[0]);
+  *odd = BF16ToF32(p[1]);
+}
 inline void VStore(float* p, VecF v) { *p = v; }
 inline VecF VAdd(VecF a, VecF b) { return a + b; }
 inline VecF VSub(VecF a, VecF b) { return a - b; }

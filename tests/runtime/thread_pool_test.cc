@@ -77,6 +77,54 @@ TEST(ThreadPool, NestedParallelForDoesNotDeadlock) {
   EXPECT_EQ(total.load(), 800);
 }
 
+// Several threads call ParallelFor on one pool at once: one of them holds the open region, the
+// others hand their helpers to the task queue, and every loop still covers each index once. Many
+// short loops back to back, as a decode step runs them, with workers joining and leaving regions.
+TEST(ThreadPool, ConcurrentParallelForsFromSeveralThreads) {
+  ThreadPool pool(3);
+  constexpr int kCallers = 4, kLoops = 300;
+  constexpr int64_t kN = 257;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t) {
+    callers.emplace_back([&] {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(kN));
+      for (int loop = 0; loop < kLoops; ++loop) {
+        for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+        pool.ParallelFor(kN, 8, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        });
+        for (const auto& h : hits) {
+          if (h.load() != 1) ++failures;
+        }
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+// A loop whose workers cannot join (they are busy in long tasks) is run by the caller alone, and
+// returns without waiting for them.
+TEST(ThreadPool, ParallelForDoesNotWaitForBusyWorkers) {
+  ThreadPool pool(2);
+  std::atomic<bool> release{false};
+  auto busy = pool.Submit([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker is inside the task
+  std::atomic<int64_t> total{0};
+  auto loop = std::async(std::launch::async, [&] {
+    pool.ParallelFor(1000, 10, [&](int64_t b, int64_t e) { total += e - b; });
+  });
+  const auto status = loop.wait_for(std::chrono::seconds(30));
+  release = true;  // lets a ParallelFor that waited for the worker finish, so the test ends
+  loop.get();
+  busy.get();
+  EXPECT_EQ(status, std::future_status::ready) << "ParallelFor waited for a busy worker";
+  EXPECT_EQ(total.load(), 1000);
+}
+
 TEST(ThreadPool, SubmitRunsTasksAndReturnsFutures) {
   ThreadPool pool(3);
   std::atomic<int> count{0};
