@@ -379,12 +379,8 @@ void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
   pairs_offset.assign(groups.size(), 0);
   int64_t pairs_total = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
-    const GemmArgs& g = groups[i];
-    SY_CHECK(g.n == n && g.k == k && g.m <= kGemvMaxRows && g.trans_b && !g.trans_a)
-        << "GemvTransB: groups differ in shape";
-    SY_CHECK(g.b_dtype == dtype) << "GemvTransB: groups differ in dtype";
     pairs_offset[i] = pairs_total;
-    pairs_total += g.m * PairBody(k);
+    pairs_total += groups[i].m * PairBody(k);
   }
   const float* pairs = nullptr;
   if (dtype == DType::kBF16) {
