@@ -538,6 +538,7 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
 }
 
 Status ExpertStateStore::Update(double lr) {
+  const auto start = Clock::now();
   ++updates_;
   lrs_.push_back(lr);
   // An expert replicated over data-parallel ranks gets the gradient summed over its replicas, so
@@ -568,15 +569,21 @@ Status ExpertStateStore::Update(double lr) {
     SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
     TopUp(order, &cursor);
     Advance(entry, handle, updates_ - 1, &lr);
+    handle.Release();
+    // Write-behind: this step is done with it; its write overlaps the next experts' updates.
+    cache_->WriteBack(Key(entry));
   }
+  update_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   return Status::Ok();
 }
 
 Status ExpertStateStore::EndStep() {
+  const auto start = Clock::now();
   ReleasePrefetched();
-  Status s = cache_->Step();
-  if (!s.ok())
-    return Status(s.code(), "expert_store: write-back to " + options_.path + ": " + s.message());
+  storage::ExpertKey failed;
+  Status s = cache_->Step(&failed);
+  end_step_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  if (!s.ok()) return WriteBackFailed(failed, s);
   ++steps_;
   if (options_.lfu.decay_every > 0 && steps_ % options_.lfu.decay_every == 0) {
     for (double& a : activity_) a *= options_.lfu.beta;
@@ -598,12 +605,21 @@ Status ExpertStateStore::Consolidate() {
       SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(stale[i]));
       TopUp(stale, &cursor);
       Advance(stale[i], handle, updates_, nullptr);
+      handle.Release();
+      cache_->WriteBack(Key(stale[i]));
     }
   }
-  Status s = cache_->Flush();
-  if (!s.ok())
-    return Status(s.code(), "expert_store: write-back to " + options_.path + ": " + s.message());
+  storage::ExpertKey failed;
+  Status s = cache_->Flush(&failed);
+  if (!s.ok()) return WriteBackFailed(failed, s);
   return Status::Ok();
+}
+
+Status ExpertStateStore::WriteBackFailed(storage::ExpertKey key, const Status& status) const {
+  const size_t entry = EntryIndex(static_cast<int>(key.layer), static_cast<int>(key.expert));
+  if (entry < entries_.size()) return Fail(entry, status);
+  return Status(status.code(),
+                "expert_store: write-back to " + options_.path + ": " + status.message());
 }
 
 Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* values,
@@ -699,6 +715,9 @@ ExpertStoreStats ExpertStateStore::stats() const {
   out.wait_seconds = wait_seconds_;
   out.read_seconds = static_cast<double>(c.read_busy_ns) * 1e-9;
   out.read_exposed_seconds = static_cast<double>(c.read_exposed_ns) * 1e-9;
+  out.write_seconds = static_cast<double>(c.write_busy_ns) * 1e-9;
+  out.update_seconds = update_seconds_;
+  out.end_step_seconds = end_step_seconds_;
   out.prefetch_unused = prefetch_unused_;
   out.prefetch_failed = prefetcher_ ? prefetcher_->stats().failed : 0;
   return out;

@@ -53,6 +53,11 @@
 // expert's arithmetic is its own. stats() reports the read time the trainer did not wait through
 // (Note [read overlap] in storage/cache/expert_cache.cc).
 //
+// Write-behind: as soon as Update (or Consolidate) is done with an expert, its new state starts
+// on its way to the store (ExpertCache::WriteBack) while the next expert is read and updated;
+// concurrent write-backs share one durable publish. EndStep waits for them and writes back the
+// rest, so after it the store's durable generation holds the step's state, as before.
+//
 // Errors (a store read or write that fails, EIO, ENOSPC, a torn extent) come back as a Status
 // naming the expert and the store file; the store keeps its previous durable generation
 // (storage/store/expert_store.h).
@@ -127,6 +132,9 @@ struct ExpertStoreStats {
   // Store reads against the trainer's waits (storage::CacheStats::read_busy_ns, read_exposed_ns).
   double read_seconds = 0;          // wall time with a store read in flight
   double read_exposed_seconds = 0;  // of it, time the trainer waited for an expert
+  double write_seconds = 0;         // wall time with a write-back in flight, until durable
+  double update_seconds = 0;        // in Update: AdamW and its waits for states
+  double end_step_seconds = 0;      // in EndStep: the rest of the step's write-back
   uint64_t prefetch_unused = 0;     // experts of the exact set prefetched and never taken
   uint64_t prefetch_failed = 0;     // prefetch reads that failed (each retried on demand)
 };
@@ -224,6 +232,8 @@ class ExpertStateStore {
   // Copies the master of `handle` into the entry's parts' values (those bound).
   void WriteValues(size_t entry, const storage::CacheHandle& handle) const;
   Status Fail(size_t entry, const Status& status) const;
+  // A failed write-back of the cache entry `key` (ExpertCache::Flush), as Fail.
+  Status WriteBackFailed(storage::ExpertKey key, const Status& status) const;
   size_t EntryIndex(int moe_layer, int local) const;
 
   ExpertStateStoreOptions options_;
@@ -246,6 +256,7 @@ class ExpertStateStore {
   std::vector<double> lrs_;
   uint64_t replayed_ = 0;
   double wait_seconds_ = 0;
+  double update_seconds_ = 0, end_step_seconds_ = 0;
 
   // The sparse-axis prefetch (null when off).
   class PinHop;
