@@ -529,7 +529,12 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
       WriteValues(entry, handle);
     }
   }
-  TopUp(activated_order_, &update_cursor_);
+  // The update's states, read behind the rest of the forward and the backward pass: from the
+  // last MoE layer on, or earlier while the step's experts so far fit the window (before that,
+  // their pins would take the slots this forward's own fills need, and the reads be repeated).
+  if (moe == num_moe_layers_ - 1 || activated_order_.size() <= window_) {
+    TopUp(activated_order_, &update_cursor_);
+  }
   // LOW: the next MoE layer's experts that would need a replay, the most active first.
   if (!options_.sparse_adam) {
     LookAhead(moe + 1, [this](size_t e) { return !activated_[e] && last_update_[e] < updates_; });

@@ -43,8 +43,9 @@
 // (the trainer holds one entry at a time):
 //   HIGH  the exact set the routing names: at Prepare, the layer's experts that need a replay
 //         (needed now); then the experts activated so far, in the order Update takes them, read
-//         during the rest of the forward and the backward pass; in Update and Consolidate, the
-//         next ones they take.
+//         during the rest of the forward and the backward pass (from the last MoE layer on, or
+//         earlier while they fit the window: before that their pins would take the slots the
+//         forward's own fills need); in Update and Consolidate, the next ones they take.
 //   LOW   the look-ahead, by each expert's decayed activation count (the cache's lfu decay and
 //         period): at Prepare, the next MoE layer's experts that would need a replay; at EndStep,
 //         the next step's first layer's most active experts that are not cached.
