@@ -257,8 +257,11 @@ Status ExpertStateStore::Open() {
   cache_ = std::move(*made);
   activity_.assign(entries_.size(), 0.0);
   if (options_.prefetch && slots >= 2) {
-    // The trainer holds one entry at a time, so prefetches may pin all the other slots.
-    window_ = slots - 1;
+    // The trainer holds one entry at a time, so prefetches could pin all the other slots; but
+    // each prefetch evicts an entry, and a window of every slot would evict the LFU's resident
+    // set at every layer when the step's experts outnumber the slots. Half the slots (at least
+    // the reads in flight at once, at most all but one) leave the other half to it.
+    window_ = std::min(slots - 1, std::max(static_cast<size_t>(kPrefetchThreads), slots / 2));
     hop_ = std::make_unique<PinHop>();
     storage::PrefetcherOptions prefetch;
     prefetch.threads = kPrefetchThreads;

@@ -39,8 +39,9 @@
 //
 // The sparse axis of the 2D prefetch (the dense axis is ZeRO-3's gather of the next layer). The
 // store reads states ahead of need through the two-priority storage::Prefetcher
-// (storage/cache/prefetcher.h) on four threads, within a window of all the cache's slots but one
-// (the trainer holds one entry at a time):
+// (storage/cache/prefetcher.h) on four threads, within a window of half the cache's slots (at
+// least four, at most all but one: the trainer holds one entry at a time; the other half keeps
+// the LFU's resident set, which prefetches into every slot would evict at every layer):
 //   HIGH  the exact set the routing names: at Prepare, the layer's experts that need a replay
 //         (needed now); then the experts activated so far, in the order Update takes them, read
 //         during the rest of the forward and the backward pass (from the last MoE layer on, or
