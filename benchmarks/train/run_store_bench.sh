@@ -16,7 +16,10 @@
 # uring), FIO (1: also run fio on the store's file system with the extent as the block size),
 # TRACE (1: the first store run with prefetch also records its routing over every token, which is
 # the store's access pattern (each step, the experts each layer activates), and `switchyard bench
-# cache` replays it: MoESys LFU, LRU, W-TinyLFU and Belady at the run's cache size).
+# cache` replays it: MoESys LFU, LRU, W-TinyLFU and Belady at the run's cache size),
+# DEVICE (train.device, cpu or sim; default cpu), and on sim SIM_LINK_GBPS, SIM_LINK_US (its host
+# <-> device link; default 3.5 GB/s and 80 us, an NVMe drive's sequential read rate and latency)
+# and SIM_GFLOPS (train.sim_gflops, modelled compute on top of the real operators; default 0).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=/dev/stdout
@@ -30,6 +33,13 @@ warmup=${WARMUP:-2}
 threads=${THREADS:-$(nproc)}
 fraction=${CACHE_FRACTION:-0.25}
 fs=${FS:-uring}
+device=${DEVICE:-cpu}
+device_sets=(--set "train.device=$device")
+if [[ $device == sim ]]; then
+  device_sets+=(--set "train.sim_link_gbps=${SIM_LINK_GBPS:-3.5}"
+                --set "train.sim_link_latency_us=${SIM_LINK_US:-80}"
+                --set "train.sim_gflops=${SIM_GFLOPS:-0}")
+fi
 [[ -x $switchyard ]] || { echo "error: $switchyard is not built (scripts/build.sh)" >&2; exit 1; }
 store_root=${STORE_DIR:-$(mktemp -d /var/tmp/sy-store-bench.XXXXXX)}
 work=$(mktemp -d)
@@ -39,7 +49,7 @@ config=examples/configs/store.json
 model=(--set model.hidden_size=256 --set model.num_layers=4 --set model.num_experts=16
        --set model.moe_intermediate_size=512 --set model.num_heads=4 --set data.seq_len=64
        --set data.batch_size=16)
-sets=("${model[@]}" "${extra[@]}")
+sets=("${model[@]}" "${device_sets[@]}" "${extra[@]}")
 # One expert's state on the store: master, m, v and 16 bytes of counts, in 4 KiB pages.
 read -r extent experts <<<"$(/usr/bin/python3 - "$config" "${sets[@]}" <<'PY'
 import json, math, sys
@@ -145,6 +155,7 @@ print("\`\`\`\n")
 base = med(r["tok_s"] for r in res["memory"])
 print("| mode | tokens/s | step (s) | vs memory | hit rate | read MB/step | written MB/step | read s/step | hidden | wait s/step | peak RSS MiB |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+breakdown = []
 for mode, name in (("memory", "in memory"), ("prefetch", "store, prefetch"), ("noprefetch", "store, no prefetch")):
     runs = res[mode]
     tok = med(r["tok_s"] for r in runs)
@@ -162,6 +173,22 @@ for mode, name in (("memory", "in memory"), ("prefetch", "store, prefetch"), ("n
     else:
         cells = " | ".join(["-"] * 6)
     print("| %s | %.0f | %.3f | **%.2fx** | %s | %.0f |" % (name, tok, step, tok / base, cells, rss))
+    rows = [x for r in runs for x in r["rows"]]
+    ph = lambda k: med(x["phase_seconds"][k] for x in rows)
+    sm = lambda k: med(s.get(k, 0.0) for s in st) if st else None
+    fmt = lambda v: "-" if v is None else "%.3f" % v
+    breakdown.append("| %s | %.3f | %.3f | %.3f | %.3f | %s | %s | %s | %s | %s |" % (
+        name, step, ph("forward"), ph("backward"), ph("optimizer"), fmt(sm("read_seconds")),
+        fmt(sm("write_seconds")), fmt(sm("wait_seconds")), fmt(sm("update_seconds")),
+        fmt(sm("end_step_seconds"))))
+print()
+print("Where the time goes (medians per step, seconds): the phases, and within them the store's "
+      "wall time with a read or a write-back in flight (overlapping compute or not), the time "
+      "the trainer waited for a state, the store's AdamW with its waits (optimizer phase), and "
+      "the wait for the step's write-back at its end (optimizer phase):\n")
+print("| mode | step | forward | backward | optimizer | read | write | wait | update | end-step write-back |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("\n".join(breakdown))
 print()
 print("Per round (tokens/s): " + "; ".join(
     "round %d: memory %.0f, prefetch %.0f, no prefetch %.0f" % (

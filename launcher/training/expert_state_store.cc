@@ -257,8 +257,11 @@ Status ExpertStateStore::Open() {
   cache_ = std::move(*made);
   activity_.assign(entries_.size(), 0.0);
   if (options_.prefetch && slots >= 2) {
-    // The trainer holds one entry at a time, so prefetches may pin all the other slots.
-    window_ = slots - 1;
+    // The trainer holds one entry at a time, so prefetches could pin all the other slots; but
+    // each prefetch evicts an entry, and a window of every slot would evict the LFU's resident
+    // set at every layer when the step's experts outnumber the slots. Half the slots (at least
+    // the reads in flight at once, at most all but one) leave the other half to it.
+    window_ = std::min(slots - 1, std::max(static_cast<size_t>(kPrefetchThreads), slots / 2));
     hop_ = std::make_unique<PinHop>();
     storage::PrefetcherOptions prefetch;
     prefetch.threads = kPrefetchThreads;
@@ -529,7 +532,12 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
       WriteValues(entry, handle);
     }
   }
-  TopUp(activated_order_, &update_cursor_);
+  // The update's states, read behind the rest of the forward and the backward pass: from the
+  // last MoE layer on, or earlier while the step's experts so far fit the window (before that,
+  // their pins would take the slots this forward's own fills need, and the reads be repeated).
+  if (moe == num_moe_layers_ - 1 || activated_order_.size() <= window_) {
+    TopUp(activated_order_, &update_cursor_);
+  }
   // LOW: the next MoE layer's experts that would need a replay, the most active first.
   if (!options_.sparse_adam) {
     LookAhead(moe + 1, [this](size_t e) { return !activated_[e] && last_update_[e] < updates_; });
@@ -538,6 +546,7 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
 }
 
 Status ExpertStateStore::Update(double lr) {
+  const auto start = Clock::now();
   ++updates_;
   lrs_.push_back(lr);
   // An expert replicated over data-parallel ranks gets the gradient summed over its replicas, so
@@ -568,15 +577,21 @@ Status ExpertStateStore::Update(double lr) {
     SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
     TopUp(order, &cursor);
     Advance(entry, handle, updates_ - 1, &lr);
+    handle.Release();
+    // Write-behind: this step is done with it; its write overlaps the next experts' updates.
+    cache_->WriteBack(Key(entry));
   }
+  update_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   return Status::Ok();
 }
 
 Status ExpertStateStore::EndStep() {
+  const auto start = Clock::now();
   ReleasePrefetched();
-  Status s = cache_->Step();
-  if (!s.ok())
-    return Status(s.code(), "expert_store: write-back to " + options_.path + ": " + s.message());
+  storage::ExpertKey failed;
+  Status s = cache_->Step(&failed);
+  end_step_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  if (!s.ok()) return WriteBackFailed(failed, s);
   ++steps_;
   if (options_.lfu.decay_every > 0 && steps_ % options_.lfu.decay_every == 0) {
     for (double& a : activity_) a *= options_.lfu.beta;
@@ -598,12 +613,21 @@ Status ExpertStateStore::Consolidate() {
       SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(stale[i]));
       TopUp(stale, &cursor);
       Advance(stale[i], handle, updates_, nullptr);
+      handle.Release();
+      cache_->WriteBack(Key(stale[i]));
     }
   }
-  Status s = cache_->Flush();
-  if (!s.ok())
-    return Status(s.code(), "expert_store: write-back to " + options_.path + ": " + s.message());
+  storage::ExpertKey failed;
+  Status s = cache_->Flush(&failed);
+  if (!s.ok()) return WriteBackFailed(failed, s);
   return Status::Ok();
+}
+
+Status ExpertStateStore::WriteBackFailed(storage::ExpertKey key, const Status& status) const {
+  const size_t entry = EntryIndex(static_cast<int>(key.layer), static_cast<int>(key.expert));
+  if (entry < entries_.size()) return Fail(entry, status);
+  return Status(status.code(),
+                "expert_store: write-back to " + options_.path + ": " + status.message());
 }
 
 Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* values,
@@ -699,6 +723,9 @@ ExpertStoreStats ExpertStateStore::stats() const {
   out.wait_seconds = wait_seconds_;
   out.read_seconds = static_cast<double>(c.read_busy_ns) * 1e-9;
   out.read_exposed_seconds = static_cast<double>(c.read_exposed_ns) * 1e-9;
+  out.write_seconds = static_cast<double>(c.write_busy_ns) * 1e-9;
+  out.update_seconds = update_seconds_;
+  out.end_step_seconds = end_step_seconds_;
   out.prefetch_unused = prefetch_unused_;
   out.prefetch_failed = prefetcher_ ? prefetcher_->stats().failed : 0;
   return out;

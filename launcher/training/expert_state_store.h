@@ -39,12 +39,14 @@
 //
 // The sparse axis of the 2D prefetch (the dense axis is ZeRO-3's gather of the next layer). The
 // store reads states ahead of need through the two-priority storage::Prefetcher
-// (storage/cache/prefetcher.h) on four threads, within a window of all the cache's slots but one
-// (the trainer holds one entry at a time):
+// (storage/cache/prefetcher.h) on four threads, within a window of half the cache's slots (at
+// least four, at most all but one: the trainer holds one entry at a time; the other half keeps
+// the LFU's resident set, which prefetches into every slot would evict at every layer):
 //   HIGH  the exact set the routing names: at Prepare, the layer's experts that need a replay
 //         (needed now); then the experts activated so far, in the order Update takes them, read
-//         during the rest of the forward and the backward pass; in Update and Consolidate, the
-//         next ones they take.
+//         during the rest of the forward and the backward pass (from the last MoE layer on, or
+//         earlier while they fit the window: before that their pins would take the slots the
+//         forward's own fills need); in Update and Consolidate, the next ones they take.
 //   LOW   the look-ahead, by each expert's decayed activation count (the cache's lfu decay and
 //         period): at Prepare, the next MoE layer's experts that would need a replay; at EndStep,
 //         the next step's first layer's most active experts that are not cached.
@@ -52,6 +54,11 @@
 // evicts it before use. Update takes the cached experts first. The order changes no result: each
 // expert's arithmetic is its own. stats() reports the read time the trainer did not wait through
 // (Note [read overlap] in storage/cache/expert_cache.cc).
+//
+// Write-behind: as soon as Update (or Consolidate) is done with an expert, its new state starts
+// on its way to the store (ExpertCache::WriteBack) while the next expert is read and updated;
+// concurrent write-backs share one durable publish. EndStep waits for them and writes back the
+// rest, so after it the store's durable generation holds the step's state, as before.
 //
 // Errors (a store read or write that fails, EIO, ENOSPC, a torn extent) come back as a Status
 // naming the expert and the store file; the store keeps its previous durable generation
@@ -127,6 +134,9 @@ struct ExpertStoreStats {
   // Store reads against the trainer's waits (storage::CacheStats::read_busy_ns, read_exposed_ns).
   double read_seconds = 0;          // wall time with a store read in flight
   double read_exposed_seconds = 0;  // of it, time the trainer waited for an expert
+  double write_seconds = 0;         // wall time with a write-back in flight, until durable
+  double update_seconds = 0;        // in Update: AdamW and its waits for states
+  double end_step_seconds = 0;      // in EndStep: the rest of the step's write-back
   uint64_t prefetch_unused = 0;     // experts of the exact set prefetched and never taken
   uint64_t prefetch_failed = 0;     // prefetch reads that failed (each retried on demand)
 };
@@ -224,6 +234,8 @@ class ExpertStateStore {
   // Copies the master of `handle` into the entry's parts' values (those bound).
   void WriteValues(size_t entry, const storage::CacheHandle& handle) const;
   Status Fail(size_t entry, const Status& status) const;
+  // A failed write-back of the cache entry `key` (ExpertCache::Flush), as Fail.
+  Status WriteBackFailed(storage::ExpertKey key, const Status& status) const;
   size_t EntryIndex(int moe_layer, int local) const;
 
   ExpertStateStoreOptions options_;
@@ -246,6 +258,7 @@ class ExpertStateStore {
   std::vector<double> lrs_;
   uint64_t replayed_ = 0;
   double wait_seconds_ = 0;
+  double update_seconds_ = 0, end_step_seconds_ = 0;
 
   // The sparse-axis prefetch (null when off).
   class PinHop;

@@ -89,6 +89,12 @@ const ConfigSchema<TrainOptions>& TrainOptionsSchema() {
                {"elastic", Placement::kElastic}},
               "Which ranks compute which rows: uniform, per_task or elastic")
         .Field("sim_gflops", &T::sim_gflops, "Modelled compute rate on sim, GFLOP/s (0 = off)")
+        .Min(0)
+        .Field("sim_link_gbps", &T::sim_link_gbps,
+               "Sim host <-> device link, GB/s each way (0 = the backend's 25)")
+        .Min(0)
+        .Field("sim_link_latency_us", &T::sim_link_latency_us,
+               "Sim link latency per copy, us (0 = the backend's 10)")
         .Min(0);
     return s;
   }();

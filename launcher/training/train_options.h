@@ -64,6 +64,10 @@ struct TrainOptions {
   // also takes 6 x active parameters per token x this rank's tokens / rate (Backend::ModelCompute),
   // so that ranks oversubscribed on few cores time the schedule, not their contention.
   double sim_gflops = 0;
+  // On the sim device, its host <-> device link: bandwidth (GB/s each way) and latency per copy
+  // (us). Default: 0 = the backend's (SimOptions: 25 GB/s, 10 us).
+  double sim_link_gbps = 0;
+  double sim_link_latency_us = 0;
 };
 
 // The "elastic" block: live rebalancing under train.placement elastic

@@ -89,6 +89,10 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
   BackendOptions backend_options;
   backend_options.num_threads = config_.train.threads;
   backend_options.sim.compute_gflops = config_.train.sim_gflops;
+  if (config_.train.sim_link_gbps > 0) backend_options.sim.link_gbps = config_.train.sim_link_gbps;
+  if (config_.train.sim_link_latency_us > 0) {
+    backend_options.sim.link_latency_us = config_.train.sim_link_latency_us;
+  }
   SY_ASSIGN_OR_RETURN(backend_, CreateBackend(device, backend_options));
   const int threads = config_.train.threads > 0
                           ? config_.train.threads

@@ -100,6 +100,9 @@ struct StepReport {
   double expert_wait_seconds = 0;         // waiting for experts' states (reads, write-backs)
   double store_read_seconds = 0;          // wall time with a store read in flight
   double store_read_exposed_seconds = 0;  // of it, time the trainer waited for an expert
+  double store_write_seconds = 0;         // wall time with a write-back in flight
+  double store_update_seconds = 0;        // the store's AdamW on the experts, with its waits
+  double store_end_step_seconds = 0;      // waiting for the step's write-back at its end
   uint64_t prefetch_failed = 0;           // prefetch reads that failed (read again on demand)
   // The expert working set's weights and gradients at the step's end (0 when resident).
   uint64_t expert_working_set_bytes = 0;

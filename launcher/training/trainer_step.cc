@@ -162,6 +162,9 @@ Result<StepReport> Trainer::StepOnce() {
     report.store_read_seconds = after.read_seconds - store_before.read_seconds;
     report.store_read_exposed_seconds =
         after.read_exposed_seconds - store_before.read_exposed_seconds;
+    report.store_write_seconds = after.write_seconds - store_before.write_seconds;
+    report.store_update_seconds = after.update_seconds - store_before.update_seconds;
+    report.store_end_step_seconds = after.end_step_seconds - store_before.end_step_seconds;
     report.prefetch_failed = after.prefetch_failed - store_before.prefetch_failed;
   }
   const auto optimizer_done = Clock::now();

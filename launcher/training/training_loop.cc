@@ -335,6 +335,9 @@ class TrainingLoop {
           {"wait_seconds", r.expert_wait_seconds},
           {"read_seconds", r.store_read_seconds},
           {"hidden_fraction", HiddenFraction(r.store_read_seconds, r.store_read_exposed_seconds)},
+          {"write_seconds", r.store_write_seconds},
+          {"update_seconds", r.store_update_seconds},
+          {"end_step_seconds", r.store_end_step_seconds},
           {"prefetch_failed", r.prefetch_failed},
           {"working_set_bytes", r.expert_working_set_bytes}};
     }

@@ -1,10 +1,10 @@
 // CachePolicy: which resident expert an expert cache evicts. One interface for the real cache
-// (storage/cache/expert_cache.h) and for the offline simulator (storage/cache/cache_sim.h), so the policy
-// measured on traces is the one that runs.
+// (storage/cache/expert_cache.h) and for the offline simulator (storage/cache/cache_sim.h), so the
+// policy measured on traces is the one that runs.
 //
 // Implementations: MoESys LFU (MoESys Algorithm 2, storage/cache/lfu_policy.h), LRU
-// (storage/cache/lru_policy.h), W-TinyLFU (storage/cache/tinylfu_policy.h). Belady's optimal policy needs the
-// future, so it is only a simulator (storage/cache/belady.h).
+// (storage/cache/lru_policy.h), W-TinyLFU (storage/cache/tinylfu_policy.h). Belady's optimal policy
+// needs the future, so it is only a simulator (storage/cache/belady.h).
 //
 // Keys are ExpertKey::Packed() values. The caller tells the policy about every access (OnHit /
 // OnInsert), asks it for a victim when full (Evict), and marks step boundaries (OnStep).
@@ -56,9 +56,9 @@ Result<PolicyKind> ParsePolicyKind(std::string_view name);  // "lfu", "lru", "wt
 // linger and the cache shrinks when popularity drifts.
 struct LfuOptions {
   // Only entries whose hit count is >= threshold are eviction candidates; among them the minimum
-  // count goes (ties: least recently used). When no evictable entry reaches the threshold the
-  // minimum over all evictable entries goes, so a miss can always be served. Default: 0 (every
-  // entry is a candidate).
+  // count goes (ties: most recently used, Note [LFU ties] in lfu_policy.h). When no evictable entry
+  // reaches the threshold the minimum over all evictable entries goes, so a miss can always be
+  // served. Default: 0 (every entry is a candidate).
   double threshold = 0.0;
   // Every `decay_every` steps all counts are multiplied by beta. Default: 0.5.
   double beta = 0.5;

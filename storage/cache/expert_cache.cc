@@ -47,12 +47,13 @@ void CacheHandle::Release() {
 
 void ExpertCache::TickOverlapLocked() {
   const Clock::time_point now = Clock::now();
+  const auto ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - overlap_tick_).count());
   if (reads_in_flight_ > 0) {
-    const auto ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(now - overlap_tick_).count());
     stats_.read_busy_ns += ns;
     if (acquires_blocked_ > 0) stats_.read_exposed_ns += ns;
   }
+  if (writes_in_flight_ > 0) stats_.write_busy_ns += ns;
   overlap_tick_ = now;
 }
 
@@ -106,7 +107,9 @@ ExpertCache::ExpertCache(ExpertStore* store, const CacheOptions& options, KindIn
 
 ExpertCache::~ExpertCache() {
   MutexLock lock(&mutex_);
-  while (loads_in_flight_ != 0 || !writing_back_.empty()) cv_.Wait(&mutex_);
+  while (loads_in_flight_ != 0 || !writing_back_.empty() || write_behind_ != 0) {
+    cv_.Wait(&mutex_);
+  }
   size_t dirty = 0;
   for (const Slot& slot : slots_) {
     SY_CHECK_EQ(slot.pins, 0) << "a CacheHandle of " << slot.key.ToString()
@@ -223,10 +226,14 @@ Status ExpertCache::BringInLocked(ExpertKey key, bool blocking, bool prefetch,
   ++loads_in_flight_;
 
   if (dirty_victim) {
+    TickOverlapLocked();
+    ++writes_in_flight_;
     mutex_.Unlock();
     Result<uint64_t> written =
         store_->Write(victim_key, options_.kind, {slot.data, kind_.stride}).get();
     mutex_.Lock();
+    TickOverlapLocked();
+    --writes_in_flight_;
     writing_back_.erase(*dirty_victim);
     if (!written.ok()) {
       // Undo: the victim stays cached and dirty; the new key is not fetched.
@@ -416,7 +423,56 @@ Result<CacheHandle> ExpertCache::PinResident(ExpertKey key, AccessMode mode) {
   }
 }
 
-Status ExpertCache::Step() {
+bool ExpertCache::WriteBack(ExpertKey key) {
+  int index = -1;
+  std::byte* data = nullptr;
+  {
+    MutexLock lock(&mutex_);
+    auto it = index_.find(key.Packed());
+    if (it == index_.end()) return false;
+    Slot& slot = slots_[it->second];
+    if (slot.state != SlotState::kReady || !slot.dirty || slot.writers > 0 || slot.flushing) {
+      return false;
+    }
+    index = it->second;
+    data = slot.data;
+    slot.flushing = true;
+    TickOverlapLocked();
+    ++writes_in_flight_;
+    ++write_behind_;
+  }
+  // The slot's bytes stay put while it is flushing: no writer, no eviction.
+  store_->WriteAsync(key, options_.kind, {data, kind_.stride},
+                     [this, index](Result<uint64_t> written) {
+                       OnWrittenBack(index, written.ok() ? Status::Ok() : written.status());
+                     });
+  return true;
+}
+
+void ExpertCache::OnWrittenBack(int index, Status status) {
+  MutexLock lock(&mutex_);
+  Slot& slot = slots_[index];
+  TickOverlapLocked();
+  --writes_in_flight_;
+  --write_behind_;
+  slot.flushing = false;
+  if (status.ok()) {
+    slot.dirty = false;
+    ++stats_.write_backs;
+    stats_.bytes_written += kind_.payload_bytes;
+  } else {
+    ++stats_.write_back_failures;
+    if (write_behind_failure_.ok()) {
+      write_behind_failed_ = slot.key;
+      write_behind_failure_ =
+          status.WithContext("expert cache: write-back of " + slot.key.ToString() +
+                             " failed; it stays cached and dirty");
+    }
+  }
+  cv_.NotifyAll();
+}
+
+Status ExpertCache::Step(ExpertKey* failed) {
   bool flush = false;
   {
     MutexLock lock(&mutex_);
@@ -424,14 +480,18 @@ Status ExpertCache::Step() {
     policy_->OnStep();
     flush = options_.update_cycle > 0 && steps_ % options_.update_cycle == 0;
   }
-  return flush ? Flush() : Status::Ok();
+  return flush ? Flush(failed) : Status::Ok();
 }
 
-Status ExpertCache::Flush() {
+Status ExpertCache::Flush(ExpertKey* failed) {
   std::vector<int> chosen;
   std::vector<ExpertStore::WriteRequest> requests;
+  Status first;
   {
     MutexLock lock(&mutex_);
+    while (write_behind_ != 0) cv_.Wait(&mutex_);
+    first = std::exchange(write_behind_failure_, Status::Ok());
+    if (!first.ok() && failed != nullptr) *failed = write_behind_failed_;
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot& slot = slots_[i];
       if (slot.state != SlotState::kReady || !slot.dirty || slot.writers > 0 || slot.flushing) {
@@ -442,8 +502,12 @@ Status ExpertCache::Flush() {
       requests.push_back(ExpertStore::WriteRequest{
           slot.key, options_.kind, std::span<const std::byte>(slot.data, kind_.stride)});
     }
+    if (!chosen.empty()) {
+      TickOverlapLocked();
+      writes_in_flight_ += static_cast<int>(chosen.size());
+    }
   }
-  if (chosen.empty()) return Status::Ok();
+  if (chosen.empty()) return first;
   // The callbacks run on the store's committer thread and may outlive this frame's locals by a
   // few instructions, so everything they touch is shared.
   struct Batch {
@@ -466,8 +530,9 @@ Status ExpertCache::Flush() {
     results = batch->results;
   }
 
-  Status first;
   MutexLock lock(&mutex_);
+  TickOverlapLocked();
+  writes_in_flight_ -= static_cast<int>(chosen.size());
   for (size_t i = 0; i < chosen.size(); ++i) {
     Slot& slot = slots_[chosen[i]];
     slot.flushing = false;
@@ -480,6 +545,7 @@ Status ExpertCache::Flush() {
       if (first.ok()) {
         first = results[i].WithContext("expert cache: write-back of " + slot.key.ToString() +
                                        " failed; it stays cached and dirty");
+        if (failed != nullptr) *failed = slot.key;
       }
     }
   }
@@ -496,13 +562,14 @@ bool ExpertCache::Contains(ExpertKey key) const {
 CacheStats ExpertCache::stats() const {
   MutexLock lock(&mutex_);
   CacheStats stats = stats_;
+  // The open interval, up to now.
+  const auto ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - overlap_tick_).count());
   if (reads_in_flight_ > 0) {
-    // The open interval, up to now.
-    const auto ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - overlap_tick_).count());
     stats.read_busy_ns += ns;
     if (acquires_blocked_ > 0) stats.read_exposed_ns += ns;
   }
+  if (writes_in_flight_ > 0) stats.write_busy_ns += ns;
   return stats;
 }
 

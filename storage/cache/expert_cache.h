@@ -7,7 +7,10 @@
 //   by default; LRU and W-TinyLFU behind the same interface) for a victim, writes the victim back
 //   first when it is dirty, and reuses its slot. Every K steps the LFU counts decay by beta.
 // - Dirty entries are also written back every `update_cycle` steps (Step) and by Flush, as one
-//   batch (one durable publish in the store).
+//   batch (one durable publish in the store), and one at a time, without waiting, by WriteBack
+//   (write-behind: an entry its user is done with for the step goes to the store while the user
+//   works on the next one; concurrent write-backs share a publish). Step and Flush wait for the
+//   write-backs in flight, so after them the store's durable generation holds every entry.
 // - Acquire returns a CacheHandle that pins its entry: a pinned entry is never evicted, and an
 //   entry held for writing is not written back until released. Entries are pinned while a copy or
 //   a kernel uses them; a handle may be moved to another thread (e.g. a copy stream's callback).
@@ -76,6 +79,9 @@ struct CacheStats {
   // Overlap of store reads with the cache's users (Note [read overlap] in expert_cache.cc):
   uint64_t read_busy_ns = 0;     // wall time with at least one store read in flight
   uint64_t read_exposed_ns = 0;  // of it, time with an Acquire blocked at the same time
+  // Wall time with at least one write-back in flight (eviction, WriteBack, Step, Flush), until
+  // its publish is durable.
+  uint64_t write_busy_ns = 0;
 };
 
 class ExpertCache;
@@ -134,10 +140,18 @@ class ExpertCache {
   Result<CacheHandle> PinResident(ExpertKey key, AccessMode mode = AccessMode::kRead)
       SY_EXCLUDES(mutex_);
 
+  // Starts writing `key` back without waiting, when it is resident, dirty, not held for writing
+  // and not already being written: true when a write started. Until its publish is durable the
+  // entry can be read (kRead) but not evicted, and a kWrite Acquire waits. A failure leaves it
+  // dirty and is returned by the next Step or Flush.
+  bool WriteBack(ExpertKey key) SY_EXCLUDES(mutex_);
   // Ends a step: LFU decay bookkeeping, and a write-back of dirty entries every update_cycle.
-  Status Step() SY_EXCLUDES(mutex_);
-  // Writes back every dirty entry not held for writing, as one batch. Returns the first failure.
-  Status Flush() SY_EXCLUDES(mutex_);
+  // `failed`, when given, gets the key of the first failure (as Flush).
+  Status Step(ExpertKey* failed = nullptr) SY_EXCLUDES(mutex_);
+  // Waits for the write-backs in flight (WriteBack), then writes back every dirty entry not held
+  // for writing, as one batch. Returns the first failure of either; `failed`, when given, gets
+  // the key of the entry it concerns.
+  Status Flush(ExpertKey* failed = nullptr) SY_EXCLUDES(mutex_);
 
   bool Contains(ExpertKey key) const SY_EXCLUDES(mutex_);  // resident and ready
   size_t num_slots() const { return options_.num_slots; }
@@ -174,8 +188,10 @@ class ExpertCache {
   Status AwaitLoadLocked(int index, ExpertKey key, Clock::time_point deadline, bool registered)
       SY_REQUIRES(mutex_);
   void OnLoaded(int index, ExpertKey key, Status status) SY_EXCLUDES(mutex_);
-  // Adds the time since the last call to read_busy_ns / read_exposed_ns; call before changing
-  // reads_in_flight_ or acquires_blocked_.
+  // A WriteBack's publish finished (store committer thread).
+  void OnWrittenBack(int index, Status status) SY_EXCLUDES(mutex_);
+  // Adds the time since the last call to read_busy_ns / read_exposed_ns / write_busy_ns; call
+  // before changing reads_in_flight_, writes_in_flight_ or acquires_blocked_.
   void TickOverlapLocked() SY_REQUIRES(mutex_);
   void FreeSlotLocked(int index) SY_REQUIRES(mutex_);
   bool EvictableLocked(uint64_t key) const SY_REQUIRES(mutex_);
@@ -201,8 +217,12 @@ class ExpertCache {
   std::unique_ptr<CachePolicy> policy_ SY_GUARDED_BY(mutex_);
   int64_t steps_ SY_GUARDED_BY(mutex_) = 0;
   int loads_in_flight_ SY_GUARDED_BY(mutex_) = 0;
-  int reads_in_flight_ SY_GUARDED_BY(mutex_) = 0;   // store reads issued, not yet landed
-  int acquires_blocked_ SY_GUARDED_BY(mutex_) = 0;  // Acquire calls in progress
+  int reads_in_flight_ SY_GUARDED_BY(mutex_) = 0;        // store reads issued, not yet landed
+  int writes_in_flight_ SY_GUARDED_BY(mutex_) = 0;       // write-backs issued, not yet durable
+  int write_behind_ SY_GUARDED_BY(mutex_) = 0;           // of them, WriteBack's
+  Status write_behind_failure_ SY_GUARDED_BY(mutex_);    // the first, until Step or Flush
+  ExpertKey write_behind_failed_ SY_GUARDED_BY(mutex_);  // its entry
+  int acquires_blocked_ SY_GUARDED_BY(mutex_) = 0;       // Acquire calls in progress
   Clock::time_point overlap_tick_ SY_GUARDED_BY(mutex_);
   CacheStats stats_ SY_GUARDED_BY(mutex_);
 };

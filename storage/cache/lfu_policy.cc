@@ -27,8 +27,9 @@ std::optional<uint64_t> MoESysLfuPolicy::Evict(uint64_t incoming, const Evictabl
   uint64_t best_key = 0;
   const Entry* fallback = nullptr;  // minimum among all evictable
   uint64_t fallback_key = 0;
+  // Note [LFU ties] in lfu_policy.h: among equal counts the most recently used goes.
   auto less = [](const Entry& a, const Entry& b) {
-    return a.count < b.count || (a.count == b.count && a.last_use < b.last_use);
+    return a.count < b.count || (a.count == b.count && a.last_use > b.last_use);
   };
   for (const auto& [key, entry] : entries_) {
     if (!evictable(key)) continue;

@@ -3,7 +3,15 @@
 //   hit            hits[p] += 1
 //   miss, room     hits[p] = 1
 //   miss, full     evict the entry whose count is the minimum among those >= threshold
-//                  (ties: least recently used); if none reaches the threshold, the minimum of all
+//                  (ties: most recently used); if none reaches the threshold, the minimum of all
+//
+// Note [LFU ties]. Algorithm 2 does not say which of several minimal entries goes. Breaking ties
+// by least recent use makes a scan over more experts than slots (MoE training that activates
+// every expert each step, layer after layer) evict each entry just before its next use: no hit
+// at all. Breaking them by most recent use keeps the incumbents and lets the newcomer go, so a
+// stable set stays resident and earns its hits (on a cyclic scan of n keys through c slots,
+// c - 1 hits per pass, as Belady); the decay still ages incumbents that stop being used (their
+// counts fall below a newcomer's 1).
 //   every K steps  every count *= beta
 //
 // Evict scans the resident entries (O(capacity)); caches hold hundreds to a few thousand experts.

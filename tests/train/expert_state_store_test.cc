@@ -287,14 +287,18 @@ TEST(ExpertStateStoreTest, WriteErrorNamesTheFileAndKeepsThePreviousGeneration) 
   f.store->BeginStep();
   ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 0, 0, 0}).ok());
   for (float& g : f.tensors[0].grad[0]) g = 1.0f;
-  ASSERT_TRUE(f.store->Update(0.1).ok());
   f.fs.AddRule({.op = storage::FaultOp::kWrite,
                 .error = ENOSPC,
                 .path_contains = "rank-0.store",
                 .times = -1});
+  // The update starts the expert's write-back behind it (write-behind); its failure ends the step.
+  ASSERT_TRUE(f.store->Update(0.1).ok());
   const Status s = f.store->EndStep();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/store/rank-0.store"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("experts/layer1/expert0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("point expert_store.dir at a larger disk"), std::string::npos)
+      << s.message();
   f.fs.ClearRules();
   // The update is still in the cache, dirty; the next write-back makes it durable.
   EXPECT_TRUE(f.store->EndStep().ok());

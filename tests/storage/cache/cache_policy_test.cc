@@ -11,10 +11,10 @@
 #include "storage/cache/access_trace.h"
 #include "storage/cache/belady.h"
 #include "storage/cache/cache_sim.h"
-#include "storage/store/expert_key.h"
 #include "storage/cache/lfu_policy.h"
 #include "storage/cache/lru_policy.h"
 #include "storage/cache/tinylfu_policy.h"
+#include "storage/store/expert_key.h"
 
 namespace sy::storage {
 namespace {
@@ -46,8 +46,38 @@ TEST(MoESysLfuTest, FollowsAlgorithm2) {
   EXPECT_DOUBLE_EQ(lfu.Count(1), 1.5);
   EXPECT_DOUBLE_EQ(lfu.Count(3), 0.5);
   EXPECT_DOUBLE_EQ(lfu.Count(4), 0.5);
-  // Now nothing reaches the threshold: the overall minimum goes (ties: least recently used).
-  EXPECT_EQ(lfu.Evict(5, kAll), std::optional<uint64_t>(3));
+  // Now nothing reaches the threshold: the overall minimum goes (ties: most recently used, so
+  // the newer key 4 rather than 3; Note [LFU ties]).
+  EXPECT_EQ(lfu.Evict(5, kAll), std::optional<uint64_t>(4));
+}
+
+// Training that activates every expert each step reads them layer after layer, twice a step (the
+// forward fill and the update): a cyclic scan over more keys than slots. Belady keeps a stable set
+// and hits it every pass; least-recent ties would evict every key just before its reuse.
+TEST(MoESysLfuTest, KeepsAStableSetOnACyclicScan) {
+  AccessTrace trace;
+  trace.num_layers = 4;
+  trace.num_experts = 16;
+  for (uint32_t step = 0; step < 40; ++step) {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (uint32_t layer = 0; layer < trace.num_layers; ++layer) {
+        for (uint32_t e = 0; e < trace.num_experts; ++e) trace.accesses.push_back({step, layer, e});
+      }
+    }
+  }
+  const uint64_t capacity = 16;  // a quarter of the keys
+  const SimResult optimal = SimulateBelady(trace, capacity, /*warmup_steps=*/4);
+  PolicyOptions options;  // MoESys LFU with its defaults (decay every 25 steps)
+  std::unique_ptr<CachePolicy> lfu = MakeCachePolicy(options, capacity);
+  const SimResult got = SimulatePolicy(*lfu, trace, capacity, /*warmup_steps=*/4);
+  options.kind = PolicyKind::kLru;
+  std::unique_ptr<CachePolicy> lru = MakeCachePolicy(options, capacity);
+  const SimResult scan = SimulatePolicy(*lru, trace, capacity, /*warmup_steps=*/4);
+  EXPECT_EQ(scan.hits, 0u) << "LRU on a scan longer than the cache";
+  EXPECT_GT(optimal.hit_rate(), 0.2);
+  // capacity - 1 keys hit twice per step; Belady keeps one more slot's worth.
+  EXPECT_GE(got.hit_rate(), 0.9 * optimal.hit_rate())
+      << "LFU " << got.hits << " Belady " << optimal.hits;
 }
 
 TEST(MoESysLfuTest, NeverEvictsWhatIsNotEvictable) {

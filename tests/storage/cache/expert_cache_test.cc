@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "storage/cache/prefetcher.h"
 #include "storage/fs/fault_injection_file_system.h"
 #include "storage/fs/mem_file_system.h"
-#include "storage/cache/prefetcher.h"
 #include "tests/storage/test_util.h"
 
 namespace sy::storage {
@@ -165,53 +165,109 @@ TEST_F(CacheTest, UpdateCycleAndFlushWriteBackInOnePublish) {
   EXPECT_EQ(cache->stats().write_backs, 4u);
 }
 
-TEST(CacheFaultTest, FailedWriteBackIsAClearStatusAndTheStoreStaysAtThePreviousGeneration) {
-  MemFileSystem mem(1);
-  FaultInjectionFileSystem fs(&mem);
+// A store of one layer of four experts, each written once, on `fs`, and a cache of `slots`.
+void MakeFaultStore(FileSystem* fs, size_t slots, std::unique_ptr<ExpertStore>* store,
+                    std::unique_ptr<ExpertCache>* cache) {
   StoreLayout layout;
   layout.num_layers = 1;
   layout.num_experts = 4;
   layout.kinds.push_back(KindSpec{ExtentKind::kTrainState, {kPayload}, -1});
-  auto store = ExpertStore::Create(&fs, "/f/store", layout);
-  ASSERT_TRUE(store.ok());
+  Result<std::unique_ptr<ExpertStore>> made = ExpertStore::Create(fs, "/f/store", layout);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  *store = std::move(*made);
   for (uint32_t e = 0; e < 4; ++e) {
     std::vector<std::byte> data = ExpertBytes(0, e, 1, kPayload);
     ASSERT_TRUE((*store)->Write({0, e}, ExtentKind::kTrainState, data).get().ok());
   }
   CacheOptions options;
-  options.num_slots = 1;
+  options.num_slots = slots;
   options.acquire_timeout_ms = 2000;
-  auto cache = ExpertCache::Create(store->get(), options);
-  ASSERT_TRUE(cache.ok());
+  Result<std::unique_ptr<ExpertCache>> c = ExpertCache::Create(store->get(), options);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  *cache = std::move(*c);
+}
+
+TEST(CacheFaultTest, FailedWriteBackIsAClearStatusAndTheStoreStaysAtThePreviousGeneration) {
+  MemFileSystem mem(1);
+  FaultInjectionFileSystem fs(&mem);
+  std::unique_ptr<ExpertStore> store;
+  std::unique_ptr<ExpertCache> cache;
+  ASSERT_NO_FATAL_FAILURE(MakeFaultStore(&fs, 1, &store, &cache));
   {
-    Result<CacheHandle> h = (*cache)->Acquire({0, 0}, AccessMode::kWrite);
+    Result<CacheHandle> h = cache->Acquire({0, 0}, AccessMode::kWrite);
     ASSERT_TRUE(h.ok());
     std::memset(h->data().data(), 0xAB, kPayload);
   }
   // Eviction write-back fails with EIO.
   fs.AddRule(FaultRule{FaultOp::kWrite, FaultKind::kError, EIO, "store", 0, 1, 0});
-  Result<CacheHandle> other = (*cache)->Acquire({0, 1});
+  Result<CacheHandle> other = cache->Acquire({0, 1});
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.status().code(), StatusCode::kIOError);
   EXPECT_NE(other.status().message().find("write-back of evicted layer 0 expert 0"),
             std::string::npos)
       << other.status().message();
-  EXPECT_TRUE((*cache)->Contains({0, 0}));  // still cached, still dirty
-  EXPECT_EQ(*(*store)->Generation({0, 0}, ExtentKind::kTrainState), 1u);
+  EXPECT_TRUE(cache->Contains({0, 0}));  // still cached, still dirty
+  EXPECT_EQ(*store->Generation({0, 0}, ExtentKind::kTrainState), 1u);
   std::vector<std::byte> stored(kPayload);
-  ASSERT_TRUE((*store)->Read({0, 0}, ExtentKind::kTrainState, stored).get().ok());
+  ASSERT_TRUE(store->Read({0, 0}, ExtentKind::kTrainState, stored).get().ok());
   EXPECT_EQ(stored, ExpertBytes(0, 0, 1, kPayload));
   // Periodic write-back with ENOSPC on the publish's sync: same story.
   fs.AddRule(FaultRule{FaultOp::kSync, FaultKind::kError, ENOSPC, "store", 0, 1, 0});
-  Status flush = (*cache)->Flush();
+  Status flush = cache->Flush();
   EXPECT_EQ(flush.code(), StatusCode::kResourceExhausted) << flush.ToString();
-  EXPECT_EQ(*(*store)->Generation({0, 0}, ExtentKind::kTrainState), 1u);
+  EXPECT_EQ(*store->Generation({0, 0}, ExtentKind::kTrainState), 1u);
   // Once the disk recovers, the next write-back lands.
-  ASSERT_TRUE((*cache)->Flush().ok());
-  EXPECT_GE(*(*store)->Generation({0, 0}, ExtentKind::kTrainState), 2u);
-  ASSERT_TRUE((*store)->Read({0, 0}, ExtentKind::kTrainState, stored).get().ok());
+  ASSERT_TRUE(cache->Flush().ok());
+  EXPECT_GE(*store->Generation({0, 0}, ExtentKind::kTrainState), 2u);
+  ASSERT_TRUE(store->Read({0, 0}, ExtentKind::kTrainState, stored).get().ok());
   EXPECT_EQ(stored, std::vector<std::byte>(kPayload, std::byte{0xAB}));
-  EXPECT_EQ((*cache)->stats().write_back_failures, 2u);
+  EXPECT_EQ(cache->stats().write_back_failures, 2u);
+}
+
+TEST(CacheFaultTest, WriteBackRunsBehindAndFlushWaitsForItAndReportsItsFailure) {
+  MemFileSystem mem(1);
+  FaultInjectionFileSystem fs(&mem);
+  std::unique_ptr<ExpertStore> store;
+  std::unique_ptr<ExpertCache> cache;
+  ASSERT_NO_FATAL_FAILURE(MakeFaultStore(&fs, 2, &store, &cache));
+  auto update = [&](uint32_t e, uint8_t value) {
+    Result<CacheHandle> h = cache->Acquire({0, e}, AccessMode::kWrite);
+    ASSERT_TRUE(h.ok());
+    std::memset(h->data().data(), value, kPayload);
+    // Held for writing: not written back yet.
+    EXPECT_FALSE(cache->WriteBack({0, e}));
+  };
+  update(0, 0xA1);
+  EXPECT_TRUE(cache->WriteBack({0, 0}));
+  EXPECT_FALSE(cache->WriteBack({0, 3}));  // not cached
+  ASSERT_TRUE(cache->Flush().ok());        // waits for it; nothing else is dirty
+  EXPECT_EQ(cache->stats().write_backs, 1u);
+  EXPECT_GT(cache->stats().write_busy_ns, 0u);
+  EXPECT_EQ(*store->Generation({0, 0}, ExtentKind::kTrainState), 2u);
+  std::vector<std::byte> stored(kPayload);
+  ASSERT_TRUE(store->Read({0, 0}, ExtentKind::kTrainState, stored).get().ok());
+  EXPECT_EQ(stored, std::vector<std::byte>(kPayload, std::byte{0xA1}));
+  EXPECT_FALSE(cache->WriteBack({0, 0}));  // clean now
+  // Clean: evicting it writes nothing.
+  ASSERT_TRUE(cache->Acquire({0, 1}).ok());
+  ASSERT_TRUE(cache->Acquire({0, 1}).ok());
+  ASSERT_TRUE(cache->Acquire({0, 2}).ok());
+  EXPECT_FALSE(cache->Contains({0, 0}));
+  EXPECT_EQ(cache->stats().write_backs, 1u);
+
+  // A write-behind that fails leaves the entry dirty; the next Flush reports it, naming it.
+  update(2, 0xB2);
+  fs.AddRule(FaultRule{FaultOp::kWrite, FaultKind::kError, EIO, "store", 0, 1, 0});
+  EXPECT_TRUE(cache->WriteBack({0, 2}));
+  Status flushed = cache->Flush();
+  EXPECT_EQ(flushed.code(), StatusCode::kIOError) << flushed.ToString();
+  EXPECT_NE(flushed.message().find("write-back of layer 0 expert 2"), std::string::npos)
+      << flushed.message();
+  // The Flush's own batch retried it: durable now, and the failure was reported once.
+  ASSERT_TRUE(cache->Flush().ok());
+  ASSERT_TRUE(store->Read({0, 2}, ExtentKind::kTrainState, stored).get().ok());
+  EXPECT_EQ(stored, std::vector<std::byte>(kPayload, std::byte{0xB2}));
+  EXPECT_EQ(cache->stats().write_back_failures, 1u);
 }
 
 TEST_F(CacheTest, LoadFailureFailsTheAcquireAndFreesTheSlot) {
