@@ -61,10 +61,19 @@ std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 // Whether a dataset of `rank` extents `dims` and `element` bytes a value holds at most
 // `file_bytes` bytes, every extent within int64 (a Shape's limit).
 bool FitsInFile(const hsize_t* dims, int rank, size_t element, uint64_t file_bytes) {
+  // Even a tensor with a 0 extent must have its other extents' product within int64: the
+  // element count is a product taken in any order (Shape::numel), and a partial product of
+  // 2^62 x 2^40 overflows before the 0 is reached.
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   bool empty = false;
+  uint64_t nonzero = 1;
   for (int i = 0; i < rank; ++i) {
-    if (dims[i] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max())) return false;
-    empty = empty || dims[i] == 0;
+    if (dims[i] == 0) {
+      empty = true;
+      continue;
+    }
+    if (dims[i] > kMax / nonzero) return false;
+    nonzero *= dims[i];
   }
   if (empty) return true;
   uint64_t bytes = element;
