@@ -455,21 +455,25 @@ void ExpertCache::OnWrittenBack(int index, Status status) {
   TickOverlapLocked();
   --writes_in_flight_;
   --write_behind_;
+  Status failure = FinishWriteBackLocked(slot, std::move(status));
+  if (!failure.ok() && write_behind_failure_.ok()) {
+    write_behind_failed_ = slot.key;
+    write_behind_failure_ = std::move(failure);
+  }
+  cv_.NotifyAll();
+}
+
+Status ExpertCache::FinishWriteBackLocked(Slot& slot, Status status) {
   slot.flushing = false;
   if (status.ok()) {
     slot.dirty = false;
     ++stats_.write_backs;
     stats_.bytes_written += kind_.payload_bytes;
-  } else {
-    ++stats_.write_back_failures;
-    if (write_behind_failure_.ok()) {
-      write_behind_failed_ = slot.key;
-      write_behind_failure_ =
-          status.WithContext("expert cache: write-back of " + slot.key.ToString() +
-                             " failed; it stays cached and dirty");
-    }
+    return Status::Ok();
   }
-  cv_.NotifyAll();
+  ++stats_.write_back_failures;
+  return status.WithContext("expert cache: write-back of " + slot.key.ToString() +
+                            " failed; it stays cached and dirty");
 }
 
 Status ExpertCache::Step(ExpertKey* failed) {
@@ -535,18 +539,10 @@ Status ExpertCache::Flush(ExpertKey* failed) {
   writes_in_flight_ -= static_cast<int>(chosen.size());
   for (size_t i = 0; i < chosen.size(); ++i) {
     Slot& slot = slots_[chosen[i]];
-    slot.flushing = false;
-    if (results[i].ok()) {
-      slot.dirty = false;
-      ++stats_.write_backs;
-      stats_.bytes_written += kind_.payload_bytes;
-    } else {
-      ++stats_.write_back_failures;
-      if (first.ok()) {
-        first = results[i].WithContext("expert cache: write-back of " + slot.key.ToString() +
-                                       " failed; it stays cached and dirty");
-        if (failed != nullptr) *failed = slot.key;
-      }
+    Status failure = FinishWriteBackLocked(slot, results[i]);
+    if (!failure.ok() && first.ok()) {
+      first = std::move(failure);
+      if (failed != nullptr) *failed = slot.key;
     }
   }
   cv_.NotifyAll();

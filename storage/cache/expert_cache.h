@@ -190,6 +190,9 @@ class ExpertCache {
   void OnLoaded(int index, ExpertKey key, Status status) SY_EXCLUDES(mutex_);
   // A WriteBack's publish finished (store committer thread).
   void OnWrittenBack(int index, Status status) SY_EXCLUDES(mutex_);
+  // A write-back of `slot` ended with `status` (WriteBack's or Flush's): the slot is no longer
+  // flushing, clean on success, and the stats count it. Returns the failure with the expert named.
+  Status FinishWriteBackLocked(Slot& slot, Status status) SY_REQUIRES(mutex_);
   // Adds the time since the last call to read_busy_ns / read_exposed_ns / write_busy_ns; call
   // before changing reads_in_flight_, writes_in_flight_ or acquires_blocked_.
   void TickOverlapLocked() SY_REQUIRES(mutex_);
