@@ -222,6 +222,7 @@ Status Trainer::InitParamStates() {
     const bool in_store = config_.expert_store.enabled() && p.is_expert;
     if (optimizer_->NeedsFirstMoment() && !in_store && !on_device) s.m.assign(n, 0.0f);
     if (optimizer_->NeedsSecondMoment() && !in_store && !on_device) s.v.assign(n, 0.0f);
+    state_of_[p.name] = states_.size();
     states_.push_back(std::move(s));
   }
   backend_->Synchronize();

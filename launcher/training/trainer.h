@@ -24,7 +24,8 @@
 // randomness), the data position, every parameter under the model's names (experts under global
 // ids) and the optimizer state, so a resumed run is bit-identical to one that never stopped (on
 // cpu, at a fixed thread count). A distributed run writes the same file from rank 0 (the experts
-// gathered from their owners, ZeRO-3's shards and the embedding columns consolidated), so one
+// streamed from their owners one tensor at a time, ZeRO-3's shards and the embedding columns
+// consolidated), so one
 // process or `switchyard generate` loads it; a distributed resume reads it on rank 0 and
 // broadcasts it.
 //
@@ -249,9 +250,29 @@ class Trainer {
   Status Rebalance(StepReport* report);
   // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
   void RecordRouting();
-  // SaveCheckpoint once the expert states are in states_.
+  // SaveCheckpoint once the expert states are in states_ (one process).
   Status SaveCheckpointOfStates(const std::string& path);
-  Status SaveDistributedCheckpoint(const std::string& path);
+  // The distributed save (collective): rank 0 streams the file, each expert tensor sent by its
+  // owner as the writer reaches it. `consolidated` is this rank's expert store consolidation;
+  // a failed one still takes part and is returned.
+  Status SaveDistributedCheckpoint(const std::string& path, Status consolidated);
+  // The last expert whose store state OwnExpertState read, with its parts' moments (taken as
+  // its parts are).
+  struct ExportedExpert {
+    size_t entry = SIZE_MAX;
+    std::vector<std::vector<float>> m, v;
+    int64_t opt_step = 0;
+  };
+  // The checkpoint state of all_params_[i], an expert this rank holds: value, m and v (empty
+  // where the optimizer keeps none) and step count, from states_ or the expert store.
+  Status OwnExpertState(size_t i, ExportedExpert* exported, CheckpointParam* out);
+  // An owner in the first EP group other than rank 0: sends rank 0 the state of each expert
+  // tensor it owns, in checkpoint order (after a failure, `failed` or its own, only the failure
+  // headers). Returns the first failure, or the transport's.
+  Status SendOwnExpertStates(Communicator& world, Status failed);
+  // Rank 0: the state of expert all_params_[i] from its owner into `out`; `sent` is the owner's
+  // failure when it had none to send. Errors are the transport's.
+  Status ReceiveExpertState(Communicator& world, size_t i, CheckpointParam* out, Status* sent);
   Status LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* ckpt);
   // Copies `ckpt` (every parameter of the model, in ParameterStore order) into this trainer.
   Status RestoreState(TrainCheckpoint& ckpt);
@@ -292,6 +313,8 @@ class Trainer {
   std::unique_ptr<storage::FileSystem> store_fs_;
   std::unique_ptr<ExpertStateStore> expert_store_;
   std::unique_ptr<ExpertWorkingSet> working_set_;  // borrows expert_store_
+  // Parameter name -> its index in states_ (the parameters this rank holds).
+  std::unordered_map<std::string, size_t> state_of_;
   // Entry name -> the indices in states_ of its tensors, in the entry's part order.
   std::unordered_map<std::string, std::vector<size_t>> expert_states_of_;
 };

@@ -1,8 +1,8 @@
 // Trainer::SaveCheckpoint / LoadCheckpoint: the trainer's state to and from a TrainCheckpoint
-// (train_checkpoint.h is the file). A distributed save consolidates the one-process layout on
-// rank 0: the experts gathered from the first EP group, ZeRO-3's dense values and optimizer
-// shards gathered, the partitioned embedding's columns joined. A distributed load reads the file
-// on rank 0, broadcasts it, and each rank keeps its part.
+// (train_checkpoint.h is the file). A distributed save streams the one-process layout from rank 0:
+// each expert tensor sent by its owner in the first EP group as the writer reaches it, ZeRO-3's
+// dense values and optimizer shards gathered, the partitioned embedding's columns joined. A
+// distributed load reads the file on rank 0, broadcasts it, and each rank keeps its part.
 #include "launcher/training/trainer.h"
 
 #include <algorithm>
@@ -47,6 +47,12 @@ Status Trainer::SaveCheckpoint(const std::string& path) {
   // writes; their moments are held only for the save. A rank whose store fails returns here, and
   // RunTrainingJob ends the job on every rank.
   if (working_set_) return SaveWorkingSetCheckpoint(path);
+  // Distributed, the experts' states stream to rank 0 from their owners (and from the store one
+  // expert at a time): a failed consolidation still joins the save's collectives and returns.
+  if (dist_) {
+    return SaveDistributedCheckpoint(path,
+                                     expert_store_ ? expert_store_->Consolidate() : Status::Ok());
+  }
   if (device_adam_) device_adam_->SyncToHost();
   const Status exported = ExportExpertStates();
   Status saved = exported.ok() ? SaveCheckpointOfStates(path) : exported;
@@ -65,7 +71,6 @@ TrainCheckpoint Trainer::CheckpointHeader() {
 }
 
 Status Trainer::SaveCheckpointOfStates(const std::string& path) {
-  if (dist_) return SaveDistributedCheckpoint(path);
   TrainCheckpoint ckpt = CheckpointHeader();
   std::vector<std::vector<float>> values = ParameterValues();
   for (size_t i = 0; i < states_.size(); ++i) {
@@ -159,29 +164,112 @@ Status Trainer::RestoreWorkingSetExperts(const std::string& path, const TrainChe
   return expert_store_->Consolidate();
 }
 
-Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
-  DistributedRank& d = *dist_;
-  std::vector<std::vector<float>> values = ParameterValues();
-  // The first EP group (world ranks 0 .. ep_size-1, EP rank = world rank) holds every expert
-  // once; rank 0 gathers them from it: per expert parameter, in ParameterStore order, the value
-  // then m and v where the optimizer keeps them.
-  std::vector<float> gathered;
-  std::vector<int64_t> gathered_steps;
-  std::vector<size_t> offsets, step_offsets;
-  if (rank() < d.ep_size()) {
-    std::vector<float> mine;
-    std::vector<int64_t> my_steps;
-    for (size_t i = 0; i < states_.size(); ++i) {
-      const ParamState& s = states_[i];
-      if (!s.param->is_expert) continue;
-      mine.insert(mine.end(), values[i].begin(), values[i].end());
-      mine.insert(mine.end(), s.m.begin(), s.m.end());
-      mine.insert(mine.end(), s.v.begin(), s.v.end());
-      my_steps.push_back(s.opt_step);
-    }
-    SY_RETURN_IF_ERROR(AllGatherVector(d.ep_group(), mine, &gathered, &offsets));
-    SY_RETURN_IF_ERROR(AllGatherVector(d.ep_group(), my_steps, &gathered_steps, &step_offsets));
+namespace {
+
+// The distributed save's point-to-point messages (world communicator), per expert tensor in
+// checkpoint order, from its owner in the first EP group to rank 0: a header {StatusCode::kOk,
+// optimizer step} followed by the value, then m and v where the optimizer keeps them; or the
+// header {the failure's code, 0} alone when the owner could not read the expert's state (it
+// returns its own error, naming the expert and the file).
+constexpr int kExpertHeaderTag = 7101;
+constexpr int kExpertStateTag = 7102;
+
+}  // namespace
+
+Status Trainer::OwnExpertState(size_t i, ExportedExpert* exported, CheckpointParam* out) {
+  const ParamInfo& p = all_params_[i];
+  const auto held = state_of_.find(p.name);
+  SY_CHECK(held != state_of_.end()) << p.name << " is not held by rank " << rank();
+  const ParamState& s = states_[held->second];
+  const float* data = s.host_value.data<float>();
+  out->value.data.assign(data, data + s.host_value.numel());
+  const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
+  if (!InStore(s)) {
+    out->m.data = with_m ? s.m : std::vector<float>();
+    out->v.data = with_v ? s.v : std::vector<float>();
+    out->opt_step = s.opt_step;
+    return Status::Ok();
   }
+  // The store's state of the expert, read once for its parts (in checkpoint order, one after
+  // another); Consolidate has brought it up to date.
+  const size_t e = expert_store_->Entry(p.layer, p.expert);
+  if (exported->entry != e) {
+    exported->entry = SIZE_MAX;
+    SY_RETURN_IF_ERROR(
+        expert_store_->Export(e, nullptr, &exported->m, &exported->v, &exported->opt_step));
+    exported->entry = e;
+  }
+  const std::vector<size_t>& parts = expert_states_of_.at(expert_store_->entries()[e].name);
+  const auto k =
+      static_cast<size_t>(std::find(parts.begin(), parts.end(), held->second) - parts.begin());
+  SY_CHECK_LT(k, parts.size()) << p.name << " is not a part of its store entry";
+  out->m.data = std::move(exported->m[k]);
+  out->v.data = std::move(exported->v[k]);
+  out->opt_step = exported->opt_step;
+  return Status::Ok();
+}
+
+Status Trainer::SendOwnExpertStates(Communicator& world, Status failed) {
+  const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
+  ExportedExpert exported;
+  CheckpointParam param;
+  for (size_t i = 0; i < all_params_.size(); ++i) {
+    const ParamInfo& p = all_params_[i];
+    if (!p.is_expert ||
+        ExpertOwner(p.expert, config_.model.num_experts, dist_->ep_size()) != rank()) {
+      continue;
+    }
+    if (failed.ok()) failed = OwnExpertState(i, &exported, &param);
+    const int64_t header[2] = {static_cast<int64_t>(failed.code()),
+                               failed.ok() ? param.opt_step : 0};
+    SY_RETURN_IF_ERROR(world.Send(header, 2, DType::kI64, 0, kExpertHeaderTag));
+    if (!failed.ok()) continue;
+    const size_t n = static_cast<size_t>(p.numel);
+    SY_CHECK_EQ(param.value.data.size(), n) << p.name;
+    SY_RETURN_IF_ERROR(world.Send(param.value.data.data(), n, DType::kF32, 0, kExpertStateTag));
+    for (const auto& [kept, moment] : {std::pair{with_m, &param.m}, std::pair{with_v, &param.v}}) {
+      if (!kept) continue;
+      SY_CHECK_EQ(moment->data.size(), n) << "optimizer state of " << p.name;
+      SY_RETURN_IF_ERROR(world.Send(moment->data.data(), n, DType::kF32, 0, kExpertStateTag));
+    }
+  }
+  return failed;
+}
+
+Status Trainer::ReceiveExpertState(Communicator& world, size_t i, CheckpointParam* out,
+                                   Status* sent) {
+  const ParamInfo& p = all_params_[i];
+  const int owner = ExpertOwner(p.expert, config_.model.num_experts, dist_->ep_size());
+  int64_t header[2] = {0, 0};
+  SY_RETURN_IF_ERROR(world.Recv(header, 2, DType::kI64, owner, kExpertHeaderTag));
+  *sent = Status::Ok();
+  if (header[0] != static_cast<int64_t>(StatusCode::kOk)) {
+    const auto code = static_cast<StatusCode>(header[0]);
+    *sent =
+        Status(code, "checkpoint: rank " + std::to_string(owner) + " could not read the state of " +
+                         p.name + " for the save; its own error names the cause");
+    return Status::Ok();
+  }
+  out->opt_step = header[1];
+  const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
+  const size_t n = static_cast<size_t>(p.numel);
+  for (const auto& [kept, tensor] :
+       {std::pair{true, &out->value}, std::pair{with_m, &out->m}, std::pair{with_v, &out->v}}) {
+    tensor->data.resize(kept ? n : 0);
+    if (!kept) continue;
+    SY_RETURN_IF_ERROR(world.Recv(tensor->data.data(), n, DType::kF32, owner, kExpertStateTag));
+  }
+  return Status::Ok();
+}
+
+Status Trainer::SaveDistributedCheckpoint(const std::string& path, Status consolidated) {
+  // Rank 0 writes the file as WriteTrainCheckpointStreamed writes it, one parameter at a time:
+  // each expert tensor comes from its owner in the first EP group (world ranks 0 .. ep_size-1,
+  // EP rank = world rank) by a point-to-point message as the writer reaches it, so no rank ever
+  // holds more than one expert's states beyond its own training state.
+  DistributedRank& d = *dist_;
+  Communicator& world = d.world();
+  backend_->Synchronize();
   // Under ZeRO-3 the dense values are gathered into the model's tensors for the save, and the
   // dense optimizer state comes from the shards.
   std::unordered_map<std::string, DenseOptimizerState> dense_state;
@@ -193,68 +281,85 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path) {
   }
   // Column shards (the partitioned embedding): the whole [rows, full_cols] value, m and v,
   // gathered from every rank's columns onto every rank (the file has the one-process layout).
-  std::unordered_map<std::string, size_t> held;
-  for (size_t i = 0; i < states_.size(); ++i) held[states_[i].param->name] = i;
-  std::unordered_map<size_t, std::vector<float>> full_m, full_v;
+  std::unordered_map<size_t, std::vector<float>> full_value, full_m, full_v;
   for (size_t i = 0; i < states_.size(); ++i) {
     const ParamState& s = states_[i];
     if (!s.param->is_column_shard()) continue;
     const int64_t rows = s.param->value.dim(0), full = s.param->full_cols;
-    SY_ASSIGN_OR_RETURN(values[i], GatherColumnShards(d.world(), rows, full, values[i]));
+    const float* data = s.host_value.data<float>();
+    const std::vector<float> mine(data, data + s.host_value.numel());
+    SY_ASSIGN_OR_RETURN(full_value[i], GatherColumnShards(world, rows, full, mine));
     if (!s.m.empty()) {
-      SY_ASSIGN_OR_RETURN(full_m[i], GatherColumnShards(d.world(), rows, full, s.m));
+      SY_ASSIGN_OR_RETURN(full_m[i], GatherColumnShards(world, rows, full, s.m));
     }
     if (!s.v.empty()) {
-      SY_ASSIGN_OR_RETURN(full_v[i], GatherColumnShards(d.world(), rows, full, s.v));
+      SY_ASSIGN_OR_RETURN(full_v[i], GatherColumnShards(world, rows, full, s.v));
     }
   }
+  Status mine = consolidated;  // this rank's own failure, returned whatever rank 0 says
   Status written = Status::Ok();
   if (is_root()) {
-    TrainCheckpoint ckpt = CheckpointHeader();
-    const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
-    for (const ParamInfo& p : all_params_) {
-      const std::vector<int64_t>& shape = p.shape;
+    ExportedExpert exported;
+    size_t consumed = 0;  // parameters whose messages `next` has taken
+    auto next = [&](size_t i, CheckpointParam* out) -> Status {
+      const ParamInfo& p = all_params_[i];
+      out->value.name = out->m.name = out->v.name = p.name;
+      out->value.shape = out->m.shape = out->v.shape = p.shape;
+      consumed = i + 1;
+      if (p.is_expert) {
+        if (ExpertOwner(p.expert, config_.model.num_experts, d.ep_size()) != 0) {
+          Status sent;
+          SY_RETURN_IF_ERROR(ReceiveExpertState(world, i, out, &sent));
+          return sent;
+        }
+        Status own = OwnExpertState(i, &exported, out);
+        if (!own.ok()) mine = own;
+        return own;
+      }
       const size_t n = static_cast<size_t>(p.numel);
-      std::vector<float> value, m, v;
-      int64_t opt_step = 0;
-      if (!p.is_expert && zero) {
+      if (zero) {
         // The gathered full values; ZeRO-3 runs on the cpu backend only.
         const float* data = model_->parameters().Find(p.name)->value.data<float>();
-        value.assign(data, data + n);
+        out->value.data.assign(data, data + n);
         DenseOptimizerState& st = dense_state.at(p.name);
-        m = std::move(st.m);
-        v = std::move(st.v);
-        opt_step = st.step;
-      } else if (!p.is_expert) {
-        const size_t i = held.at(p.name);
-        value = std::move(values[i]);
-        m = full_m.count(i) ? std::move(full_m[i]) : states_[i].m;
-        v = full_v.count(i) ? std::move(full_v[i]) : states_[i].v;
-        opt_step = states_[i].opt_step;
-      } else {
-        const size_t owner =
-            static_cast<size_t>(ExpertOwner(p.expert, config_.model.num_experts, d.ep_size()));
-        auto take = [&](std::vector<float>& out) {
-          SY_CHECK_LE(offsets[owner] + n, offsets[owner + 1]) << "expert data of rank " << owner;
-          const auto first = gathered.begin() + static_cast<std::ptrdiff_t>(offsets[owner]);
-          out.assign(first, first + static_cast<std::ptrdiff_t>(n));
-          offsets[owner] += n;
-        };
-        take(value);
-        if (with_m) take(m);
-        if (with_v) take(v);
-        SY_CHECK_LT(step_offsets[owner], step_offsets[owner + 1]) << "steps of rank " << owner;
-        opt_step = gathered_steps[step_offsets[owner]++];
+        out->m.data = std::move(st.m);
+        out->v.data = std::move(st.v);
+        out->opt_step = st.step;
+        return Status::Ok();
       }
-      ckpt.optimizer_steps.push_back(opt_step);
-      ckpt.params.push_back({p.name, shape, std::move(value)});
-      ckpt.optimizer_m.push_back({p.name, shape, std::move(m)});
-      ckpt.optimizer_v.push_back({p.name, shape, std::move(v)});
+      const size_t i_state = state_of_.at(p.name);
+      const ParamState& s = states_[i_state];
+      if (full_value.count(i_state)) {
+        out->value.data = std::move(full_value[i_state]);
+      } else {
+        const float* data = s.host_value.data<float>();
+        out->value.data.assign(data, data + n);
+      }
+      out->m.data = full_m.count(i_state) ? std::move(full_m[i_state]) : s.m;
+      out->v.data = full_v.count(i_state) ? std::move(full_v[i_state]) : s.v;
+      out->opt_step = s.opt_step;
+      return Status::Ok();
+    };
+    written = consolidated.ok()
+                  ? WriteTrainCheckpointStreamed(path, CheckpointHeader(), all_params_.size(), next)
+                  : consolidated;
+    // A save abandoned part way still takes every message the owners send, so none of them
+    // waits for rank 0 (each returns its own status below).
+    CheckpointParam discarded;
+    for (size_t i = consumed; i < all_params_.size(); ++i) {
+      const ParamInfo& p = all_params_[i];
+      if (!p.is_expert || ExpertOwner(p.expert, config_.model.num_experts, d.ep_size()) == 0) {
+        continue;
+      }
+      Status sent;  // an owner's failure is returned by the owner
+      SY_RETURN_IF_ERROR(ReceiveExpertState(world, i, &discarded, &sent));
     }
-    written = WriteTrainCheckpoint(path, ckpt);
+  } else if (rank() < d.ep_size()) {
+    mine = SendOwnExpertStates(world, consolidated);
   }
   if (zero) zero->ReleaseFullParameters();
-  return BroadcastStatus(d.world(), written);
+  const Status agreed = BroadcastStatus(world, written);
+  return mine.ok() ? agreed : mine;
 }
 
 Status Trainer::CheckCheckpointConfig(const std::string& path, const std::string& saved_json) {
