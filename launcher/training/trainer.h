@@ -25,9 +25,9 @@
 // ids) and the optimizer state, so a resumed run is bit-identical to one that never stopped (on
 // cpu, at a fixed thread count). A distributed run writes the same file from rank 0 (the experts
 // streamed from their owners one tensor at a time, ZeRO-3's shards and the embedding columns
-// consolidated), so one
-// process or `switchyard generate` loads it; a distributed resume reads it on rank 0 and
-// broadcasts it.
+// consolidated), so one process or `switchyard generate` loads it; a distributed resume reads it
+// on rank 0, broadcasts the dense parameters and sends each expert tensor to the ranks that hold
+// it.
 //
 // Expert store (config block expert_store, expert_state_store.h): the experts' optimizer states
 // live in a store file per rank behind the MoESys LFU CPU cache; the model's expert tensors stay
@@ -273,7 +273,14 @@ class Trainer {
   // Rank 0: the state of expert all_params_[i] from its owner into `out`; `sent` is the owner's
   // failure when it had none to send. Errors are the transport's.
   Status ReceiveExpertState(Communicator& world, size_t i, CheckpointParam* out, Status* sent);
+  // Rank 0 (or the one process): reads `path`'s header, step counts and parameters, leaving the
+  // experts unread where they follow one at a time (the working set, a distributed run).
   Status LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* ckpt);
+  // Distributed load (collective): every expert tensor of `reader` (rank 0's; null elsewhere) into
+  // `ckpt` on the ranks that hold the expert, one tensor at a time from rank 0. Every rank returns
+  // rank 0's read status.
+  Status DistributeExperts(Communicator& world, const TrainCheckpointReader* reader,
+                           TrainCheckpoint* ckpt);
   // Copies `ckpt` (every parameter of the model, in ParameterStore order) into this trainer.
   Status RestoreState(TrainCheckpoint& ckpt);
   // FailedPrecondition naming the first model or data key in which `saved_json` (a

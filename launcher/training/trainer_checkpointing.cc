@@ -2,10 +2,12 @@
 // (train_checkpoint.h is the file). A distributed save streams the one-process layout from rank 0:
 // each expert tensor sent by its owner in the first EP group as the writer reaches it, ZeRO-3's
 // dense values and optimizer shards gathered, the partitioned embedding's columns joined. A
-// distributed load reads the file on rank 0, broadcasts it, and each rank keeps its part.
+// distributed load reads the file on rank 0, broadcasts the dense parameters and sends each
+// expert tensor to the ranks that hold it, one at a time; each rank keeps its part.
 #include "launcher/training/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -406,9 +408,10 @@ Status Trainer::LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* c
     names.push_back(p.name);
     shapes.push_back(p.shape);
   }
-  // The working set's experts are read one at a time afterwards (RestoreWorkingSetExperts).
+  // The experts are read one at a time afterwards: the working set's into the store
+  // (RestoreWorkingSetExperts), a distributed run's sent to their owners (DistributeExperts).
   std::function<bool(size_t)> skip;
-  if (working_set_) skip = [this](size_t i) { return all_params_[i].is_expert; };
+  if (working_set_ || dist_) skip = [this](size_t i) { return all_params_[i].is_expert; };
   SY_ASSIGN_OR_RETURN(*ckpt,
                       ReadTrainCheckpoint(path, names, shapes, optimizer_->NeedsFirstMoment(),
                                           optimizer_->NeedsSecondMoment(), {}, skip));
@@ -423,14 +426,25 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     return working_set_ ? RestoreWorkingSetExperts(path, ckpt) : Status::Ok();
   }
   Communicator& world = dist_->world();
-  const Status read = is_root() ? LoadCheckpointOnRoot(path, &ckpt) : Status::Ok();
+  Status read = is_root() ? LoadCheckpointOnRoot(path, &ckpt) : Status::Ok();
+  std::unique_ptr<TrainCheckpointReader> reader;
+  if (is_root() && read.ok()) {
+    Result<std::unique_ptr<TrainCheckpointReader>> opened = TrainCheckpointReader::Open(path);
+    if (opened.ok()) {
+      reader = std::move(*opened);
+    } else {
+      read = opened.status();
+    }
+  }
   SY_RETURN_IF_ERROR(BroadcastStatus(world, read));
-  // Rank 0's checkpoint, packed (values, then m and v, per parameter in ParameterStore order).
+  // Rank 0's dense parameters, packed (values, then m and v, per parameter in ParameterStore
+  // order); the experts follow one tensor at a time (DistributeExperts).
   std::vector<float> packed;
   std::vector<uint8_t> position(ckpt.data_position.begin(), ckpt.data_position.end());
   std::vector<int64_t> step_and_steps = {ckpt.step};
   if (is_root()) {
     for (size_t i = 0; i < ckpt.params.size(); ++i) {
+      if (all_params_[i].is_expert) continue;
       for (const std::vector<float>* part :
            {&ckpt.params[i].data, &ckpt.optimizer_m[i].data, &ckpt.optimizer_v[i].data}) {
         packed.insert(packed.end(), part->begin(), part->end());
@@ -456,14 +470,75 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
       return out;
     };
     for (const ParamInfo& p : all_params_) {
-      const size_t n = static_cast<size_t>(p.numel);
+      const size_t n = p.is_expert ? 0 : static_cast<size_t>(p.numel);
       const std::vector<int64_t>& shape = p.shape;
       ckpt.params.push_back({p.name, shape, take(n)});
       ckpt.optimizer_m.push_back({p.name, shape, with_m ? take(n) : std::vector<float>()});
       ckpt.optimizer_v.push_back({p.name, shape, with_v ? take(n) : std::vector<float>()});
     }
   }
+  std::vector<float>().swap(packed);
+  SY_RETURN_IF_ERROR(DistributeExperts(world, reader.get(), &ckpt));
   return RestoreState(ckpt);
+}
+
+Status Trainer::DistributeExperts(Communicator& world, const TrainCheckpointReader* reader,
+                                  TrainCheckpoint* ckpt) {
+  // Per expert tensor in checkpoint order, rank 0 reads it and sends it to every rank that holds
+  // the expert (its owner's EP rank in each EP group), as the save's messages: a header {status
+  // code, 0}, then the value, m and v when the code is kOk. After a failed read rank 0 sends only
+  // failure headers; every rank then returns rank 0's error, its state untouched.
+  const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
+  const int ep = dist_->ep_size(), groups = world_size() / ep;
+  Status failed = Status::Ok();
+  CheckpointParam param;
+  for (size_t i = 0; i < all_params_.size(); ++i) {
+    const ParamInfo& p = all_params_[i];
+    if (!p.is_expert) continue;
+    const int owner = ExpertOwner(p.expert, config_.model.num_experts, ep);
+    auto tensors = [&](CheckpointParam& c) {
+      return std::array{std::pair{true, &c.value.data}, std::pair{with_m, &c.m.data},
+                        std::pair{with_v, &c.v.data}};
+    };
+    if (is_root()) {
+      if (failed.ok()) failed = reader->Read(p.name, p.shape, with_m, with_v, &param);
+      const int64_t header[2] = {static_cast<int64_t>(failed.code()), 0};
+      for (int g = 0; g < groups; ++g) {
+        const int holder = g * ep + owner;
+        if (holder == 0) continue;
+        SY_RETURN_IF_ERROR(world.Send(header, 2, DType::kI64, holder, kExpertHeaderTag));
+        if (!failed.ok()) continue;
+        for (const auto& [kept, data] : tensors(param)) {
+          if (kept) {
+            SY_RETURN_IF_ERROR(
+                world.Send(data->data(), data->size(), DType::kF32, holder, kExpertStateTag));
+          }
+        }
+      }
+      if (failed.ok() && owner == 0) {
+        ckpt->params[i].data = std::move(param.value.data);
+        ckpt->optimizer_m[i].data = std::move(param.m.data);
+        ckpt->optimizer_v[i].data = std::move(param.v.data);
+      }
+      continue;
+    }
+    if (rank() % ep != owner) continue;
+    int64_t header[2] = {0, 0};
+    SY_RETURN_IF_ERROR(world.Recv(header, 2, DType::kI64, 0, kExpertHeaderTag));
+    if (header[0] != static_cast<int64_t>(StatusCode::kOk)) continue;  // rank 0 says why, below
+    param.value.data.resize(static_cast<size_t>(p.numel));
+    param.m.data.resize(with_m ? static_cast<size_t>(p.numel) : 0);
+    param.v.data.resize(with_v ? static_cast<size_t>(p.numel) : 0);
+    for (const auto& [kept, data] : tensors(param)) {
+      if (kept) {
+        SY_RETURN_IF_ERROR(world.Recv(data->data(), data->size(), DType::kF32, 0, kExpertStateTag));
+      }
+    }
+    ckpt->params[i].data = std::move(param.value.data);
+    ckpt->optimizer_m[i].data = std::move(param.m.data);
+    ckpt->optimizer_v[i].data = std::move(param.v.data);
+  }
+  return BroadcastStatus(world, failed);
 }
 
 Status Trainer::RestoreState(TrainCheckpoint& ckpt) {

@@ -7,11 +7,16 @@ The save's cost on a rank is its peak RSS with the save less its peak without (t
 system's measurement, not the trainer's). It must stay under --bound-mib, a fixed budget (a few
 expert tensors plus the HDF5 writer's buffers) that does not grow with the expert count, for
 every expert count given (--experts 8 32), with the expert states in memory and on the store.
+A third run resumes from the saved checkpoint for 2 more steps: a rank restores only its own
+experts, rank 0 reading and sending them one tensor at a time, so its cost must stay under the
+bound plus 1.25x its own experts' states (1 / np of them).
 
 A save that gathers every expert's states on rank 0 (as the distributed save did before it
 streamed) costs rank 0 two to two and a half times all the expert states: with the default sizes
 144 to 167 MiB at 8 experts and 611 to 707 MiB at 32 (measured on the binary before the change);
-the streamed save costs 3 to 7 MiB. Prints the measured costs and "distributed save memory ok".
+the streamed save costs 3 to 7 MiB. A restore that broadcasts the whole checkpoint holds all the
+expert states twice on every rank (packed and unpacked): the old binary's resumed runs (which
+also end with its save) cost 152 to 718 MiB; the streamed restore 6 to 111 MiB. Prints the measured costs and "distributed save memory ok".
 
     distributed_save_memory.py --switchyard BIN --mpirun "mpirun ARGS" --np 2 --config CFG \
         [--experts 8 32] [--bound-mib 48]
@@ -46,17 +51,21 @@ def main():
     # Each rank under /usr/bin/time, its peak RSS (KiB) in TAG.rss.RANK.
     timed = ["sh", "-c", 'exec /usr/bin/time -f %M -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"']
 
-    def peak_rss_mib(tag, experts, store, save):
+    def peak_rss_mib(tag, experts, store, save, resume_dir=None):
+        steps = 4 if resume_dir else 2
         cmd = launcher + timed + [f"{tmp}/{tag}", args.switchyard, "train", "--config",
                                   args.config,
                                   "--set", f"model.num_experts={experts}",
                                   "--set", f"model.hidden_size={HIDDEN}",
                                   "--set", f"model.moe_intermediate_size={INTER}",
                                   "--set", f"parallel.ep_size={args.np}",
-                                  "--set", "train.steps=2", "--set", "train.eval_every=0",
+                                  "--set", f"train.steps={steps}",
+                                  "--set", "train.eval_every=0",
                                   "--set", "train.eval_batches=1", "--set", "train.threads=1",
                                   "--set", "log.progress=lines"]
-        if save:
+        if resume_dir:
+            cmd += ["--set", f"checkpoint.dir={resume_dir}", "--resume"]
+        elif save:
             cmd += ["--set", f"checkpoint.dir={tmp}/{tag}-ckpt"]
         if store:
             # A cache of 2 experts per rank (an expert's master, m and v: 3 x 3 tensors).
@@ -64,8 +73,9 @@ def main():
             cmd += ["--set", f'expert_store.dir="{tmp}/{tag}-store"', "--set",
                     "expert_store.filesystem=posix", "--set", f"expert_store.cache_mib={cache_mib}"]
         run(cmd, tag)
-        if save and not os.path.exists(f"{tmp}/{tag}-ckpt/step-00000002.h5"):
-            sys.exit(f"FAIL: {tag} wrote no checkpoint")
+        written = f"{resume_dir or f'{tmp}/{tag}-ckpt'}/step-{steps:08d}.h5"
+        if (save or resume_dir) and not os.path.exists(written):
+            sys.exit(f"FAIL: {tag} wrote no {written}")
         peaks = []
         for r in range(args.np):
             with open(f"{tmp}/{tag}.rss.{r}") as f:
@@ -80,14 +90,23 @@ def main():
             states_mib = 2 * experts * 3 * 3 * HIDDEN * INTER * 4 / (1 << 20)
             base = peak_rss_mib(f"{mode}-e{experts}-nosave", experts, store, save=False)
             saved = peak_rss_mib(f"{mode}-e{experts}-save", experts, store, save=True)
+            resumed = peak_rss_mib(f"{mode}-e{experts}-resume", experts, store, save=True,
+                                   resume_dir=f"{tmp}/{mode}-e{experts}-save-ckpt")
+            # A rank restores its own experts' states (1 / np of them), then trains on them.
+            own_mib = states_mib / args.np
             for r in range(args.np):
-                cost = saved[r] - base[r]
+                cost, restore = saved[r] - base[r], resumed[r] - base[r]
                 print(f"{mode}, {experts} experts ({states_mib:.0f} MiB of expert states), "
                       f"rank {r}: peak RSS {base[r]:.0f} MiB without the save, "
-                      f"{saved[r]:.0f} MiB with it: the save costs {cost:.1f} MiB")
+                      f"{saved[r]:.0f} MiB with it, {resumed[r]:.0f} MiB resumed: the save "
+                      f"costs {cost:.1f} MiB, the restore {restore:.1f} MiB")
                 if cost > args.bound_mib:
                     failures.append(f"{mode}, {experts} experts, rank {r}: the save costs "
                                     f"{cost:.1f} MiB > {args.bound_mib} MiB")
+                if restore > args.bound_mib + 1.25 * own_mib:
+                    failures.append(f"{mode}, {experts} experts, rank {r}: the restore costs "
+                                    f"{restore:.1f} MiB > {args.bound_mib} + 1.25 x "
+                                    f"{own_mib:.0f} MiB (its own experts' states)")
     shutil.rmtree(tmp, ignore_errors=True)
     if failures:
         sys.exit("FAIL: " + "; ".join(failures))
