@@ -11,7 +11,6 @@ uninterrupted run exactly. Prints "distributed damaged resume ok".
 
     distributed_damaged_resume.py --switchyard BIN --mpirun "mpirun ARGS" --np 2 --config CFG
 """
-import argparse
 import json
 import os
 import shlex
@@ -22,16 +21,11 @@ import tempfile
 import h5py
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from distributed_equivalence import compare_losses, losses, run  # noqa: E402
+from distributed_equivalence import compare_losses, losses, mpi_script_args, run  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--switchyard", required=True)
-    ap.add_argument("--mpirun", required=True)
-    ap.add_argument("--np", type=int, default=2)
-    ap.add_argument("--config", required=True)
-    args = ap.parse_args()
+    args = mpi_script_args()
     with open(args.config) as f:
         cfg = json.load(f)
     experts, layers = cfg["model"]["num_experts"], cfg["model"]["num_layers"]

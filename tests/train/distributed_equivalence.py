@@ -58,6 +58,18 @@ def run(cmd, what):
     return proc.stdout
 
 
+def mpi_script_args(extra=None):
+    """The arguments every mpirun training script takes, plus those `extra(parser)` adds."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--switchyard", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--config", required=True)
+    if extra:
+        extra(ap)
+    return ap.parse_args()
+
+
 def losses(path):
     out = {}
     with open(path) as f:

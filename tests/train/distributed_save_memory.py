@@ -21,30 +21,25 @@ also end with its save) cost 152 to 718 MiB; the streamed restore 6 to 111 MiB. 
     distributed_save_memory.py --switchyard BIN --mpirun "mpirun ARGS" --np 2 --config CFG \
         [--experts 8 32] [--bound-mib 48]
 """
-import argparse
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from distributed_equivalence import run  # noqa: E402
+from distributed_equivalence import mpi_script_args, run  # noqa: E402
 
 HIDDEN = 128
 INTER = 1024  # one expert tensor: 128 x 1024 floats = 0.5 MiB
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--switchyard", required=True)
-    ap.add_argument("--mpirun", required=True)
-    ap.add_argument("--np", type=int, default=2)
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--experts", type=int, nargs="+", default=[8, 32])
-    ap.add_argument("--bound-mib", type=float, default=48.0)
-    args = ap.parse_args()
+    def extra(ap):
+        ap.add_argument("--experts", type=int, nargs="+", default=[8, 32])
+        ap.add_argument("--bound-mib", type=float, default=48.0)
+
+    args = mpi_script_args(extra)
 
     tmp = tempfile.mkdtemp(prefix="sy_save_memory_")
     launcher = shlex.split(args.mpirun) + ["-np", str(args.np)]
