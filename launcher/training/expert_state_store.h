@@ -20,6 +20,17 @@
 //                 (launcher/training/expert_working_set.h). The initial states come from
 //                 options.initial_master, and Export/Import carry the master too. Memory then
 //                 holds only the cache and the step's activated experts.
+//                 Each expert's state is read at most once per step (crc32c stores): Prepare
+//                 reads only the master of an expert that is not cached and not behind
+//                 (ExpertStore::ReadPrefixAsync, a third of the extent with Adam), straight into
+//                 the bound values, and offers it to the cache (ExpertCache::OfferPrefix); its
+//                 update, or the prefetch for it, then reads only m, v and the counts, taking the
+//                 master from the bound values, and verifies the whole extent's crc32c (the
+//                 master's CRC carries over). A master whose update never comes (a skipped step,
+//                 an evaluation) is verified at EndStep or the next BeginStep. So every master
+//                 the model computed with is checked before its expert is updated and before the
+//                 next step; a corrupt one fails the step with DataLoss naming the expert (as a
+//                 whole read would, one phase later: the forward ran on it).
 //
 // The update (Update) runs the trainer's Optimizer, so the arithmetic is the in-memory one, on the
 // trainer's thread pool. An expert without tokens in a step has a zero gradient; in-memory AdamW
@@ -49,7 +60,13 @@
 //         forward's own fills need); in Update and Consolidate, the next ones they take.
 //   LOW   the look-ahead, by each expert's decayed activation count (the cache's lfu decay and
 //         period): at Prepare, the next MoE layer's experts that would need a replay; at EndStep,
-//         the next step's first layer's most active experts that are not cached.
+//         the next step's first layer's most active experts that are not cached. A look-ahead
+//         evicts only an entry whose LFU count is below a newcomer's (1: decayed and unused
+//         since), never the resident set the step will use (PrefetcherOptions::
+//         low_max_victim_count); when there is none it is dropped.
+// The working set's masters read at Prepare (above) are read then, a few in flight at once (as
+// many as the prefetch's threads; one at a time without the prefetch), not ahead: the routing
+// names them only there. stats() counts their time as read time, all of it waited for.
 // A prefetched expert stays pinned in the cache until it is taken (or the step ends), so nothing
 // evicts it before use. Update takes the cached experts first. The order changes no result: each
 // expert's arithmetic is its own. stats() reports the read time the trainer did not wait through
@@ -73,11 +90,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "runtime/core/buffer.h"
 #include "runtime/core/status.h"
 #include "storage/cache/cache_policy.h"
 #include "storage/cache/expert_cache.h"
@@ -161,8 +180,9 @@ class ExpertStateStore {
   ExpertStateStore(const ExpertStateStore&) = delete;
   ExpertStateStore& operator=(const ExpertStateStore&) = delete;
 
-  // A new step begins: no expert is activated yet.
-  void BeginStep();
+  // A new step begins: no expert is activated yet. Verifies the masters an evaluation's forward
+  // read without a later update (below); their error, naming the expert and the file.
+  Status BeginStep();
   // Working set: the memory of `entry`'s parts until UnbindAll (values[k] and grads[k] hold
   // parts[k].n floats; grads may be null for a forward without a backward).
   void Bind(size_t entry, std::span<float* const> values, std::span<const float* const> grads);
@@ -228,6 +248,15 @@ class ExpertStateStore {
   void LookAhead(int moe, const std::function<bool(size_t)>& wanted);
   // Releases every prefetched entry's pin; counts those never taken.
   void ReleasePrefetched();
+  // Working set, crc32c store: reads only the masters of `entries` (their state's first part,
+  // none cached) into their bound values and offers each to the cache (ExpertCache::OfferPrefix),
+  // so that their update reads only the rest and verifies the whole extent.
+  Status ReadMasters(const std::vector<size_t>& entries);
+  // Withdraws `entry`'s offered master; when no load used it, it is verified now (its rest read
+  // into scratch, the extent's checksum checked) or, with `later`, at the next Verify.
+  Status Withdraw(size_t entry, bool later = false);
+  // Verifies the withdrawn masters not yet verified (Withdraw with `later`).
+  Status VerifyWithdrawn();
   // Replays the updates after the state's last_update up to `target` with a zero gradient, then
   // optionally one update from the parts' gradients, then writes the master into the parts.
   void Advance(size_t entry, storage::CacheHandle& handle, int64_t target, const double* lr);
@@ -268,6 +297,13 @@ class ExpertStateStore {
   std::vector<size_t> update_plan_;                  // activated entries, in activation order
   size_t update_cursor_ = 0;                         // of update_plan_, queued up to here
   std::vector<double> activity_;                     // per entry: decayed activation count
+  // Split reads (ReadMasters): per entry, the master offered to the cache and not yet withdrawn;
+  // the withdrawn ones never verified; the masters' read buffers; the time spent reading them.
+  std::vector<std::optional<storage::ExpertStore::ExtentPrefix>> offered_;
+  std::vector<std::pair<size_t, storage::ExpertStore::ExtentPrefix>> unverified_;
+  std::vector<std::shared_ptr<Buffer>> master_buffers_;
+  uint64_t master_reads_ = 0;
+  double master_read_seconds_ = 0;
   int64_t steps_ = 0;
   uint64_t prefetch_unused_ = 0;
 };

@@ -62,11 +62,15 @@ void Prefetcher::WorkLoop() {
   for (;;) {
     while (!stopping_ && queue_.empty()) cv_.Wait(&mutex_);
     if (stopping_) return;
-    const ExpertKey key = queue_.Pop()->key;
+    const auto popped = queue_.Pop();
+    const ExpertKey key = popped->key;
+    const double max_victim_count = popped->priority == PrefetchPriority::kLow
+                                        ? options_.low_max_victim_count
+                                        : std::numeric_limits<double>::infinity();
     ++active_;
     lock.Unlock();
 
-    Result<bool> started = cache_->Prefetch(key);
+    Result<bool> started = cache_->Prefetch(key, max_victim_count);
     bool handed_on = false, failed = false;
     if (started.ok() && options_.next_hop != nullptr) {
       Result<CacheHandle> handle = cache_->PinResident(key);

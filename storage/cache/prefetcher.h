@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <thread>
 #include <variant>
@@ -47,6 +48,10 @@ class NextHop {
 struct PrefetcherOptions {
   int threads = 2;              // worker threads. Default: 2.
   NextHop* next_hop = nullptr;  // Default: none (stop at the host slot).
+  // LOW requests evict only entries whose policy count is below this (ExpertCache::Prefetch's
+  // max_victim_count): a look-ahead never displaces an entry used more than a newcomer. Default:
+  // infinity (any entry the policy picks).
+  double low_max_victim_count = std::numeric_limits<double>::infinity();
 };
 
 struct PrefetcherStats {
