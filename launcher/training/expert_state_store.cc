@@ -68,6 +68,11 @@ class ExpertStateStore::PinHop : public storage::NextHop {
     lock.Unlock();
     return unused;
   }
+  // A dropped fetch is no longer expected, so it can be asked for again.
+  void OnDropped(storage::ExpertKey key) SY_EXCLUDES(mutex_) override {
+    MutexLock lock(&mutex_);
+    if (held_.count(key.Packed()) == 0) expected_.erase(key.Packed());
+  }
   void OnHostReady(storage::CacheHandle handle) SY_EXCLUDES(mutex_) override {
     storage::CacheHandle drop;
     const uint64_t key = handle.key().Packed();
@@ -267,8 +272,10 @@ Status ExpertStateStore::Open() {
     storage::PrefetcherOptions prefetch;
     prefetch.threads = kPrefetchThreads;
     prefetch.next_hop = hop_.get();
-    // The look-ahead (LOW) never evicts an entry used more than the newcomer it brings (count 1).
-    prefetch.low_max_victim_count = 1.0;
+    // A prefetch never evicts an entry used more than the newcomer it brings (LFU count 1): the
+    // resident set the LFU keeps stays, and a fetch that finds no such slot is dropped and asked
+    // for again later (Update's read-ahead) or read on demand.
+    prefetch.max_victim_count = 1.0;
     prefetcher_ = std::make_unique<storage::Prefetcher>(cache_.get(), prefetch);
   }
   return Status::Ok();
@@ -369,6 +376,17 @@ void ExpertStateStore::TopUp(const std::vector<size_t>& demand, size_t* cursor) 
       return;  // the window is full: continue from here
     }
     ++*cursor;
+  }
+}
+
+void ExpertStateStore::ReadAhead(const std::vector<size_t>& order, size_t from) {
+  if (!prefetcher_) return;
+  // Rescanned every time: a fetch dropped for want of a slot it may evict is asked for again
+  // once the entries updated before it have made room.
+  for (size_t j = from; j < order.size() && j < from + window_; ++j) {
+    const storage::ExpertKey key = Key(order[j]);
+    if (hop_->Expected(key.Packed()) || cache_->Contains(key)) continue;
+    if (!PrefetchEntry(order[j], storage::PrefetchPriority::kHigh)) return;
   }
 }
 
@@ -682,15 +700,14 @@ Status ExpertStateStore::Update(double lr) {
       return cache_->Contains(Key(e)) || hop_->Expected(Key(e).Packed());
     });
   }
-  size_t cursor = 0;
-  TopUp(order, &cursor);
+  ReadAhead(order, 0);
   for (size_t i = 0; i < order.size(); ++i) {
     const size_t entry = order[i];
     SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
     // Its master, when read alone at the forward, is verified by now (the load that used it) or
     // here (it was cached meanwhile).
     SY_RETURN_IF_ERROR(Withdraw(entry));
-    TopUp(order, &cursor);
+    ReadAhead(order, i + 1);
     Advance(entry, handle, updates_ - 1, &lr);
     handle.Release();
     // Write-behind: this step is done with it; its write overlaps the next experts' updates.

@@ -60,10 +60,12 @@
 //         forward's own fills need); in Update and Consolidate, the next ones they take.
 //   LOW   the look-ahead, by each expert's decayed activation count (the cache's lfu decay and
 //         period): at Prepare, the next MoE layer's experts that would need a replay; at EndStep,
-//         the next step's first layer's most active experts that are not cached. A look-ahead
-//         evicts only an entry whose LFU count is below a newcomer's (1: decayed and unused
-//         since), never the resident set the step will use (PrefetcherOptions::
-//         low_max_victim_count); when there is none it is dropped.
+//         the next step's first layer's most active experts that are not cached.
+// A prefetch (HIGH or LOW) evicts only an entry whose LFU count is at most a newcomer's (1),
+// never the resident set the LFU keeps (PrefetcherOptions::max_victim_count): prefetches into the
+// resident set turned its hits into reads. One that finds no such slot is dropped; Update's
+// read-ahead (the next window's entries in its order, rescanned after each) asks again once the
+// newcomers it has updated make room, or the entry is read on demand.
 // The working set's masters read at Prepare (above) are read then, a few in flight at once (as
 // many as the prefetch's threads; one at a time without the prefetch), not ahead: the routing
 // names them only there. stats() counts their time as read time, all of it waited for.
@@ -241,6 +243,9 @@ class ExpertStateStore {
   // The prefetch window: queues entries of `demand` from *cursor on (HIGH) while the window has
   // room, skipping those cached or already asked for.
   void TopUp(const std::vector<size_t>& demand, size_t* cursor);
+  // The read-ahead of Update: queues (HIGH) the entries of order[from, from + window) not cached
+  // nor asked for, while the window has room.
+  void ReadAhead(const std::vector<size_t>& order, size_t from);
   // Queues `entry` (a hint: failures surface at its Acquire). False when the window is full.
   bool PrefetchEntry(size_t entry, storage::PrefetchPriority priority);
   // LOW: the entries of MoE layer `moe` by decayed activation count, most active first, that

@@ -198,7 +198,7 @@ Status ExpertCache::BringInLocked(ExpertKey key, bool blocking, bool prefetch,
         policy_->Evict(packed, [this, max_victim_count](uint64_t k) SY_REQUIRES(mutex_) {
           return EvictableLocked(k) &&
                  (max_victim_count == std::numeric_limits<double>::infinity() ||
-                  policy_->Count(k) < max_victim_count);
+                  policy_->Count(k) <= max_victim_count);
         });
     if (victim) {
       index = index_.at(*victim);

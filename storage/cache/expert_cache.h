@@ -137,8 +137,8 @@ class ExpertCache {
   // ResourceExhausted when no slot can be freed (the prefetch is dropped). A started prefetch is
   // the entry's policy access; the Acquire that later consumes it does not count again.
   // `max_victim_count`: when the cache is full, evict only an entry whose policy count
-  // (CachePolicy::Count) is below it, so a speculative fetch never displaces an entry used more
-  // than it (a newcomer's count is 1); infinity: any entry the policy picks.
+  // (CachePolicy::Count) is at most this, so a fetch ahead of need never displaces an entry used
+  // more than the newcomer it brings (count 1); infinity: any entry the policy picks.
   Result<bool> Prefetch(ExpertKey key,
                         double max_victim_count = std::numeric_limits<double>::infinity())
       SY_EXCLUDES(mutex_);

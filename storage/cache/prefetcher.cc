@@ -62,15 +62,12 @@ void Prefetcher::WorkLoop() {
   for (;;) {
     while (!stopping_ && queue_.empty()) cv_.Wait(&mutex_);
     if (stopping_) return;
-    const auto popped = queue_.Pop();
-    const ExpertKey key = popped->key;
-    const double max_victim_count = popped->priority == PrefetchPriority::kLow
-                                        ? options_.low_max_victim_count
-                                        : std::numeric_limits<double>::infinity();
+    const ExpertKey key = queue_.Pop()->key;
     ++active_;
     lock.Unlock();
 
-    Result<bool> started = cache_->Prefetch(key, max_victim_count);
+    Result<bool> started = cache_->Prefetch(key, options_.max_victim_count);
+    if (!started.ok() && options_.next_hop != nullptr) options_.next_hop->OnDropped(key);
     bool handed_on = false, failed = false;
     if (started.ok() && options_.next_hop != nullptr) {
       Result<CacheHandle> handle = cache_->PinResident(key);
