@@ -516,6 +516,7 @@ Status ExpertStateStore::BeginStep() {
   std::fill(activated_.begin(), activated_.end(), 0);
   activated_order_.clear();
   update_cursor_ = 0;
+  cache_->ClearProtected();
   return VerifyWithdrawn();
 }
 
@@ -629,6 +630,8 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
       activated_[entry] = 1;
       activated_order_.push_back(entry);
       activity_[entry] += 1.0;
+      // Until its update, no prefetch evicts it (a cached state would be read again).
+      if (prefetcher_) cache_->Protect(Key(entry));
     }
     const bool stale = !options_.sparse_adam && last_update_[entry] < updates_;
     if (stale || !options_.resident) needed.push_back(entry);
@@ -710,6 +713,7 @@ Status ExpertStateStore::Update(double lr) {
     ReadAhead(order, i + 1);
     Advance(entry, handle, updates_ - 1, &lr);
     handle.Release();
+    if (prefetcher_) cache_->Unprotect(Key(entry));
     // Write-behind: this step is done with it; its write overlaps the next experts' updates.
     cache_->WriteBack(Key(entry));
   }
@@ -720,6 +724,7 @@ Status ExpertStateStore::Update(double lr) {
 Status ExpertStateStore::EndStep() {
   const auto start = Clock::now();
   ReleasePrefetched();
+  cache_->ClearProtected();
   // The masters read for a step that made no update (a skipped step) are verified now.
   for (size_t entry = 0; entry < entries_.size(); ++entry) (void)Withdraw(entry, /*later=*/true);
   SY_RETURN_IF_ERROR(VerifyWithdrawn());

@@ -61,18 +61,18 @@
 //   LOW   the look-ahead, by each expert's decayed activation count (the cache's lfu decay and
 //         period): at Prepare, the next MoE layer's experts that would need a replay; at EndStep,
 //         the next step's first layer's most active experts that are not cached.
-// A prefetch (HIGH or LOW) evicts only an entry whose LFU count is at most a newcomer's (1),
-// never the resident set the LFU keeps (PrefetcherOptions::max_victim_count): prefetches into the
-// resident set turned its hits into reads. One that finds no such slot is dropped; Update's
-// read-ahead (the next window's entries in its order, rescanned after each) asks again once the
-// newcomers it has updated make room, or the entry is read on demand.
-// The working set's masters read at Prepare (above) are read then, a few in flight at once (as
-// many as the prefetch's threads; one at a time without the prefetch), not ahead: the routing
-// names them only there. stats() counts their time as read time, all of it waited for.
-// A prefetched expert stays pinned in the cache until it is taken (or the step ends), so nothing
-// evicts it before use. Update takes the cached experts first. The order changes no result: each
-// expert's arithmetic is its own. stats() reports the read time the trainer did not wait through
-// (Note [read overlap] in storage/cache/expert_cache.cc).
+// A prefetch (HIGH or LOW) evicts neither an expert the step has activated and not yet updated
+// (ExpertCache::Protect) nor one whose LFU count is above a newcomer's (1), the resident set the
+// LFU keeps (PrefetcherOptions::max_victim_count): prefetches into either turned hits into reads.
+// One that finds no such slot is dropped; Update's read-ahead (the next window's entries in its
+// order, rescanned after each) asks again once the newcomers it has updated make room, or the entry
+// is read on demand. The working set's masters read at Prepare (above) are read then, a few in
+// flight at once (as many as the prefetch's threads; one at a time without the prefetch), not
+// ahead: the routing names them only there. stats() counts their time as read time, all of it
+// waited for. A prefetched expert stays pinned in the cache until it is taken (or the step ends),
+// so nothing evicts it before use. Update takes the cached experts first. The order changes no
+// result: each expert's arithmetic is its own. stats() reports the read time the trainer did not
+// wait through (Note [read overlap] in storage/cache/expert_cache.cc).
 //
 // Write-behind: as soon as Update (or Consolidate) is done with an expert, its new state starts
 // on its way to the store (ExpertCache::WriteBack) while the next expert is read and updated;

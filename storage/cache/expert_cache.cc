@@ -195,8 +195,8 @@ Status ExpertCache::BringInLocked(ExpertKey key, bool blocking, bool prefetch,
       break;
     }
     std::optional<uint64_t> victim =
-        policy_->Evict(packed, [this, max_victim_count](uint64_t k) SY_REQUIRES(mutex_) {
-          return EvictableLocked(k) &&
+        policy_->Evict(packed, [this, prefetch, max_victim_count](uint64_t k) SY_REQUIRES(mutex_) {
+          return EvictableLocked(k) && !(prefetch && protected_.count(k) > 0) &&
                  (max_victim_count == std::numeric_limits<double>::infinity() ||
                   policy_->Count(k) <= max_victim_count);
         });
@@ -453,6 +453,21 @@ void ExpertCache::OfferPrefix(ExpertKey key, const ExpertStore::ExtentPrefix& pr
 bool ExpertCache::WithdrawPrefix(ExpertKey key) {
   MutexLock lock(&mutex_);
   return offers_.erase(key.Packed()) > 0;
+}
+
+void ExpertCache::Protect(ExpertKey key) {
+  MutexLock lock(&mutex_);
+  protected_.insert(key.Packed());
+}
+
+void ExpertCache::Unprotect(ExpertKey key) {
+  MutexLock lock(&mutex_);
+  protected_.erase(key.Packed());
+}
+
+void ExpertCache::ClearProtected() {
+  MutexLock lock(&mutex_);
+  protected_.clear();
 }
 
 bool ExpertCache::Absent(ExpertKey key) const {

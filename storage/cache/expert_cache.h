@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/core/buffer.h"
@@ -154,6 +155,11 @@ class ExpertCache {
                    std::function<void(std::span<std::byte>)> fill) SY_EXCLUDES(mutex_);
   // Withdraws `key`'s offer: true when it was still there (no load used it).
   bool WithdrawPrefix(ExpertKey key) SY_EXCLUDES(mutex_);
+  // Keeps a Prefetch from evicting `key` (its user still needs it this step) until Unprotect or
+  // ClearProtected; an Acquire's own eviction ignores it. May name a key not resident.
+  void Protect(ExpertKey key) SY_EXCLUDES(mutex_);
+  void Unprotect(ExpertKey key) SY_EXCLUDES(mutex_);
+  void ClearProtected() SY_EXCLUDES(mutex_);
   // Not resident, not loading and not being written back: the store holds its newest state.
   bool Absent(ExpertKey key) const SY_EXCLUDES(mutex_);
 
@@ -252,6 +258,7 @@ class ExpertCache {
     std::function<void(std::span<std::byte>)> fill;
   };
   std::unordered_map<uint64_t, Offer> offers_ SY_GUARDED_BY(mutex_);  // OfferPrefix
+  std::unordered_set<uint64_t> protected_ SY_GUARDED_BY(mutex_);      // Protect
   std::unique_ptr<CachePolicy> policy_ SY_GUARDED_BY(mutex_);
   int64_t steps_ SY_GUARDED_BY(mutex_) = 0;
   int loads_in_flight_ SY_GUARDED_BY(mutex_) = 0;

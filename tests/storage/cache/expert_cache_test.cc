@@ -108,7 +108,7 @@ TEST_F(CacheTest, AnOfferedPrefixIsFilledAndOnlyTheRestIsRead) {
     std::memcpy(dst.data(), prefix_buf.data(), kPart);
   });
   {
-    Result<CacheHandle> h = cache->Acquire({0, 1}, AccessMode::kWrite);
+    Result<CacheHandle> h = cache->Acquire({0, 1});
     ASSERT_TRUE(h.ok()) << h.status().ToString();
     EXPECT_EQ(Bytes(*h), want);
   }
@@ -146,11 +146,23 @@ TEST_F(CacheTest, BoundedPrefetchNeverEvictsAnEntryUsedMoreThanItBrings) {
   EXPECT_TRUE(cache->Contains({0, 1}));
   EXPECT_EQ(cache->stats().evictions, 0u);
   EXPECT_EQ(cache->stats().prefetches_dropped, 1u);
-  // Unbounded, it evicts one.
+  // A protected entry (its user needs it this step) is never a prefetch's victim, bounded or not;
+  // a demand miss may still evict it.
+  cache->Protect({0, 0});
+  cache->Protect({0, 1});
+  Result<bool> blocked = cache->Prefetch({0, 2});
+  EXPECT_EQ(blocked.status().code(), StatusCode::kResourceExhausted);
+  cache->Unprotect({0, 1});
+  // Unbounded, it evicts the one left unprotected.
   Result<bool> started = cache->Prefetch({0, 2});
   ASSERT_TRUE(started.ok());
   EXPECT_TRUE(*started);
   EXPECT_EQ(cache->stats().evictions, 1u);
+  EXPECT_TRUE(cache->Contains({0, 0}));
+  EXPECT_FALSE(cache->Contains({0, 1}));
+  cache->ClearProtected();
+  ASSERT_TRUE(cache->Acquire({1, 0}).ok());  // a demand miss: protection does not apply
+  EXPECT_EQ(cache->stats().evictions, 2u);
 }
 
 TEST_F(CacheTest, EvictsTheLfuVictimAndNeverAPinnedEntry) {
