@@ -68,6 +68,11 @@ class ExpertStateStore::PinHop : public storage::NextHop {
     lock.Unlock();
     return unused;
   }
+  // A dropped fetch is no longer expected, so it can be asked for again.
+  void OnDropped(storage::ExpertKey key) SY_EXCLUDES(mutex_) override {
+    MutexLock lock(&mutex_);
+    if (held_.count(key.Packed()) == 0) expected_.erase(key.Packed());
+  }
   void OnHostReady(storage::CacheHandle handle) SY_EXCLUDES(mutex_) override {
     storage::CacheHandle drop;
     const uint64_t key = handle.key().Packed();
@@ -167,6 +172,7 @@ Status ExpertStateStore::Open() {
   zeros_.assign(largest, 0.0f);
   last_update_.assign(entries_.size(), 0);
   activated_.assign(entries_.size(), 0);
+  offered_.assign(entries_.size(), std::nullopt);
 
   const uint64_t part = numel_[0] * sizeof(float);
   storage::KindSpec kind;
@@ -266,6 +272,10 @@ Status ExpertStateStore::Open() {
     storage::PrefetcherOptions prefetch;
     prefetch.threads = kPrefetchThreads;
     prefetch.next_hop = hop_.get();
+    // A prefetch never evicts an entry used more than the newcomer it brings (LFU count 1): the
+    // resident set the LFU keeps stays, and a fetch that finds no such slot is dropped and asked
+    // for again later (Update's read-ahead) or read on demand.
+    prefetch.max_victim_count = 1.0;
     prefetcher_ = std::make_unique<storage::Prefetcher>(cache_.get(), prefetch);
   }
   return Status::Ok();
@@ -369,6 +379,17 @@ void ExpertStateStore::TopUp(const std::vector<size_t>& demand, size_t* cursor) 
   }
 }
 
+void ExpertStateStore::ReadAhead(const std::vector<size_t>& order, size_t from) {
+  if (!prefetcher_) return;
+  // Rescanned every time: a fetch dropped for want of a slot it may evict is asked for again
+  // once the entries updated before it have made room.
+  for (size_t j = from; j < order.size() && j < from + window_; ++j) {
+    const storage::ExpertKey key = Key(order[j]);
+    if (hop_->Expected(key.Packed()) || cache_->Contains(key)) continue;
+    if (!PrefetchEntry(order[j], storage::PrefetchPriority::kHigh)) return;
+  }
+}
+
 void ExpertStateStore::LookAhead(int moe, const std::function<bool(size_t)>& wanted) {
   if (!prefetcher_ || moe < 0 || moe >= num_moe_layers_) return;
   std::vector<size_t> candidates;
@@ -464,6 +485,8 @@ void ExpertStateStore::Bind(size_t entry, std::span<float* const> values,
   ExpertEntry& e = entries_[entry];
   SY_CHECK_EQ(values.size(), e.parts.size()) << e.name << ": values";
   SY_CHECK(grads.empty() || grads.size() == e.parts.size()) << e.name << ": grads";
+  // An offered master's fill reads the memory bound now; it goes before the memory does.
+  (void)Withdraw(entry, /*later=*/true);
   for (size_t k = 0; k < e.parts.size(); ++k) {
     e.parts[k].value = values[k];
     e.parts[k].grad = grads.empty() ? nullptr : grads[k];
@@ -472,6 +495,7 @@ void ExpertStateStore::Bind(size_t entry, std::span<float* const> values,
 
 void ExpertStateStore::UnbindAll() {
   if (options_.resident) return;
+  for (size_t entry = 0; entry < entries_.size(); ++entry) (void)Withdraw(entry, /*later=*/true);
   for (ExpertEntry& e : entries_) {
     for (ExpertPart& p : e.parts) p.value = nullptr, p.grad = nullptr;
   }
@@ -488,10 +512,104 @@ size_t ExpertStateStore::Entry(int decoder_layer, int expert) const {
   return EntryIndex(moe, local);
 }
 
-void ExpertStateStore::BeginStep() {
+Status ExpertStateStore::BeginStep() {
   std::fill(activated_.begin(), activated_.end(), 0);
   activated_order_.clear();
   update_cursor_ = 0;
+  cache_->ClearProtected();
+  return VerifyWithdrawn();
+}
+
+Status ExpertStateStore::ReadMasters(const std::vector<size_t>& entries) {
+  if (entries.empty()) return Status::Ok();
+  const auto start = Clock::now();
+  const size_t bytes = numel_[0] * sizeof(float);
+  // Reads in flight at once: the prefetch's, or one at a time without it.
+  const size_t depth = prefetcher_ ? static_cast<size_t>(kPrefetchThreads) : 1;
+  while (master_buffers_.size() < depth) {
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
+                        AllocateHostBuffer(storage::AlignUp(bytes, storage::kStoreBlock)));
+    master_buffers_.push_back(std::move(buffer));
+  }
+  using Prefix = storage::ExpertStore::ExtentPrefix;
+  std::vector<std::future<Result<Prefix>>> reads(entries.size());
+  auto read = [&](size_t i) {
+    auto promise = std::make_shared<std::promise<Result<Prefix>>>();
+    reads[i] = promise->get_future();
+    Buffer& buffer = *master_buffers_[i % depth];
+    store_->ReadPrefixAsync(
+        Key(entries[i]), storage::ExtentKind::kTrainState, bytes,
+        std::span<std::byte>(static_cast<std::byte*>(buffer.data()), buffer.bytes()),
+        [promise](Result<Prefix> prefix) { promise->set_value(std::move(prefix)); });
+  };
+  for (size_t i = 0; i < std::min(depth, entries.size()); ++i) read(i);
+  Status status;
+  size_t i = 0;
+  for (; i < entries.size(); ++i) {
+    const size_t entry = entries[i];
+    const auto wait_start = Clock::now();
+    Result<Prefix> prefix = reads[i].get();
+    wait_seconds_ += std::chrono::duration<double>(Clock::now() - wait_start).count();
+    if (!prefix.ok()) {
+      status = Fail(entry, prefix.status());
+      break;
+    }
+    const auto* master = static_cast<const float*>(master_buffers_[i % depth]->data());
+    size_t at = 0;
+    for (const ExpertPart& p : entries_[entry].parts) {
+      std::memcpy(p.value, master + at, p.n * sizeof(float));
+      at += p.n;
+    }
+    ++master_reads_;
+    offered_[entry] = *prefix;
+    cache_->OfferPrefix(Key(entry), *prefix, [this, entry](std::span<std::byte> dst) {
+      // The master as read: the forward does not change the bound values.
+      size_t at = 0;
+      for (const ExpertPart& p : entries_[entry].parts) {
+        std::memcpy(dst.data() + at * sizeof(float), p.value, p.n * sizeof(float));
+        at += p.n;
+      }
+    });
+    if (i + depth < entries.size()) read(i + depth);
+  }
+  // After a failure, the reads still in flight use the buffers: wait for them.
+  for (size_t j = i + 1; j < std::min(entries.size(), i + depth); ++j) {
+    if (reads[j].valid()) (void)reads[j].get();
+  }
+  master_read_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  return status;
+}
+
+Status ExpertStateStore::Withdraw(size_t entry, bool later) {
+  if (!offered_[entry]) return Status::Ok();
+  const storage::ExpertStore::ExtentPrefix prefix = *offered_[entry];
+  offered_[entry].reset();
+  if (!cache_->WithdrawPrefix(Key(entry))) return Status::Ok();  // a load used it: verified
+  unverified_.emplace_back(entry, prefix);
+  return later ? Status::Ok() : VerifyWithdrawn();
+}
+
+Status ExpertStateStore::VerifyWithdrawn() {
+  if (unverified_.empty()) return Status::Ok();
+  // A master read whose state no load completed (the expert was cached by then, or not updated):
+  // the rest of its extent is read into scratch and the whole checked, so every byte the model
+  // used was verified.
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> scratch, AllocateHostBuffer(extent_bytes()));
+  std::vector<std::pair<size_t, storage::ExpertStore::ExtentPrefix>> pending;
+  pending.swap(unverified_);
+  for (const auto& [entry, prefix] : pending) {
+    auto promise = std::make_shared<std::promise<Status>>();
+    std::future<Status> done = promise->get_future();
+    store_->ReadRestAsync(
+        Key(entry), storage::ExtentKind::kTrainState, prefix,
+        std::span<std::byte>(static_cast<std::byte*>(scratch->data()), scratch->bytes()),
+        [promise](Status s) { promise->set_value(std::move(s)); });
+    // Every caller withdraws an expert's master before its state is next written, so the version
+    // is still the one read (FailedPrecondition from the store otherwise).
+    Status s = done.get();
+    if (!s.ok()) return Fail(entry, s);
+  }
+  return Status::Ok();
 }
 
 Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
@@ -512,9 +630,24 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
       activated_[entry] = 1;
       activated_order_.push_back(entry);
       activity_[entry] += 1.0;
+      // Until its update, no prefetch evicts it (a cached state would be read again).
+      if (prefetcher_) cache_->Protect(Key(entry));
     }
     const bool stale = !options_.sparse_adam && last_update_[entry] < updates_;
     if (stale || !options_.resident) needed.push_back(entry);
+  }
+  // The working set on a crc32c store: an expert not cached (nor on its way) and not behind has
+  // only its master read now; its update reads the rest (ReadMasters).
+  if (!options_.resident && store_->SplitReads()) {
+    std::vector<size_t> masters;
+    std::erase_if(needed, [&](size_t entry) {
+      const storage::ExpertKey key = Key(entry);
+      const bool split = (options_.sparse_adam || last_update_[entry] >= updates_) &&
+                         !(hop_ && hop_->Expected(key.Packed())) && cache_->Absent(key);
+      if (split) masters.push_back(entry);
+      return split;
+    });
+    SY_RETURN_IF_ERROR(ReadMasters(masters));
   }
   // HIGH: the states needed now, then the updates this step will make.
   size_t cursor = 0;
@@ -570,14 +703,17 @@ Status ExpertStateStore::Update(double lr) {
       return cache_->Contains(Key(e)) || hop_->Expected(Key(e).Packed());
     });
   }
-  size_t cursor = 0;
-  TopUp(order, &cursor);
+  ReadAhead(order, 0);
   for (size_t i = 0; i < order.size(); ++i) {
     const size_t entry = order[i];
     SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
-    TopUp(order, &cursor);
+    // Its master, when read alone at the forward, is verified by now (the load that used it) or
+    // here (it was cached meanwhile).
+    SY_RETURN_IF_ERROR(Withdraw(entry));
+    ReadAhead(order, i + 1);
     Advance(entry, handle, updates_ - 1, &lr);
     handle.Release();
+    if (prefetcher_) cache_->Unprotect(Key(entry));
     // Write-behind: this step is done with it; its write overlaps the next experts' updates.
     cache_->WriteBack(Key(entry));
   }
@@ -588,6 +724,10 @@ Status ExpertStateStore::Update(double lr) {
 Status ExpertStateStore::EndStep() {
   const auto start = Clock::now();
   ReleasePrefetched();
+  cache_->ClearProtected();
+  // The masters read for a step that made no update (a skipped step) are verified now.
+  for (size_t entry = 0; entry < entries_.size(); ++entry) (void)Withdraw(entry, /*later=*/true);
+  SY_RETURN_IF_ERROR(VerifyWithdrawn());
   storage::ExpertKey failed;
   Status s = cache_->Step(&failed);
   end_step_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
@@ -602,6 +742,7 @@ Status ExpertStateStore::EndStep() {
 }
 
 Status ExpertStateStore::Consolidate() {
+  SY_RETURN_IF_ERROR(VerifyWithdrawn());
   if (!options_.sparse_adam) {
     std::vector<size_t> stale;
     for (size_t e = 0; e < entries_.size(); ++e) {
@@ -712,8 +853,9 @@ ExpertStoreStats ExpertStateStore::stats() const {
   const storage::StoreStats s = store_->stats();
   ExpertStoreStats out;
   // The cache counts an Acquire of a prefetched entry as a hit; here it is a store read.
-  const uint64_t accesses = c.hits + c.misses;
-  out.misses = std::min(accesses, c.misses + c.prefetches_started);
+  // A master read alone at the forward (ReadMasters) is a store read for an access too.
+  const uint64_t accesses = c.hits + c.misses + master_reads_;
+  out.misses = std::min(accesses, c.misses + c.prefetches_started + master_reads_);
   out.hits = accesses - out.misses;
   out.prefetched = c.prefetches_started;
   out.evictions = c.evictions;
@@ -721,8 +863,9 @@ ExpertStoreStats ExpertStateStore::stats() const {
   out.bytes_written = s.bytes_written;
   out.replayed_updates = replayed_;
   out.wait_seconds = wait_seconds_;
-  out.read_seconds = static_cast<double>(c.read_busy_ns) * 1e-9;
-  out.read_exposed_seconds = static_cast<double>(c.read_exposed_ns) * 1e-9;
+  // The forward's master reads (ReadMasters) are waited for: all their time is exposed.
+  out.read_seconds = static_cast<double>(c.read_busy_ns) * 1e-9 + master_read_seconds_;
+  out.read_exposed_seconds = static_cast<double>(c.read_exposed_ns) * 1e-9 + master_read_seconds_;
   out.write_seconds = static_cast<double>(c.write_busy_ns) * 1e-9;
   out.update_seconds = update_seconds_;
   out.end_step_seconds = end_step_seconds_;

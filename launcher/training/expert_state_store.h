@@ -20,6 +20,17 @@
 //                 (launcher/training/expert_working_set.h). The initial states come from
 //                 options.initial_master, and Export/Import carry the master too. Memory then
 //                 holds only the cache and the step's activated experts.
+//                 Each expert's state is read at most once per step (crc32c stores): Prepare
+//                 reads only the master of an expert that is not cached and not behind
+//                 (ExpertStore::ReadPrefixAsync, a third of the extent with Adam), straight into
+//                 the bound values, and offers it to the cache (ExpertCache::OfferPrefix); its
+//                 update, or the prefetch for it, then reads only m, v and the counts, taking the
+//                 master from the bound values, and verifies the whole extent's crc32c (the
+//                 master's CRC carries over). A master whose update never comes (a skipped step,
+//                 an evaluation) is verified at EndStep or the next BeginStep. So every master
+//                 the model computed with is checked before its expert is updated and before the
+//                 next step; a corrupt one fails the step with DataLoss naming the expert (as a
+//                 whole read would, one phase later: the forward ran on it).
 //
 // The update (Update) runs the trainer's Optimizer, so the arithmetic is the in-memory one, on the
 // trainer's thread pool. An expert without tokens in a step has a zero gradient; in-memory AdamW
@@ -50,10 +61,18 @@
 //   LOW   the look-ahead, by each expert's decayed activation count (the cache's lfu decay and
 //         period): at Prepare, the next MoE layer's experts that would need a replay; at EndStep,
 //         the next step's first layer's most active experts that are not cached.
-// A prefetched expert stays pinned in the cache until it is taken (or the step ends), so nothing
-// evicts it before use. Update takes the cached experts first. The order changes no result: each
-// expert's arithmetic is its own. stats() reports the read time the trainer did not wait through
-// (Note [read overlap] in storage/cache/expert_cache.cc).
+// A prefetch (HIGH or LOW) evicts neither an expert the step has activated and not yet updated
+// (ExpertCache::Protect) nor one whose LFU count is above a newcomer's (1), the resident set the
+// LFU keeps (PrefetcherOptions::max_victim_count): prefetches into either turned hits into reads.
+// One that finds no such slot is dropped; Update's read-ahead (the next window's entries in its
+// order, rescanned after each) asks again once the newcomers it has updated make room, or the entry
+// is read on demand. The working set's masters read at Prepare (above) are read then, a few in
+// flight at once (as many as the prefetch's threads; one at a time without the prefetch), not
+// ahead: the routing names them only there. stats() counts their time as read time, all of it
+// waited for. A prefetched expert stays pinned in the cache until it is taken (or the step ends),
+// so nothing evicts it before use. Update takes the cached experts first. The order changes no
+// result: each expert's arithmetic is its own. stats() reports the read time the trainer did not
+// wait through (Note [read overlap] in storage/cache/expert_cache.cc).
 //
 // Write-behind: as soon as Update (or Consolidate) is done with an expert, its new state starts
 // on its way to the store (ExpertCache::WriteBack) while the next expert is read and updated;
@@ -73,11 +92,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "runtime/core/buffer.h"
 #include "runtime/core/status.h"
 #include "storage/cache/cache_policy.h"
 #include "storage/cache/expert_cache.h"
@@ -161,8 +182,9 @@ class ExpertStateStore {
   ExpertStateStore(const ExpertStateStore&) = delete;
   ExpertStateStore& operator=(const ExpertStateStore&) = delete;
 
-  // A new step begins: no expert is activated yet.
-  void BeginStep();
+  // A new step begins: no expert is activated yet. Verifies the masters an evaluation's forward
+  // read without a later update (below); their error, naming the expert and the file.
+  Status BeginStep();
   // Working set: the memory of `entry`'s parts until UnbindAll (values[k] and grads[k] hold
   // parts[k].n floats; grads may be null for a forward without a backward).
   void Bind(size_t entry, std::span<float* const> values, std::span<const float* const> grads);
@@ -221,6 +243,9 @@ class ExpertStateStore {
   // The prefetch window: queues entries of `demand` from *cursor on (HIGH) while the window has
   // room, skipping those cached or already asked for.
   void TopUp(const std::vector<size_t>& demand, size_t* cursor);
+  // The read-ahead of Update: queues (HIGH) the entries of order[from, from + window) not cached
+  // nor asked for, while the window has room.
+  void ReadAhead(const std::vector<size_t>& order, size_t from);
   // Queues `entry` (a hint: failures surface at its Acquire). False when the window is full.
   bool PrefetchEntry(size_t entry, storage::PrefetchPriority priority);
   // LOW: the entries of MoE layer `moe` by decayed activation count, most active first, that
@@ -228,6 +253,15 @@ class ExpertStateStore {
   void LookAhead(int moe, const std::function<bool(size_t)>& wanted);
   // Releases every prefetched entry's pin; counts those never taken.
   void ReleasePrefetched();
+  // Working set, crc32c store: reads only the masters of `entries` (their state's first part,
+  // none cached) into their bound values and offers each to the cache (ExpertCache::OfferPrefix),
+  // so that their update reads only the rest and verifies the whole extent.
+  Status ReadMasters(const std::vector<size_t>& entries);
+  // Withdraws `entry`'s offered master; when no load used it, it is verified now (its rest read
+  // into scratch, the extent's checksum checked) or, with `later`, at the next Verify.
+  Status Withdraw(size_t entry, bool later = false);
+  // Verifies the withdrawn masters not yet verified (Withdraw with `later`).
+  Status VerifyWithdrawn();
   // Replays the updates after the state's last_update up to `target` with a zero gradient, then
   // optionally one update from the parts' gradients, then writes the master into the parts.
   void Advance(size_t entry, storage::CacheHandle& handle, int64_t target, const double* lr);
@@ -268,6 +302,13 @@ class ExpertStateStore {
   std::vector<size_t> update_plan_;                  // activated entries, in activation order
   size_t update_cursor_ = 0;                         // of update_plan_, queued up to here
   std::vector<double> activity_;                     // per entry: decayed activation count
+  // Split reads (ReadMasters): per entry, the master offered to the cache and not yet withdrawn;
+  // the withdrawn ones never verified; the masters' read buffers; the time spent reading them.
+  std::vector<std::optional<storage::ExpertStore::ExtentPrefix>> offered_;
+  std::vector<std::pair<size_t, storage::ExpertStore::ExtentPrefix>> unverified_;
+  std::vector<std::shared_ptr<Buffer>> master_buffers_;
+  uint64_t master_reads_ = 0;
+  double master_read_seconds_ = 0;
   int64_t steps_ = 0;
   uint64_t prefetch_unused_ = 0;
 };

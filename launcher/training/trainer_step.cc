@@ -53,7 +53,7 @@ Result<StepReport> Trainer::StepOnce() {
   const double comm_data = comm();
   const ExpertStoreStats store_before = expert_store_ ? expert_store_->stats() : ExpertStoreStats{};
   if (working_set_) working_set_->Clear();  // an evaluation's experts
-  if (expert_store_) expert_store_->BeginStep();
+  if (expert_store_) SY_RETURN_IF_ERROR(expert_store_->BeginStep());
   if (dist_) {
     dist_->ZeroGrads();
   } else {

@@ -43,6 +43,12 @@ class CachePolicy {
   virtual std::optional<uint64_t> Evict(uint64_t incoming, const Evictable& evictable) = 0;
   // A step (a training iteration, a decode step) ended.
   virtual void OnStep() {}
+  // The current (decayed) access count of a resident key, for policies that count (MoESys LFU);
+  // -1 when the key is not resident or the policy keeps no counts.
+  virtual double Count(uint64_t key) const {
+    (void)key;
+    return -1.0;
+  }
 };
 
 enum class PolicyKind : uint8_t { kMoESysLfu, kLru, kWTinyLfu };

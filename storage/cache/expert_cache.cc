@@ -181,7 +181,8 @@ Status ExpertCache::WaitLocked(Clock::time_point deadline, const std::string& wh
 }
 
 Status ExpertCache::BringInLocked(ExpertKey key, bool blocking, bool prefetch,
-                                  Clock::time_point deadline, bool* started, int* loading_index) {
+                                  Clock::time_point deadline, bool* started, int* loading_index,
+                                  double max_victim_count) {
   *started = false;
   const uint64_t packed = key.Packed();
   int index = -1;
@@ -193,8 +194,12 @@ Status ExpertCache::BringInLocked(ExpertKey key, bool blocking, bool prefetch,
       free_slots_.pop_back();
       break;
     }
-    std::optional<uint64_t> victim = policy_->Evict(
-        packed, [this](uint64_t k) SY_REQUIRES(mutex_) { return EvictableLocked(k); });
+    std::optional<uint64_t> victim =
+        policy_->Evict(packed, [this, prefetch, max_victim_count](uint64_t k) SY_REQUIRES(mutex_) {
+          return EvictableLocked(k) && !(prefetch && protected_.count(k) > 0) &&
+                 (max_victim_count == std::numeric_limits<double>::infinity() ||
+                  policy_->Count(k) <= max_victim_count);
+        });
     if (victim) {
       index = index_.at(*victim);
       index_.erase(*victim);
@@ -268,13 +273,52 @@ Status ExpertCache::BringInLocked(ExpertKey key, bool blocking, bool prefetch,
     *loading_index = index;
     ++slot.waiters;
   }
+  // An offered prefix (OfferPrefix) fills the slot's first bytes; only the rest is read.
+  std::optional<ExpertStore::ExtentPrefix> prefix;
+  slot.read_bytes = kind_.payload_bytes;
+  if (auto offer = offers_.find(packed); offer != offers_.end()) {
+    prefix = offer->second.prefix;
+    offer->second.fill(std::span<std::byte>(slot.data, prefix->bytes));
+    slot.read_bytes -= prefix->bytes;
+    offers_.erase(offer);
+  }
   TickOverlapLocked();
   ++reads_in_flight_;
   mutex_.Unlock();
-  store_->ReadAsync(key, options_.kind, {slot.data, kind_.stride},
-                    [this, index, key](Status status) { OnLoaded(index, key, std::move(status)); });
+  StartLoad(index, key, prefix);
   mutex_.Lock();
   return Status::Ok();
+}
+
+void ExpertCache::StartLoad(int index, ExpertKey key,
+                            std::optional<ExpertStore::ExtentPrefix> prefix) {
+  // The slot is loading: no one else touches its bytes or its read_bytes until OnLoaded.
+  std::byte* data = nullptr;
+  {
+    MutexLock lock(&mutex_);
+    data = slots_[index].data;
+  }
+  if (!prefix) {
+    store_->ReadAsync(key, options_.kind, {data, kind_.stride}, [this, index, key](Status status) {
+      OnLoaded(index, key, std::move(status));
+    });
+    return;
+  }
+  store_->ReadRestAsync(key, options_.kind, *prefix, {data, kind_.stride},
+                        [this, index, key](Status status) {
+                          if (status.code() != StatusCode::kFailedPrecondition) {
+                            OnLoaded(index, key, std::move(status));
+                            return;
+                          }
+                          // The store's version moved on since the prefix was read (not expected:
+                          // an offered key is Absent, so only this cache writes it): read it whole.
+                          spdlog::warn("expert cache: {}; reading it whole", status.message());
+                          {
+                            MutexLock lock(&mutex_);
+                            slots_[index].read_bytes = kind_.payload_bytes;
+                          }
+                          StartLoad(index, key, std::nullopt);
+                        });
 }
 
 void ExpertCache::OnLoaded(int index, ExpertKey key, Status status) {
@@ -287,7 +331,7 @@ void ExpertCache::OnLoaded(int index, ExpertKey key, Status status) {
   --reads_in_flight_;
   if (status.ok()) {
     slot.state = SlotState::kReady;
-    stats_.bytes_read += kind_.payload_bytes;
+    stats_.bytes_read += slot.read_bytes;
   } else {
     ++stats_.load_failures;
     policy_->OnErase(key.Packed());
@@ -386,15 +430,49 @@ Result<CacheHandle> ExpertCache::Acquire(ExpertKey key, AccessMode mode) {
   }
 }
 
-Result<bool> ExpertCache::Prefetch(ExpertKey key) {
+Result<bool> ExpertCache::Prefetch(ExpertKey key, double max_victim_count) {
   MutexLock lock(&mutex_);
   const uint64_t packed = key.Packed();
   if (index_.count(packed) > 0 || writing_back_.count(packed) > 0) return false;
   bool started = false;
   Status status = BringInLocked(key, /*blocking=*/false, /*prefetch=*/true, Clock::now(), &started,
-                                /*loading_index=*/nullptr);
+                                /*loading_index=*/nullptr, max_victim_count);
   if (!status.ok()) return status;
   return started;
+}
+
+void ExpertCache::OfferPrefix(ExpertKey key, const ExpertStore::ExtentPrefix& prefix,
+                              std::function<void(std::span<std::byte>)> fill) {
+  SY_CHECK(prefix.bytes > 0 && prefix.bytes < kind_.payload_bytes)
+      << "prefix of " << prefix.bytes << " bytes offered for " << key.ToString();
+  SY_CHECK(store_->SplitReads()) << "prefix offered to a cache whose store cannot split reads";
+  MutexLock lock(&mutex_);
+  offers_[key.Packed()] = Offer{prefix, std::move(fill)};
+}
+
+bool ExpertCache::WithdrawPrefix(ExpertKey key) {
+  MutexLock lock(&mutex_);
+  return offers_.erase(key.Packed()) > 0;
+}
+
+void ExpertCache::Protect(ExpertKey key) {
+  MutexLock lock(&mutex_);
+  protected_.insert(key.Packed());
+}
+
+void ExpertCache::Unprotect(ExpertKey key) {
+  MutexLock lock(&mutex_);
+  protected_.erase(key.Packed());
+}
+
+void ExpertCache::ClearProtected() {
+  MutexLock lock(&mutex_);
+  protected_.clear();
+}
+
+bool ExpertCache::Absent(ExpertKey key) const {
+  MutexLock lock(&mutex_);
+  return index_.count(key.Packed()) == 0 && writing_back_.count(key.Packed()) == 0;
 }
 
 Result<CacheHandle> ExpertCache::PinResident(ExpertKey key, AccessMode mode) {

@@ -29,10 +29,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/core/buffer.h"
@@ -133,7 +137,31 @@ class ExpertCache {
   // it was already resident or on its way. Blocks only to write back a dirty victim. Fails with
   // ResourceExhausted when no slot can be freed (the prefetch is dropped). A started prefetch is
   // the entry's policy access; the Acquire that later consumes it does not count again.
-  Result<bool> Prefetch(ExpertKey key) SY_EXCLUDES(mutex_);
+  // `max_victim_count`: when the cache is full, evict only an entry whose policy count
+  // (CachePolicy::Count) is at most this, so a fetch ahead of need never displaces an entry used
+  // more than the newcomer it brings (count 1); infinity: any entry the policy picks.
+  Result<bool> Prefetch(ExpertKey key,
+                        double max_victim_count = std::numeric_limits<double>::infinity())
+      SY_EXCLUDES(mutex_);
+
+  // Split loads (ExpertStore::SplitReads). The caller holds the first prefix.bytes of `key`'s
+  // current version in the store (read by ExpertStore::ReadPrefixAsync); `fill` copies them into
+  // a slot. Until the offer is withdrawn or used, the next load of `key` (Acquire or Prefetch)
+  // fills those bytes with `fill` and reads only the rest, which verifies the whole extent's
+  // checksum. The offer is used at most once. `fill` runs under the cache's mutex on the loading
+  // thread, so what it reads must stay valid until WithdrawPrefix returns. A key is offered only
+  // while Absent (the store holds its newest state).
+  void OfferPrefix(ExpertKey key, const ExpertStore::ExtentPrefix& prefix,
+                   std::function<void(std::span<std::byte>)> fill) SY_EXCLUDES(mutex_);
+  // Withdraws `key`'s offer: true when it was still there (no load used it).
+  bool WithdrawPrefix(ExpertKey key) SY_EXCLUDES(mutex_);
+  // Keeps a Prefetch from evicting `key` (its user still needs it this step) until Unprotect or
+  // ClearProtected; an Acquire's own eviction ignores it. May name a key not resident.
+  void Protect(ExpertKey key) SY_EXCLUDES(mutex_);
+  void Unprotect(ExpertKey key) SY_EXCLUDES(mutex_);
+  void ClearProtected() SY_EXCLUDES(mutex_);
+  // Not resident, not loading and not being written back: the store holds its newest state.
+  bool Absent(ExpertKey key) const SY_EXCLUDES(mutex_);
 
   // Pins `key` if it is resident or on its way (waiting for it to land), without a policy access
   // and without fetching: NotFound when it is neither. For moving an entry one hop further.
@@ -171,6 +199,7 @@ class ExpertCache {
     bool dirty = false;
     bool flushing = false;
     bool prefetched = false;  // fetched by Prefetch and not yet acquired
+    uint64_t read_bytes = 0;  // of its load (the rest only, after an offered prefix)
     Status status;            // the load error, in kFailed
   };
   using Clock = std::chrono::steady_clock;
@@ -181,8 +210,15 @@ class ExpertCache {
   // (*started = true). OK with *started = false when someone else brought `key` in meanwhile.
   // With `loading_index`, the caller is registered as a waiter of the slot it returns there.
   // Releases mutex_ for I/O and takes it again before returning.
+  // `max_victim_count` as Prefetch's.
   Status BringInLocked(ExpertKey key, bool blocking, bool prefetch, Clock::time_point deadline,
-                       bool* started, int* loading_index) SY_REQUIRES(mutex_);
+                       bool* started, int* loading_index,
+                       double max_victim_count = std::numeric_limits<double>::infinity())
+      SY_REQUIRES(mutex_);
+  // Starts the store read of slot `index` for `key`, whole or, with `prefix`, the rest only
+  // (retried whole if the store's version moved on). Called without mutex_.
+  void StartLoad(int index, ExpertKey key, std::optional<ExpertStore::ExtentPrefix> prefix)
+      SY_EXCLUDES(mutex_);
   // Waits, as a waiter of slot `index`, until it no longer loads `key`. The load's error when it
   // failed; OK otherwise (the caller looks `key` up again). `registered`: already a waiter.
   Status AwaitLoadLocked(int index, ExpertKey key, Clock::time_point deadline, bool registered)
@@ -217,6 +253,12 @@ class ExpertCache {
   std::unordered_map<uint64_t, int> index_ SY_GUARDED_BY(mutex_);  // key -> slot
   // Evicted, not yet durable: key -> slot.
   std::unordered_map<uint64_t, int> writing_back_ SY_GUARDED_BY(mutex_);
+  struct Offer {
+    ExpertStore::ExtentPrefix prefix;
+    std::function<void(std::span<std::byte>)> fill;
+  };
+  std::unordered_map<uint64_t, Offer> offers_ SY_GUARDED_BY(mutex_);  // OfferPrefix
+  std::unordered_set<uint64_t> protected_ SY_GUARDED_BY(mutex_);      // Protect
   std::unique_ptr<CachePolicy> policy_ SY_GUARDED_BY(mutex_);
   int64_t steps_ SY_GUARDED_BY(mutex_) = 0;
   int loads_in_flight_ SY_GUARDED_BY(mutex_) = 0;

@@ -37,8 +37,7 @@ class MoESysLfuPolicy : public CachePolicy {
   std::optional<uint64_t> Evict(uint64_t incoming, const Evictable& evictable) override;
   void OnStep() override;
 
-  // The current (decayed) count of a resident key, or -1.
-  double Count(uint64_t key) const;
+  double Count(uint64_t key) const override;
 
  private:
   struct Entry {

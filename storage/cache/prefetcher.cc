@@ -66,7 +66,8 @@ void Prefetcher::WorkLoop() {
     ++active_;
     lock.Unlock();
 
-    Result<bool> started = cache_->Prefetch(key);
+    Result<bool> started = cache_->Prefetch(key, options_.max_victim_count);
+    if (!started.ok() && options_.next_hop != nullptr) options_.next_hop->OnDropped(key);
     bool handed_on = false, failed = false;
     if (started.ok() && options_.next_hop != nullptr) {
       Result<CacheHandle> handle = cache_->PinResident(key);

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <thread>
 #include <variant>
@@ -42,11 +43,18 @@ class NextHop {
   // `handle` pins the landed expert (read mode). Keep it until the hop's copy has finished with
   // the slot, then drop it (from any thread). Must not block for long: it runs on a worker.
   virtual void OnHostReady(CacheHandle handle) = 0;
+  // `key`'s fetch was dropped (no slot it may evict, or an error): it will not arrive.
+  virtual void OnDropped(ExpertKey key) { (void)key; }
 };
 
 struct PrefetcherOptions {
   int threads = 2;              // worker threads. Default: 2.
   NextHop* next_hop = nullptr;  // Default: none (stop at the host slot).
+  // Fetches evict only entries whose policy count is at most this (ExpertCache::Prefetch's
+  // max_victim_count), or are dropped (NextHop::OnDropped): a fetch ahead of need never displaces
+  // an entry used more than the newcomer it brings. Default: infinity (any entry the policy
+  // picks).
+  double max_victim_count = std::numeric_limits<double>::infinity();
 };
 
 struct PrefetcherStats {

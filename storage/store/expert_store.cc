@@ -187,6 +187,15 @@ Status ExpertStore::VerifyExtentWith(const Superblock& layout, const IndexEntry&
   uint64_t seed = ExtentSeed(entry.layer, entry.expert, entry.kind_index, entry.generation);
   uint64_t sum = ComputeChecksum(layout.checksum, seed, data, kind.payload_bytes);
   if (sum == entry.checksum) return Status::Ok();
+  return ChecksumMismatchWith(layout, entry);
+}
+
+Status ExpertStore::ChecksumMismatch(const IndexEntry& entry) const {
+  return ChecksumMismatchWith(layout_, entry);
+}
+
+Status ExpertStore::ChecksumMismatchWith(const Superblock& layout, const IndexEntry& entry) const {
+  const KindInfo& kind = layout.kinds[entry.kind_index];
   return DataLossError(
       "expert store " + path_ + ": layer " + std::to_string(entry.layer) + " expert " +
       std::to_string(entry.expert) + " (" + ExtentKindName(kind.kind) + ", generation " +
@@ -358,14 +367,56 @@ std::future<Status> ExpertStore::Read(ExpertKey key, ExtentKind kind, std::span<
 void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
                             std::function<void(size_t, Status)> done,
                             std::function<void(size_t)> io_done) {
+  std::vector<PartRead> parts;
+  parts.reserve(requests.size());
+  for (const ReadRequest& request : requests) parts.push_back(PartRead{request});
+  ReadParts(
+      parts,
+      [done = std::move(done)](size_t i, Status status, const ReadContext&) {
+        done(i, std::move(status));
+      },
+      std::move(io_done));
+}
+
+void ExpertStore::ReadPrefixAsync(ExpertKey key, ExtentKind kind, uint64_t bytes,
+                                  std::span<std::byte> dst, PrefixDone done) {
+  const PartRead part{ReadRequest{key, kind, dst}, 0, bytes, nullptr};
+  ReadParts(
+      std::span<const PartRead>(&part, 1),
+      [done = std::move(done)](size_t, Status status, const ReadContext& read) {
+        if (!status.ok()) {
+          done(std::move(status));
+          return;
+        }
+        done(ExtentPrefix{read.end, read.generation, read.crc});
+      },
+      nullptr);
+}
+
+void ExpertStore::ReadRestAsync(ExpertKey key, ExtentKind kind, const ExtentPrefix& prefix,
+                                std::span<std::byte> dst, ReadDone done, IoDone io_done) {
+  const PartRead part{ReadRequest{key, kind, dst}, prefix.bytes, 0, &prefix};
+  std::function<void(size_t)> batch_io_done;
+  if (io_done) batch_io_done = [io_done = std::move(io_done)](size_t) { io_done(); };
+  ReadParts(
+      std::span<const PartRead>(&part, 1),
+      [done = std::move(done)](size_t, Status status, const ReadContext&) {
+        done(std::move(status));
+      },
+      std::move(batch_io_done));
+}
+
+void ExpertStore::ReadParts(std::span<const PartRead> parts,
+                            std::function<void(size_t, Status, const ReadContext&)> done,
+                            std::function<void(size_t)> io_done) {
   auto contexts = std::make_shared<std::vector<ReadContext>>();
   auto indices = std::make_shared<std::vector<size_t>>();
   std::vector<IoOp> ops;
   std::vector<std::pair<size_t, Status>> rejected;
   {
     MutexLock lock(&mutex_);
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const ReadRequest& request = requests[i];
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const ReadRequest& request = parts[i].request;
       Result<uint32_t> entry = EntryFor(request.key, request.kind);
       if (!entry.ok()) {
         rejected.emplace_back(i, entry.status());
@@ -373,11 +424,18 @@ void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
       }
       const IndexEntry& e = entries_[*entry];
       const KindInfo& kind = layout_.kinds[e.kind_index];
-      if (request.dst.size() < kind.payload_bytes) {
+      const uint64_t begin = parts[i].begin;
+      const uint64_t end = parts[i].end == 0 ? kind.payload_bytes : parts[i].end;
+      SY_CHECK(begin < end && end <= kind.payload_bytes)
+          << "read of bytes [" << begin << ", " << end << ") of " << EntryName(*entry);
+      SY_CHECK((begin > 0) == (parts[i].prefix != nullptr)) << "a rest read needs its prefix";
+      SY_CHECK((begin == 0 && end == kind.payload_bytes) || SplitReads())
+          << "split read of " << EntryName(*entry) << " from a store without crc32c";
+      if (request.dst.size() < end) {
         rejected.emplace_back(
             i, InvalidArgumentError("read of " + EntryName(*entry) + " from " + path_ +
                                     ": the buffer holds " + std::to_string(request.dst.size()) +
-                                    " bytes, the extent " + std::to_string(kind.payload_bytes)));
+                                    " bytes, the read " + std::to_string(end)));
         continue;
       }
       if (e.generation == 0) {
@@ -394,37 +452,56 @@ void ExpertStore::ReadBatch(std::span<const ReadRequest> requests,
                           "expert or restore it from a checkpoint"));
         continue;
       }
+      if (parts[i].prefix != nullptr && parts[i].prefix->generation != e.generation) {
+        rejected.emplace_back(
+            i, FailedPreconditionError(
+                   "expert store " + path_ + ": " + EntryName(*entry) + " is at generation " +
+                   std::to_string(e.generation) + ", its first " + std::to_string(begin) +
+                   " bytes were read at generation " + std::to_string(parts[i].prefix->generation) +
+                   "; read it whole"));
+        continue;
+      }
       ++read_refs_[e.offset];
       ++reads_in_flight_;
       ++read_handoffs_;
-      contexts->push_back(ReadContext{*entry, e.offset, e.generation, e.checksum, request.dst});
+      contexts->push_back(ReadContext{*entry, e.offset, e.generation, e.checksum, request.dst,
+                                      begin, end,
+                                      parts[i].prefix != nullptr ? parts[i].prefix->crc : 0u});
       indices->push_back(i);
-      size_t length = request.dst.size() >= kind.stride ? kind.stride : kind.payload_bytes;
-      ops.push_back(IoOp{IoKind::kRead, e.offset, request.dst.data(), length});
+      // Whole 4 KiB blocks when the buffer has them and the start is aligned (direct I/O, when
+      // the buffer is aligned too); the exact bytes otherwise.
+      const uint64_t block_end = std::min(AlignUp(end, kStoreBlock), kind.stride);
+      const uint64_t length = begin % kStoreBlock == 0 && request.dst.size() >= block_end
+                                  ? block_end - begin
+                                  : end - begin;
+      ops.push_back(IoOp{IoKind::kRead, e.offset + begin, request.dst.data() + begin, length});
     }
   }
   for (auto& [i, status] : rejected) {
     if (io_done) io_done(i);
-    done(i, std::move(status));
+    done(i, std::move(status), ReadContext{});
   }
   if (ops.empty()) return;
-  auto shared_done = std::make_shared<std::function<void(size_t, Status)>>(std::move(done));
+  auto shared_done =
+      std::make_shared<std::function<void(size_t, Status, const ReadContext&)>>(std::move(done));
   auto shared_io_done = std::make_shared<std::function<void(size_t)>>(std::move(io_done));
-  file_->SubmitBatch(
-      ops, [this, contexts, indices, shared_done, shared_io_done](size_t j, Status status) {
-        if (*shared_io_done) (*shared_io_done)((*indices)[j]);
-        (void)workers_->Submit([this, contexts, indices, shared_done, j, status] {
-          size_t index = (*indices)[j];
-          FinishRead((*contexts)[j], status,
-                     [shared_done, index](Status s) { (*shared_done)(index, std::move(s)); });
-        });
-        MutexLock lock(&mutex_);
-        --read_handoffs_;
-        cv_.NotifyAll();
+  file_->SubmitBatch(ops, [this, contexts, indices, shared_done, shared_io_done](size_t j,
+                                                                                 Status status) {
+    if (*shared_io_done) (*shared_io_done)((*indices)[j]);
+    (void)workers_->Submit([this, contexts, indices, shared_done, j, status] {
+      size_t index = (*indices)[j];
+      FinishRead((*contexts)[j], status, [shared_done, index](Status s, const ReadContext& read) {
+        (*shared_done)(index, std::move(s), read);
       });
+    });
+    MutexLock lock(&mutex_);
+    --read_handoffs_;
+    cv_.NotifyAll();
+  });
 }
 
-void ExpertStore::FinishRead(const ReadContext& read, Status status, const ReadDone& done) {
+void ExpertStore::FinishRead(ReadContext read, Status status,
+                             const std::function<void(Status, const ReadContext&)>& done) {
   IndexEntry entry;
   entry.layer = static_cast<uint32_t>(read.entry / layout_.kinds.size() / layout_.num_experts);
   entry.expert = static_cast<uint32_t>(read.entry / layout_.kinds.size() % layout_.num_experts);
@@ -433,8 +510,15 @@ void ExpertStore::FinishRead(const ReadContext& read, Status status, const ReadD
   entry.generation = read.generation;
   entry.checksum = read.checksum;
   const KindInfo& kind = layout_.kinds[entry.kind_index];
+  const uint64_t seed = ExtentSeed(entry.layer, entry.expert, entry.kind_index, entry.generation);
   if (!status.ok()) {
     status = status.WithContext("read " + EntryName(read.entry) + " from expert store " + path_);
+  } else if (read.end < kind.payload_bytes) {
+    // A prefix: its CRC travels to the rest's read, which verifies the whole.
+    read.crc = Crc32c(read.dst.data(), read.end, static_cast<uint32_t>(seed));
+  } else if (read.begin > 0) {
+    const uint32_t crc = Crc32c(read.dst.data() + read.begin, read.end - read.begin, read.crc);
+    if (options_.verify_reads && crc != entry.checksum) status = ChecksumMismatch(entry);
   } else if (options_.verify_reads) {
     status = VerifyExtent(entry, read.dst.data());
   }
@@ -450,14 +534,14 @@ void ExpertStore::FinishRead(const ReadContext& read, Status status, const ReadD
     ReleaseReadRefLocked(read.offset);
     --reads_in_flight_;
     if (status.ok()) {
-      stats_.bytes_read += kind.payload_bytes;
-      ++stats_.extents_read;
+      stats_.bytes_read += read.end - read.begin;
+      if (read.end == kind.payload_bytes) ++stats_.extents_read;
     }
     to_start = StartQueuedLocked();
     cv_.NotifyAll();
   }
   SubmitWrites(std::move(to_start));
-  done(std::move(status));
+  done(std::move(status), read);
 }
 
 // ---- writes ----

@@ -149,6 +149,32 @@ class ExpertStore {
   void ReadBatch(std::span<const ReadRequest> requests, std::function<void(size_t, Status)> done,
                  std::function<void(size_t)> io_done = nullptr) SY_EXCLUDES(mutex_);
 
+  // ---- split reads ----
+  // An extent read in two parts: its first bytes (ReadPrefixAsync), and later the rest
+  // (ReadRestAsync), each part read once. The prefix's CRC-32C, continued from the extent's seed,
+  // travels in ExtentPrefix, so the rest's read verifies the whole extent as a single read does:
+  // the prefix's bytes are verified when the rest is read, not before. Only for crc32c stores
+  // (SplitReads()); xxh3 cannot be continued.
+  struct ExtentPrefix {
+    uint64_t bytes = 0;       // payload bytes [0, bytes) were read
+    uint64_t generation = 0;  // of this version
+    uint32_t crc = 0;         // their CRC-32C from the extent's seed
+  };
+  bool SplitReads() const { return layout_.checksum == ChecksumKind::kCrc32c; }
+  using PrefixDone = std::function<void(Result<ExtentPrefix>)>;
+  // Reads the first `bytes` (< the payload) of the current version of (key, kind) into `dst`
+  // (at least `bytes`; with `bytes` rounded up to 4 KiB and 4 KiB aligned, the read is direct),
+  // unverified. Callbacks as ReadAsync's.
+  void ReadPrefixAsync(ExpertKey key, ExtentKind kind, uint64_t bytes, std::span<std::byte> dst,
+                       PrefixDone done) SY_EXCLUDES(mutex_);
+  // Reads the rest of the version `prefix` names, payload bytes [prefix.bytes, payload), into the
+  // same offsets of `dst` (the payload or the stride; dst's first prefix.bytes are not touched)
+  // and verifies the whole extent's checksum: DataLoss when it fails, FailedPrecondition when
+  // the current version is no longer prefix.generation.
+  void ReadRestAsync(ExpertKey key, ExtentKind kind, const ExtentPrefix& prefix,
+                     std::span<std::byte> dst, ReadDone done, IoDone io_done = nullptr)
+      SY_EXCLUDES(mutex_);
+
   // ---- writes ----
   // Writes a new version of (key, kind) from `data` (at least the payload bytes; with the full
   // stride, aligned, the write is direct). `done` runs after the version is durable and published,
@@ -219,7 +245,24 @@ class ExpertStore {
     uint64_t generation = 0;
     uint64_t checksum = 0;
     std::span<std::byte> dst;
+    uint64_t begin = 0;  // payload bytes [begin, end) are read
+    uint64_t end = 0;
+    // begin > 0: the CRC-32C of [0, begin) (ExtentPrefix); end < payload: a prefix read, whose
+    // CRC FinishRead computes into `crc` instead of verifying.
+    uint32_t crc = 0;
   };
+  // One part of an extent to read: [begin, end) of the payload (end 0: to its end), the version's
+  // prefix when begin > 0.
+  struct PartRead {
+    ReadRequest request;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    const ExtentPrefix* prefix = nullptr;
+  };
+  // ReadBatch over parts; `done(i, status, context)` with the finished read's context.
+  void ReadParts(std::span<const PartRead> parts,
+                 std::function<void(size_t, Status, const ReadContext&)> done,
+                 std::function<void(size_t)> io_done) SY_EXCLUDES(mutex_);
 
   void CommitLoop() SY_EXCLUDES(mutex_);
   void Publish(std::vector<PendingWrite> batch) SY_EXCLUDES(mutex_);
@@ -228,10 +271,14 @@ class ExpertStore {
   void SubmitWrites(std::vector<StartedWrite> writes) SY_EXCLUDES(mutex_);
   // A write whose I/O and checksum are done: held with its group, or handed to the committer.
   void FinishWrite(PendingWrite write) SY_EXCLUDES(mutex_);
-  void FinishRead(const ReadContext& read, Status status, const ReadDone& done) SY_EXCLUDES(mutex_);
+  void FinishRead(ReadContext read, Status status,
+                  const std::function<void(Status, const ReadContext&)>& done) SY_EXCLUDES(mutex_);
   Status VerifyExtent(const IndexEntry& entry, const std::byte* data) const;
   Status VerifyExtentWith(const Superblock& layout, const IndexEntry& entry,
                           const std::byte* data) const;
+  // The DataLoss of an extent that failed its checksum, naming it and what to do.
+  Status ChecksumMismatch(const IndexEntry& entry) const;
+  Status ChecksumMismatchWith(const Superblock& layout, const IndexEntry& entry) const;
   // DataLoss when an extent the newest publish added (against the previous one) fails to verify.
   Status VerifyNewExtents(const StoreMetadata& metadata);
   uint32_t KindOfOffset(uint64_t offset) const;

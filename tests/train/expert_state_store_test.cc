@@ -128,7 +128,7 @@ void TrainAgainstOracle(Fixture& f, int num_steps, const std::function<void()>& 
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int s = 0; s < num_steps; ++s) {
     const double lr = 1e-2 * (1.0 + s);
-    f.store->BeginStep();
+    ASSERT_TRUE(f.store->BeginStep().ok());
     for (int l = 0; l < kLayers; ++l) {
       const std::vector<int64_t> rows = Rows(s, l);
       ASSERT_TRUE(f.store->Prepare(2 * l + 1, 0, rows).ok());
@@ -249,7 +249,7 @@ TEST(ExpertStateStoreTest, SparsePrefetchHidesStoreReadsBehindCompute) {
 TEST(ExpertStateStoreTest, SparseAdamLeavesIdleExpertsAlone) {
   Fixture f(/*cache_experts=*/3, /*sparse=*/true);
   const std::vector<float> before = f.tensors[1].value[0];
-  f.store->BeginStep();
+  ASSERT_TRUE(f.store->BeginStep().ok());
   std::vector<int64_t> rows = {5, 0, 0, 0};
   ASSERT_TRUE(f.store->Prepare(1, 0, rows).ok());
   for (float& g : f.tensors[0].grad[0]) g = 1.0f;
@@ -268,7 +268,7 @@ TEST(ExpertStateStoreTest, SparseAdamLeavesIdleExpertsAlone) {
 
 TEST(ExpertStateStoreTest, ReadErrorNamesTheExpertAndTheFile) {
   Fixture f(/*cache_experts=*/1);
-  f.store->BeginStep();
+  ASSERT_TRUE(f.store->BeginStep().ok());
   ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 1, 0, 0}).ok());
   f.fs.AddRule({.op = storage::FaultOp::kRead, .path_contains = "rank-0.store", .times = -1});
   const Status s = f.store->Update(0.1);
@@ -277,14 +277,14 @@ TEST(ExpertStateStoreTest, ReadErrorNamesTheExpertAndTheFile) {
   EXPECT_NE(s.message().find("/store/rank-0.store"), std::string::npos) << s.message();
   // Once the device recovers, the store serves the last durable state again.
   f.fs.ClearRules();
-  f.store->BeginStep();
+  ASSERT_TRUE(f.store->BeginStep().ok());
   ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{0, 0, 1, 0}).ok());
   EXPECT_TRUE(f.store->Update(0.1).ok());
 }
 
 TEST(ExpertStateStoreTest, WriteErrorNamesTheFileAndKeepsThePreviousGeneration) {
   Fixture f(/*cache_experts=*/4);
-  f.store->BeginStep();
+  ASSERT_TRUE(f.store->BeginStep().ok());
   ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 0, 0, 0}).ok());
   for (float& g : f.tensors[0].grad[0]) g = 1.0f;
   f.fs.AddRule({.op = storage::FaultOp::kWrite,

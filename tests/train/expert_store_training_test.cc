@@ -2,8 +2,8 @@
 // set and a CPU cache of at most 25% of the expert states, so that experts are evicted and
 // written back every step, the losses and the final parameters and optimizer states are bit for
 // bit those of in-memory training (the oracle: the same config without the block); an in-memory
-// checkpoint resumes on the store; sparse_adam really skips the zero-gradient steps; a cache that
-// holds no expert is a clear error.
+// checkpoint resumes on the store; each expert's state is read at most once per step; sparse_adam
+// really skips the zero-gradient steps; a cache that holds no expert is a clear error.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -156,6 +156,30 @@ TEST(ExpertStoreTrainingTest, BitIdenticalToInMemoryWithAQuarterCache) {
     }
   }
   EXPECT_GT(moved, experts / 2);
+}
+
+// With every expert activated every step (top-k = all), none is ever behind, so the store reads
+// each expert's state at most once per step: an uncached one's master at its layer's forward and
+// the rest (m, v, counts) at its update. Reading it whole at the forward and again at the update,
+// as before, read 56 extents a step here (checked by disabling the split reads).
+TEST(ExpertStoreTrainingTest, EachExpertIsReadAtMostOncePerStep) {
+  TempDir dir("once");
+  std::vector<std::string> dense = SparseRouting();
+  dense.push_back("model.top_k=16");
+  const int steps = 4;
+  const TrainRun memory = Train(Load(dense), steps, dir / "memory.h5");
+  for (const char* prefetch : {"true", "false"}) {
+    SCOPED_TRACE(prefetch);
+    std::vector<std::string> sets = WithStore(dense, dir / "store", 32, 0.25);
+    sets.push_back(std::string("expert_store.prefetch=") + prefetch);
+    const TrainRun store = Train(Load(sets), steps, dir / "store.h5");
+    ExpectBitIdentical(store, memory);
+    const uint64_t payload = 3 * 64 * 128 * 12 + 16;  // master, m, v and the counts
+    for (const StepReport& r : store.reports) {
+      EXPECT_GT(r.store_bytes_read, 0u) << "step " << r.step;
+      EXPECT_LE(r.store_bytes_read, 32 * payload) << "step " << r.step;
+    }
+  }
 }
 
 TEST(ExpertStoreTrainingTest, BitIdenticalWithoutPrefetchAndWithOneSlot) {

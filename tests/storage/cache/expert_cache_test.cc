@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <random>
 #include <thread>
 #include <vector>
@@ -86,6 +87,82 @@ TEST_F(CacheTest, HitsMissesAndTheDataOfTheStore) {
   EXPECT_EQ(stats.bytes_read, 2 * kPayload);
   EXPECT_TRUE(cache->Contains({0, 3}));
   EXPECT_FALSE(cache->Contains({0, 4}));
+}
+
+// OfferPrefix: a load of the offered key fills the prefix from the caller and reads only the rest
+// (the whole extent verified); the offer is used once, and a withdrawn one not at all.
+TEST_F(CacheTest, AnOfferedPrefixIsFilledAndOnlyTheRestIsRead) {
+  std::unique_ptr<ExpertCache> cache = MakeCache(2);
+  const std::vector<std::byte> want = ExpertBytes(0, 1, 1, kPayload);
+  std::vector<std::byte> prefix_buf(4096);
+  std::promise<Result<ExpertStore::ExtentPrefix>> got;
+  store_->ReadPrefixAsync({0, 1}, ExtentKind::kTrainState, kPart, prefix_buf,
+                          [&got](Result<ExpertStore::ExtentPrefix> p) { got.set_value(p); });
+  Result<ExpertStore::ExtentPrefix> prefix = got.get_future().get();
+  ASSERT_TRUE(prefix.ok()) << prefix.status().ToString();
+  ASSERT_TRUE(cache->Absent({0, 1}));
+  int fills = 0;
+  cache->OfferPrefix({0, 1}, *prefix, [&](std::span<std::byte> dst) {
+    ++fills;
+    ASSERT_EQ(dst.size(), kPart);
+    std::memcpy(dst.data(), prefix_buf.data(), kPart);
+  });
+  {
+    Result<CacheHandle> h = cache->Acquire({0, 1});
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_EQ(Bytes(*h), want);
+  }
+  EXPECT_FALSE(cache->Absent({0, 1}));
+  EXPECT_EQ(fills, 1);
+  EXPECT_EQ(cache->stats().bytes_read, kPayload - kPart);
+  EXPECT_FALSE(cache->WithdrawPrefix({0, 1}));  // used
+  // A prefix whose CRC does not match the extent's first bytes fails the load as corrupt.
+  ExpertStore::ExtentPrefix bad = *prefix;
+  bad.crc ^= 0x10;
+  cache->OfferPrefix({0, 2}, bad, [](std::span<std::byte>) {});
+  Result<CacheHandle> failed = cache->Acquire({0, 2});
+  EXPECT_EQ(failed.status().code(), StatusCode::kDataLoss) << failed.status().ToString();
+  // Withdrawn before use: the load reads the whole extent.
+  cache->OfferPrefix({0, 3}, *prefix, [&](std::span<std::byte>) { ++fills; });
+  EXPECT_TRUE(cache->WithdrawPrefix({0, 3}));
+  const uint64_t before = cache->stats().bytes_read;
+  Result<CacheHandle> whole = cache->Acquire({0, 3});
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(Bytes(*whole), ExpertBytes(0, 3, 1, kPayload));
+  EXPECT_EQ(cache->stats().bytes_read - before, kPayload);
+  EXPECT_EQ(fills, 1);
+}
+
+// A prefetch with a victim-count bound (the look-ahead's) evicts only colder entries than that.
+TEST_F(CacheTest, BoundedPrefetchNeverEvictsAnEntryUsedMoreThanItBrings) {
+  std::unique_ptr<ExpertCache> cache = MakeCache(2);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(cache->Acquire({0, 0}).ok());
+    ASSERT_TRUE(cache->Acquire({0, 1}).ok());  // both count 2
+  }
+  Result<bool> refused = cache->Prefetch({0, 2}, /*max_victim_count=*/1.0);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(cache->Contains({0, 0}));
+  EXPECT_TRUE(cache->Contains({0, 1}));
+  EXPECT_EQ(cache->stats().evictions, 0u);
+  EXPECT_EQ(cache->stats().prefetches_dropped, 1u);
+  // A protected entry (its user needs it this step) is never a prefetch's victim, bounded or not;
+  // a demand miss may still evict it.
+  cache->Protect({0, 0});
+  cache->Protect({0, 1});
+  Result<bool> blocked = cache->Prefetch({0, 2});
+  EXPECT_EQ(blocked.status().code(), StatusCode::kResourceExhausted);
+  cache->Unprotect({0, 1});
+  // Unbounded, it evicts the one left unprotected.
+  Result<bool> started = cache->Prefetch({0, 2});
+  ASSERT_TRUE(started.ok());
+  EXPECT_TRUE(*started);
+  EXPECT_EQ(cache->stats().evictions, 1u);
+  EXPECT_TRUE(cache->Contains({0, 0}));
+  EXPECT_FALSE(cache->Contains({0, 1}));
+  cache->ClearProtected();
+  ASSERT_TRUE(cache->Acquire({1, 0}).ok());  // a demand miss: protection does not apply
+  EXPECT_EQ(cache->stats().evictions, 2u);
 }
 
 TEST_F(CacheTest, EvictsTheLfuVictimAndNeverAPinnedEntry) {
