@@ -27,7 +27,9 @@ TEST(Crc32cTest, MatchesPublishedVectors) {
 
 TEST(Crc32cTest, HardwareMatchesTableAndChains) {
   std::mt19937 rng(7);
-  for (size_t length : {0u, 1u, 7u, 8u, 9u, 63u, 4096u, 100003u}) {
+  // Around the three-chain paths' edges: 3 x 256 and 3 x 8192 bytes, and past both.
+  for (size_t length : {0u, 1u, 7u, 8u, 9u, 63u, 767u, 768u, 769u, 4096u, 24575u, 24576u, 25351u,
+                        100003u, 1048579u}) {
     std::vector<uint8_t> data(length);
     for (auto& b : data) b = static_cast<uint8_t>(rng());
     uint32_t whole = Crc32c(data.data(), data.size());
@@ -35,6 +37,21 @@ TEST(Crc32cTest, HardwareMatchesTableAndChains) {
     size_t half = length / 2;
     uint32_t chained = Crc32c(data.data() + half, length - half, Crc32c(data.data(), half));
     EXPECT_EQ(whole, chained) << length;
+  }
+}
+
+// The three interleaved chains against the table and against one chain, from an odd address and a
+// non-zero starting CRC, over every length the joins can split differently.
+TEST(Crc32cTest, ThreeChainsMatchOneChainAndTheTable) {
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buffer(3 * 8192 * 2 + 3 * 256 + 64);
+  for (auto& b : buffer) b = static_cast<uint8_t>(rng());
+  const uint8_t* odd = buffer.data() + 3;
+  for (size_t length = 3 * 8192 - 8; length < buffer.size() - 3; length += 251) {
+    const uint32_t start = static_cast<uint32_t>(rng());
+    const uint32_t table = internal::Crc32cPortable(odd, length, start);
+    EXPECT_EQ(Crc32c(odd, length, start), table) << length;
+    EXPECT_EQ(internal::Crc32cOneStream(odd, length, start), table) << length;
   }
 }
 
