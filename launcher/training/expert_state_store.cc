@@ -126,7 +126,10 @@ Result<std::unique_ptr<ExpertStateStore>> ExpertStateStore::Create(
       << "a working-set ExpertStateStore needs initial_master";
   std::unique_ptr<ExpertStateStore> s(new ExpertStateStore(options, optimizer, std::move(entries)));
   SY_RETURN_IF_ERROR(s->Open());
-  SY_RETURN_IF_ERROR(s->WriteInitialStates());
+  s->unwritten_.assign(s->entries_.size(), 1);
+  s->unwritten_count_ = s->entries_.size();
+  s->restoring_ = options.defer_initial;
+  if (!options.defer_initial) SY_RETURN_IF_ERROR(s->WriteInitialStates());
   return s;
 }
 
@@ -305,20 +308,25 @@ Status ExpertStateStore::Fail(size_t entry, const Status& status) const {
 }
 
 Status ExpertStateStore::WriteInitialStates() {
+  if (unwritten_count_ == 0) return Status::Ok();
   const size_t payload = cache_->payload_bytes();
   const size_t n = numel_[0];
-  std::vector<std::vector<std::byte>> staging(std::min(kInitialBatch, entries_.size()),
+  std::vector<size_t> todo;
+  for (size_t e = 0; e < entries_.size(); ++e) {
+    if (unwritten_[e]) todo.push_back(e);
+  }
+  std::vector<std::vector<std::byte>> staging(std::min(kInitialBatch, todo.size()),
                                               std::vector<std::byte>(payload, std::byte{0}));
-  for (size_t first = 0; first < entries_.size(); first += kInitialBatch) {
-    const size_t count = std::min(kInitialBatch, entries_.size() - first);
+  for (size_t first = 0; first < todo.size(); first += kInitialBatch) {
+    const size_t count = std::min(kInitialBatch, todo.size() - first);
     // The batch's states, generated in parallel (a large store's initial values are billions of
     // normal draws), then written.
     std::vector<std::future<void>> fills;
     for (size_t j = 0; j < count; ++j) {
-      fills.push_back(std::async(std::launch::async, [this, &staging, first, j, n] {
+      fills.push_back(std::async(std::launch::async, [this, &staging, &todo, first, j, n] {
         std::vector<std::byte>& buf = staging[j];
         std::fill(buf.begin(), buf.end(), std::byte{0});
-        const ExpertEntry& entry = entries_[first + j];
+        const ExpertEntry& entry = entries_[todo[first + j]];
         if (options_.initial_master) {
           options_.initial_master(entry, std::span<float>(reinterpret_cast<float*>(buf.data()), n));
           return;
@@ -334,17 +342,47 @@ Status ExpertStateStore::WriteInitialStates() {
     for (std::future<void>& f : fills) f.get();
     std::vector<std::future<Result<uint64_t>>> writes;
     for (size_t j = 0; j < count; ++j) {
-      writes.push_back(store_->Write(Key(first + j), storage::ExtentKind::kTrainState, staging[j]));
+      writes.push_back(
+          store_->Write(Key(todo[first + j]), storage::ExtentKind::kTrainState, staging[j]));
     }
+    Status failed = Status::Ok();
     for (size_t j = 0; j < count; ++j) {
       Result<uint64_t> written = writes[j].get();
-      if (!written.ok()) return Fail(first + j, written.status());
+      const size_t e = todo[first + j];
+      if (!written.ok()) {
+        if (failed.ok()) failed = Fail(e, written.status());
+        continue;
+      }
+      unwritten_[e] = 0;
+      --unwritten_count_;
+      last_update_[e] = 0;
     }
+    SY_RETURN_IF_ERROR(failed);
   }
-  std::fill(last_update_.begin(), last_update_.end(), 0);
-  updates_ = lr_base_ = 0;
-  lrs_.clear();
   return Status::Ok();
+}
+
+Status ExpertStateStore::SettleSlow() {
+  SY_RETURN_IF_ERROR(FinishImports(0));
+  SY_RETURN_IF_ERROR(WriteInitialStates());
+  restoring_ = false;
+  return Status::Ok();
+}
+
+Status ExpertStateStore::FinishImports(size_t keep) {
+  Status failed = Status::Ok();
+  while (imports_.size() > keep) {
+    DirectImport& front = imports_.front();
+    Result<uint64_t> written = front.written.get();
+    if (!written.ok()) {
+      // Not written: a later Import of it, or its initial state, writes it.
+      if (!unwritten_[front.entry]) ++unwritten_count_;
+      unwritten_[front.entry] = 1;
+      if (failed.ok()) failed = Fail(front.entry, written.status());
+    }
+    imports_.pop_front();
+  }
+  return failed;
 }
 
 Result<storage::CacheHandle> ExpertStateStore::AcquireEntry(size_t entry,
@@ -513,6 +551,7 @@ size_t ExpertStateStore::Entry(int decoder_layer, int expert) const {
 }
 
 Status ExpertStateStore::BeginStep() {
+  SY_RETURN_IF_ERROR(Settle());
   std::fill(activated_.begin(), activated_.end(), 0);
   activated_order_.clear();
   update_cursor_ = 0;
@@ -617,6 +656,7 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
   SY_CHECK(decoder_layer >= 0 && decoder_layer < static_cast<int>(decoder_to_moe_.size()) &&
            decoder_to_moe_[static_cast<size_t>(decoder_layer)] >= 0)
       << "decoder layer " << decoder_layer << " has no experts in the store";
+  SY_RETURN_IF_ERROR(Settle());
   const int moe = decoder_to_moe_[static_cast<size_t>(decoder_layer)];
   SY_CHECK_EQ(first_expert, first_expert_[static_cast<size_t>(moe)]) << "first expert";
   SY_CHECK_EQ(static_cast<int>(rows.size()), experts_per_layer_) << "local experts";
@@ -679,6 +719,7 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
 }
 
 Status ExpertStateStore::Update(double lr) {
+  SY_RETURN_IF_ERROR(Settle());
   const auto start = Clock::now();
   ++updates_;
   lrs_.push_back(lr);
@@ -722,6 +763,7 @@ Status ExpertStateStore::Update(double lr) {
 }
 
 Status ExpertStateStore::EndStep() {
+  SY_RETURN_IF_ERROR(Settle());
   const auto start = Clock::now();
   ReleasePrefetched();
   cache_->ClearProtected();
@@ -742,6 +784,7 @@ Status ExpertStateStore::EndStep() {
 }
 
 Status ExpertStateStore::Consolidate() {
+  SY_RETURN_IF_ERROR(Settle());
   SY_RETURN_IF_ERROR(VerifyWithdrawn());
   if (!options_.sparse_adam) {
     std::vector<size_t> stale;
@@ -775,6 +818,7 @@ Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* v
                                 std::vector<std::vector<float>>* m,
                                 std::vector<std::vector<float>>* v, int64_t* opt_step) {
   SY_CHECK_LT(entry, entries_.size()) << "entry";
+  SY_RETURN_IF_ERROR(Settle());
   SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry, storage::AccessMode::kRead));
   const ExpertEntry& e = entries_[entry];
   const size_t n = numel_[entry];
@@ -800,19 +844,13 @@ Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* v
   return Status::Ok();
 }
 
-Status ExpertStateStore::Import(size_t entry, const std::vector<std::vector<float>>* values,
-                                const std::vector<std::vector<float>>& m,
-                                const std::vector<std::vector<float>>& v, int64_t opt_step,
-                                int64_t updates) {
-  SY_CHECK_LT(entry, entries_.size()) << "entry";
+void ExpertStateStore::FillState(size_t entry, const std::vector<std::vector<float>>* values,
+                                 const std::vector<std::vector<float>>& m,
+                                 const std::vector<std::vector<float>>& v, const Meta& meta,
+                                 std::byte* state) const {
   const ExpertEntry& e = entries_[entry];
-  SY_CHECK(values != nullptr || options_.resident) << e.name << ": Import without values";
-  SY_CHECK(values == nullptr || values->size() == e.parts.size()) << e.name << ": value parts";
-  SY_CHECK_EQ(m.size(), e.parts.size()) << e.name << ": m parts";
-  SY_CHECK_EQ(v.size(), e.parts.size()) << e.name << ": v parts";
-  SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
   const size_t n = numel_[entry];
-  float* master = reinterpret_cast<float*>(handle.data().data());
+  float* master = reinterpret_cast<float*>(state);
   float* sm = with_m_ ? master + n : nullptr;
   float* sv = with_v_ ? master + n * (with_m_ ? 2 : 1) : nullptr;
   size_t at = 0;
@@ -834,10 +872,36 @@ Status ExpertStateStore::Import(size_t entry, const std::vector<std::vector<floa
     }
     at += pn;
   }
+  std::memcpy(state + n * sizeof(float) * (1 + (with_m_ ? 1 : 0) + (with_v_ ? 1 : 0)), &meta,
+              sizeof(meta));
+}
+
+Status ExpertStateStore::Import(size_t entry, const std::vector<std::vector<float>>* values,
+                                const std::vector<std::vector<float>>& m,
+                                const std::vector<std::vector<float>>& v, int64_t opt_step,
+                                int64_t updates) {
+  SY_CHECK_LT(entry, entries_.size()) << "entry";
+  const ExpertEntry& e = entries_[entry];
+  SY_CHECK(values != nullptr || options_.resident) << e.name << ": Import without values";
+  SY_CHECK(values == nullptr || values->size() == e.parts.size()) << e.name << ": value parts";
+  SY_CHECK_EQ(m.size(), e.parts.size()) << e.name << ": m parts";
+  SY_CHECK_EQ(v.size(), e.parts.size()) << e.name << ": v parts";
   const Meta meta{opt_step, updates};
-  std::memcpy(reinterpret_cast<std::byte*>(master) +
-                  n * sizeof(float) * (1 + (with_m_ ? 1 : 0) + (with_v_ ? 1 : 0)),
-              &meta, sizeof(meta));
+  if (restoring_) {
+    // Nothing is cached yet: the state goes straight to the store, without reading the old one.
+    // A few writes are in flight at once, so that they share the store's durable publishes.
+    SY_RETURN_IF_ERROR(FinishImports(kInitialBatch - 1));
+    DirectImport& write = imports_.emplace_back();
+    write.entry = entry;
+    write.state.assign(cache_->payload_bytes(), std::byte{0});
+    FillState(entry, values, m, v, meta, write.state.data());
+    write.written = store_->Write(Key(entry), storage::ExtentKind::kTrainState, write.state);
+    if (unwritten_[entry]) --unwritten_count_;
+    unwritten_[entry] = 0;
+  } else {
+    SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
+    FillState(entry, values, m, v, meta, handle.data().data());
+  }
   last_update_[entry] = updates;
   updates_ = lr_base_ = updates;
   lrs_.clear();

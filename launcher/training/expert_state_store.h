@@ -90,7 +90,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -134,6 +136,12 @@ struct ExpertStateStoreOptions {
   bool sparse_adam = false;           // Default: false (exact)
   // Default: true (the parts are the model's tensors). false: the working set (above).
   bool resident = true;
+  // Default: false: Create writes every entry's initial state. true (a resume, which Imports every
+  // entry): Create writes none; Import writes an entry not yet written straight to the store
+  // (without reading it, nor going through the cache), and the first call other than Import,
+  // Bind, UnbindAll and Entry writes the initial state of every entry not imported (its parts'
+  // values, or initial_master, at that time). So a resume writes each expert's state once.
+  bool defer_initial = false;
   // Working set: fills an entry's initial master (its parts back to back). Required then.
   std::function<void(const ExpertEntry& entry, std::span<float> master)> initial_master;
   // Called after the store wrote new master values into an entry's parts (its index), e.g. to
@@ -173,7 +181,8 @@ class ExpertStateStore {
   // layers or another expert size is FailedPrecondition naming it) and a cache of as many
   // experts as cache_bytes holds (ResourceExhausted naming expert_store.cache_mib when not one).
   // Every entry's state starts as its parts' current values with zero moments and step counts
-  // (written to the store now); LoadCheckpoint-style callers then Import.
+  // (written to the store now, or with options.defer_initial at the first use of an entry not
+  // imported by then); LoadCheckpoint-style callers then Import.
   // `entries` must share their part sizes per MoE layer.
   static Result<std::unique_ptr<ExpertStateStore>> Create(const ExpertStateStoreOptions& options,
                                                           Optimizer* optimizer,
@@ -216,6 +225,9 @@ class ExpertStateStore {
   // values, resident only), `m`, `v` (per part; empty when the optimizer keeps no such moment)
   // and the step count. `updates` is the number of updates the run has made (the in-memory
   // trainer's largest step count); every Import of one restore passes the same value.
+  // An entry not yet written (options.defer_initial) is written straight to the store, a few in
+  // flight at once: a failed write is returned by a later Import or the next other call, naming
+  // its expert, and leaves that entry not written.
   Status Import(size_t entry, const std::vector<std::vector<float>>* values,
                 const std::vector<std::vector<float>>& m, const std::vector<std::vector<float>>& v,
                 int64_t opt_step, int64_t updates);
@@ -235,7 +247,21 @@ class ExpertStateStore {
   ExpertStateStore(const ExpertStateStoreOptions& options, Optimizer* optimizer,
                    std::vector<ExpertEntry> entries);
   Status Open();
+  // Writes the initial state of every entry not yet written (unwritten_), a batch at a time.
   Status WriteInitialStates();
+  // Waits for the imports in flight (imports_) down to `keep` of them; the first failure, as Fail.
+  Status FinishImports(size_t keep);
+  // Before any use of the store but Import: the imports finished, the rest of the initial states
+  // written (defer_initial); then restoring_ ends.
+  Status Settle() {
+    if (!restoring_ && unwritten_count_ == 0) return Status::Ok();
+    return SettleSlow();
+  }
+  Status SettleSlow();
+  // Copies a state (as Import takes it) into `state` (the extent's payload layout).
+  void FillState(size_t entry, const std::vector<std::vector<float>>* values,
+                 const std::vector<std::vector<float>>& m, const std::vector<std::vector<float>>& v,
+                 const Meta& meta, std::byte* state) const;
   storage::ExpertKey Key(size_t entry) const;
   // Acquires `entry` (kWrite marks it dirty); errors name the expert and the file.
   Result<storage::CacheHandle> AcquireEntry(size_t entry,
@@ -285,7 +311,21 @@ class ExpertStateStore {
   std::unique_ptr<storage::ExpertCache> cache_;
   std::vector<float> zeros_;          // the largest expert's zero gradient
   std::vector<int64_t> last_update_;  // per entry: its state's last_update (mirror of meta)
-  std::vector<char> activated_;       // per entry: activated since BeginStep
+  // defer_initial: per entry, no state of this run written (nor submitted) yet; their count.
+  std::vector<char> unwritten_;
+  size_t unwritten_count_ = 0;
+  // Imports written straight to the store, in flight: the entry, its state (borrowed by the
+  // store until the write completes) and the write.
+  struct DirectImport {
+    size_t entry = 0;
+    std::vector<std::byte> state;
+    std::future<Result<uint64_t>> written;
+  };
+  std::deque<DirectImport> imports_;
+  // defer_initial, until the first Settle that succeeds: the cache has not been used, so Import
+  // writes straight to the store (the store publishes the writes of one expert in order).
+  bool restoring_ = false;
+  std::vector<char> activated_;  // per entry: activated since BeginStep
   std::vector<size_t> activated_order_;
   int64_t updates_ = 0;  // updates made by the run
   int64_t lr_base_ = 0;  // lrs_[i] is the learning rate of update lr_base_ + 1 + i

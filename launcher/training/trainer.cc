@@ -342,6 +342,8 @@ Status Trainer::InitExpertStore() {
   options.lfu.decay_every = o.decay_every;
   options.prefetch = o.prefetch;
   options.sparse_adam = o.sparse_adam;
+  // A resume imports every expert from the checkpoint: each is written to the store once, then.
+  options.defer_initial = config_.checkpoint.resume || !config_.checkpoint.resume_from.empty();
   if (model_->options().bound_experts) return InitExpertWorkingSet(std::move(options));
   // One entry per (layer, expert) of this rank, its tensors in ParameterStore order.
   ExpertEntries entries(MoeLayerIndex());

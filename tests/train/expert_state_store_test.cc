@@ -83,7 +83,8 @@ struct Fixture {
   std::vector<Tensors> tensors;  // per (layer, expert), layer-major
   std::unique_ptr<ExpertStateStore> store;
 
-  explicit Fixture(size_t cache_experts, bool sparse = false, bool prefetch = true) {
+  explicit Fixture(size_t cache_experts, bool sparse = false, bool prefetch = true,
+                   bool defer_initial = false) {
     optimizer = MakeAdamW(&pool);
     std::vector<ExpertEntry> entries = MakeEntries(kExperts, 1, &tensors);
     ExpertStateStoreOptions options;
@@ -92,12 +93,16 @@ struct Fixture {
     options.cache_bytes = cache_experts * kExtent;
     options.sparse_adam = sparse;
     options.prefetch = prefetch;
+    options.defer_initial = defer_initial;
     Result<std::unique_ptr<ExpertStateStore>> made =
         ExpertStateStore::Create(options, optimizer.get(), std::move(entries));
     SY_CHECK(made.ok()) << made.status().message();
     store = std::move(*made);
   }
 };
+
+// One expert's payload in the store (what StoreStats counts per extent written or read).
+constexpr uint64_t kPayload = 800 * 3 * sizeof(float) + 2 * sizeof(int64_t);
 
 // Which experts of which layer get rows in step s (a fixed pattern with idle experts).
 std::vector<int64_t> Rows(int step, int layer) {
@@ -197,6 +202,113 @@ TEST(ExpertStateStoreTest, LazyReplayEqualsSteppingEveryExpertEveryStep) {
     EXPECT_GT(f.store->stats().replayed_updates, 0u);
     EXPECT_GT(f.store->stats().misses, 0u);
     EXPECT_EQ(f.store->stats().prefetched > 0, prefetch);
+  }
+}
+
+// A resume (defer_initial) writes each expert's state once: Create writes nothing and each Import
+// goes straight to the store, without reading it. Without defer_initial the same restore writes
+// every state twice (the initial state, then the import's write-back) and reads it once. The
+// restored states are those exported, bit for bit, and training goes on from them.
+TEST(ExpertStateStoreTest, ResumeWritesEachExpertOnceAndReadsNothing) {
+  struct Saved {
+    std::vector<std::vector<float>> values, m, v;
+    int64_t opt_step = 0;
+  };
+  std::vector<Saved> saved;
+  int64_t updates = 0;
+  Fixture f(/*cache_experts=*/2);
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_TRUE(f.store->BeginStep().ok());
+    for (int l = 0; l < kLayers; ++l) ASSERT_TRUE(f.store->Prepare(2 * l + 1, 0, Rows(s, l)).ok());
+    for (Tensors& t : f.tensors) {
+      for (auto& g : t.grad) std::fill(g.begin(), g.end(), 0.5f);
+    }
+    ASSERT_TRUE(f.store->Update(1e-2).ok());
+    ASSERT_TRUE(f.store->EndStep().ok());
+    ++updates;
+  }
+  ASSERT_TRUE(f.store->Consolidate().ok());
+  saved.resize(f.store->entries().size());
+  for (size_t e = 0; e < saved.size(); ++e) {
+    ASSERT_TRUE(
+        f.store->Export(e, &saved[e].values, &saved[e].m, &saved[e].v, &saved[e].opt_step).ok());
+  }
+  for (bool defer : {true, false}) {
+    SCOPED_TRACE(defer ? "defer_initial" : "initial states written at Create");
+    // The resumed run opens the store file the run before left, with fresh model tensors.
+    f.store.reset();
+    ExpertStateStoreOptions options;
+    options.path = "/store/rank-0.store";
+    options.fs = &f.fs;
+    options.cache_bytes = 2 * kExtent;
+    options.defer_initial = defer;
+    std::vector<ExpertEntry> entries = MakeEntries(kExperts, 1, &f.tensors);
+    Result<std::unique_ptr<ExpertStateStore>> made =
+        ExpertStateStore::Create(options, f.optimizer.get(), std::move(entries));
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    f.store = std::move(*made);
+    for (size_t e = 0; e < saved.size(); ++e) {
+      ASSERT_TRUE(
+          f.store->Import(e, &saved[e].values, saved[e].m, saved[e].v, saved[e].opt_step, updates)
+              .ok());
+    }
+    ASSERT_TRUE(f.store->Consolidate().ok());
+    const ExpertStoreStats stats = f.store->stats();
+    std::printf("restore of %zu experts, %s: %llu bytes written, %llu read\n", saved.size(),
+                defer ? "deferred" : "initial write", (unsigned long long)stats.bytes_written,
+                (unsigned long long)stats.bytes_read);
+    if (defer) {
+      EXPECT_EQ(stats.bytes_written, saved.size() * kPayload);
+      EXPECT_EQ(stats.bytes_read, 0u);
+    }
+    for (size_t e = 0; e < saved.size(); ++e) {
+      Saved got;
+      ASSERT_TRUE(f.store->Export(e, &got.values, &got.m, &got.v, &got.opt_step).ok());
+      EXPECT_EQ(got.values, saved[e].values) << e;
+      EXPECT_EQ(got.m, saved[e].m) << e;
+      EXPECT_EQ(got.v, saved[e].v) << e;
+      EXPECT_EQ(got.opt_step, saved[e].opt_step) << e;
+    }
+    ASSERT_TRUE(f.store->BeginStep().ok());
+    ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 0, 0, 1}).ok());
+    ASSERT_TRUE(f.store->Update(1e-2).ok());
+    ASSERT_TRUE(f.store->EndStep().ok());
+  }
+}
+
+// With defer_initial, an expert the caller does not import gets its initial state (its parts'
+// values, zero moments and step) at the first other call, and one whose direct write fails is
+// reported by name and stays unwritten until a later write succeeds.
+TEST(ExpertStateStoreTest, DeferredInitialStateOfExpertsNotImported) {
+  Fixture f(/*cache_experts=*/2, /*sparse=*/false, /*prefetch=*/true, /*defer_initial=*/true);
+  EXPECT_EQ(f.store->stats().bytes_written, 0u);
+  const size_t n = f.store->entries().size();
+  std::vector<std::vector<float>> m, v;
+  for (size_t k : kPartSizes) {
+    m.emplace_back(k, 0.25f);
+    v.emplace_back(k, 0.5f);
+  }
+  f.fs.AddRule({.op = storage::FaultOp::kWrite, .path_contains = "rank-0.store", .times = -1});
+  Status failed = f.store->Import(0, nullptr, m, v, 1, 0);
+  for (size_t e = 1; failed.ok() && e < n / 2; ++e)
+    failed = f.store->Import(e, nullptr, m, v, 1, 0);
+  if (failed.ok()) failed = f.store->Consolidate();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("experts/layer1/expert0"), std::string::npos) << failed.message();
+  EXPECT_NE(failed.message().find("/store/rank-0.store"), std::string::npos) << failed.message();
+  f.fs.ClearRules();
+  for (size_t e = 0; e < n / 2; ++e) ASSERT_TRUE(f.store->Import(e, nullptr, m, v, 1, 0).ok());
+  ASSERT_TRUE(f.store->Consolidate().ok());
+  EXPECT_EQ(f.store->stats().bytes_written, n * kPayload);
+  for (size_t e = 0; e < n; ++e) {
+    std::vector<std::vector<float>> values, em, ev;
+    int64_t step = -1;
+    ASSERT_TRUE(f.store->Export(e, &values, &em, &ev, &step).ok());
+    const bool imported = e < n / 2;
+    EXPECT_EQ(step, imported ? 1 : 0) << e;
+    EXPECT_EQ(em[0][0], imported ? 0.25f : 0.0f) << e;
+    EXPECT_EQ(ev[1][0], imported ? 0.5f : 0.0f) << e;
+    EXPECT_EQ(values[1], f.tensors[e].value[1]) << e;
   }
 }
 
