@@ -375,10 +375,16 @@ Status ExpertStateStore::FinishImports(size_t keep) {
     DirectImport& front = imports_.front();
     Result<uint64_t> written = front.written.get();
     if (!written.ok()) {
-      // Not written: a later Import of it, or its initial state, writes it.
-      if (!unwritten_[front.entry]) ++unwritten_count_;
-      unwritten_[front.entry] = 1;
-      if (failed.ok()) failed = Fail(front.entry, written.status());
+      // Not written: unless a later import of it is on its way, its initial state (or a later
+      // Import) writes it.
+      const size_t entry = front.entry;
+      const bool again = std::any_of(imports_.begin() + 1, imports_.end(),
+                                     [entry](const DirectImport& d) { return d.entry == entry; });
+      if (!again && !unwritten_[entry]) {
+        unwritten_[entry] = 1;
+        ++unwritten_count_;
+      }
+      if (failed.ok()) failed = Fail(entry, written.status());
     }
     imports_.pop_front();
   }
