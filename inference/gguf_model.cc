@@ -587,6 +587,11 @@ std::optional<DType> GgufCheckpoint::StoredQuantizedDType(const std::string& nam
   return dtype;
 }
 
+bool GgufCheckpoint::StoredQuantized(const std::string& name) const {
+  Result<const Entry*> e = Find(name);
+  return e.ok() && storage::GgmlBlockSize((*e)->tensor->type) > 1;
+}
+
 Status GgufCheckpoint::ReadBlocks(const std::string& name, std::span<uint8_t> out) const {
   SY_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadRaw(name));
   if (raw.size() != out.size()) {

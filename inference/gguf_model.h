@@ -106,6 +106,7 @@ class GgufCheckpoint : public HfTensorSource {
   Result<std::vector<uint8_t>> ReadRaw(const std::string& name) const;
   // Q8_0, Q4_0 and Q4_K tensors as the runtime's q8_0, q4_0, q4_k (ReadRaw's bytes).
   std::optional<DType> StoredQuantizedDType(const std::string& name) const override;
+  bool StoredQuantized(const std::string& name) const override;
   Status ReadBlocks(const std::string& name, std::span<uint8_t> out) const override;
 
   struct Entry {

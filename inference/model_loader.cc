@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "runtime/core/quant_blocks.h"
+#include "runtime/model/dense_matrices.h"
 #include "runtime/model/pregate_init.h"
 #include "storage/formats/safetensors.h"
 
@@ -164,6 +166,8 @@ std::optional<DType> HfTensorSource::StoredQuantizedDType(const std::string&) co
   return std::nullopt;
 }
 
+bool HfTensorSource::StoredQuantized(const std::string&) const { return false; }
+
 Status HfTensorSource::ReadBlocks(const std::string& name, std::span<uint8_t>) const {
   return UnimplementedError(where() + ": tensor \"" + name + "\" is not stored in blocks");
 }
@@ -243,7 +247,7 @@ Status ReadQuantizedTensor(const HfTensorSource& source, HfFamily family, const 
         source.where() + ": tensor \"" + hf_name + "\" is stored as " +
         (stored ? std::string(DTypeName(*stored)) : std::string("floats")) + ", and " +
         std::string(DTypeName(dtype)) +
-        " has no quantizer here; load the experts as q8_0 or q4_0, or keep them unquantized");
+        " has no quantizer here; load it as q8_0 or q4_0, or keep it unquantized");
   }
   f32.resize(static_cast<size_t>(want_shape.numel()));
   SY_RETURN_IF_ERROR(source.ReadF32(hf_name, f32));
@@ -356,10 +360,11 @@ Status CheckCheckpointCoversConfig(const HfTensorSource& ckpt, HfFamily family,
 }
 
 // LoadOptions::expert_dtype, or the quantized type the file stores the first expert in (when its
-// rows are whole blocks of it), or weight_dtype.
-DType ExpertDType(const HfTensorSource& source, HfFamily family, const ModelConfig& config,
-                  const LoadOptions& options) {
+// rows are whole blocks of it and the backend takes quantized weights), or weight_dtype.
+DType ExpertDType(const Backend& backend, const HfTensorSource& source, HfFamily family,
+                  const ModelConfig& config, const LoadOptions& options) {
   if (options.expert_dtype) return *options.expert_dtype;
+  if (!backend.caps().quantized_weights) return options.weight_dtype;
   for (int layer = 0; layer < config.num_layers; ++layer) {
     if (config.MoeIndex(layer) < 0) continue;
     const std::string name =
@@ -372,6 +377,25 @@ DType ExpertDType(const HfTensorSource& source, HfFamily family, const ModelConf
     break;
   }
   return options.weight_dtype;
+}
+
+// ModelOptions::matrix_dtypes for LoadOptions::keep_quantized_matrices: each dense matrix the
+// file stores in blocks, in its own type where the runtime has kernels for it and its rows are
+// whole blocks, else in q8_0 where they are whole blocks of 32.
+std::map<std::string, DType> HeldMatrixDTypes(const HfTensorSource& source, HfFamily family,
+                                              const ModelConfig& config) {
+  std::map<std::string, DType> held;
+  for (const DenseMatrix& m : DenseMatrices(config)) {
+    const std::string hf_name = HfTensorName(family, m.name);
+    if (!source.StoredQuantized(hf_name)) continue;
+    const std::optional<DType> stored = source.StoredQuantizedDType(hf_name);
+    if (stored && m.in_features % DTypeBlockSize(*stored) == 0) {
+      held[m.name] = *stored;
+    } else if (m.in_features % DTypeBlockSize(DType::kQ8_0) == 0) {
+      held[m.name] = DType::kQ8_0;
+    }
+  }
+  return held;
 }
 
 }  // namespace
@@ -404,7 +428,11 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
   model_options.with_grad = false;
   model_options.weight_dtype = options.weight_dtype;
   model_options.routed_experts = !options.experts_on_host;
-  model_options.expert_weight_dtype = ExpertDType(*ckpt, family, loaded.hf.config, options);
+  model_options.expert_weight_dtype =
+      ExpertDType(backend, *ckpt, family, loaded.hf.config, options);
+  if (options.keep_quantized_matrices && backend.caps().quantized_weights) {
+    model_options.matrix_dtypes = HeldMatrixDTypes(*ckpt, family, loaded.hf.config);
+  }
   SY_ASSIGN_OR_RETURN(loaded.model, MoeModel::Create(backend, loaded.hf.config, model_options));
 
   std::set<std::string> used;

@@ -14,7 +14,8 @@
 // error names the tensor. Weights are converted from the file's dtype (F32, F16, BF16, F64) to
 // LoadOptions::weight_dtype; the routed experts to LoadOptions::expert_dtype, which may be
 // quantized (q8_0, q4_0, q4_k): a file's own blocks of that type are copied as they are, other
-// values quantized on load.
+// values quantized on load. Dense matrices a file stores quantized stay quantized
+// (LoadOptions::keep_quantized_matrices).
 //
 // Experts on the host (LoadOptions::experts_on_host): the routed experts are converted straight
 // into pinned host memory (offload::HostExperts, one allocation per MoE layer) and never
@@ -57,8 +58,20 @@ struct LoadOptions {
   // tensor the file already stores in exactly that quantized type is copied block for block (a
   // GGUF's Q8_0 / Q4_0 / Q4_K); any other is read as f32 and quantized here (q8_0 and q4_0 only:
   // q4_k has no quantizer). Unset: the type the file stores the experts in when that is
-  // quantized (a quantized GGUF loads with no requantizing), else weight_dtype. Default: unset.
+  // quantized (a quantized GGUF loads with no requantizing) and the backend takes quantized
+  // weights, else weight_dtype. Default: unset.
   std::optional<DType> expert_dtype;
+  // Dense matrices (runtime/model/dense_matrices.h: the attention projections, the dense and
+  // shared-expert FFNs, the untied LM head) that the file stores in quantized blocks stay
+  // quantized (ModelOptions::matrix_dtypes), so that decode reads as few bytes as the file holds:
+  // Q8_0, Q4_0 and Q4_K block for block; any other block type (llama-quantize writes a Q4_0
+  // model's output.weight as Q6_K, which has no kernels here) requantized to q8_0 from its
+  // values. A matrix whose rows are not whole blocks, and every matrix on a backend without
+  // quantized kernels (Backend::caps().quantized_weights: cuda), loads in weight_dtype. The
+  // routers, embeddings and norms always load in weight_dtype (llama.cpp's quantizer keeps the
+  // routers unquantized too). A safetensors checkpoint holds no blocks: nothing changes there.
+  // false: every dense matrix in weight_dtype. Default: true.
+  bool keep_quantized_matrices = true;
   // Load the routed experts into pinned host memory (LoadedModel::host_experts) instead of onto
   // the device. Default: false (every weight on the device).
   bool experts_on_host = false;
@@ -115,6 +128,9 @@ class HfTensorSource {
   // The quantized dtype (q8_0, q4_0, q4_k) the file stores `name` in, or nullopt for a plain
   // float type or an unknown name. Default: nullopt (a format without quantized tensors).
   virtual std::optional<DType> StoredQuantizedDType(const std::string& name) const;
+  // Whether the file stores `name` in quantized blocks of any type, including types with no
+  // runtime dtype (a GGUF's Q6_K, which ReadF32 dequantizes). Default: false.
+  virtual bool StoredQuantized(const std::string& name) const;
   // The stored blocks of `name` byte for byte, in StoredQuantizedDType(name) (out.size() == their
   // bytes). Default: Unimplemented.
   virtual Status ReadBlocks(const std::string& name, std::span<uint8_t> out) const;

@@ -48,6 +48,7 @@ class BenchDecodeCommand : public Command {
   Status RunStatus() {
     SY_ASSIGN_OR_RETURN(options_.dtype, ParseDType(dtype_));
     SY_ASSIGN_OR_RETURN(options_.expert_dtype, ParseQuantizeFlags(quantize_, options_.dtype));
+    options_.keep_quantized_matrices = quantize_.quantize.empty();
     SY_ASSIGN_OR_RETURN(DecodeBenchResult result, RunDecodeBench(options_));
     std::fputs(result.report.c_str(), stdout);
     if (json_.empty()) return Status::Ok();

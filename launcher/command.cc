@@ -93,7 +93,8 @@ void AddQuantizeOptions(CLI::App& app, QuantizeFlags* flags) {
   app.add_option("--quantize", flags->quantize,
                  "experts: hold the routed experts in --quant-type blocks while attention and the "
                  "rest stay in --dtype (quantized on load, or the GGUF's own blocks); none: "
-                 "every weight in --dtype. Default: a GGUF's quantized experts stay as stored")
+                 "every weight in --dtype. Default: a GGUF's quantized experts, attention "
+                 "projections and LM head stay in their blocks (a Q6_K LM head as q8_0)")
       ->check(CLI::IsMember({"none", "experts"}));
   app.add_option("--quant-type", flags->quant_type,
                  "Block type of --quantize experts: q8_0, q4_0 (quantized on load), or q4_k (a "
@@ -120,6 +121,7 @@ Status ParseInferenceFlags(const InferenceFlags& flags, InferenceOptions* option
   }
   options->weight_dtype = *dtype;
   SY_ASSIGN_OR_RETURN(options->expert_dtype, ParseQuantizeFlags(flags.quantize, *dtype));
+  options->keep_quantized_matrices = flags.quantize.quantize.empty();
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 #include "inference/gguf_model.h"
 #include "inference/model_loader.h"
 #include "launcher/training/trained_model.h"
+#include "runtime/model/dense_matrices.h"
 
 namespace sy::launcher {
 
@@ -49,6 +50,7 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
     LoadOptions load;
     load.weight_dtype = options.weight_dtype;
     load.expert_dtype = options.expert_dtype;
+    load.keep_quantized_matrices = options.keep_quantized_matrices;
     load.pregate = options.pregate;
     load.experts_on_host = own_provider && options.policy != "resident";
     load.progress = options.load_progress;
@@ -75,6 +77,7 @@ std::string InferenceSession::Describe() const {
       kind_ + ", " + model_->config().Summary() + ", " + std::string(DTypeName(weight_dtype_));
   const DType experts = model_->options().expert_dtype();
   if (experts != weight_dtype_) text += ", experts " + std::string(DTypeName(experts));
+  text += DescribeMatrixDTypes(model_->options().matrix_dtypes);
   return text;
 }
 

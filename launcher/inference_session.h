@@ -40,6 +40,10 @@ struct InferenceOptions {
   // the rest stays in weight_dtype); unset: a GGUF's quantized experts as stored, else
   // weight_dtype. Hugging Face directories and GGUF files only. Default: unset
   std::optional<DType> expert_dtype;
+  // A GGUF's quantized attention projections, dense FFNs and LM head stay in their blocks
+  // (LoadOptions::keep_quantized_matrices); false (--quantize given): in weight_dtype.
+  // Default: true
+  bool keep_quantized_matrices = true;
   int threads = 0;                     // cpu backend threads; 0: SY_NUM_THREADS or all cores
   SimOptions sim;                      // the sim device's memory and link
   std::string policy = "resident";     // expert policy. Default: resident

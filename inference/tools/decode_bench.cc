@@ -17,6 +17,7 @@
 #include "runtime/core/statistics.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/memory_bandwidth.h"
+#include "runtime/model/dense_matrices.h"
 
 namespace sy {
 namespace {
@@ -90,6 +91,7 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   LoadOptions load;
   load.weight_dtype = options.dtype;
   load.expert_dtype = options.expert_dtype;
+  load.keep_quantized_matrices = options.keep_quantized_matrices;
   ProgressLine loading(stderr, "loading " + options.model_dir);
   load.progress = [&loading](int64_t done, int64_t total) { loading.Update(done, total); };
   Result<LoadedModel> opened = IsGgufPath(options.model_dir)
@@ -101,9 +103,10 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   const ModelConfig& c = model.config();
   const WeightBytes weights = CountWeightBytes(model);
   const std::string expert_dtype(DTypeName(model.options().expert_dtype()));
-  std::fprintf(stderr, "loaded %s: %s-style, %s, %s, experts %s\n", options.model_dir.c_str(),
+  std::fprintf(stderr, "loaded %s: %s-style, %s, %s, experts %s%s\n", options.model_dir.c_str(),
                std::string(HfFamilyDisplayName(loaded.hf.family)).c_str(), c.Summary().c_str(),
-               std::string(DTypeName(options.dtype)).c_str(), expert_dtype.c_str());
+               std::string(DTypeName(options.dtype)).c_str(), expert_dtype.c_str(),
+               DescribeMatrixDTypes(model.options().matrix_dtypes).c_str());
   std::fprintf(stderr,
                "weights %s: %.1f MiB, of which experts %.1f MiB (%lld experts of %.2f MiB on "
                "average); %d threads\n",

@@ -46,6 +46,9 @@ struct DecodeBenchOptions {
   // The routed experts' dtype (LoadOptions::expert_dtype: q8_0, q4_0 or q4_k quantize them);
   // unset: a GGUF's quantized experts as stored, else dtype. Default: unset
   std::optional<DType> expert_dtype;
+  // A GGUF's quantized dense matrices stay in their blocks (LoadOptions::keep_quantized_matrices).
+  // Default: true
+  bool keep_quantized_matrices = true;
   int64_t stream_mib = 1024;  // Default: 1 GiB read array (two of half that to copy)
   int stream_repeats = 5;     // Default: 5 timed passes per probe
   unsigned seed = 0;          // Default: 0, the seed of the random prompt

@@ -5,6 +5,7 @@
 
 #include "runtime/backend/workspace.h"
 #include "runtime/core/check.h"
+#include "runtime/model/dense_matrices.h"
 #include "runtime/model/host_transfer.h"
 #include "runtime/model/kv_cache.h"
 
@@ -45,6 +46,12 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
                                   std::string(DTypeName(e)) +
                                   " must be f32, bf16, f16, q8_0, q4_0 or q4_k");
     }
+    if (IsQuantized(e) && !backend.caps().quantized_weights) {
+      return InvalidArgumentError("model options: expert_weight_dtype " +
+                                  std::string(DTypeName(e)) + ": the " + backend.name() +
+                                  " backend has no kernels for quantized weights; keep the "
+                                  "experts in a float dtype, or run on the cpu device");
+    }
     if (options.with_grad && e != DType::kF32) {
       return InvalidArgumentError("model options: expert_weight_dtype " +
                                   std::string(DTypeName(e)) +
@@ -60,6 +67,7 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
           std::string(DTypeName(options.weight_dtype)) + " or pick q8_0 / q4_0 (blocks of 32)");
     }
   }
+  SY_RETURN_IF_ERROR(CheckMatrixDTypes(backend, config, options.matrix_dtypes, options.with_grad));
   if (options.with_grad && !options.routed_experts) {
     return InvalidArgumentError(
         "model options: routed_experts = false is forward-only; set with_grad = false");
@@ -72,6 +80,7 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
 Status MoeModel::Build() {
   const DType wd = options_.weight_dtype;
   const bool grad = options_.with_grad;
+  params_.set_dtype_overrides(options_.matrix_dtypes);
   SY_ASSIGN_OR_RETURN(Embedding embedding, Embedding::Create(backend_, params_, config_.vocab_size,
                                                              config_.hidden_size, wd, grad));
   const Tensor table = embedding.table(), table_grad = embedding.table_grad();

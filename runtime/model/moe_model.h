@@ -22,7 +22,8 @@
 //
 // Forward-only use (inference, evaluation): ModelOptions{.with_grad = false} allocates no
 // gradients and releases each layer's activations as soon as the next layer has its input; the
-// weights may then be bf16 or f16 (ModelOptions::weight_dtype). Forward attends over the batch's
+// weights may then be bf16 or f16 (ModelOptions::weight_dtype), and the routed experts and the
+// dense matrices quantized (expert_weight_dtype, matrix_dtypes). Forward attends over the batch's
 // own keys and values; ForwardCached is the same layers in incremental mode, over a KV cache
 // (prefill and decode; inference/kv_cache_decoder.h drives it).
 //
@@ -41,9 +42,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -72,10 +75,19 @@ struct ModelOptions {
   // which fails until an expert provider (inference/expert_provider.h) brings the experts from
   // elsewhere (a loader that kept them on the host, inference/model_loader.h). Default: true.
   bool routed_experts = true;
+  // Storage dtype of single dense matrices, by parameter name (runtime/model/dense_matrices.h):
+  // the attention projections, the dense and shared-expert FFNs and the untied LM head, which only
+  // Linear::Forward reads (Backend::Gemm with trans_b). Besides f32, bf16 and f16, a forward-only
+  // model may hold them quantized (q8_0, q4_0, q4_k) when their rows are whole blocks and the
+  // backend takes quantized weights (Backend::caps().quantized_weights: cpu and sim, not cuda).
+  // A matrix not named here, the routers, the embeddings and the norms stay in weight_dtype.
+  // InvalidArgument naming the entry for any other name. Default: empty.
+  std::map<std::string, DType> matrix_dtypes = {};
   // Storage dtype of the routed experts' weights; unset: weight_dtype. Besides f32, bf16 and f16,
   // a forward-only model may hold them quantized (q8_0, q4_0, q4_k: runtime/core/dtype.h), when
   // hidden_size and moe_intermediate_size are whole blocks; attention, the routers, the norms,
-  // the embeddings and the LM head stay in weight_dtype. Default: unset.
+  // the embeddings and the LM head stay in weight_dtype (or matrix_dtypes). Quantized experts
+  // need a backend that takes quantized weights (cpu, sim). Default: unset.
   std::optional<DType> expert_weight_dtype = std::nullopt;
   // The routed experts have no weights in the model: each MoE layer computes through a bound
   // LocalExpertCompute (Note [bound experts] in runtime/model/expert_compute.h) whose weights a

@@ -27,6 +27,7 @@ Result<Parameter*> ParameterStore::Create(Backend& backend, std::string name, Sh
                                           DType dtype, bool with_grad, int layer, ParamInit init) {
   Parameter p;
   p.name = std::move(name);
+  if (auto it = dtype_overrides_.find(p.name); it != dtype_overrides_.end()) dtype = it->second;
   SY_ASSIGN_OR_RETURN(p.value, backend.Allocate(dtype, shape));
   if (with_grad) {
     SY_ASSIGN_OR_RETURN(p.grad, backend.Allocate(DType::kF32, shape));

@@ -31,10 +31,12 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
@@ -51,7 +53,8 @@ enum class ParamInit : uint8_t {
 
 struct Parameter {
   std::string name;
-  Tensor value;  // on the backend, in the model's weight dtype (biases always f32)
+  Tensor value;  // on the backend, in the model's weight dtype (biases always f32) or the
+                 // dtype of ModelOptions::matrix_dtypes / expert_weight_dtype
   Tensor grad;   // f32, same shape; undefined when the model is forward-only
   bool is_expert = false;
   int layer = -1;   // decoder layer, or -1 (embeddings, final norm, LM head)
@@ -83,6 +86,13 @@ class ParameterStore {
   // registers them. Contents are uninitialised until InitializeParameters or a load.
   Result<Parameter*> Create(Backend& backend, std::string name, Shape shape, DType dtype,
                             bool with_grad, int layer, ParamInit init);
+  // Create allocates the parameters named here in the dtype given instead of the one its caller
+  // asks for. MoeModel sets ModelOptions::matrix_dtypes here before it builds its layers; the
+  // names are dense matrices (runtime/model/dense_matrices.h), read only through Linear::Forward.
+  // Default: none.
+  void set_dtype_overrides(std::map<std::string, DType> overrides) {
+    dtype_overrides_ = std::move(overrides);
+  }
 
   // nullptr when absent.
   Parameter* Find(std::string_view name);
@@ -111,6 +121,7 @@ class ParameterStore {
  private:
   std::deque<Parameter> params_;  // deque: references stay valid as parameters are added
   std::unordered_map<std::string, size_t> index_;
+  std::map<std::string, DType> dtype_overrides_;
 };
 
 }  // namespace sy

@@ -341,18 +341,26 @@ def round_activations(x):
 class Family:
     """Forward of one family; `bug` injects a plausible loader bug (for the sensitivity check)."""
 
-    def __init__(self, fam, c, w, bug=None, pregate=False, round_expert_inputs=False):
+    def __init__(self, fam, c, w, bug=None, pregate=False, round_expert_inputs=False,
+                 round_inputs_of=()):
         self.fam, self.c, self.w, self.bug = fam, c, w, bug
         # Q8_0 / Q4_0 routed experts: the CPU kernels multiply their inputs rounded to 8 bits per
         # block of 32 (runtime/core/quant_blocks.h, RoundActivationBlocks), emulated here in f32.
         self.round_expert_inputs = round_expert_inputs
+        # The same for the dense matrices (HF weight names) held in Q8_0 / Q4_0 blocks: a GGUF's
+        # quantized attention projections, dense FFNs and LM head (LoadOptions::
+        # keep_quantized_matrices).
+        self.round_inputs_of = frozenset(round_inputs_of)
         # Pre-gated (`generate --pregate`): MoE layer m >= 1 routes on MoE layer m-1's input
         # through its own gate (Pre-gated MoE: the pre-gate in layer m-1 is layer m's gate).
         self.pregate = pregate
         self.min_gap = float("inf")  # smallest gap between the k-th and (k+1)-th router prob
 
+    def rounded(self, x, name):
+        return round_activations(x) if name in self.round_inputs_of else x
+
     def linear(self, x, name, bias=None):
-        return F.linear(x, self.w[name], self.w.get(bias) if bias else None)
+        return F.linear(self.rounded(x, name), self.w[name], self.w.get(bias) if bias else None)
 
     def mlp(self, x, p, names=("gate_proj", "up_proj", "down_proj"), round_inputs=False):
         r = round_activations if round_inputs else (lambda v: v)
@@ -371,7 +379,8 @@ class Family:
         wq = self.w[p + "q_proj.weight"]
         if bug == "transposed_q" and wq.shape[0] == wq.shape[1]:
             wq = wq.t()
-        q = F.linear(x, wq, self.w[p + "q_proj.bias"] if bias else None)
+        q = F.linear(self.rounded(x, p + "q_proj.weight"), wq,
+                     self.w[p + "q_proj.bias"] if bias else None)
         k = self.linear(x, p + "k_proj.weight", p + "k_proj.bias" if bias else None)
         v = self.linear(x, p + "v_proj.weight", p + "v_proj.bias" if bias else None)
         eps = c["rms_norm_eps"]
@@ -448,9 +457,9 @@ class Family:
             else:
                 x = x + self.mlp(h, p + "mlp")
         x = rms_norm(x, w["model.norm.weight"], eps)
-        head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else \
-            w["lm_head.weight"]
-        return F.linear(x, head)
+        if c.get("tie_word_embeddings"):  # (a GGUF's output.weight copy of it may be held)
+            return F.linear(self.rounded(x, "lm_head.weight"), w["model.embed_tokens.weight"])
+        return self.linear(x, "lm_head.weight")
 
 
 # ---------------------------------------------------------------- running switchyard

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/core/dtype.h"
+#include "runtime/model/dense_matrices.h"
 #include "runtime/model/moe_model.h"
 #include "runtime/model/pregate_init.h"
 #include "tests/model/model_test_util.h"
@@ -243,6 +244,73 @@ TEST(MoeModelTest, ForwardOnlyBf16MatchesF32OnRoundedWeights) {
     EXPECT_EQ(rc->num_targets, 0);
     EXPECT_EQ(ToHost(*backend, bf16->logits()), lb);
   }
+}
+
+// Dense matrices in their own dtypes (ModelOptions::matrix_dtypes): each named matrix is
+// allocated in its dtype, everything else stays in weight_dtype, and the forward gives the logits
+// of the f32 model holding the blocks' values up to the rounding of the quantized matrices'
+// inputs to 8 bits (runtime/core/quant_blocks.h), to a loose bound. Wrong names, training and rows
+// that are not whole blocks are refused, naming the matrix.
+TEST(MoeModelTest, DenseMatricesInTheirOwnDTypes) {
+  for (Device device : {Device::Cpu(), Device::Sim()}) {
+    SCOPED_TRACE(device.ToString());
+    auto backend = testing::MakeBackend(device);
+    ModelConfig c = Featureful();
+    c.hidden_size = 64;
+    c.head_dim = 16;
+    c.intermediate_size = 64;
+    c.moe_intermediate_size = 32;
+    c.shared_expert_intermediate_size = 32;
+    ModelOptions options{.with_grad = false};
+    for (const DenseMatrix& m : DenseMatrices(c)) options.matrix_dtypes[m.name] = DType::kQ8_0;
+    options.matrix_dtypes["lm_head"] = DType::kQ4_0;
+    options.matrix_dtypes["layers/1/attn/wv"] = DType::kBF16;
+    auto held = MakeModel(*backend, c, options);
+    auto f32 = MakeModel(*backend, c);
+    int quantized = 0;
+    for (Parameter& p : held->parameters()) {
+      auto it = options.matrix_dtypes.find(p.name);
+      const DType want = it != options.matrix_dtypes.end() ? it->second : DType::kF32;
+      EXPECT_EQ(p.value.dtype(), want) << p.name;
+      quantized += IsQuantized(p.value.dtype());
+      Parameter* mine = f32->parameters().Find(p.name);
+      ASSERT_NE(mine, nullptr) << p.name;
+      testing::FromHost(*backend, ToHost(*backend, p.value), mine->value);
+    }
+    // 3 layers x 4 attention matrices, one dense FFN and two shared-expert FFNs of 3 each, the
+    // LM head, less the bf16 wv.
+    EXPECT_EQ(quantized, 3 * 4 + 3 * 3 + 1 - 1);
+    Tensor tok = HostI32(testing::RandomTokens(12, c.vocab_size, 4), Shape{2, 6});
+    ASSERT_TRUE(held->Forward(tok, Tensor()).ok());
+    ASSERT_TRUE(f32->Forward(tok, Tensor()).ok());
+    std::vector<float> la = ToHost(*backend, f32->logits());
+    std::vector<float> lb = ToHost(*backend, held->logits());
+    double err = 0, scale = 1;
+    for (size_t i = 0; i < la.size(); ++i) {
+      err = std::max(err, double(std::abs(la[i] - lb[i])));
+      scale = std::max(scale, double(std::abs(la[i])));
+    }
+    // The quantized matrices' inputs were rounded: 21 roundings of ~0.3% each, compounded over
+    // three layers of sharp attention (weights of stddev 0.3), move the logits by ~5% of their
+    // largest; a matrix read in the wrong layout or dtype moves them by about all of it. The
+    // exact check is tests/inference/gguf_oracle.py, which emulates the rounding.
+    EXPECT_GT(err, 0.0);
+    EXPECT_LE(err, 0.15 * scale);
+  }
+  auto backend = testing::MakeBackend(Device::Cpu());
+  const ModelConfig tiny = testing::TinyConfig();  // hidden 16: not whole blocks of 32
+  auto refused = [&](std::map<std::string, DType> dtypes, bool with_grad, const char* needle) {
+    auto m = MoeModel::Create(*backend, tiny,
+                              ModelOptions{.with_grad = with_grad, .matrix_dtypes = dtypes});
+    ASSERT_FALSE(m.ok()) << needle;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(m.status().ToString().find(needle), std::string::npos) << m.status().ToString();
+  };
+  refused({{"layers/0/moe/gate", DType::kBF16}}, false, "layers/0/moe/gate");
+  refused({{"embed_tokens", DType::kQ8_0}}, false, "not a dense matrix");
+  refused({{"layers/0/attn/wq", DType::kQ8_0}}, false, "whole blocks");
+  refused({{"layers/0/attn/wq", DType::kBF16}}, true, "forward-only");
+  refused({{"layers/0/attn/wq", DType::kI32}}, false, "expected f32");
 }
 
 TEST(MoeModelTest, RejectsBadInputsAndStates) {
