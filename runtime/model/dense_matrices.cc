@@ -42,7 +42,9 @@ Status CheckMatrixDTypes(const Backend& backend, const ModelConfig& config,
                          const std::map<std::string, DType>& matrix_dtypes, bool with_grad) {
   if (matrix_dtypes.empty()) return Status::Ok();
   const std::vector<DenseMatrix> dense = DenseMatrices(config);
-  for (const auto& [name, dtype] : matrix_dtypes) {
+  for (const auto& entry : matrix_dtypes) {
+    const std::string& name = entry.first;  // a named reference: clang 14 cannot capture a binding
+    const DType dtype = entry.second;
     const std::string what =
         "model options: matrix_dtypes[\"" + name + "\"] = " + std::string(DTypeName(dtype));
     auto it = std::find_if(dense.begin(), dense.end(),
