@@ -330,12 +330,19 @@ void ClaimRanges(ThreadPool& pool, int64_t n, int64_t grain, const Body& body) {
 std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const GemmArgs> groups) {
   static thread_local std::vector<int8_t> q_storage;
   static thread_local std::vector<float> d_storage;
+  static thread_local std::vector<int16_t> offset_storage;
+  static thread_local std::vector<float> d4_storage;
   static thread_local std::vector<cpu::Int8Activations> views;
-  size_t values = 0;
-  for (const GemmArgs& g : groups) values += static_cast<size_t>(g.m * g.k);
-  int8_t* q = ThreadScratch(q_storage, values);
-  float* d = ThreadScratch(d_storage, values / 32 * 2);
-  float* ds = d + values / 32;
+  const DType dtype = groups[0].b_dtype;
+  int64_t values = 0, extra_blocks = 0;
+  for (const GemmArgs& g : groups) {
+    values += g.m * g.k;
+    extra_blocks += cpu::Int8ActivationExtraBlocks(dtype, g.m, g.k);
+  }
+  int8_t* q = ThreadScratch(q_storage, static_cast<size_t>(values));
+  float* d = ThreadScratch(d_storage, static_cast<size_t>(values / 32));
+  int16_t* offsets = ThreadScratch(offset_storage, static_cast<size_t>(extra_blocks * 8));
+  float* d4 = ThreadScratch(d4_storage, static_cast<size_t>(extra_blocks * 4));
   views.clear();
   for (size_t i = 0; i < groups.size(); ++i) {
     const GemmArgs& g = groups[i];
@@ -346,11 +353,15 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
       views.push_back(shared);
       continue;
     }
-    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, ds);
-    views.push_back({q, d, ds});
+    const int64_t extra = cpu::Int8ActivationExtraBlocks(dtype, g.m, g.k);
+    int16_t* o = extra > 0 ? offsets : nullptr;
+    float* e = extra > 0 ? d4 : nullptr;
+    cpu::QuantizeActivations(dtype, g.a, g.m, g.k, q, d, o, e);
+    views.push_back({q, d, o, e});
     q += g.m * g.k;
     d += g.m * g.k / 32;
-    ds += g.m * g.k / 32;
+    offsets += extra * 8;
+    d4 += extra * 4;
   }
   return views;
 }
