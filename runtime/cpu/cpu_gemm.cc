@@ -331,18 +331,13 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
   static thread_local std::vector<int8_t> q_storage;
   static thread_local std::vector<float> d_storage;
   static thread_local std::vector<int16_t> offset_storage;
-  static thread_local std::vector<float> d4_storage;
   static thread_local std::vector<cpu::Int8Activations> views;
-  const DType dtype = groups[0].b_dtype;
-  int64_t values = 0, extra_blocks = 0;
-  for (const GemmArgs& g : groups) {
-    values += g.m * g.k;
-    extra_blocks += cpu::Int8ActivationExtraBlocks(dtype, g.m, g.k);
-  }
-  int8_t* q = ThreadScratch(q_storage, static_cast<size_t>(values));
-  float* d = ThreadScratch(d_storage, static_cast<size_t>(values / 32));
-  int16_t* offsets = ThreadScratch(offset_storage, static_cast<size_t>(extra_blocks * 8));
-  float* d4 = ThreadScratch(d4_storage, static_cast<size_t>(extra_blocks * 4));
+  size_t values = 0;
+  for (const GemmArgs& g : groups) values += static_cast<size_t>(g.m * g.k);
+  int8_t* q = ThreadScratch(q_storage, values);
+  float* d = ThreadScratch(d_storage, values / 32 * 5);  // d, then d4
+  float* d4 = d + values / 32;
+  int16_t* offsets = ThreadScratch(offset_storage, values / 4);
   views.clear();
   for (size_t i = 0; i < groups.size(); ++i) {
     const GemmArgs& g = groups[i];
@@ -353,15 +348,12 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
       views.push_back(shared);
       continue;
     }
-    const int64_t extra = cpu::Int8ActivationExtraBlocks(dtype, g.m, g.k);
-    int16_t* o = extra > 0 ? offsets : nullptr;
-    float* e = extra > 0 ? d4 : nullptr;
-    cpu::QuantizeActivations(dtype, g.a, g.m, g.k, q, d, o, e);
-    views.push_back({q, d, o, e});
+    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, d4, offsets);
+    views.push_back({q, d, d4, offsets});
     q += g.m * g.k;
     d += g.m * g.k / 32;
-    offsets += extra * 8;
-    d4 += extra * 4;
+    d4 += g.m * g.k / 8;
+    offsets += g.m * g.k / 4;
   }
   return views;
 }

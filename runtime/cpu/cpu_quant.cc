@@ -68,8 +68,7 @@ void RowInt8Generic(DType dtype, const Int8Activations& a, int64_t k, const uint
       const int8_t* y = a.q + m * k;
       int32_t dot = 0;
       for (int i = 0; i < 32; ++i) {
-        const int64_t at = dtype == DType::kQ4_0 ? Q4_0ActivationIndex(nb, b, i) : b * 32 + i;
-        dot += int32_t{x[i]} * int32_t{y[at]};
+        dot += int32_t{x[i]} * int32_t{y[Int8ActivationIndex(nb, b, i)]};
       }
       sums[m] += dw * a.d[m * nb + b] * static_cast<float>(dot);
     }
@@ -132,39 +131,6 @@ inline void Reduce(__m256 (&acc)[MR][4], float* sums) {
   }
 }
 
-// ggml's mul_sum_i8_pairs_float: the 32 products x[i] * y[i] of two int8 vectors, summed in
-// groups of 4 into 8 f32. vpmaddubsw multiplies unsigned by signed bytes, so x's sign moves onto
-// y (|x| * sign(x) y); |-128| reads as 128 unsigned, and a pair sums to at most 2 * 128 * 127,
-// inside int16.
-inline __m256 DotI8(__m256i abs_x, __m256i x, __m256i y) {
-  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
-
-// One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations: per block, the
-// weights are loaded and their absolute values taken once for all MR rows; each row's integer
-// dot is scaled by d_w * d_a into one of two accumulators (even and odd blocks, so the FMA chains
-// overlap).
-template <int MR>
-void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
-  const int64_t nb = k / 32;
-  __m256 acc[MR][2];
-  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
-  ForBlockPairs(nb, [&](int64_t b, int slot) SY_KERNEL_INLINE {
-    const uint8_t* p = w + b * 34;
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-    const __m256i abs_x = _mm256_sign_epi8(x, x);
-    const float dw = BlockScale(p);
-#pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) {
-      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
-      const __m256 scale = _mm256_set1_ps(dw * a.d[m * nb + b]);
-      acc[m][slot] = _mm256_fmadd_ps(scale, DotI8(abs_x, x, y), acc[m][slot]);
-    }
-  });
-  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
-}
-
 // The f16 scales at p0 and p1, each in one 128-bit lane: [f32(p0) x 4 | f32(p1) x 4].
 inline __m256 TwoBlockScales(const uint8_t* p0, const uint8_t* p1) {
 #if defined(__F16C__)
@@ -179,8 +145,62 @@ inline __m256 TwoBlockScales(const uint8_t* p0, const uint8_t* p1) {
 #endif
 }
 
+// ggml's mul_sum_i8_pairs_float before its conversion: the 32 products x[i] * y[i] of two int8
+// vectors, summed in groups of 4 into 8 int32. vpmaddubsw multiplies unsigned by signed bytes, so
+// x's sign moves onto y (|x| * sign(x) y); |-128| reads as 128 unsigned, and a pair sums to at
+// most 2 * 128 * 127, inside int16 (so two such results cannot be added in int16).
+inline __m256i DotI8(__m256i abs_x, __m256i x, __m256i y) {
+  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+// One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations in their pair
+// layout (Note [int8 activations]), two blocks per step: one register holds values 0..15 of both
+// blocks, another 16..31, each meeting the activations' 32-byte half as it is; the two integer
+// dots add in int32, and one convert and FMA scale 4 lanes by each block's d_w * d_a. The
+// weights' absolute values and scales are taken once for all MR rows; pairs alternate between
+// two accumulators so the FMA chains overlap.
+template <int MR>
+void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+  const int64_t nb = k / 32;
+  __m256 acc[MR][2];
+  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  ForBlockPairs(nb / 2, [&](int64_t pair, int slot) SY_KERNEL_INLINE {
+    const int64_t b = 2 * pair;
+    const uint8_t* p = w + b * 34;
+    const __m256i lo = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 36)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    const __m256i hi = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 52)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)));
+    const __m256i abs_lo = _mm256_sign_epi8(lo, lo), abs_hi = _mm256_sign_epi8(hi, hi);
+    const __m256 dw = TwoBlockScales(p, p + 34);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      const int8_t* y = a.q + m * k + b * 32;
+      const __m256i dot = _mm256_add_epi32(
+          DotI8(abs_lo, lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y))),
+          DotI8(abs_hi, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32))));
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(a.d4 + (m * nb + b) * 4));
+      acc[m][slot] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[m][slot]);
+    }
+  });
+  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
+  if (nb % 2 == 1) {
+    // The odd last block, in order.
+    const int64_t b = nb - 1;
+    const uint8_t* p = w + b * 34;
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i abs_x = _mm256_sign_epi8(x, x);
+    const float dw = BlockScale(p);
+    for (int m = 0; m < MR; ++m) {
+      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
+      sums[m] += dw * a.d[m * nb + b] * HorizontalSum(_mm256_cvtepi32_ps(DotI8(abs_x, x, y)));
+    }
+  }
+}
+
 // One q4_0 weight row { f16 d; u8 qs[16]; } (low nibbles values 0..15, high ones 16..31, each
-// minus 8) against MR rows of int8 activations in q4_0's layout (Note [q4_0 activations]), two
+// minus 8) against MR rows of int8 activations in their pair layout (Note [int8 activations]), two
 // blocks per step: one 256-bit register holds both blocks' 16 bytes of nibbles; masked, they are
 // the low nibbles of both, shifted and masked the high ones, which meet the activations' two
 // interleaved 32-byte halves as they are. vpmaddubsw takes the unsigned nibbles n (pairs sum to
@@ -340,21 +360,18 @@ void Rows(DType dtype, const float* a, const Int8Activations& qa, int64_t k, con
 
 bool TakesInt8Activations(DType dtype) { return dtype == DType::kQ8_0 || dtype == DType::kQ4_0; }
 
-int64_t Int8ActivationExtraBlocks(DType dtype, int64_t rows, int64_t k) {
-  return dtype == DType::kQ4_0 ? rows * k / 32 : 0;
-}
-
-// Note [q4_0 activations]
+// Note [int8 activations]
 // A q4_0 block stores values 0..15 in the low nibbles of its 16 bytes and 16..31 in the high
-// ones. For two blocks side by side in one 256-bit register, masking gives [low nibbles of block
-// b | of block b + 1] and shifting [high nibbles of b | of b + 1]; the activations are stored to
-// match, per pair of blocks [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31] (Q4_0ActivationIndex),
-// so no lane crosses in the kernel. The nibbles are unsigned (0..15) where the values are n - 8:
-// offsets[8 b + j] = 8 * (q[2j] + q[2j+1] + q[16+2j] + q[17+2j]) of block b (in order), the
-// amount the 16-bit lane j of vpmaddubsw(low) + vpmaddubsw(high) exceeds sum((n - 8) q) by.
-void QuantizeActivations(DType dtype, const float* a, int64_t rows, int64_t k, int8_t* q, float* d,
-                         int16_t* offsets, float* d4) {
-  SY_CHECK(TakesInt8Activations(dtype)) << "QuantizeActivations for " << DTypeName(dtype);
+// ones; a q8_0 block's 32 bytes are values 0..15 then 16..31. For two blocks side by side in
+// 256-bit registers, masking the q4_0 bytes gives [values 0..15 of block b | of block b + 1] and
+// shifting [16..31 of b | of b + 1]; q8_0 loads the same two halves. The activations are stored
+// to match, per pair of blocks [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31]
+// (Int8ActivationIndex), so no lane crosses in the kernels, and d4 gives each block's scale for
+// its 4 lanes of the 8 int32 sums. q4_0's nibbles are unsigned (0..15) where its values are
+// n - 8: offsets[8 b + j] = 8 * (q[2j] + q[2j+1] + q[16+2j] + q[17+2j]) of block b (in order),
+// the amount the 16-bit lane j of vpmaddubsw(low) + vpmaddubsw(high) exceeds sum((n - 8) q) by.
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
+                         int16_t* offsets) {
   SY_CHECK(k % 32 == 0) << "QuantizeActivations: rows of " << k << " values";
   const int64_t blocks = rows * k / 32;
 #if defined(__AVX2__) && defined(__FMA__)
@@ -362,8 +379,6 @@ void QuantizeActivations(DType dtype, const float* a, int64_t rows, int64_t k, i
 #else
   RoundActivationBlocks(a, rows * k, q, d);
 #endif
-  if (dtype != DType::kQ4_0) return;
-  SY_CHECK(offsets != nullptr && d4 != nullptr) << "QuantizeActivations: q4_0 without offsets";
   for (int64_t b = 0; b < blocks; ++b) {
     for (int j = 0; j < 4; ++j) d4[b * 4 + j] = d[b];
     const int8_t* x = q + b * 32;
@@ -379,8 +394,8 @@ void QuantizeActivations(DType dtype, const float* a, int64_t rows, int64_t k, i
     for (int64_t b = 0; b + 1 < nb; b += 2) {
       std::memcpy(pair, row + b * 32, 64);
       for (int i = 0; i < 32; ++i) {
-        row[Q4_0ActivationIndex(nb, b, i)] = pair[i];
-        row[Q4_0ActivationIndex(nb, b + 1, i)] = pair[32 + i];
+        row[Int8ActivationIndex(nb, b, i)] = pair[i];
+        row[Int8ActivationIndex(nb, b + 1, i)] = pair[32 + i];
       }
     }
   }
@@ -406,8 +421,8 @@ void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64
     const float* am = a != nullptr ? a + m0 * k : nullptr;
     const Int8Activations qm{qa.q != nullptr ? qa.q + m0 * k : nullptr,
                              qa.d != nullptr ? qa.d + m0 * nb : nullptr,
-                             qa.offsets != nullptr ? qa.offsets + m0 * nb * 8 : nullptr,
-                             qa.d4 != nullptr ? qa.d4 + m0 * nb * 4 : nullptr};
+                             qa.d4 != nullptr ? qa.d4 + m0 * nb * 4 : nullptr,
+                             qa.offsets != nullptr ? qa.offsets + m0 * nb * 8 : nullptr};
     float* cm = c + m0 * ldc;
     switch (std::min<int64_t>(4, rows - m0)) {
       case 1:

@@ -10,11 +10,13 @@
 // to. Rounding the activations halves the work per weight byte against widening every weight to
 // f32, which at decode's batch sizes made the kernel compute-bound on a 2-core AVX2 machine.
 //
-// q4_0 takes its activations in a layout of its own (Note [q4_0 activations] in cpu_quant.cc):
-// each pair of blocks interleaved by halves, so that one 256-bit register holds the low nibbles
-// of two weight blocks and their activations, plus 8 * the sums the nibbles' -8 offset takes
-// away, precomputed per group of 4 values. The kernel then needs no shuffle and one
-// vpmaddwd / convert / FMA per two blocks.
+// The activations are stored for the kernels (Note [int8 activations] in cpu_quant.cc): each
+// pair of blocks interleaved by halves, so that one 256-bit register meets values 0..15 of two
+// weight blocks (q4_0's low nibbles, the first 16 bytes of q8_0's) and another values 16..31,
+// with the scales repeated per lane and, for q4_0, 8 times the sums its nibbles' -8 offset takes
+// away. The kernels then take two blocks per step with no shuffle and one convert and FMA per
+// two blocks (on Zen 1, whose 256-bit ops are two 128-bit halves, the total of vector ops is
+// what bounds them).
 //
 // q4_k keeps f32 activations: each weight block is widened in registers (-> f32, times its
 // scales), so the result is the dequantize-then-f32 product up to the order of the f32 sums.
@@ -34,31 +36,26 @@ namespace sy::cpu {
 // Whether `dtype`'s kernels take activations rounded to 8 bits (q8_0, q4_0) instead of f32.
 bool TakesInt8Activations(DType dtype);
 
-// Activations of `rows` rows of k values (k a multiple of 32) rounded by QuantizeActivations for
-// the kernels of one dtype; nb = k / 32 blocks per row.
+// Activations of `rows` rows of k values (k a multiple of 32) rounded by QuantizeActivations,
+// for q8_0 and q4_0 alike; nb = k / 32 blocks per row.
 struct Int8Activations {
-  const int8_t* q = nullptr;         // [rows, k]: q8_0 in order; q4_0 pairs of blocks interleaved
+  const int8_t* q = nullptr;         // [rows, k], pairs of blocks interleaved (Int8ActivationIndex)
   const float* d = nullptr;          // [rows, nb], one scale per block
-  const int16_t* offsets = nullptr;  // q4_0 only, [rows, nb, 8] (Note [q4_0 activations])
-  const float* d4 = nullptr;         // q4_0 only, [rows, nb, 4]: d[b] 4 times, one per lane
+  const float* d4 = nullptr;         // [rows, nb, 4]: d[b] 4 times, one per lane
+  const int16_t* offsets = nullptr;  // [rows, nb, 8]: q4_0's (Note [int8 activations])
 };
 
-// How many blocks q4_0's extra arrays cover for `rows` x k activations of `dtype`: offsets hold 8
-// int16 per block and d4 4 floats per block; 0 for q8_0, whose kernels read q and d only.
-int64_t Int8ActivationExtraBlocks(DType dtype, int64_t rows, int64_t k);
-
 // RoundActivationBlocks (runtime/core/quant_blocks.h) of a [rows, k] row-major, vectorized, in
-// the layout `dtype`'s kernels take (TakesInt8Activations(dtype)): the values are identical to
-// the scalar reference's, q4_0's reordered within each pair of blocks (Q4_0ActivationIndex). q
-// holds rows * k values and d rows * k / 32; offsets and d4 (Int8ActivationExtraBlocks) are
-// written for q4_0 and may be null for q8_0.
-void QuantizeActivations(DType dtype, const float* a, int64_t rows, int64_t k, int8_t* q, float* d,
-                         int16_t* offsets, float* d4);
+// the kernels' layout: the values are identical to the scalar reference's, reordered within each
+// pair of blocks (Int8ActivationIndex). q holds rows * k values, d rows * k / 32, d4 rows * k / 8
+// and offsets rows * k / 4.
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
+                         int16_t* offsets);
 
-// Where value i (0..31) of block b of a row of nb blocks sits in q4_0's activation row: within a
+// Where value i (0..31) of block b of a row of nb blocks sits in Int8Activations::q: within a
 // pair of blocks (2j, 2j + 1) the 64 bytes hold [b 2j values 0..15, b 2j+1 values 0..15, b 2j
 // values 16..31, b 2j+1 values 16..31]; an odd last block stays in order.
-inline int64_t Q4_0ActivationIndex(int64_t nb, int64_t b, int64_t i) {
+inline int64_t Int8ActivationIndex(int64_t nb, int64_t b, int64_t i) {
   if (b == nb - 1 && nb % 2 == 1) return b * 32 + i;
   return (b / 2) * 64 + (i / 16) * 32 + (b % 2) * 16 + i % 16;
 }

@@ -214,9 +214,10 @@ TEST(OpChecks, CatchPlantedBugs) {
 
 // The integer kernels' vectorized activation rounding gives the scalar reference's values
 // exactly (runtime/core/quant_blocks.h, RoundActivationBlocks): random blocks, a block of exact
-// halves (amax 127, so x * 127 / amax = x: round half to even), and a block of zeros. q8_0 takes
-// them in order; q4_0 with each pair of blocks interleaved by halves (an odd last block in order)
-// and, per 4 values that meet one 16-bit lane of its kernel, 8 times their sum.
+// halves (amax 127, so x * 127 / amax = x: round half to even), and a block of zeros; in the
+// kernels' layout: each pair of blocks interleaved by halves (an odd last block in order), the
+// scales repeated per lane and, per 4 values that meet one 16-bit lane of the q4_0 kernel, 8
+// times their sum.
 TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
   constexpr int64_t kRows = 3, kK = 224, kBlocks = kK / 32;  // 7 blocks: 3 pairs and one alone
   std::vector<float> x(kRows * kK);
@@ -235,18 +236,9 @@ TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
   EXPECT_EQ(d_ref[2], 0.0f);
 
   std::vector<int8_t> q(x.size());
-  std::vector<float> d(x.size() / 32);
-  EXPECT_EQ(cpu::Int8ActivationExtraBlocks(DType::kQ8_0, kRows, kK), 0);
-  cpu::QuantizeActivations(DType::kQ8_0, x.data(), kRows, kK, q.data(), d.data(), nullptr, nullptr);
-  EXPECT_EQ(q, q_ref);
-  EXPECT_EQ(d, d_ref);
-
-  ASSERT_EQ(cpu::Int8ActivationExtraBlocks(DType::kQ4_0, kRows, kK), kRows * kBlocks);
-  std::vector<int16_t> offsets(static_cast<size_t>(kRows * kBlocks * 8));
-  std::vector<float> d4(static_cast<size_t>(kRows * kBlocks * 4));
-  std::fill(q.begin(), q.end(), int8_t{0});
-  cpu::QuantizeActivations(DType::kQ4_0, x.data(), kRows, kK, q.data(), d.data(), offsets.data(),
-                           d4.data());
+  std::vector<float> d(x.size() / 32), d4(x.size() / 8);
+  std::vector<int16_t> offsets(x.size() / 4);
+  cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data(), d4.data(), offsets.data());
   EXPECT_EQ(d, d_ref);
   for (size_t i = 0; i < d4.size(); ++i) EXPECT_EQ(d4[i], d_ref[i / 4]) << "d4 " << i;
   // Where each value goes, written out: [b0 0..15, b1 0..15, b0 16..31, b1 16..31], ...
@@ -258,7 +250,7 @@ TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t b = 0; b < kBlocks; ++b) {
       for (int64_t i = 0; i < 32; ++i) {
-        EXPECT_EQ(cpu::Q4_0ActivationIndex(kBlocks, b, i), at(b, i));
+        EXPECT_EQ(cpu::Int8ActivationIndex(kBlocks, b, i), at(b, i));
         ASSERT_EQ(q[static_cast<size_t>(r * kK + at(b, i))],
                   q_ref[static_cast<size_t>(r * kK + b * 32 + i)])
             << "row " << r << " block " << b << " value " << i;
