@@ -8,7 +8,8 @@
 #   benchmarks/inference/compare_decode.sh OLD_BINARY NEW_BINARY [OUTPUT.md]
 #
 # Environment: MODEL_DIR (default ${BUILD_DIR:-build}/decode_bench_model, written once by
-# write_decode_bench_model.py), THREADS (default nproc), ROUNDS (default 5), PROMPT_LEN (default
+# write_decode_bench_model.py), MODEL (a GGUF file or model directory to run instead, e.g.
+# llama.cpp's Q4_0 file of vs_llamacpp.sh; MODEL_DIR is then not written), THREADS (default nproc), ROUNDS (default 5), PROMPT_LEN (default
 # 32), GEN_LEN (default 64), WARMUP (default 4). Both binaries must take the same `bench decode`
 # flags (--threads included).
 set -euo pipefail
@@ -18,10 +19,10 @@ a=$1 b=$2 out=${3:-/dev/stdout}
 for bin in "$a" "$b"; do
   [[ -x $bin ]] || { echo "error: $bin is not an executable" >&2; exit 1; }
 done
-model=${MODEL_DIR:-${BUILD_DIR:-build}/decode_bench_model}
+model=${MODEL:-${MODEL_DIR:-${BUILD_DIR:-build}/decode_bench_model}}
 threads=${THREADS:-$(nproc)}
 rounds=${ROUNDS:-5}
-/usr/bin/python3 benchmarks/inference/write_decode_bench_model.py "$model" >&2
+[[ -n ${MODEL:-} ]] || /usr/bin/python3 benchmarks/inference/write_decode_bench_model.py "$model" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

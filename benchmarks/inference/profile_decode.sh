@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# Where a decode step's time goes (issue 18): `switchyard bench decode` on the decode-bench model,
-# bf16, 2 threads, 400 decode steps, recorded by `perf record --call-graph dwarf` once its
-# decode steps have started (the load and the prefill are left out), then bucketed by op kind by
-# decode_breakdown.py.
+# Where a decode step's time goes (issue 18): `switchyard bench decode` on the decode-bench model
+# (bf16, or MODEL: e.g. llama.cpp's Q4_0 GGUF of it), 2 threads, 400 decode steps, recorded by
+# `perf record --call-graph dwarf` once its decode steps have started (the load and the prefill
+# are left out), then bucketed by op kind by decode_breakdown.py.
 #
 #   benchmarks/inference/profile_decode.sh BINARY OUT_PREFIX
 #
 # Writes OUT_PREFIX.txt (the bench's report), OUT_PREFIX.env (the load average and the process's
 # Rss / AnonHugePages when perf attached), OUT_PREFIX.stat (perf stat of the same window:
 # task-clock, context switches), OUT_PREFIX.data and OUT_PREFIX.md (the table). Environment:
-# MODEL_DIR (default build/decode_bench_model), THREADS (2), RECORD_SECONDS (8), FREQ (499 Hz).
+# MODEL_DIR (default build/decode_bench_model, written if missing), MODEL (a GGUF file or model
+# directory to run instead; MODEL_DIR is then not written), THREADS (2), RECORD_SECONDS (8),
+# FREQ (499 Hz).
 # perf samples on-CPU time: on a loaded machine compare the shares, not the microseconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [[ $# -eq 2 ]] || { echo "usage: $0 BINARY OUT_PREFIX" >&2; exit 2; }
 bin=$1 out=$2
-model=${MODEL_DIR:-build/decode_bench_model}
+model=${MODEL:-${MODEL_DIR:-build/decode_bench_model}}
 secs=${RECORD_SECONDS:-8} freq=${FREQ:-499}
-/usr/bin/python3 benchmarks/inference/write_decode_bench_model.py "$model" >&2
+[[ -n ${MODEL:-} ]] || /usr/bin/python3 benchmarks/inference/write_decode_bench_model.py "$model" >&2
 "$bin" bench decode --model "$model" --dtype bf16 --prompt-len 32 --gen-len 400 --warmup 4 \
   --threads "${THREADS:-2}" --stream-mib 64 >"$out.txt" 2>"$out.err" &
 pid=$!

@@ -102,7 +102,12 @@ BENCHMARK_CAPTURE(BM_GemmBackend, f16, DType::kF16)->Apply(GemmShapes);
 // Quantized weights on an expert's gate projection (N 2048, K 1024): M up to
 // kInt8ActivationMaxRows (64) runs the int8 GEMV kernels, M = 65 and up dequantized panels and
 // OpenBLAS; the per-row cost on either side of 64 shows where one overtakes the other.
+// Two decode GEMVs beside them: one whose weight stays in L2 (N 256: 144 KiB in q4_0, 272 KiB in
+// q8_0), the kernel's own rate per byte (run with SY_NUM_THREADS=1 and read the CPU time), and
+// one that streams from DRAM (N 32768: 18 / 34 MiB, beyond the L3).
 void QuantGemmShapes(benchmark::internal::Benchmark* b) {
+  b->Args({1, 256, 1024});
+  b->Args({1, 32768, 1024});
   for (int64_t m : {1, 4, 8, 16, 32, 64, 65, 128}) b->Args({m, 2048, 1024});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }

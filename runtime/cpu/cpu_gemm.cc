@@ -330,12 +330,14 @@ void ClaimRanges(ThreadPool& pool, int64_t n, int64_t grain, const Body& body) {
 std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const GemmArgs> groups) {
   static thread_local std::vector<int8_t> q_storage;
   static thread_local std::vector<float> d_storage;
+  static thread_local std::vector<int16_t> offset_storage;
   static thread_local std::vector<cpu::Int8Activations> views;
   size_t values = 0;
   for (const GemmArgs& g : groups) values += static_cast<size_t>(g.m * g.k);
   int8_t* q = ThreadScratch(q_storage, values);
-  float* d = ThreadScratch(d_storage, values / 32 * 2);
-  float* ds = d + values / 32;
+  float* d = ThreadScratch(d_storage, values / 32 * 5);  // d, then d4
+  float* d4 = d + values / 32;
+  int16_t* offsets = ThreadScratch(offset_storage, values / 4);
   views.clear();
   for (size_t i = 0; i < groups.size(); ++i) {
     const GemmArgs& g = groups[i];
@@ -346,11 +348,12 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
       views.push_back(shared);
       continue;
     }
-    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, ds);
-    views.push_back({q, d, ds});
+    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, d4, offsets);
+    views.push_back({q, d, d4, offsets});
     q += g.m * g.k;
     d += g.m * g.k / 32;
-    ds += g.m * g.k / 32;
+    d4 += g.m * g.k / 8;
+    offsets += g.m * g.k / 4;
   }
   return views;
 }

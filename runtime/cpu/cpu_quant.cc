@@ -65,9 +65,11 @@ void RowInt8Generic(DType dtype, const Int8Activations& a, int64_t k, const uint
       }
     }
     for (int m = 0; m < MR; ++m) {
-      const int8_t* y = a.q + m * k + b * 32;
+      const int8_t* y = a.q + m * k;
       int32_t dot = 0;
-      for (int i = 0; i < 32; ++i) dot += int32_t{x[i]} * int32_t{y[i]};
+      for (int i = 0; i < 32; ++i) {
+        dot += int32_t{x[i]} * int32_t{y[Int8ActivationIndex(nb, b, i)]};
+      }
       sums[m] += dw * a.d[m * nb + b] * static_cast<float>(dot);
     }
   }
@@ -100,9 +102,12 @@ inline void AccumulateBlock(const float* a, int64_t k, int64_t offset, __m256 w0
   }
 }
 
-// body(b, slot) for b in [0, blocks): even blocks on accumulator slot 0, odd ones on slot 1.
+// body(b, slot) for b in [0, blocks): even blocks on accumulator slot 0, odd ones on slot 1. The
+// bodies are lambdas marked SY_KERNEL_INLINE: GCC does not inline a large one by itself, and its
+// accumulators would then live in memory.
+#define SY_KERNEL_INLINE __attribute__((always_inline))
 template <typename Body>
-inline void ForBlockPairs(int64_t blocks, const Body& body) {
+SY_KERNEL_INLINE inline void ForBlockPairs(int64_t blocks, const Body& body) {
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
     body(b, 0);
@@ -126,69 +131,133 @@ inline void Reduce(__m256 (&acc)[MR][4], float* sums) {
   }
 }
 
-// ggml's mul_sum_i8_pairs_float: the 32 products x[i] * y[i] of two int8 vectors, summed in
-// groups of 4 into 8 f32. vpmaddubsw multiplies unsigned by signed bytes, so x's sign moves onto
-// y (|x| * sign(x) y); |-128| reads as 128 unsigned, and a pair sums to at most 2 * 128 * 127,
-// inside int16.
-inline __m256 DotI8(__m256i abs_x, __m256i x, __m256i y) {
-  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+// The f16 scales at p0 and p1, each in one 128-bit lane: [f32(p0) x 4 | f32(p1) x 4].
+inline __m256 TwoBlockScales(const uint8_t* p0, const uint8_t* p1) {
+#if defined(__F16C__)
+  uint16_t lo, hi;
+  std::memcpy(&lo, p0, 2);
+  std::memcpy(&hi, p1, 2);
+  const __m128i both = _mm_cvtsi32_si128(static_cast<int>(lo | static_cast<uint32_t>(hi) << 16));
+  return _mm256_cvtph_ps(
+      _mm_shuffle_epi8(both, _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3)));
+#else
+  return _mm256_set_m128(_mm_set1_ps(BlockScale(p1)), _mm_set1_ps(BlockScale(p0)));
+#endif
 }
 
-// One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations: per block, the
-// weights are loaded and their absolute values taken once for all MR rows; each row's integer
-// dot is scaled by d_w * d_a into one of two accumulators (even and odd blocks, so the FMA chains
-// overlap).
+// ggml's mul_sum_i8_pairs_float before its conversion: the 32 products x[i] * y[i] of two int8
+// vectors, summed in groups of 4 into 8 int32. vpmaddubsw multiplies unsigned by signed bytes, so
+// x's sign moves onto y (|x| * sign(x) y); |-128| reads as 128 unsigned, and a pair sums to at
+// most 2 * 128 * 127, inside int16 (so two such results cannot be added in int16).
+inline __m256i DotI8(__m256i abs_x, __m256i x, __m256i y) {
+  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+// One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations in their pair
+// layout (Note [int8 activations]), two blocks per step: one register holds values 0..15 of both
+// blocks, another 16..31, each meeting the activations' 32-byte half as it is; the two integer
+// dots add in int32, and one convert and FMA scale 4 lanes by each block's d_w * d_a. The
+// weights' absolute values and scales are taken once for all MR rows; pairs alternate between
+// two accumulators so the FMA chains overlap.
 template <int MR>
 void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
   const int64_t nb = k / 32;
   __m256 acc[MR][2];
   for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
-  ForBlockPairs(nb, [&](int64_t b, int slot) {
+  ForBlockPairs(nb / 2, [&](int64_t pair, int slot) SY_KERNEL_INLINE {
+    const int64_t b = 2 * pair;
+    const uint8_t* p = w + b * 34;
+    const __m256i lo = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 36)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    const __m256i hi = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 52)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)));
+    const __m256i abs_lo = _mm256_sign_epi8(lo, lo), abs_hi = _mm256_sign_epi8(hi, hi);
+    const __m256 dw = TwoBlockScales(p, p + 34);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      const int8_t* y = a.q + m * k + b * 32;
+      const __m256i dot = _mm256_add_epi32(
+          DotI8(abs_lo, lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y))),
+          DotI8(abs_hi, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32))));
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(a.d4 + (m * nb + b) * 4));
+      acc[m][slot] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[m][slot]);
+    }
+  });
+  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
+  if (nb % 2 == 1) {
+    // The odd last block, in order.
+    const int64_t b = nb - 1;
     const uint8_t* p = w + b * 34;
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
     const __m256i abs_x = _mm256_sign_epi8(x, x);
     const float dw = BlockScale(p);
-#pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
       const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
-      const __m256 scale = _mm256_set1_ps(dw * a.d[m * nb + b]);
-      acc[m][slot] = _mm256_fmadd_ps(scale, DotI8(abs_x, x, y), acc[m][slot]);
+      sums[m] += dw * a.d[m * nb + b] * HorizontalSum(_mm256_cvtepi32_ps(DotI8(abs_x, x, y)));
     }
-  });
-  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
+  }
 }
 
 // One q4_0 weight row { f16 d; u8 qs[16]; } (low nibbles values 0..15, high ones 16..31, each
-// minus 8) against MR rows of int8 activations. The nibbles n are unsigned, so vpmaddubsw takes
-// them as they are (pairs sum to at most 2 * 15 * 128); sum((n - 8) y) = sum(n y) - 8 sum(y), and
-// d_w * d_a * sum(y) is d_w * ds, summed in a scalar per row and subtracted at the end.
+// minus 8) against MR rows of int8 activations in their pair layout (Note [int8 activations]), two
+// blocks per step: one 256-bit register holds both blocks' 16 bytes of nibbles; masked, they are
+// the low nibbles of both, shifted and masked the high ones, which meet the activations' two
+// interleaved 32-byte halves as they are. vpmaddubsw takes the unsigned nibbles n (pairs sum to
+// at most 2 * 15 * 127); the two products add to 16 int16 of 4 values each, from which the
+// precomputed 8 * (sum of those 4 activations) leaves sum((n - 8) y) exactly (|.| <= 4 * 8 * 127).
+// One vpmaddwd, convert and FMA per pair of blocks then scales 4 lanes by each block's d_w * d_a.
 template <int MR>
 void RowQ4_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
   const int64_t nb = k / 32;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MR][2];
-  float offset[MR];
-  for (int m = 0; m < MR; ++m) {
-    acc[m][0] = acc[m][1] = _mm256_setzero_ps();
-    offset[m] = 0.0f;
-  }
-  ForBlockPairs(nb, [&](int64_t b, int slot) {
+  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  ForBlockPairs(nb / 2, [&](int64_t pair, int slot) SY_KERNEL_INLINE {
+    const int64_t b = 2 * pair;
     const uint8_t* p = w + b * 18;
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-    const __m256i n = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
-    const float dw = BlockScale(p);
+    const __m256i q = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)),
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    const __m256i lo = _mm256_and_si256(q, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    const __m256 dw = TwoBlockScales(p, p + 18);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
-      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
-      const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(n, y), ones));
-      acc[m][slot] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d[m * nb + b]), dot, acc[m][slot]);
-      offset[m] += dw * a.ds[m * nb + b];
+      const int8_t* y = a.q + m * k + b * 32;
+      const __m256i products = _mm256_add_epi16(
+          _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y))),
+          _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32))));
+      const __m256i offset =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.offsets + (m * nb + b) * 8));
+      const __m256 dot =
+          _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_sub_epi16(products, offset), ones));
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(a.d4 + (m * nb + b) * 4));
+      acc[m][slot] = _mm256_fmadd_ps(scale, dot, acc[m][slot]);
     }
   });
-  for (int m = 0; m < MR; ++m) {
-    sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1])) - 8.0f * offset[m];
+  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
+  if (nb % 2 == 1) {
+    // The odd last block, in order: its low nibbles meet values 0..15, the high ones 16..31.
+    const int64_t b = nb - 1;
+    const uint8_t* p = w + b * 18;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m128i lo = _mm_and_si128(q, _mm256_castsi256_si128(low4));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm256_castsi256_si128(low4));
+    const float dw = BlockScale(p);
+    for (int m = 0; m < MR; ++m) {
+      const int8_t* y = a.q + m * k + b * 32;
+      const __m128i products = _mm_add_epi16(
+          _mm_maddubs_epi16(lo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y))),
+          _mm_maddubs_epi16(hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y + 16))));
+      const __m128i offset =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.offsets + (m * nb + b) * 8));
+      const __m128i dot =
+          _mm_madd_epi16(_mm_sub_epi16(products, offset), _mm256_castsi256_si128(ones));
+      __m128i s = _mm_add_epi32(dot, _mm_unpackhi_epi64(dot, dot));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+      sums[m] += dw * a.d[m * nb + b] * static_cast<float>(_mm_cvtsi128_si32(s));
+    }
   }
 }
 
@@ -291,7 +360,18 @@ void Rows(DType dtype, const float* a, const Int8Activations& qa, int64_t k, con
 
 bool TakesInt8Activations(DType dtype) { return dtype == DType::kQ8_0 || dtype == DType::kQ4_0; }
 
-void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* ds) {
+// Note [int8 activations]
+// A q4_0 block stores values 0..15 in the low nibbles of its 16 bytes and 16..31 in the high
+// ones; a q8_0 block's 32 bytes are values 0..15 then 16..31. For two blocks side by side in
+// 256-bit registers, masking the q4_0 bytes gives [values 0..15 of block b | of block b + 1] and
+// shifting [16..31 of b | of b + 1]; q8_0 loads the same two halves. The activations are stored
+// to match, per pair of blocks [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31]
+// (Int8ActivationIndex), so no lane crosses in the kernels, and d4 gives each block's scale for
+// its 4 lanes of the 8 int32 sums. q4_0's nibbles are unsigned (0..15) where its values are
+// n - 8: offsets[8 b + j] = 8 * (q[2j] + q[2j+1] + q[16+2j] + q[17+2j]) of block b (in order),
+// the amount the 16-bit lane j of vpmaddubsw(low) + vpmaddubsw(high) exceeds sum((n - 8) q) by.
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
+                         int16_t* offsets) {
   SY_CHECK(k % 32 == 0) << "QuantizeActivations: rows of " << k << " values";
   const int64_t blocks = rows * k / 32;
 #if defined(__AVX2__) && defined(__FMA__)
@@ -300,9 +380,24 @@ void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, flo
   RoundActivationBlocks(a, rows * k, q, d);
 #endif
   for (int64_t b = 0; b < blocks; ++b) {
-    int32_t sum = 0;
-    for (int i = 0; i < 32; ++i) sum += q[b * 32 + i];
-    ds[b] = d[b] * static_cast<float>(sum);
+    for (int j = 0; j < 4; ++j) d4[b * 4 + j] = d[b];
+    const int8_t* x = q + b * 32;
+    for (int j = 0; j < 8; ++j) {
+      offsets[b * 8 + j] =
+          static_cast<int16_t>(8 * (x[2 * j] + x[2 * j + 1] + x[16 + 2 * j] + x[17 + 2 * j]));
+    }
+  }
+  const int64_t nb = k / 32;
+  int8_t pair[64];
+  for (int64_t r = 0; r < rows; ++r) {
+    int8_t* row = q + r * k;
+    for (int64_t b = 0; b + 1 < nb; b += 2) {
+      std::memcpy(pair, row + b * 32, 64);
+      for (int i = 0; i < 32; ++i) {
+        row[Int8ActivationIndex(nb, b, i)] = pair[i];
+        row[Int8ActivationIndex(nb, b + 1, i)] = pair[32 + i];
+      }
+    }
   }
 }
 
@@ -314,7 +409,8 @@ void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64
       << "QuantGemvRows: rows of " << k << " values are not whole " << DTypeName(dtype)
       << " blocks";
   SY_CHECK(rows >= 1) << "QuantGemvRows: " << rows << " activation rows";
-  SY_CHECK(TakesInt8Activations(dtype) ? qa.q != nullptr && qa.d != nullptr && qa.ds != nullptr
+  SY_CHECK(TakesInt8Activations(dtype) ? qa.q != nullptr && qa.d != nullptr &&
+                                             (dtype != DType::kQ4_0 || qa.offsets != nullptr)
                                        : a != nullptr)
       << "QuantGemvRows: " << DTypeName(dtype) << " without its activations";
   const auto* wb = static_cast<const uint8_t*>(w);
@@ -325,7 +421,8 @@ void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64
     const float* am = a != nullptr ? a + m0 * k : nullptr;
     const Int8Activations qm{qa.q != nullptr ? qa.q + m0 * k : nullptr,
                              qa.d != nullptr ? qa.d + m0 * nb : nullptr,
-                             qa.ds != nullptr ? qa.ds + m0 * nb : nullptr};
+                             qa.d4 != nullptr ? qa.d4 + m0 * nb * 4 : nullptr,
+                             qa.offsets != nullptr ? qa.offsets + m0 * nb * 8 : nullptr};
     float* cm = c + m0 * ldc;
     switch (std::min<int64_t>(4, rows - m0)) {
       case 1:

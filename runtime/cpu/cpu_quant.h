@@ -3,13 +3,20 @@
 //
 // q8_0 and q4_0 weights multiply activations rounded to 8 bits per block of 32
 // (QuantizeActivations, once per operator and shared by every row and thread), in integers as
-// ggml does: per block, the 32 int8 x int8 products are summed exactly (AVX2: vpmaddubsw with the
-// sign trick, vpmaddwd; q4_0 multiplies its unsigned nibbles and subtracts 8 times the
-// activations' block sum afterwards) and scaled by d_w * d_a into f32 accumulators. The result is
-// the dequantize-then-f32 product of the weight with the rounded activations
+// ggml does: per block, the 32 int8 x int8 products are summed exactly (AVX2: vpmaddubsw, with
+// the sign trick for q8_0) and scaled by d_w * d_a into f32 accumulators. The result is the
+// dequantize-then-f32 product of the weight with the rounded activations
 // (RoundActivationBlocks), up to the order of the f32 sums: what the op-check harness holds them
 // to. Rounding the activations halves the work per weight byte against widening every weight to
 // f32, which at decode's batch sizes made the kernel compute-bound on a 2-core AVX2 machine.
+//
+// The activations are stored for the kernels (Note [int8 activations] in cpu_quant.cc): each
+// pair of blocks interleaved by halves, so that one 256-bit register meets values 0..15 of two
+// weight blocks (q4_0's low nibbles, the first 16 bytes of q8_0's) and another values 16..31,
+// with the scales repeated per lane and, for q4_0, 8 times the sums its nibbles' -8 offset takes
+// away. The kernels then take two blocks per step with no shuffle and one convert and FMA per
+// two blocks (on Zen 1, whose 256-bit ops are two 128-bit halves, the total of vector ops is
+// what bounds them).
 //
 // q4_k keeps f32 activations: each weight block is widened in registers (-> f32, times its
 // scales), so the result is the dequantize-then-f32 product up to the order of the f32 sums.
@@ -29,16 +36,29 @@ namespace sy::cpu {
 // Whether `dtype`'s kernels take activations rounded to 8 bits (q8_0, q4_0) instead of f32.
 bool TakesInt8Activations(DType dtype);
 
-// Activations of `rows` rows of k values (k a multiple of 32) rounded by QuantizeActivations.
+// Activations of `rows` rows of k values (k a multiple of 32) rounded by QuantizeActivations,
+// for q8_0 and q4_0 alike; nb = k / 32 blocks per row.
 struct Int8Activations {
-  const int8_t* q = nullptr;  // [rows, k]
-  const float* d = nullptr;   // [rows, k / 32], one scale per block
-  const float* ds = nullptr;  // [rows, k / 32], d times the sum of the block's q (q4_0's offset)
+  const int8_t* q = nullptr;         // [rows, k], pairs of blocks interleaved (Int8ActivationIndex)
+  const float* d = nullptr;          // [rows, nb], one scale per block
+  const float* d4 = nullptr;         // [rows, nb, 4]: d[b] 4 times, one per lane
+  const int16_t* offsets = nullptr;  // [rows, nb, 8]: q4_0's (Note [int8 activations])
 };
 
-// RoundActivationBlocks (runtime/core/quant_blocks.h) of a [rows, k] row-major, vectorized; the
-// values are identical to the scalar reference's. q holds rows * k values, d and ds rows * k / 32.
-void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* ds);
+// RoundActivationBlocks (runtime/core/quant_blocks.h) of a [rows, k] row-major, vectorized, in
+// the kernels' layout: the values are identical to the scalar reference's, reordered within each
+// pair of blocks (Int8ActivationIndex). q holds rows * k values, d rows * k / 32, d4 rows * k / 8
+// and offsets rows * k / 4.
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
+                         int16_t* offsets);
+
+// Where value i (0..31) of block b of a row of nb blocks sits in Int8Activations::q: within a
+// pair of blocks (2j, 2j + 1) the 64 bytes hold [b 2j values 0..15, b 2j+1 values 0..15, b 2j
+// values 16..31, b 2j+1 values 16..31]; an odd last block stays in order.
+inline int64_t Int8ActivationIndex(int64_t nb, int64_t b, int64_t i) {
+  if (b == nb - 1 && nb % 2 == 1) return b * 32 + i;
+  return (b / 2) * 64 + (i / 16) * 32 + (b % 2) * 16 + i % 16;
+}
 
 // For rows r in [row_begin, row_end) of w (quantized `dtype`, [N, k] row-major, k a multiple of
 // the block size) and m in [0, rows) (rows >= 1):

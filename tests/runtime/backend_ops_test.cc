@@ -214,9 +214,12 @@ TEST(OpChecks, CatchPlantedBugs) {
 
 // The integer kernels' vectorized activation rounding gives the scalar reference's values
 // exactly (runtime/core/quant_blocks.h, RoundActivationBlocks): random blocks, a block of exact
-// halves (amax 127, so x * 127 / amax = x: round half to even), and a block of zeros.
+// halves (amax 127, so x * 127 / amax = x: round half to even), and a block of zeros; in the
+// kernels' layout: each pair of blocks interleaved by halves (an odd last block in order), the
+// scales repeated per lane and, per 4 values that meet one 16-bit lane of the q4_0 kernel, 8
+// times their sum.
 TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
-  constexpr int64_t kRows = 3, kK = 256;
+  constexpr int64_t kRows = 3, kK = 224, kBlocks = kK / 32;  // 7 blocks: 3 pairs and one alone
   std::vector<float> x(kRows * kK);
   uint32_t state = 18;
   for (float& v : x) {
@@ -225,20 +228,41 @@ TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
   }
   for (int i = 0; i < 32; ++i) x[32 + i] = i == 0 ? 127.0f : static_cast<float>(i - 16) + 0.5f;
   for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;
-  std::vector<int8_t> q(x.size()), q_ref(x.size());
-  std::vector<float> d(x.size() / 32), ds(x.size() / 32), d_ref(x.size() / 32);
-  cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data(), ds.data());
+  std::vector<int8_t> q_ref(x.size());
+  std::vector<float> d_ref(x.size() / 32);
   RoundActivationBlocks(x.data(), kRows * kK, q_ref.data(), d_ref.data());
-  EXPECT_EQ(q, q_ref);
-  EXPECT_EQ(d, d_ref);
-  for (size_t b = 0; b < d_ref.size(); ++b) {
-    int sum = 0;
-    for (size_t i = 0; i < 32; ++i) sum += q_ref[b * 32 + i];
-    EXPECT_EQ(ds[b], d_ref[b] * static_cast<float>(sum)) << "block " << b;
-  }
   EXPECT_EQ(q_ref[32 + 1], -14);  // -14.5 rounds to even
   EXPECT_EQ(q_ref[32 + 2], -14);  // -13.5 too
   EXPECT_EQ(d_ref[2], 0.0f);
+
+  std::vector<int8_t> q(x.size());
+  std::vector<float> d(x.size() / 32), d4(x.size() / 8);
+  std::vector<int16_t> offsets(x.size() / 4);
+  cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data(), d4.data(), offsets.data());
+  EXPECT_EQ(d, d_ref);
+  for (size_t i = 0; i < d4.size(); ++i) EXPECT_EQ(d4[i], d_ref[i / 4]) << "d4 " << i;
+  // Where each value goes, written out: [b0 0..15, b1 0..15, b0 16..31, b1 16..31], ...
+  auto at = [](int64_t b, int64_t i) -> int64_t {
+    if (b == kBlocks - 1) return b * 32 + i;
+    const int64_t base = (b / 2) * 64;
+    return base + (i < 16 ? 0 : 32) + (b % 2 == 0 ? 0 : 16) + i % 16;
+  };
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t b = 0; b < kBlocks; ++b) {
+      for (int64_t i = 0; i < 32; ++i) {
+        EXPECT_EQ(cpu::Int8ActivationIndex(kBlocks, b, i), at(b, i));
+        ASSERT_EQ(q[static_cast<size_t>(r * kK + at(b, i))],
+                  q_ref[static_cast<size_t>(r * kK + b * 32 + i)])
+            << "row " << r << " block " << b << " value " << i;
+      }
+      for (int64_t j = 0; j < 8; ++j) {
+        const int8_t* y = q_ref.data() + r * kK + b * 32;
+        const int sum = y[2 * j] + y[2 * j + 1] + y[16 + 2 * j] + y[17 + 2 * j];
+        EXPECT_EQ(offsets[static_cast<size_t>((r * kBlocks + b) * 8 + j)], 8 * sum)
+            << "row " << r << " block " << b << " lane " << j;
+      }
+    }
+  }
 }
 
 TEST(ReferenceGradients, MatchFiniteDifferences) {

@@ -1,0 +1,72 @@
+// The portable (no AVX2) build of the int8 kernels (runtime/cpu/cpu_quant.cc compiled into this
+// binary with -mno-avx2 -mno-fma -mno-f16c, tests/runtime/CMakeLists.txt): the activation layout
+// and the GEMV against the dequantize-then-f64 product of the blocks with the rounded activations
+// (RoundActivationBlocks, DequantizeBlocks), odd block counts and several activation rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/core/quant_blocks.h"
+#include "runtime/cpu/cpu_quant.h"
+
+#if defined(__AVX2__)
+#error "cpu_quant_portable_test must be compiled without AVX2"
+#endif
+
+namespace sy {
+namespace {
+
+TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
+  for (int64_t k : {32, 96, 224, 1024}) {
+    for (int64_t rows : {1, 3, 5}) {
+      for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+        const int64_t n = 37, nb = k / 32;
+        std::mt19937 rng(static_cast<uint32_t>(k * 7 + rows));
+        std::normal_distribution<float> dist;
+        std::vector<float> w(static_cast<size_t>(n * k)), a(static_cast<size_t>(rows * k));
+        for (float& v : w) v = dist(rng);
+        for (float& v : a) v = dist(rng);
+        std::vector<uint8_t> wq(DTypeBytes(t, n * k));
+        QuantizeBlocks(t, w.data(), wq.data(), n * k);
+        std::vector<float> wd(w.size());
+        DequantizeBlocks(t, wq.data(), wd.data(), n * k);
+        std::vector<int8_t> q_ref(a.size());
+        std::vector<float> d_ref(a.size() / 32);
+        RoundActivationBlocks(a.data(), rows * k, q_ref.data(), d_ref.data());
+
+        std::vector<int8_t> q(a.size());
+        std::vector<float> d(a.size() / 32), d4(a.size() / 8);
+        std::vector<int16_t> offsets(a.size() / 4);
+        cpu::QuantizeActivations(a.data(), rows, k, q.data(), d.data(), d4.data(), offsets.data());
+        std::vector<float> c(static_cast<size_t>(rows * n));
+        cpu::QuantGemvRows(t, nullptr, {q.data(), d.data(), d4.data(), offsets.data()}, rows, k,
+                           wq.data(), c.data(), n, 1.0f, 0.0f, 0, n);
+        for (int64_t m = 0; m < rows; ++m) {
+          for (int64_t b = 0; b < nb; ++b) {
+            for (int64_t i = 0; i < 32; ++i) {
+              ASSERT_EQ(q[static_cast<size_t>(m * k + cpu::Int8ActivationIndex(nb, b, i))],
+                        q_ref[static_cast<size_t>(m * k + b * 32 + i)]);
+            }
+          }
+          for (int64_t r = 0; r < n; ++r) {
+            double expect = 0.0, scale = 0.0;
+            for (int64_t i = 0; i < k; ++i) {
+              const auto j = static_cast<size_t>(m * k + i);
+              const double x = static_cast<double>(d_ref[j / 32]) * q_ref[j];
+              const double term = x * wd[static_cast<size_t>(r * k + i)];
+              expect += term;
+              scale += std::fabs(term);
+            }
+            EXPECT_NEAR(c[static_cast<size_t>(m * n + r)], expect, 1e-5 * scale + 1e-30)
+                << DTypeName(t) << " k " << k << " row " << m << " output " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sy
