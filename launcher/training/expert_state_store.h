@@ -74,6 +74,20 @@
 // result: each expert's arithmetic is its own. stats() reports the read time the trainer did not
 // wait through (Note [read overlap] in storage/cache/expert_cache.cc).
 //
+// Staged states (working set on a crc32c store, with the prefetch): the masters ReadMasters reads
+// alone at the forward go into a staging extent of the store's own (not the cache), and the rest
+// of each extent (m, v, the counts) is read into it as soon as its master has landed, behind the
+// rest of the forward and the backward pass; that read verifies the whole extent's crc32c. Update
+// then runs AdamW on the staged state without waiting for a read or a cache slot, and writes it
+// straight to the store (ExpertStore::WriteAsync, from the staging extent); EndStep waits for
+// these writes as for the cache's write-backs, so the store's durable generation after EndStep is
+// the same. A staged expert never enters the cache in its step (it was Absent; nothing prefetches
+// an activated expert), so the store's copy and the staged one cannot diverge. The staging holds
+// at most options.staging_bytes (whole extents; 0 stages nothing) on top of the cache budget:
+// the experts past it take the cache's path below. A failed rest read or write fails the Update
+// (or EndStep, for a step without update) with the expert's name and the store file. The LFU
+// policy does not count a staged expert's accesses (it never reaches the cache).
+//
 // Write-behind: as soon as Update (or Consolidate) is done with an expert, its new state starts
 // on its way to the store (ExpertCache::WriteBack) while the next expert is read and updated;
 // concurrent write-backs share one durable publish. EndStep waits for them and writes back the
@@ -133,7 +147,9 @@ struct ExpertStateStoreOptions {
   size_t cache_bytes = 0;             // Required. CPU cache budget; at least one expert's extent
   storage::LfuOptions lfu;            // MoESys Algorithm 2's threshold, decay and its period
   bool prefetch = true;               // Default: true. The sparse-axis prefetch (above)
-  bool sparse_adam = false;           // Default: false (exact)
+  // Default: 0 (none). Bytes of staged states (above), in whole extents; used with the prefetch.
+  size_t staging_bytes = 0;
+  bool sparse_adam = false;  // Default: false (exact)
   // Default: true (the parts are the model's tensors). false: the working set (above).
   bool resident = true;
   // Default: false: Create writes every entry's initial state. true (a resume, which Imports every
@@ -168,6 +184,9 @@ struct ExpertStoreStats {
   double end_step_seconds = 0;      // in EndStep: the rest of the step's write-back
   uint64_t prefetch_unused = 0;     // experts of the exact set prefetched and never taken
   uint64_t prefetch_failed = 0;     // prefetch reads that failed (each retried on demand)
+  uint64_t staged = 0;              // experts whose state was staged (above)
+  // Of them, those whose m and v had landed when Update took them (read during the backward).
+  uint64_t staged_ready = 0;
 };
 
 // The fraction of `read_seconds` the trainer did not wait through (1 when nothing was read).
@@ -290,9 +309,17 @@ class ExpertStateStore {
   Status VerifyWithdrawn();
   // Replays the updates after the state's last_update up to `target` with a zero gradient, then
   // optionally one update from the parts' gradients, then writes the master into the parts.
-  void Advance(size_t entry, storage::CacheHandle& handle, int64_t target, const double* lr);
-  // Copies the master of `handle` into the entry's parts' values (those bound).
-  void WriteValues(size_t entry, const storage::CacheHandle& handle) const;
+  // `state`: the entry's payload (a cache slot or a staging extent).
+  void Advance(size_t entry, std::span<std::byte> state, int64_t target, const double* lr);
+  // Copies the master of `state` into the entry's parts' values (those bound).
+  void WriteValues(size_t entry, std::span<const std::byte> state) const;
+  // Staging: a free staging extent for `entry` (allocated once, kept) and its index, or -1 when
+  // the budget is used up or the entry has no gradient bound (an evaluation's forward).
+  Result<int> StageEntry(size_t entry);
+  // Update of a staged entry: waits for its rest, updates it and starts its write.
+  Status UpdateStaged(size_t entry, double lr);
+  // Waits for every staged read and write of the step, frees the staging; the first failure.
+  Status DrainStaging();
   Status Fail(size_t entry, const Status& status) const;
   // A failed write-back of the cache entry `key` (ExpertCache::Flush), as Fail.
   Status WriteBackFailed(storage::ExpertKey key, const Status& status) const;
@@ -351,6 +378,25 @@ class ExpertStateStore {
   double master_read_seconds_ = 0;
   int64_t steps_ = 0;
   uint64_t prefetch_unused_ = 0;
+  // Staging (above): one extent each, allocated on first use and kept; the first staging_used_
+  // hold this step's entries. staged_slot_[entry]: its extent, or -1.
+  struct Staged {
+    std::shared_ptr<Buffer> extent;  // one stride, 4 KiB aligned
+    size_t entry = 0;
+    storage::ExpertStore::ExtentPrefix prefix;
+    std::future<Status> rest;               // the read of m, v and the counts
+    bool updated = false;                   // Update took it
+    std::future<Result<uint64_t>> written;  // its new state's write (after Update)
+  };
+  std::vector<Staged> staging_;
+  size_t staging_used_ = 0;
+  size_t staging_slots_ = 0;  // options.staging_bytes in extents
+  std::vector<int> staged_slot_;
+  uint64_t staged_ = 0, staged_ready_ = 0;
+  double staged_wait_seconds_ = 0;  // Update's waits for staged reads
+  // Wall time with a staged read (or write) in flight, from the store's completion threads.
+  class BusyClock;
+  std::unique_ptr<BusyClock> staged_reads_, staged_writes_;
 };
 
 }  // namespace sy::launcher

@@ -108,8 +108,11 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
   out.parameter_bytes = (dense_params + expert_params) * copies * kF32;
   const double rows_per_rank = static_cast<double>(config.data.batch_size) / w;
   if (config.expert_store.enabled()) {
-    // The store holds the experts' master, m and v; memory holds its cache and a compute copy.
-    const double cache = config.expert_store.cache_mib * 1024 * 1024;
+    // The store holds the experts' master, m and v; memory holds its cache, the staging of the
+    // prefetch (expert_state_store.h) and a compute copy.
+    const double cache = (config.expert_store.cache_mib +
+                          (config.expert_store.prefetch ? config.expert_store.StagingMib() : 0.0)) *
+                         1024 * 1024;
     double compute_copy = expert_params * (2 + (host ? 0 : 2)) * kF32;  // every expert (resident)
     if (world_size <= 1 && host) {
       // The working set (expert_working_set.h): weight and gradient of the experts a step
