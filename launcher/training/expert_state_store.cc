@@ -224,7 +224,13 @@ Status ExpertStateStore::Open() {
         std::to_string(static_cast<double>(stride) / (1 << 20)) + " MiB");
   }
   const int64_t total = static_cast<int64_t>(entries_.size());
-  kind.spare_extents = std::min<int64_t>(total, std::max<int64_t>(16, static_cast<int64_t>(slots)));
+  // Staging (below, with a crc32c store): its writes are in flight with the cache's.
+  const size_t staging =
+      options_.prefetch && !options_.resident ? options_.staging_bytes / stride : 0;
+  // A write goes to a spare extent: as many as the writes a step has in flight at once (the
+  // cache's write-backs, the staged states'), so none waits for another's publish.
+  kind.spare_extents =
+      std::min<int64_t>(total, std::max<int64_t>(16, static_cast<int64_t>(slots + staging)));
   storage::StoreLayout layout;
   layout.num_layers = static_cast<uint32_t>(num_moe_layers_);
   layout.num_experts = static_cast<uint32_t>(experts_per_layer_);
@@ -296,9 +302,7 @@ Status ExpertStateStore::Open() {
   staged_slot_.assign(entries_.size(), -1);
   staged_reads_ = std::make_unique<BusyClock>();
   staged_writes_ = std::make_unique<BusyClock>();
-  if (options_.prefetch && !options_.resident && store_->SplitReads()) {
-    staging_slots_ = options_.staging_bytes / stride;
-  }
+  if (store_->SplitReads()) staging_slots_ = staging;
   if (options_.prefetch && slots >= 2) {
     // The trainer holds one entry at a time, so prefetches could pin all the other slots; but
     // each prefetch evicts an entry, and a window of every slot would evict the LFU's resident
@@ -475,8 +479,9 @@ void ExpertStateStore::LookAhead(int moe, const std::function<bool(size_t)>& wan
   for (int i = 0; i < experts_per_layer_; ++i) {
     const size_t entry = EntryIndex(moe, i);
     const storage::ExpertKey key = Key(entry);
-    if (activity_[entry] > 0 && wanted(entry) && !hop_->Expected(key.Packed()) &&
-        !cache_->Contains(key)) {
+    // A staged state (its write perhaps in flight) is not read into the cache.
+    if (activity_[entry] > 0 && staged_slot_[entry] < 0 && wanted(entry) &&
+        !hop_->Expected(key.Packed()) && !cache_->Contains(key)) {
       candidates.push_back(entry);
     }
   }
@@ -593,8 +598,11 @@ size_t ExpertStateStore::Entry(int decoder_layer, int expert) const {
 
 Status ExpertStateStore::BeginStep() {
   SY_RETURN_IF_ERROR(Settle());
-  // An evaluation's staged masters (verified by their rest reads), or a failed step's.
-  SY_RETURN_IF_ERROR(DrainStaging());
+  // An evaluation's staged masters (verified by their rest reads), or a failed step's; the last
+  // step's writes stay in flight, behind this step's forward.
+  if (staging_in_use_ > 0) {
+    SY_RETURN_IF_ERROR(RetireStaged([](const Staged& staged) { return !staged.carried; }));
+  }
   std::fill(activated_.begin(), activated_.end(), 0);
   activated_order_.clear();
   update_cursor_ = 0;
@@ -691,22 +699,26 @@ Status ExpertStateStore::ReadMasters(const std::vector<size_t>& entries) {
 }
 
 Result<int> ExpertStateStore::StageEntry(size_t entry) {
-  if (staging_used_ >= staging_slots_ || entries_[entry].parts.empty() ||
+  if (staging_in_use_ >= staging_slots_ || entries_[entry].parts.empty() ||
       entries_[entry].parts[0].grad == nullptr) {
     return -1;
   }
   SY_CHECK_LT(staged_slot_[entry], 0) << entries_[entry].name << ": staged twice";
-  if (staging_used_ == staging_.size()) {
+  size_t slot = 0;
+  while (slot < staging_.size() && staging_[slot].used) ++slot;
+  if (slot == staging_.size()) {
     SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> extent, AllocateHostBuffer(extent_bytes()));
     // The bytes past the payload are written with it: zero, as a cache slot's.
     std::memset(extent->data(), 0, extent->bytes());
     staging_.emplace_back().extent = std::move(extent);
   }
-  const size_t slot = staging_used_++;
   Staged& staged = staging_[slot];
-  staged.entry = entry;
+  staged.used = true;
+  staged.carried = false;
   staged.updated = false;
+  staged.entry = entry;
   staged_slot_[entry] = static_cast<int>(slot);
+  ++staging_in_use_;
   return static_cast<int>(slot);
 }
 
@@ -720,27 +732,36 @@ Status ExpertStateStore::UpdateStaged(size_t entry, double lr) {
   wait_seconds_ += waited;
   staged_wait_seconds_ += waited;
   if (!rest.ok()) return Fail(entry, rest);
-  std::span<std::byte> extent(static_cast<std::byte*>(staged.extent->data()),
-                              staged.extent->bytes());
-  Advance(entry, extent.first(cache_->payload_bytes()), updates_ - 1, &lr);
+  Advance(
+      entry,
+      std::span<std::byte>(static_cast<std::byte*>(staged.extent->data()), cache_->payload_bytes()),
+      updates_ - 1, &lr);
   staged.updated = true;
   if (prefetcher_) cache_->Unprotect(Key(entry));
+  return Status::Ok();
+}
+
+void ExpertStateStore::WriteStaged(size_t entry) {
+  Staged& staged = staging_[static_cast<size_t>(staged_slot_[entry])];
+  SY_CHECK(staged.updated && !staged.written.valid()) << entries_[entry].name << ": not updated";
   auto promise = std::make_shared<std::promise<Result<uint64_t>>>();
   staged.written = promise->get_future();
   BusyClock* clock = staged_writes_.get();
   clock->Start();
-  store_->WriteAsync(Key(entry), storage::ExtentKind::kTrainState, extent,
-                     [promise, clock](Result<uint64_t> generation) {
-                       clock->Stop();
-                       promise->set_value(std::move(generation));
-                     });
-  return Status::Ok();
+  store_->WriteAsync(
+      Key(entry), storage::ExtentKind::kTrainState,
+      std::span<const std::byte>(static_cast<const std::byte*>(staged.extent->data()),
+                                 staged.extent->bytes()),
+      [promise, clock](Result<uint64_t> generation) {
+        clock->Stop();
+        promise->set_value(std::move(generation));
+      });
 }
 
-Status ExpertStateStore::DrainStaging() {
+Status ExpertStateStore::RetireStaged(const std::function<bool(const Staged&)>& which) {
   Status failed = Status::Ok();
-  for (size_t i = 0; i < staging_used_; ++i) {
-    Staged& staged = staging_[i];
+  for (Staged& staged : staging_) {
+    if (!staged.used || !which(staged)) continue;
     // A rest never taken by Update (a skipped step, an evaluation) still verifies the master the
     // model computed with.
     if (staged.rest.valid()) {
@@ -752,10 +773,20 @@ Status ExpertStateStore::DrainStaging() {
       if (!written.ok() && failed.ok()) failed = Fail(staged.entry, written.status());
     }
     staged_slot_[staged.entry] = -1;
-    staged.updated = false;
+    staged.used = false;
+    --staging_in_use_;
   }
-  staging_used_ = 0;
   return failed;
+}
+
+Status ExpertStateStore::DrainStaging() {
+  if (staging_in_use_ == 0) return Status::Ok();
+  return RetireStaged([](const Staged&) { return true; });
+}
+
+Status ExpertStateStore::RetireCarried() {
+  if (staging_in_use_ == 0) return Status::Ok();
+  return RetireStaged([](const Staged& staged) { return staged.carried; });
 }
 
 Status ExpertStateStore::Withdraw(size_t entry, bool later) {
@@ -799,6 +830,15 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
   const int moe = decoder_to_moe_[static_cast<size_t>(decoder_layer)];
   SY_CHECK_EQ(first_expert, first_expert_[static_cast<size_t>(moe)]) << "first expert";
   SY_CHECK_EQ(static_cast<int>(rows.size()), experts_per_layer_) << "local experts";
+  // The last step's write of an activated expert ends before its state is read again (it has
+  // had the rest of that step and this forward so far).
+  if (staging_in_use_ > 0) {
+    SY_RETURN_IF_ERROR(RetireStaged([&](const Staged& staged) {
+      const size_t local = staged.entry - EntryIndex(moe, 0);
+      return staged.carried && staged.entry >= EntryIndex(moe, 0) &&
+             local < static_cast<size_t>(experts_per_layer_) && rows[local] > 0;
+    }));
+  }
   // Exact mode: the experts behind need a replay now. The working set: every activated expert's
   // values are read (those behind after their replay).
   std::vector<size_t> needed;
@@ -867,6 +907,8 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
 
 Status ExpertStateStore::Update(double lr) {
   SY_RETURN_IF_ERROR(Settle());
+  // The last step's writes, done behind this step's forward and backward.
+  SY_RETURN_IF_ERROR(RetireCarried());
   const auto start = Clock::now();
   ++updates_;
   lrs_.push_back(lr);
@@ -883,9 +925,10 @@ Status ExpertStateStore::Update(double lr) {
       }
     }
   }
-  // The staged experts first (their states were read during the backward; their writes go out at
-  // once), then the cached and the prefetched ones (they could be evicted by the others' reads),
-  // then the rest while the window reads ahead.
+  // The staged experts first (their states were read during the backward), while the window
+  // reads ahead; then the cached and the prefetched ones (they could be evicted by the others'
+  // reads), then the rest. The staged states' writes go last, so that the cache's write-backs,
+  // which the step's end waits for, are not queued behind them.
   std::vector<size_t> order, staged;
   for (size_t e : activated_order_) (staged_slot_[e] >= 0 ? staged : order).push_back(e);
   if (prefetcher_) {
@@ -908,6 +951,7 @@ Status ExpertStateStore::Update(double lr) {
     // Write-behind: this step is done with it; its write overlaps the next experts' updates.
     cache_->WriteBack(Key(entry));
   }
+  for (size_t entry : staged) WriteStaged(entry);
   update_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   return Status::Ok();
 }
@@ -915,9 +959,12 @@ Status ExpertStateStore::Update(double lr) {
 Status ExpertStateStore::EndStep() {
   SY_RETURN_IF_ERROR(Settle());
   const auto start = Clock::now();
-  // The staged states' writes (and the rests of those not updated) first: then the durable
-  // generation holds them, as the cache's write-backs below.
-  const Status staged = DrainStaging();
+  // The staged states not updated (a skipped step) are verified and dropped; the updated ones'
+  // writes stay in flight behind the next step's forward (the last step's are done by now).
+  Status staged = RetireCarried();
+  const Status current = RetireStaged([](const Staged& s) { return !s.updated; });
+  if (staged.ok()) staged = current;
+  for (Staged& s : staging_) s.carried = s.used;
   ReleasePrefetched();
   cache_->ClearProtected();
   // The masters read for a step that made no update (a skipped step) are verified now.

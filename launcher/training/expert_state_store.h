@@ -316,10 +316,16 @@ class ExpertStateStore {
   // Staging: a free staging extent for `entry` (allocated once, kept) and its index, or -1 when
   // the budget is used up or the entry has no gradient bound (an evaluation's forward).
   Result<int> StageEntry(size_t entry);
-  // Update of a staged entry: waits for its rest, updates it and starts its write.
+  // Update of a staged entry: waits for its rest and updates it; then WriteStaged starts its
+  // write.
   Status UpdateStaged(size_t entry, double lr);
-  // Waits for every staged read and write of the step, frees the staging; the first failure.
-  Status DrainStaging();
+  void WriteStaged(size_t entry);
+  struct Staged;
+  // Waits for the reads and writes of the staged entries `which` selects and frees their
+  // extents; the first failure, naming its expert.
+  Status RetireStaged(const std::function<bool(const Staged&)>& which);
+  Status DrainStaging();   // every staged entry
+  Status RetireCarried();  // those of an earlier step (their writes)
   Status Fail(size_t entry, const Status& status) const;
   // A failed write-back of the cache entry `key` (ExpertCache::Flush), as Fail.
   Status WriteBackFailed(storage::ExpertKey key, const Status& status) const;
@@ -378,10 +384,12 @@ class ExpertStateStore {
   double master_read_seconds_ = 0;
   int64_t steps_ = 0;
   uint64_t prefetch_unused_ = 0;
-  // Staging (above): one extent each, allocated on first use and kept; the first staging_used_
-  // hold this step's entries. staged_slot_[entry]: its extent, or -1.
+  // Staging (above): one extent each, allocated on first use and kept (at most staging_slots_).
+  // staged_slot_[entry]: its extent, or -1.
   struct Staged {
     std::shared_ptr<Buffer> extent;  // one stride, 4 KiB aligned
+    bool used = false;
+    bool carried = false;  // staged in an earlier step: only its write is left
     size_t entry = 0;
     storage::ExpertStore::ExtentPrefix prefix;
     std::future<Status> rest;               // the read of m, v and the counts
@@ -389,11 +397,12 @@ class ExpertStateStore {
     std::future<Result<uint64_t>> written;  // its new state's write (after Update)
   };
   std::vector<Staged> staging_;
-  size_t staging_used_ = 0;
+  size_t staging_in_use_ = 0;
   size_t staging_slots_ = 0;  // options.staging_bytes in extents
   std::vector<int> staged_slot_;
   uint64_t staged_ = 0, staged_ready_ = 0;
-  double staged_wait_seconds_ = 0;  // Update's waits for staged reads
+  double staged_wait_seconds_ = 0;
+  // Update's waits for staged reads
   // Wall time with a staged read (or write) in flight, from the store's completion threads.
   class BusyClock;
   std::unique_ptr<BusyClock> staged_reads_, staged_writes_;

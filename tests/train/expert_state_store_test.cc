@@ -416,7 +416,8 @@ uint64_t AwaitBytesRead(Fixture& f, uint64_t from, uint64_t bytes) {
 
 // The optimizer phase waits on no read: the m and v of the experts the forward activated are read
 // behind the forward and the backward (issued with their masters), so that by Update the store
-// has read each of them whole, once; Update reads nothing and writes every state.
+// has read each of them whole, once; Update reads nothing and writes every state (durable by the
+// next Consolidate, which a checkpoint starts with).
 TEST(ExpertStateStoreTest, StagedMomentsAreReadBeforeTheUpdate) {
   Fixture f(/*cache_experts=*/2, /*sparse=*/false, /*prefetch=*/true, /*defer_initial=*/false,
             /*working_set=*/true, /*staging_experts=*/8);
@@ -437,9 +438,8 @@ TEST(ExpertStateStoreTest, StagedMomentsAreReadBeforeTheUpdate) {
   EXPECT_EQ(updated.staged - before.staged, 8u);
   EXPECT_EQ(updated.staged_ready - before.staged_ready, 8u);
   ASSERT_TRUE(f.store->EndStep().ok());
-  EXPECT_EQ(f.store->stats().bytes_written - before.bytes_written, 8 * kPayload);
-  // The states written from the staging are the store's: the next step reads them back.
   ASSERT_TRUE(f.store->Consolidate().ok());
+  EXPECT_EQ(f.store->stats().bytes_written - before.bytes_written, 8 * kPayload);
   std::vector<std::vector<float>> m, v;
   int64_t step = 0;
   ASSERT_TRUE(f.store->Export(5, nullptr, &m, &v, &step).ok());
@@ -473,6 +473,36 @@ TEST(ExpertStateStoreTest, AFailedStagedReadNamesTheExpert) {
     EXPECT_TRUE(f.store->Update(0.1).ok());
     EXPECT_TRUE(f.store->EndStep().ok());
   }
+}
+
+// The staged states' writes overlap the next step's forward: a failed one (ENOSPC) is returned by
+// the next call that waits for it (here the checkpoint's Consolidate), naming the expert, the
+// file and the fix; the store keeps its previous generation.
+TEST(ExpertStateStoreTest, AFailedStagedWriteIsReturnedByTheCheckpoint) {
+  Fixture f(/*cache_experts=*/2, /*sparse=*/false, /*prefetch=*/true, /*defer_initial=*/false,
+            /*working_set=*/true, /*staging_experts=*/8);
+  ASSERT_TRUE(f.store->BeginStep().ok());
+  BindAll(f);
+  ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{0, 0, 1, 0}).ok());
+  for (float& g : f.tensors[2].grad[0]) g = 1.0f;
+  f.fs.AddRule({.op = storage::FaultOp::kWrite,
+                .error = ENOSPC,
+                .path_contains = "rank-0.store",
+                .times = -1});
+  ASSERT_TRUE(f.store->Update(0.1).ok());
+  ASSERT_TRUE(f.store->EndStep().ok());  // the write is still on its way, or failed unread
+  const Status s = f.store->Consolidate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("experts/layer1/expert2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("/store/rank-0.store"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("point expert_store.dir at a larger disk"), std::string::npos)
+      << s.message();
+  f.fs.ClearRules();
+  // The previous generation: the initial state, never updated.
+  std::vector<std::vector<float>> m, v;
+  int64_t step = -1;
+  ASSERT_TRUE(f.store->Export(2, nullptr, &m, &v, &step).ok());
+  EXPECT_EQ(step, 0);
 }
 
 TEST(ExpertStateStoreTest, SparseAdamLeavesIdleExpertsAlone) {
