@@ -661,20 +661,10 @@ Status ExpertStateStore::ReadMasters(const std::vector<size_t>& entries) {
     }
     ++master_reads_;
     if (slots[i] >= 0) {
-      // Staged: the rest (m, v, the counts) is read now, behind the forward and the backward.
+      // Staged: the rest (m, v, the counts) is read at the end of the forward (IssueRests).
       Staged& staged = staging_[static_cast<size_t>(slots[i])];
       staged.prefix = *prefix;
-      auto promise = std::make_shared<std::promise<Status>>();
-      staged.rest = promise->get_future();
-      BusyClock* clock = staged_reads_.get();
-      clock->Start();
-      store_->ReadRestAsync(Key(entry), storage::ExtentKind::kTrainState, *prefix,
-                            std::span<std::byte>(static_cast<std::byte*>(staged.extent->data()),
-                                                 staged.extent->bytes()),
-                            [promise, clock](Status s) {
-                              clock->Stop();
-                              promise->set_value(std::move(s));
-                            });
+      staged.rest_pending = true;
       ++staged_;
       if (i + depth < entries.size()) read(i + depth);
       continue;
@@ -716,10 +706,34 @@ Result<int> ExpertStateStore::StageEntry(size_t entry) {
   staged.used = true;
   staged.carried = false;
   staged.updated = false;
+  staged.rest_pending = false;
   staged.entry = entry;
   staged_slot_[entry] = static_cast<int>(slot);
   ++staging_in_use_;
   return static_cast<int>(slot);
+}
+
+void ExpertStateStore::IssueRests() {
+  for (Staged& staged : staging_) {
+    if (staged.used && staged.rest_pending) IssueRest(staged);
+  }
+}
+
+void ExpertStateStore::IssueRest(Staged& staged) {
+  {
+    staged.rest_pending = false;
+    auto promise = std::make_shared<std::promise<Status>>();
+    staged.rest = promise->get_future();
+    BusyClock* clock = staged_reads_.get();
+    clock->Start();
+    store_->ReadRestAsync(Key(staged.entry), storage::ExtentKind::kTrainState, staged.prefix,
+                          std::span<std::byte>(static_cast<std::byte*>(staged.extent->data()),
+                                               staged.extent->bytes()),
+                          [promise, clock](Status s) {
+                            clock->Stop();
+                            promise->set_value(std::move(s));
+                          });
+  }
 }
 
 Status ExpertStateStore::UpdateStaged(size_t entry, double lr) {
@@ -762,6 +776,7 @@ Status ExpertStateStore::RetireStaged(const std::function<bool(const Staged&)>& 
   Status failed = Status::Ok();
   for (Staged& staged : staging_) {
     if (!staged.used || !which(staged)) continue;
+    if (staged.rest_pending) IssueRest(staged);  // it verifies the master the model used
     // A rest never taken by Update (a skipped step, an evaluation) still verifies the master the
     // model computed with.
     if (staged.rest.valid()) {
@@ -892,6 +907,10 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
       WriteValues(entry, handle.data());
     }
   }
+  // The staged states' rests, read behind the backward pass: issued at the end of the forward
+  // rather than with their masters, so that they do not queue before the next layers' masters,
+  // which the forward waits for.
+  if (moe == num_moe_layers_ - 1) IssueRests();
   // The update's states, read behind the rest of the forward and the backward pass: from the
   // last MoE layer on, or earlier while the step's experts so far fit the window (before that,
   // their pins would take the slots this forward's own fills need, and the reads be repeated).
@@ -909,6 +928,7 @@ Status ExpertStateStore::Update(double lr) {
   SY_RETURN_IF_ERROR(Settle());
   // The last step's writes, done behind this step's forward and backward.
   SY_RETURN_IF_ERROR(RetireCarried());
+  IssueRests();  // a forward that did not reach the last MoE layer
   const auto start = Clock::now();
   ++updates_;
   lrs_.push_back(lr);

@@ -76,22 +76,31 @@
 //
 // Staged states (working set on a crc32c store, with the prefetch): the masters ReadMasters reads
 // alone at the forward go into a staging extent of the store's own (not the cache), and the rest
-// of each extent (m, v, the counts) is read into it as soon as its master has landed, behind the
-// rest of the forward and the backward pass; that read verifies the whole extent's crc32c. Update
-// then runs AdamW on the staged state without waiting for a read or a cache slot, and writes it
-// straight to the store (ExpertStore::WriteAsync, from the staging extent); EndStep waits for
-// these writes as for the cache's write-backs, so the store's durable generation after EndStep is
-// the same. A staged expert never enters the cache in its step (it was Absent; nothing prefetches
-// an activated expert), so the store's copy and the staged one cannot diverge. The staging holds
-// at most options.staging_bytes (whole extents; 0 stages nothing) on top of the cache budget:
-// the experts past it take the cache's path below. A failed rest read or write fails the Update
-// (or EndStep, for a step without update) with the expert's name and the store file. The LFU
-// policy does not count a staged expert's accesses (it never reaches the cache).
+// of each extent (m, v, the counts) is read into it behind the backward pass: the reads start at
+// the last MoE layer's Prepare (issued with their masters, they queued before the next layers'
+// masters, which the forward waits for); that read verifies the whole extent's crc32c. Update
+// then runs AdamW on the staged states first, without waiting for a read or a cache slot, then
+// the cache's experts, and last starts the staged states' writes straight to the store
+// (ExpertStore::WriteAsync, from their staging extents), behind the cache's write-backs that
+// EndStep waits for. The staged writes are not waited for at EndStep: they overlap the next
+// step's forward, and are waited for (and their extents freed) at the first of the expert's next
+// Prepare, the next Update or EndStep, Consolidate, Export, Import and the destructor. So after
+// EndStep the store's durable generation may lack the step's staged states, but every checkpoint
+// (Consolidate, Export) and every later read of such an expert waits for them; a SIGKILL meanwhile
+// loses nothing a checkpoint holds (a resume rewrites every state from the checkpoint). A staged
+// expert is never read into the cache while staged (it was Absent; nothing prefetches an
+// activated or staged expert), so the store's copy and the staged one cannot diverge.
+// Memory: at most options.staging_bytes (whole extents; 0 stages nothing) on top of the cache
+// budget, allocated on first use and kept; the experts past it take the cache's path below.
+// Errors: a failed rest read fails the Update (or EndStep, for a step without update), a failed
+// write the call that waits for it (the next step, or the checkpoint), each naming the expert
+// and the store file. The LFU policy does not count a staged expert's accesses (it never reaches
+// the cache). The store has a spare extent per cache slot and staging extent (at least 16).
 //
 // Write-behind: as soon as Update (or Consolidate) is done with an expert, its new state starts
 // on its way to the store (ExpertCache::WriteBack) while the next expert is read and updated;
 // concurrent write-backs share one durable publish. EndStep waits for them and writes back the
-// rest, so after it the store's durable generation holds the step's state, as before.
+// rest, so after it the store's durable generation holds the step's cached states.
 //
 // Errors (a store read or write that fails, EIO, ENOSPC, a torn extent) come back as a Status
 // naming the expert and the store file; the store keeps its previous durable generation
@@ -320,7 +329,10 @@ class ExpertStateStore {
   // write.
   Status UpdateStaged(size_t entry, double lr);
   void WriteStaged(size_t entry);
+  // Starts the rest reads of the staged entries whose masters were read (of one of them).
+  void IssueRests();
   struct Staged;
+  void IssueRest(Staged& staged);
   // Waits for the reads and writes of the staged entries `which` selects and frees their
   // extents; the first failure, naming its expert.
   Status RetireStaged(const std::function<bool(const Staged&)>& which);
@@ -389,7 +401,8 @@ class ExpertStateStore {
   struct Staged {
     std::shared_ptr<Buffer> extent;  // one stride, 4 KiB aligned
     bool used = false;
-    bool carried = false;  // staged in an earlier step: only its write is left
+    bool carried = false;       // staged in an earlier step: only its write is left
+    bool rest_pending = false;  // its master read, its rest not yet asked for (IssueRests)
     size_t entry = 0;
     storage::ExpertStore::ExtentPrefix prefix;
     std::future<Status> rest;               // the read of m, v and the counts
