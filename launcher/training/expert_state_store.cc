@@ -777,6 +777,7 @@ Status ExpertStateStore::RetireStaged(const std::function<bool(const Staged&)>& 
   for (Staged& staged : staging_) {
     if (!staged.used || !which(staged)) continue;
     if (staged.rest_pending) IssueRest(staged);  // it verifies the master the model used
+    if (staged.updated && !staged.written.valid()) WriteStaged(staged.entry);
     // A rest never taken by Update (a skipped step, an evaluation) still verifies the master the
     // model computed with.
     if (staged.rest.valid()) {
@@ -947,8 +948,9 @@ Status ExpertStateStore::Update(double lr) {
   }
   // The staged experts first (their states were read during the backward), while the window
   // reads ahead; then the cached and the prefetched ones (they could be evicted by the others'
-  // reads), then the rest. The staged states' writes go last, so that the cache's write-backs,
-  // which the step's end waits for, are not queued behind them.
+  // reads), then the rest. The staged states' writes start at EndStep, after the cache's
+  // write-backs are durable: the publishes those wait for (each an fdatasync) are slow with the
+  // staged writes in flight.
   std::vector<size_t> order, staged;
   for (size_t e : activated_order_) (staged_slot_[e] >= 0 ? staged : order).push_back(e);
   if (prefetcher_) {
@@ -971,7 +973,6 @@ Status ExpertStateStore::Update(double lr) {
     // Write-behind: this step is done with it; its write overlaps the next experts' updates.
     cache_->WriteBack(Key(entry));
   }
-  for (size_t entry : staged) WriteStaged(entry);
   update_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   return Status::Ok();
 }
@@ -993,6 +994,10 @@ Status ExpertStateStore::EndStep() {
   storage::ExpertKey failed;
   Status s = cache_->Step(&failed);
   end_step_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  // The step's staged states go to the store now, behind the next step's forward.
+  for (Staged& st : staging_) {
+    if (st.used && st.updated && !st.written.valid()) WriteStaged(st.entry);
+  }
   SY_RETURN_IF_ERROR(staged);
   if (!s.ok()) return WriteBackFailed(failed, s);
   ++steps_;

@@ -80,9 +80,10 @@
 // the last MoE layer's Prepare (issued with their masters, they queued before the next layers'
 // masters, which the forward waits for); that read verifies the whole extent's crc32c. Update
 // then runs AdamW on the staged states first, without waiting for a read or a cache slot, then
-// the cache's experts, and last starts the staged states' writes straight to the store
-// (ExpertStore::WriteAsync, from their staging extents), behind the cache's write-backs that
-// EndStep waits for. The staged writes are not waited for at EndStep: they overlap the next
+// the cache's experts; EndStep, once the cache's write-backs are durable, starts the staged
+// states' writes straight to the store (ExpertStore::WriteAsync, from their staging extents;
+// with them in flight, the publishes the write-backs wait for were slow). They are not waited
+// for at EndStep: they overlap the next
 // step's forward, and are waited for (and their extents freed) at the first of the expert's next
 // Prepare, the next Update or EndStep, Consolidate, Export, Import and the destructor. So after
 // EndStep the store's durable generation may lack the step's staged states, but every checkpoint
