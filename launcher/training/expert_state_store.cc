@@ -741,7 +741,12 @@ Status ExpertStateStore::UpdateStaged(size_t entry, double lr) {
   SY_CHECK(staged.rest.valid() && !staged.updated) << entries_[entry].name << ": not staged";
   if (staged.rest.wait_for(std::chrono::seconds(0)) == std::future_status::ready) ++staged_ready_;
   const auto wait_start = Clock::now();
-  const Status rest = staged.rest.get();
+  Status rest = staged.rest.get();
+  if (rest.ok() && staged.written.valid()) {
+    // Staged in the last step too: its write reads the extent until it is durable.
+    Result<uint64_t> written = staged.written.get();
+    if (!written.ok()) rest = written.status();
+  }
   const double waited = std::chrono::duration<double>(Clock::now() - wait_start).count();
   wait_seconds_ += waited;
   staged_wait_seconds_ += waited;
@@ -846,14 +851,22 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
   const int moe = decoder_to_moe_[static_cast<size_t>(decoder_layer)];
   SY_CHECK_EQ(first_expert, first_expert_[static_cast<size_t>(moe)]) << "first expert";
   SY_CHECK_EQ(static_cast<int>(rows.size()), experts_per_layer_) << "local experts";
-  // The last step's write of an activated expert ends before its state is read again (it has
-  // had the rest of that step and this forward so far).
+  // An activated expert staged in the last step keeps its staging extent, which holds its newest
+  // state (its write perhaps still in flight: UpdateStaged waits for it before changing it): no
+  // read. Below, its values come from there.
   if (staging_in_use_ > 0) {
-    SY_RETURN_IF_ERROR(RetireStaged([&](const Staged& staged) {
-      const size_t local = staged.entry - EntryIndex(moe, 0);
-      return staged.carried && staged.entry >= EntryIndex(moe, 0) &&
-             local < static_cast<size_t>(experts_per_layer_) && rows[local] > 0;
-    }));
+    for (int i = 0; i < experts_per_layer_; ++i) {
+      const size_t entry = EntryIndex(moe, i);
+      if (rows[static_cast<size_t>(i)] == 0 || staged_slot_[entry] < 0) continue;
+      Staged& staged = staging_[static_cast<size_t>(staged_slot_[entry])];
+      if (!staged.carried) continue;
+      staged.carried = false;
+      staged.updated = false;
+      std::promise<Status> in_memory;
+      in_memory.set_value(Status::Ok());
+      staged.rest = in_memory.get_future();
+      ++staged_hits_;
+    }
   }
   // Exact mode: the experts behind need a replay now. The working set: every activated expert's
   // values are read (those behind after their replay).
@@ -1147,7 +1160,8 @@ ExpertStoreStats ExpertStateStore::stats() const {
   ExpertStoreStats out;
   // The cache counts an Acquire of a prefetched entry as a hit; here it is a store read.
   // A master read alone at the forward (ReadMasters) is a store read for an access too.
-  const uint64_t accesses = c.hits + c.misses + master_reads_;
+  // So is a staged state kept from the last step, a hit.
+  const uint64_t accesses = c.hits + c.misses + master_reads_ + staged_hits_;
   out.misses = std::min(accesses, c.misses + c.prefetches_started + master_reads_);
   out.hits = accesses - out.misses;
   out.prefetched = c.prefetches_started;

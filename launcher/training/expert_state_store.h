@@ -84,8 +84,10 @@
 // states' writes straight to the store (ExpertStore::WriteAsync, from their staging extents;
 // with them in flight, the publishes the write-backs wait for were slow). They are not waited
 // for at EndStep: they overlap the next
-// step's forward, and are waited for (and their extents freed) at the first of the expert's next
-// Prepare, the next Update or EndStep, Consolidate, Export, Import and the destructor. So after
+// step's forward. An expert the next step activates again keeps its staging extent, which holds
+// its newest state: it is not read at all (a hit), and its Update waits for the last write before
+// changing the extent. The others' writes are waited for (and their extents freed) at the next
+// Update or EndStep, Consolidate, Export, Import and the destructor. So after
 // EndStep the store's durable generation may lack the step's staged states, but every checkpoint
 // (Consolidate, Export) and every later read of such an expert waits for them; a SIGKILL meanwhile
 // loses nothing a checkpoint holds (a resume rewrites every state from the checkpoint). A staged
@@ -194,7 +196,7 @@ struct ExpertStoreStats {
   double end_step_seconds = 0;      // in EndStep: the rest of the step's write-back
   uint64_t prefetch_unused = 0;     // experts of the exact set prefetched and never taken
   uint64_t prefetch_failed = 0;     // prefetch reads that failed (each retried on demand)
-  uint64_t staged = 0;              // experts whose state was staged (above)
+  uint64_t staged = 0;              // experts whose state was staged (above) after a store read
   // Of them, those whose m and v had landed when Update took them (read during the backward).
   uint64_t staged_ready = 0;
 };
@@ -414,7 +416,7 @@ class ExpertStateStore {
   size_t staging_in_use_ = 0;
   size_t staging_slots_ = 0;  // options.staging_bytes in extents
   std::vector<int> staged_slot_;
-  uint64_t staged_ = 0, staged_ready_ = 0;
+  uint64_t staged_ = 0, staged_ready_ = 0, staged_hits_ = 0;
   double staged_wait_seconds_ = 0;
   // Update's waits for staged reads
   // Wall time with a staged read (or write) in flight, from the store's completion threads.

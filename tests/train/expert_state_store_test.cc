@@ -417,7 +417,8 @@ uint64_t AwaitBytesRead(Fixture& f, uint64_t from, uint64_t bytes) {
 // The optimizer phase waits on no read: the m and v of the experts the forward activated are read
 // behind the forward and the backward (issued with their masters), so that by Update the store
 // has read each of them whole, once; Update reads nothing and writes every state (durable by the
-// next Consolidate, which a checkpoint starts with).
+// next Consolidate, which a checkpoint starts with). A next step that activates them again keeps
+// their staged states and reads nothing.
 TEST(ExpertStateStoreTest, StagedMomentsAreReadBeforeTheUpdate) {
   Fixture f(/*cache_experts=*/2, /*sparse=*/false, /*prefetch=*/true, /*defer_initial=*/false,
             /*working_set=*/true, /*staging_experts=*/8);
@@ -438,12 +439,22 @@ TEST(ExpertStateStoreTest, StagedMomentsAreReadBeforeTheUpdate) {
   EXPECT_EQ(updated.staged - before.staged, 8u);
   EXPECT_EQ(updated.staged_ready - before.staged_ready, 8u);
   ASSERT_TRUE(f.store->EndStep().ok());
+  // The next step activates them all again: each keeps its staged state, nothing is read.
+  ASSERT_TRUE(f.store->BeginStep().ok());
+  BindAll(f);
+  const ExpertStoreStats second = f.store->stats();
+  ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 1, 1, 1}).ok());
+  ASSERT_TRUE(f.store->Prepare(3, 0, std::vector<int64_t>{1, 1, 1, 1}).ok());
+  ASSERT_TRUE(f.store->Update(0.1).ok());
+  ASSERT_TRUE(f.store->EndStep().ok());
+  EXPECT_EQ(f.store->stats().bytes_read, second.bytes_read);
+  EXPECT_EQ(f.store->stats().hits - second.hits, 8u);
   ASSERT_TRUE(f.store->Consolidate().ok());
-  EXPECT_EQ(f.store->stats().bytes_written - before.bytes_written, 8 * kPayload);
+  EXPECT_EQ(f.store->stats().bytes_written - before.bytes_written, 2 * 8 * kPayload);
   std::vector<std::vector<float>> m, v;
   int64_t step = 0;
   ASSERT_TRUE(f.store->Export(5, nullptr, &m, &v, &step).ok());
-  EXPECT_EQ(step, 1);
+  EXPECT_EQ(step, 2);
   EXPECT_NE(m[0][0], 0.0f);
 }
 
