@@ -91,6 +91,31 @@ class ExpertStateStore::PinHop : public storage::NextHop {
   std::unordered_map<uint64_t, storage::CacheHandle> held_ SY_GUARDED_BY(mutex_);
 };
 
+// Wall time with at least one operation in flight; Start and Stop from any thread.
+class ExpertStateStore::BusyClock {
+ public:
+  void Start() SY_EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    if (in_flight_++ == 0) since_ = Clock::now();
+  }
+  void Stop() SY_EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    if (--in_flight_ == 0) busy_ += Clock::now() - since_;
+  }
+  double seconds() const SY_EXCLUDES(mutex_) {
+    MutexLock lock(&mutex_);
+    Clock::duration busy = busy_;
+    if (in_flight_ > 0) busy += Clock::now() - since_;
+    return std::chrono::duration<double>(busy).count();
+  }
+
+ private:
+  mutable Mutex mutex_;
+  int in_flight_ SY_GUARDED_BY(mutex_) = 0;
+  Clock::time_point since_ SY_GUARDED_BY(mutex_);
+  Clock::duration busy_ SY_GUARDED_BY(mutex_){};
+};
+
 double HiddenFraction(double read_seconds, double read_exposed_seconds) {
   if (read_seconds <= 0) return 1.0;
   return std::clamp(1.0 - read_exposed_seconds / read_seconds, 0.0, 1.0);
@@ -101,6 +126,9 @@ ExpertStateStore::ExpertStateStore(const ExpertStateStoreOptions& options, Optim
     : options_(options), optimizer_(optimizer), entries_(std::move(entries)) {}
 
 ExpertStateStore::~ExpertStateStore() {
+  // The staged reads and writes use the staging extents and the store.
+  const Status staged = DrainStaging();
+  if (!staged.ok()) spdlog::warn("expert_store: {}", staged.message());
   // The prefetcher borrows the cache and the hop; the hop's pins go before the cache.
   prefetcher_.reset();
   if (hop_) hop_->ReleaseAll();
@@ -196,7 +224,13 @@ Status ExpertStateStore::Open() {
         std::to_string(static_cast<double>(stride) / (1 << 20)) + " MiB");
   }
   const int64_t total = static_cast<int64_t>(entries_.size());
-  kind.spare_extents = std::min<int64_t>(total, std::max<int64_t>(16, static_cast<int64_t>(slots)));
+  // Staging (below, with a crc32c store): its writes are in flight with the cache's.
+  const size_t staging =
+      options_.prefetch && !options_.resident ? options_.staging_bytes / stride : 0;
+  // A write goes to a spare extent: as many as the writes a step has in flight at once (the
+  // cache's write-backs, the staged states'), so none waits for another's publish.
+  kind.spare_extents =
+      std::min<int64_t>(total, std::max<int64_t>(16, static_cast<int64_t>(slots + staging)));
   storage::StoreLayout layout;
   layout.num_layers = static_cast<uint32_t>(num_moe_layers_);
   layout.num_experts = static_cast<uint32_t>(experts_per_layer_);
@@ -265,6 +299,10 @@ Status ExpertStateStore::Open() {
   }
   cache_ = std::move(*made);
   activity_.assign(entries_.size(), 0.0);
+  staged_slot_.assign(entries_.size(), -1);
+  staged_reads_ = std::make_unique<BusyClock>();
+  staged_writes_ = std::make_unique<BusyClock>();
+  if (store_->SplitReads()) staging_slots_ = staging;
   if (options_.prefetch && slots >= 2) {
     // The trainer holds one entry at a time, so prefetches could pin all the other slots; but
     // each prefetch evicts an entry, and a window of every slot would evict the LFU's resident
@@ -415,7 +453,8 @@ void ExpertStateStore::TopUp(const std::vector<size_t>& demand, size_t* cursor) 
   while (*cursor < demand.size()) {
     const size_t entry = demand[*cursor];
     const storage::ExpertKey key = Key(entry);
-    if (!hop_->Expected(key.Packed()) && !cache_->Contains(key) &&
+    // A staged entry is read into its staging extent, never into the cache.
+    if (staged_slot_[entry] < 0 && !hop_->Expected(key.Packed()) && !cache_->Contains(key) &&
         !PrefetchEntry(entry, storage::PrefetchPriority::kHigh)) {
       return;  // the window is full: continue from here
     }
@@ -440,8 +479,9 @@ void ExpertStateStore::LookAhead(int moe, const std::function<bool(size_t)>& wan
   for (int i = 0; i < experts_per_layer_; ++i) {
     const size_t entry = EntryIndex(moe, i);
     const storage::ExpertKey key = Key(entry);
-    if (activity_[entry] > 0 && wanted(entry) && !hop_->Expected(key.Packed()) &&
-        !cache_->Contains(key)) {
+    // A staged state (its write perhaps in flight) is not read into the cache.
+    if (activity_[entry] > 0 && staged_slot_[entry] < 0 && wanted(entry) &&
+        !hop_->Expected(key.Packed()) && !cache_->Contains(key)) {
       candidates.push_back(entry);
     }
   }
@@ -458,11 +498,11 @@ void ExpertStateStore::ReleasePrefetched() {
   prefetch_unused_ += hop_->ReleaseAll().first;
 }
 
-void ExpertStateStore::Advance(size_t entry, storage::CacheHandle& handle, int64_t target,
+void ExpertStateStore::Advance(size_t entry, std::span<std::byte> state, int64_t target,
                                const double* lr) {
   const ExpertEntry& e = entries_[entry];
   const size_t n = numel_[entry];
-  std::byte* data = handle.data().data();
+  std::byte* data = state.data();
   float* master = reinterpret_cast<float*>(data);
   float* m = with_m_ ? master + n : nullptr;
   float* v = with_v_ ? master + n * (with_m_ ? 2 : 1) : nullptr;
@@ -509,11 +549,11 @@ void ExpertStateStore::Advance(size_t entry, storage::CacheHandle& handle, int64
   std::memcpy(meta_bytes, &meta, sizeof(meta));
   last_update_[entry] = meta.last_update;
   if (!changed) return;
-  WriteValues(entry, handle);
+  WriteValues(entry, state);
 }
 
-void ExpertStateStore::WriteValues(size_t entry, const storage::CacheHandle& handle) const {
-  const float* master = reinterpret_cast<const float*>(handle.data().data());
+void ExpertStateStore::WriteValues(size_t entry, std::span<const std::byte> state) const {
+  const float* master = reinterpret_cast<const float*>(state.data());
   size_t at = 0;
   for (const ExpertPart& p : entries_[entry].parts) {
     if (p.value != nullptr) std::memcpy(p.value, master + at, p.n * sizeof(float));
@@ -558,6 +598,11 @@ size_t ExpertStateStore::Entry(int decoder_layer, int expert) const {
 
 Status ExpertStateStore::BeginStep() {
   SY_RETURN_IF_ERROR(Settle());
+  // An evaluation's staged masters (verified by their rest reads), or a failed step's; the last
+  // step's writes stay in flight, behind this step's forward.
+  if (staging_in_use_ > 0) {
+    SY_RETURN_IF_ERROR(RetireStaged([](const Staged& staged) { return !staged.carried; }));
+  }
   std::fill(activated_.begin(), activated_.end(), 0);
   activated_order_.clear();
   update_cursor_ = 0;
@@ -577,11 +622,20 @@ Status ExpertStateStore::ReadMasters(const std::vector<size_t>& entries) {
     master_buffers_.push_back(std::move(buffer));
   }
   using Prefix = storage::ExpertStore::ExtentPrefix;
+  // Where each master goes: a staging extent (its rest follows), or the buffers in turn.
+  std::vector<int> slots(entries.size(), -1);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    SY_ASSIGN_OR_RETURN(slots[i], StageEntry(entries[i]));
+  }
   std::vector<std::future<Result<Prefix>>> reads(entries.size());
+  auto buffer_of = [&](size_t i) -> Buffer& {
+    return slots[i] >= 0 ? *staging_[static_cast<size_t>(slots[i])].extent
+                         : *master_buffers_[i % depth];
+  };
   auto read = [&](size_t i) {
     auto promise = std::make_shared<std::promise<Result<Prefix>>>();
     reads[i] = promise->get_future();
-    Buffer& buffer = *master_buffers_[i % depth];
+    Buffer& buffer = buffer_of(i);
     store_->ReadPrefixAsync(
         Key(entries[i]), storage::ExtentKind::kTrainState, bytes,
         std::span<std::byte>(static_cast<std::byte*>(buffer.data()), buffer.bytes()),
@@ -599,13 +653,22 @@ Status ExpertStateStore::ReadMasters(const std::vector<size_t>& entries) {
       status = Fail(entry, prefix.status());
       break;
     }
-    const auto* master = static_cast<const float*>(master_buffers_[i % depth]->data());
+    const auto* master = static_cast<const float*>(buffer_of(i).data());
     size_t at = 0;
     for (const ExpertPart& p : entries_[entry].parts) {
       std::memcpy(p.value, master + at, p.n * sizeof(float));
       at += p.n;
     }
     ++master_reads_;
+    if (slots[i] >= 0) {
+      // Staged: the rest (m, v, the counts) is read at the end of the forward (IssueRests).
+      Staged& staged = staging_[static_cast<size_t>(slots[i])];
+      staged.prefix = *prefix;
+      staged.rest_pending = true;
+      ++staged_;
+      if (i + depth < entries.size()) read(i + depth);
+      continue;
+    }
     offered_[entry] = *prefix;
     cache_->OfferPrefix(Key(entry), *prefix, [this, entry](std::span<std::byte> dst) {
       // The master as read: the forward does not change the bound values.
@@ -623,6 +686,128 @@ Status ExpertStateStore::ReadMasters(const std::vector<size_t>& entries) {
   }
   master_read_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   return status;
+}
+
+Result<int> ExpertStateStore::StageEntry(size_t entry) {
+  if (staging_in_use_ >= staging_slots_ || entries_[entry].parts.empty() ||
+      entries_[entry].parts[0].grad == nullptr) {
+    return -1;
+  }
+  SY_CHECK_LT(staged_slot_[entry], 0) << entries_[entry].name << ": staged twice";
+  size_t slot = 0;
+  while (slot < staging_.size() && staging_[slot].used) ++slot;
+  if (slot == staging_.size()) {
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> extent, AllocateHostBuffer(extent_bytes()));
+    // The bytes past the payload are written with it: zero, as a cache slot's.
+    std::memset(extent->data(), 0, extent->bytes());
+    staging_.emplace_back().extent = std::move(extent);
+  }
+  Staged& staged = staging_[slot];
+  staged.used = true;
+  staged.carried = false;
+  staged.updated = false;
+  staged.rest_pending = false;
+  staged.entry = entry;
+  staged_slot_[entry] = static_cast<int>(slot);
+  ++staging_in_use_;
+  return static_cast<int>(slot);
+}
+
+void ExpertStateStore::IssueRests() {
+  for (Staged& staged : staging_) {
+    if (staged.used && staged.rest_pending) IssueRest(staged);
+  }
+}
+
+void ExpertStateStore::IssueRest(Staged& staged) {
+  {
+    staged.rest_pending = false;
+    auto promise = std::make_shared<std::promise<Status>>();
+    staged.rest = promise->get_future();
+    BusyClock* clock = staged_reads_.get();
+    clock->Start();
+    store_->ReadRestAsync(Key(staged.entry), storage::ExtentKind::kTrainState, staged.prefix,
+                          std::span<std::byte>(static_cast<std::byte*>(staged.extent->data()),
+                                               staged.extent->bytes()),
+                          [promise, clock](Status s) {
+                            clock->Stop();
+                            promise->set_value(std::move(s));
+                          });
+  }
+}
+
+Status ExpertStateStore::UpdateStaged(size_t entry, double lr) {
+  Staged& staged = staging_[static_cast<size_t>(staged_slot_[entry])];
+  SY_CHECK(staged.rest.valid() && !staged.updated) << entries_[entry].name << ": not staged";
+  if (staged.rest.wait_for(std::chrono::seconds(0)) == std::future_status::ready) ++staged_ready_;
+  const auto wait_start = Clock::now();
+  Status rest = staged.rest.get();
+  if (rest.ok() && staged.written.valid()) {
+    // Staged in the last step too: its write reads the extent until it is durable.
+    Result<uint64_t> written = staged.written.get();
+    if (!written.ok()) rest = written.status();
+  }
+  const double waited = std::chrono::duration<double>(Clock::now() - wait_start).count();
+  wait_seconds_ += waited;
+  staged_wait_seconds_ += waited;
+  if (!rest.ok()) return Fail(entry, rest);
+  Advance(
+      entry,
+      std::span<std::byte>(static_cast<std::byte*>(staged.extent->data()), cache_->payload_bytes()),
+      updates_ - 1, &lr);
+  staged.updated = true;
+  if (prefetcher_) cache_->Unprotect(Key(entry));
+  return Status::Ok();
+}
+
+void ExpertStateStore::WriteStaged(size_t entry) {
+  Staged& staged = staging_[static_cast<size_t>(staged_slot_[entry])];
+  SY_CHECK(staged.updated && !staged.written.valid()) << entries_[entry].name << ": not updated";
+  auto promise = std::make_shared<std::promise<Result<uint64_t>>>();
+  staged.written = promise->get_future();
+  BusyClock* clock = staged_writes_.get();
+  clock->Start();
+  store_->WriteAsync(
+      Key(entry), storage::ExtentKind::kTrainState,
+      std::span<const std::byte>(static_cast<const std::byte*>(staged.extent->data()),
+                                 staged.extent->bytes()),
+      [promise, clock](Result<uint64_t> generation) {
+        clock->Stop();
+        promise->set_value(std::move(generation));
+      });
+}
+
+Status ExpertStateStore::RetireStaged(const std::function<bool(const Staged&)>& which) {
+  Status failed = Status::Ok();
+  for (Staged& staged : staging_) {
+    if (!staged.used || !which(staged)) continue;
+    if (staged.rest_pending) IssueRest(staged);  // it verifies the master the model used
+    if (staged.updated && !staged.written.valid()) WriteStaged(staged.entry);
+    // A rest never taken by Update (a skipped step, an evaluation) still verifies the master the
+    // model computed with.
+    if (staged.rest.valid()) {
+      const Status rest = staged.rest.get();
+      if (!rest.ok() && failed.ok()) failed = Fail(staged.entry, rest);
+    }
+    if (staged.written.valid()) {
+      const Result<uint64_t> written = staged.written.get();
+      if (!written.ok() && failed.ok()) failed = Fail(staged.entry, written.status());
+    }
+    staged_slot_[staged.entry] = -1;
+    staged.used = false;
+    --staging_in_use_;
+  }
+  return failed;
+}
+
+Status ExpertStateStore::DrainStaging() {
+  if (staging_in_use_ == 0) return Status::Ok();
+  return RetireStaged([](const Staged&) { return true; });
+}
+
+Status ExpertStateStore::RetireCarried() {
+  if (staging_in_use_ == 0) return Status::Ok();
+  return RetireStaged([](const Staged& staged) { return staged.carried; });
 }
 
 Status ExpertStateStore::Withdraw(size_t entry, bool later) {
@@ -666,6 +851,23 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
   const int moe = decoder_to_moe_[static_cast<size_t>(decoder_layer)];
   SY_CHECK_EQ(first_expert, first_expert_[static_cast<size_t>(moe)]) << "first expert";
   SY_CHECK_EQ(static_cast<int>(rows.size()), experts_per_layer_) << "local experts";
+  // An activated expert staged in the last step keeps its staging extent, which holds its newest
+  // state (its write perhaps still in flight: UpdateStaged waits for it before changing it): no
+  // read. Below, its values come from there.
+  if (staging_in_use_ > 0) {
+    for (int i = 0; i < experts_per_layer_; ++i) {
+      const size_t entry = EntryIndex(moe, i);
+      if (rows[static_cast<size_t>(i)] == 0 || staged_slot_[entry] < 0) continue;
+      Staged& staged = staging_[static_cast<size_t>(staged_slot_[entry])];
+      if (!staged.carried) continue;
+      staged.carried = false;
+      staged.updated = false;
+      std::promise<Status> in_memory;
+      in_memory.set_value(Status::Ok());
+      staged.rest = in_memory.get_future();
+      ++staged_hits_;
+    }
+  }
   // Exact mode: the experts behind need a replay now. The working set: every activated expert's
   // values are read (those behind after their replay).
   std::vector<size_t> needed;
@@ -687,6 +889,14 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
   if (!options_.resident && store_->SplitReads()) {
     std::vector<size_t> masters;
     std::erase_if(needed, [&](size_t entry) {
+      if (staged_slot_[entry] >= 0) {
+        // Staged earlier in this step (an evaluation's later batch): its master is there.
+        const Staged& staged = staging_[static_cast<size_t>(staged_slot_[entry])];
+        WriteValues(entry,
+                    std::span<const std::byte>(static_cast<const std::byte*>(staged.extent->data()),
+                                               staged.prefix.bytes));
+        return true;
+      }
       const storage::ExpertKey key = Key(entry);
       const bool split = (options_.sparse_adam || last_update_[entry] >= updates_) &&
                          !(hop_ && hop_->Expected(key.Packed())) && cache_->Absent(key);
@@ -706,11 +916,15 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
         AcquireEntry(entry, stale ? storage::AccessMode::kWrite : storage::AccessMode::kRead));
     TopUp(needed, &cursor);
     if (stale) {
-      Advance(entry, handle, updates_, nullptr);
+      Advance(entry, handle.data(), updates_, nullptr);
     } else {
-      WriteValues(entry, handle);
+      WriteValues(entry, handle.data());
     }
   }
+  // The staged states' rests, read behind the backward pass: issued at the end of the forward
+  // rather than with their masters, so that they do not queue before the next layers' masters,
+  // which the forward waits for.
+  if (moe == num_moe_layers_ - 1) IssueRests();
   // The update's states, read behind the rest of the forward and the backward pass: from the
   // last MoE layer on, or earlier while the step's experts so far fit the window (before that,
   // their pins would take the slots this forward's own fills need, and the reads be repeated).
@@ -726,6 +940,9 @@ Status ExpertStateStore::Prepare(int decoder_layer, int first_expert,
 
 Status ExpertStateStore::Update(double lr) {
   SY_RETURN_IF_ERROR(Settle());
+  // The last step's writes, done behind this step's forward and backward.
+  SY_RETURN_IF_ERROR(RetireCarried());
+  IssueRests();  // a forward that did not reach the last MoE layer
   const auto start = Clock::now();
   ++updates_;
   lrs_.push_back(lr);
@@ -742,15 +959,20 @@ Status ExpertStateStore::Update(double lr) {
       }
     }
   }
-  // The cached and the prefetched experts first (they could be evicted by the others' reads),
-  // then the rest while the window reads ahead.
-  std::vector<size_t> order = activated_order_;
+  // The staged experts first (their states were read during the backward), while the window
+  // reads ahead; then the cached and the prefetched ones (they could be evicted by the others'
+  // reads), then the rest. The staged states' writes start at EndStep, after the cache's
+  // write-backs are durable: the publishes those wait for (each an fdatasync) are slow with the
+  // staged writes in flight.
+  std::vector<size_t> order, staged;
+  for (size_t e : activated_order_) (staged_slot_[e] >= 0 ? staged : order).push_back(e);
   if (prefetcher_) {
     std::stable_partition(order.begin(), order.end(), [this](size_t e) {
       return cache_->Contains(Key(e)) || hop_->Expected(Key(e).Packed());
     });
   }
   ReadAhead(order, 0);
+  for (size_t entry : staged) SY_RETURN_IF_ERROR(UpdateStaged(entry, lr));
   for (size_t i = 0; i < order.size(); ++i) {
     const size_t entry = order[i];
     SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
@@ -758,7 +980,7 @@ Status ExpertStateStore::Update(double lr) {
     // here (it was cached meanwhile).
     SY_RETURN_IF_ERROR(Withdraw(entry));
     ReadAhead(order, i + 1);
-    Advance(entry, handle, updates_ - 1, &lr);
+    Advance(entry, handle.data(), updates_ - 1, &lr);
     handle.Release();
     if (prefetcher_) cache_->Unprotect(Key(entry));
     // Write-behind: this step is done with it; its write overlaps the next experts' updates.
@@ -771,6 +993,12 @@ Status ExpertStateStore::Update(double lr) {
 Status ExpertStateStore::EndStep() {
   SY_RETURN_IF_ERROR(Settle());
   const auto start = Clock::now();
+  // The staged states not updated (a skipped step) are verified and dropped; the updated ones'
+  // writes stay in flight behind the next step's forward (the last step's are done by now).
+  Status staged = RetireCarried();
+  const Status current = RetireStaged([](const Staged& s) { return !s.updated; });
+  if (staged.ok()) staged = current;
+  for (Staged& s : staging_) s.carried = s.used;
   ReleasePrefetched();
   cache_->ClearProtected();
   // The masters read for a step that made no update (a skipped step) are verified now.
@@ -779,6 +1007,11 @@ Status ExpertStateStore::EndStep() {
   storage::ExpertKey failed;
   Status s = cache_->Step(&failed);
   end_step_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+  // The step's staged states go to the store now, behind the next step's forward.
+  for (Staged& st : staging_) {
+    if (st.used && st.updated && !st.written.valid()) WriteStaged(st.entry);
+  }
+  SY_RETURN_IF_ERROR(staged);
   if (!s.ok()) return WriteBackFailed(failed, s);
   ++steps_;
   if (options_.lfu.decay_every > 0 && steps_ % options_.lfu.decay_every == 0) {
@@ -791,6 +1024,7 @@ Status ExpertStateStore::EndStep() {
 
 Status ExpertStateStore::Consolidate() {
   SY_RETURN_IF_ERROR(Settle());
+  SY_RETURN_IF_ERROR(DrainStaging());
   SY_RETURN_IF_ERROR(VerifyWithdrawn());
   if (!options_.sparse_adam) {
     std::vector<size_t> stale;
@@ -802,7 +1036,7 @@ Status ExpertStateStore::Consolidate() {
     for (size_t i = 0; i < stale.size(); ++i) {
       SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(stale[i]));
       TopUp(stale, &cursor);
-      Advance(stale[i], handle, updates_, nullptr);
+      Advance(stale[i], handle.data(), updates_, nullptr);
       handle.Release();
       cache_->WriteBack(Key(stale[i]));
     }
@@ -825,6 +1059,7 @@ Status ExpertStateStore::Export(size_t entry, std::vector<std::vector<float>>* v
                                 std::vector<std::vector<float>>* v, int64_t* opt_step) {
   SY_CHECK_LT(entry, entries_.size()) << "entry";
   SY_RETURN_IF_ERROR(Settle());
+  SY_RETURN_IF_ERROR(DrainStaging());
   SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry, storage::AccessMode::kRead));
   const ExpertEntry& e = entries_[entry];
   const size_t n = numel_[entry];
@@ -905,6 +1140,7 @@ Status ExpertStateStore::Import(size_t entry, const std::vector<std::vector<floa
     if (unwritten_[entry]) --unwritten_count_;
     unwritten_[entry] = 0;
   } else {
+    SY_RETURN_IF_ERROR(DrainStaging());
     SY_ASSIGN_OR_RETURN(storage::CacheHandle handle, AcquireEntry(entry));
     FillState(entry, values, m, v, meta, handle.data().data());
   }
@@ -924,7 +1160,8 @@ ExpertStoreStats ExpertStateStore::stats() const {
   ExpertStoreStats out;
   // The cache counts an Acquire of a prefetched entry as a hit; here it is a store read.
   // A master read alone at the forward (ReadMasters) is a store read for an access too.
-  const uint64_t accesses = c.hits + c.misses + master_reads_;
+  // So is a staged state kept from the last step, a hit.
+  const uint64_t accesses = c.hits + c.misses + master_reads_ + staged_hits_;
   out.misses = std::min(accesses, c.misses + c.prefetches_started + master_reads_);
   out.hits = accesses - out.misses;
   out.prefetched = c.prefetches_started;
@@ -934,9 +1171,15 @@ ExpertStoreStats ExpertStateStore::stats() const {
   out.replayed_updates = replayed_;
   out.wait_seconds = wait_seconds_;
   // The forward's master reads (ReadMasters) are waited for: all their time is exposed.
-  out.read_seconds = static_cast<double>(c.read_busy_ns) * 1e-9 + master_read_seconds_;
-  out.read_exposed_seconds = static_cast<double>(c.read_exposed_ns) * 1e-9 + master_read_seconds_;
-  out.write_seconds = static_cast<double>(c.write_busy_ns) * 1e-9;
+  // The staged reads and writes are timed apart from the cache's and added (their overlap with
+  // the cache's counts twice).
+  out.read_seconds =
+      static_cast<double>(c.read_busy_ns) * 1e-9 + master_read_seconds_ + staged_reads_->seconds();
+  out.read_exposed_seconds =
+      static_cast<double>(c.read_exposed_ns) * 1e-9 + master_read_seconds_ + staged_wait_seconds_;
+  out.write_seconds = static_cast<double>(c.write_busy_ns) * 1e-9 + staged_writes_->seconds();
+  out.staged = staged_;
+  out.staged_ready = staged_ready_;
   out.update_seconds = update_seconds_;
   out.end_step_seconds = end_step_seconds_;
   out.prefetch_unused = prefetch_unused_;

@@ -74,10 +74,36 @@
 // result: each expert's arithmetic is its own. stats() reports the read time the trainer did not
 // wait through (Note [read overlap] in storage/cache/expert_cache.cc).
 //
+// Staged states (working set on a crc32c store, with the prefetch): the masters ReadMasters reads
+// alone at the forward go into a staging extent of the store's own (not the cache), and the rest
+// of each extent (m, v, the counts) is read into it behind the backward pass: the reads start at
+// the last MoE layer's Prepare (issued with their masters, they queued before the next layers'
+// masters, which the forward waits for); that read verifies the whole extent's crc32c. Update
+// then runs AdamW on the staged states first, without waiting for a read or a cache slot, then
+// the cache's experts; EndStep, once the cache's write-backs are durable, starts the staged
+// states' writes straight to the store (ExpertStore::WriteAsync, from their staging extents;
+// with them in flight, the publishes the write-backs wait for were slow). They are not waited
+// for at EndStep: they overlap the next
+// step's forward. An expert the next step activates again keeps its staging extent, which holds
+// its newest state: it is not read at all (a hit), and its Update waits for the last write before
+// changing the extent. The others' writes are waited for (and their extents freed) at the next
+// Update or EndStep, Consolidate, Export, Import and the destructor. So after
+// EndStep the store's durable generation may lack the step's staged states, but every checkpoint
+// (Consolidate, Export) and every later read of such an expert waits for them; a SIGKILL meanwhile
+// loses nothing a checkpoint holds (a resume rewrites every state from the checkpoint). A staged
+// expert is never read into the cache while staged (it was Absent; nothing prefetches an
+// activated or staged expert), so the store's copy and the staged one cannot diverge.
+// Memory: at most options.staging_bytes (whole extents; 0 stages nothing) on top of the cache
+// budget, allocated on first use and kept; the experts past it take the cache's path below.
+// Errors: a failed rest read fails the Update (or EndStep, for a step without update), a failed
+// write the call that waits for it (the next step, or the checkpoint), each naming the expert
+// and the store file. The LFU policy does not count a staged expert's accesses (it never reaches
+// the cache). The store has a spare extent per cache slot and staging extent (at least 16).
+//
 // Write-behind: as soon as Update (or Consolidate) is done with an expert, its new state starts
 // on its way to the store (ExpertCache::WriteBack) while the next expert is read and updated;
 // concurrent write-backs share one durable publish. EndStep waits for them and writes back the
-// rest, so after it the store's durable generation holds the step's state, as before.
+// rest, so after it the store's durable generation holds the step's cached states.
 //
 // Errors (a store read or write that fails, EIO, ENOSPC, a torn extent) come back as a Status
 // naming the expert and the store file; the store keeps its previous durable generation
@@ -133,7 +159,9 @@ struct ExpertStateStoreOptions {
   size_t cache_bytes = 0;             // Required. CPU cache budget; at least one expert's extent
   storage::LfuOptions lfu;            // MoESys Algorithm 2's threshold, decay and its period
   bool prefetch = true;               // Default: true. The sparse-axis prefetch (above)
-  bool sparse_adam = false;           // Default: false (exact)
+  // Default: 0 (none). Bytes of staged states (above), in whole extents; used with the prefetch.
+  size_t staging_bytes = 0;
+  bool sparse_adam = false;  // Default: false (exact)
   // Default: true (the parts are the model's tensors). false: the working set (above).
   bool resident = true;
   // Default: false: Create writes every entry's initial state. true (a resume, which Imports every
@@ -168,6 +196,9 @@ struct ExpertStoreStats {
   double end_step_seconds = 0;      // in EndStep: the rest of the step's write-back
   uint64_t prefetch_unused = 0;     // experts of the exact set prefetched and never taken
   uint64_t prefetch_failed = 0;     // prefetch reads that failed (each retried on demand)
+  uint64_t staged = 0;              // experts whose state was staged (above) after a store read
+  // Of them, those whose m and v had landed when Update took them (read during the backward).
+  uint64_t staged_ready = 0;
 };
 
 // The fraction of `read_seconds` the trainer did not wait through (1 when nothing was read).
@@ -290,9 +321,26 @@ class ExpertStateStore {
   Status VerifyWithdrawn();
   // Replays the updates after the state's last_update up to `target` with a zero gradient, then
   // optionally one update from the parts' gradients, then writes the master into the parts.
-  void Advance(size_t entry, storage::CacheHandle& handle, int64_t target, const double* lr);
-  // Copies the master of `handle` into the entry's parts' values (those bound).
-  void WriteValues(size_t entry, const storage::CacheHandle& handle) const;
+  // `state`: the entry's payload (a cache slot or a staging extent).
+  void Advance(size_t entry, std::span<std::byte> state, int64_t target, const double* lr);
+  // Copies the master of `state` into the entry's parts' values (those bound).
+  void WriteValues(size_t entry, std::span<const std::byte> state) const;
+  // Staging: a free staging extent for `entry` (allocated once, kept) and its index, or -1 when
+  // the budget is used up or the entry has no gradient bound (an evaluation's forward).
+  Result<int> StageEntry(size_t entry);
+  // Update of a staged entry: waits for its rest and updates it; then WriteStaged starts its
+  // write.
+  Status UpdateStaged(size_t entry, double lr);
+  void WriteStaged(size_t entry);
+  // Starts the rest reads of the staged entries whose masters were read (of one of them).
+  void IssueRests();
+  struct Staged;
+  void IssueRest(Staged& staged);
+  // Waits for the reads and writes of the staged entries `which` selects and frees their
+  // extents; the first failure, naming its expert.
+  Status RetireStaged(const std::function<bool(const Staged&)>& which);
+  Status DrainStaging();   // every staged entry
+  Status RetireCarried();  // those of an earlier step (their writes)
   Status Fail(size_t entry, const Status& status) const;
   // A failed write-back of the cache entry `key` (ExpertCache::Flush), as Fail.
   Status WriteBackFailed(storage::ExpertKey key, const Status& status) const;
@@ -351,6 +399,29 @@ class ExpertStateStore {
   double master_read_seconds_ = 0;
   int64_t steps_ = 0;
   uint64_t prefetch_unused_ = 0;
+  // Staging (above): one extent each, allocated on first use and kept (at most staging_slots_).
+  // staged_slot_[entry]: its extent, or -1.
+  struct Staged {
+    std::shared_ptr<Buffer> extent;  // one stride, 4 KiB aligned
+    bool used = false;
+    bool carried = false;       // staged in an earlier step: only its write is left
+    bool rest_pending = false;  // its master read, its rest not yet asked for (IssueRests)
+    size_t entry = 0;
+    storage::ExpertStore::ExtentPrefix prefix;
+    std::future<Status> rest;               // the read of m, v and the counts
+    bool updated = false;                   // Update took it
+    std::future<Result<uint64_t>> written;  // its new state's write (after Update)
+  };
+  std::vector<Staged> staging_;
+  size_t staging_in_use_ = 0;
+  size_t staging_slots_ = 0;  // options.staging_bytes in extents
+  std::vector<int> staged_slot_;
+  uint64_t staged_ = 0, staged_ready_ = 0, staged_hits_ = 0;
+  double staged_wait_seconds_ = 0;
+  // Update's waits for staged reads
+  // Wall time with a staged read (or write) in flight, from the store's completion threads.
+  class BusyClock;
+  std::unique_ptr<BusyClock> staged_reads_, staged_writes_;
 };
 
 }  // namespace sy::launcher

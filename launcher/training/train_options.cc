@@ -249,6 +249,9 @@ const ConfigSchema<ExpertStoreOptions>& ExpertStoreOptionsSchema() {
         .Field("decay_every", &E::decay_every, "Steps between LFU count decays (0 = never)")
         .Min(0)
         .Field("prefetch", &E::prefetch, "Read the next needed expert while one is updated")
+        .Field("staging_mib", &E::staging_mib,
+               "Memory for states read ahead of the update (MiB, -1 = cache_mib, 0 = none)")
+        .Min(-1)
         .Field("sparse_adam", &E::sparse_adam,
                "Skip the zero-gradient AdamW steps of experts without tokens (not exact)")
         .Check([](const E& e) -> std::optional<ConfigIssue> {

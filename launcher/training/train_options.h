@@ -16,7 +16,8 @@
 //     "parallel": {"ep_size": 1, "zero_stage": 0, "hierarchical_a2a": false,
 //                  "ranks_per_node": 0, "timeout_s": 300, "embedding_partition": false},
 //     "expert_store": {"dir": "", "filesystem": "uring", "cache_mib": 256, "lfu_threshold": 0,
-//                      "decay": 0.5, "decay_every": 25, "prefetch": true, "sparse_adam": false}
+//                      "decay": 0.5, "decay_every": 25, "prefetch": true, "staging_mib": -1,
+//                      "sparse_adam": false}
 //   }
 //
 // The "parallel" block only matters under mpirun (launcher/training/trainer.h): checks that need
@@ -174,6 +175,10 @@ struct ExpertStoreOptions {
   // Default: true. Start reading the next needed expert from the store while the current one is
   // updated (one ahead, so that a prefetched entry is never the victim of the next).
   bool prefetch = true;
+  // Default: -1 = as much as cache_mib. MiB of memory, per rank, on top of the cache, for the
+  // optimizer states of experts not cached, read during the forward and backward (with prefetch,
+  // the working set and a crc32c store: launcher/training/expert_state_store.h); 0: none.
+  double staging_mib = -1;
   // Default: false (exact): an expert that got no tokens in a step has its zero-gradient AdamW
   // step (moment decay, weight decay) replayed when it is next loaded, at a checkpoint and at the
   // end, so training is bit-identical to in-memory training. true skips those steps, as MoESys
@@ -181,6 +186,7 @@ struct ExpertStoreOptions {
   bool sparse_adam = false;
 
   bool enabled() const { return !dir.empty(); }
+  double StagingMib() const { return staging_mib < 0 ? cache_mib : staging_mib; }
 };
 
 struct TrainConfig {

@@ -341,6 +341,7 @@ Status Trainer::InitExpertStore() {
   options.lfu.beta = o.decay;
   options.lfu.decay_every = o.decay_every;
   options.prefetch = o.prefetch;
+  options.staging_bytes = static_cast<size_t>(o.StagingMib() * 1024.0 * 1024.0);
   options.sparse_adam = o.sparse_adam;
   // A resume imports every expert from the checkpoint: each is written to the store once, then.
   options.defer_initial = config_.checkpoint.resume || !config_.checkpoint.resume_from.empty();

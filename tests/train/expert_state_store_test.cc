@@ -82,12 +82,28 @@ struct Fixture {
   std::unique_ptr<Optimizer> optimizer;
   std::vector<Tensors> tensors;  // per (layer, expert), layer-major
   std::unique_ptr<ExpertStateStore> store;
+  bool working_set = false;
 
+  // `working_set`: the store's working-set mode (its parts bound every step to `tensors`, BindAll)
+  // with `staging_experts` extents of staging.
   explicit Fixture(size_t cache_experts, bool sparse = false, bool prefetch = true,
-                   bool defer_initial = false) {
+                   bool defer_initial = false, bool working_set = false, size_t staging_experts = 0)
+      : working_set(working_set) {
     optimizer = MakeAdamW(&pool);
     std::vector<ExpertEntry> entries = MakeEntries(kExperts, 1, &tensors);
     ExpertStateStoreOptions options;
+    if (working_set) {
+      options.resident = false;
+      options.staging_bytes = staging_experts * kExtent;
+      // The initial masters: the tensors' values, which the entries still view at creation.
+      options.initial_master = [](const ExpertEntry& e, std::span<float> master) {
+        size_t at = 0;
+        for (const ExpertPart& p : e.parts) {
+          std::memcpy(master.data() + at, p.value, p.n * sizeof(float));
+          at += p.n;
+        }
+      };
+    }
     options.path = "/store/rank-0.store";
     options.fs = &fs;
     options.cache_bytes = cache_experts * kExtent;
@@ -103,6 +119,22 @@ struct Fixture {
 
 // One expert's payload in the store (what StoreStats counts per extent written or read).
 constexpr uint64_t kPayload = 800 * 3 * sizeof(float) + 2 * sizeof(int64_t);
+
+// Working set: binds every entry's parts to the fixture's tensors for this step (the trainer binds
+// the activated experts' slots of its working set; the store does not tell the two apart).
+void BindAll(Fixture& f) {
+  for (size_t entry = 0; entry < f.store->entries().size(); ++entry) {
+    const ExpertEntry& e = f.store->entries()[entry];
+    Tensors& t = f.tensors[static_cast<size_t>(e.moe_layer * kExperts + e.expert)];
+    std::vector<float*> values;
+    std::vector<const float*> grads;
+    for (size_t k = 0; k < t.value.size(); ++k) {
+      values.push_back(t.value[k].data());
+      grads.push_back(t.grad[k].data());
+    }
+    f.store->Bind(entry, values, grads);
+  }
+}
 
 // Which experts of which layer get rows in step s (a fixed pattern with idle experts).
 std::vector<int64_t> Rows(int step, int layer) {
@@ -134,6 +166,7 @@ void TrainAgainstOracle(Fixture& f, int num_steps, const std::function<void()>& 
   for (int s = 0; s < num_steps; ++s) {
     const double lr = 1e-2 * (1.0 + s);
     ASSERT_TRUE(f.store->BeginStep().ok());
+    if (f.working_set) BindAll(f);
     for (int l = 0; l < kLayers; ++l) {
       const std::vector<int64_t> rows = Rows(s, l);
       ASSERT_TRUE(f.store->Prepare(2 * l + 1, 0, rows).ok());
@@ -356,6 +389,131 @@ TEST(ExpertStateStoreTest, SparsePrefetchHidesStoreReadsBehindCompute) {
   EXPECT_EQ(off.stats.prefetched, 0u);
   EXPECT_GT(off.stats.read_seconds, 0.0);
   EXPECT_LE(off.hidden, 0.05);
+}
+
+// The working set with the prefetch's staging (expert_state_store.h, "Staged states"): every
+// expert staged, some of them (the rest through the cache), or none; bit for bit the oracle's.
+TEST(ExpertStateStoreTest, StagedStatesEqualTheOracle) {
+  for (size_t staging : {size_t{0}, size_t{3}, size_t{8}}) {
+    SCOPED_TRACE("staging " + std::to_string(staging));
+    Fixture f(/*cache_experts=*/2, /*sparse=*/false, /*prefetch=*/true, /*defer_initial=*/false,
+              /*working_set=*/true, staging);
+    TrainAgainstOracle(f, /*num_steps=*/6);
+    EXPECT_EQ(f.store->stats().staged > 0, staging > 0);
+  }
+}
+
+// Waits (at most 30 s) until the store has read `bytes` since `from`; what it read.
+uint64_t AwaitBytesRead(Fixture& f, uint64_t from, uint64_t bytes) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  uint64_t read = f.store->stats().bytes_read - from;
+  while (read < bytes && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    read = f.store->stats().bytes_read - from;
+  }
+  return read;
+}
+
+// The optimizer phase waits on no read: the m and v of the experts the forward activated are read
+// behind the forward and the backward (issued with their masters), so that by Update the store
+// has read each of them whole, once; Update reads nothing and writes every state (durable by the
+// next Consolidate, which a checkpoint starts with). A next step that activates them again keeps
+// their staged states and reads nothing.
+TEST(ExpertStateStoreTest, StagedMomentsAreReadBeforeTheUpdate) {
+  Fixture f(/*cache_experts=*/2, /*sparse=*/false, /*prefetch=*/true, /*defer_initial=*/false,
+            /*working_set=*/true, /*staging_experts=*/8);
+  ASSERT_TRUE(f.store->BeginStep().ok());
+  BindAll(f);
+  const ExpertStoreStats before = f.store->stats();
+  ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 1, 1, 1}).ok());
+  ASSERT_TRUE(f.store->Prepare(3, 0, std::vector<int64_t>{1, 1, 1, 1}).ok());
+  for (Tensors& t : f.tensors) {
+    for (std::vector<float>& g : t.grad) std::fill(g.begin(), g.end(), 0.5f);
+  }
+  // Before the optimizer phase: every expert's whole extent (master, m, v, the counts).
+  EXPECT_EQ(AwaitBytesRead(f, before.bytes_read, 8 * kPayload), 8 * kPayload);
+  const ExpertStoreStats forward = f.store->stats();
+  ASSERT_TRUE(f.store->Update(0.1).ok());
+  const ExpertStoreStats updated = f.store->stats();
+  EXPECT_EQ(updated.bytes_read, forward.bytes_read);  // Update read nothing
+  EXPECT_EQ(updated.staged - before.staged, 8u);
+  EXPECT_EQ(updated.staged_ready - before.staged_ready, 8u);
+  ASSERT_TRUE(f.store->EndStep().ok());
+  // The next step activates them all again: each keeps its staged state, nothing is read.
+  ASSERT_TRUE(f.store->BeginStep().ok());
+  BindAll(f);
+  const ExpertStoreStats second = f.store->stats();
+  ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{1, 1, 1, 1}).ok());
+  ASSERT_TRUE(f.store->Prepare(3, 0, std::vector<int64_t>{1, 1, 1, 1}).ok());
+  ASSERT_TRUE(f.store->Update(0.1).ok());
+  ASSERT_TRUE(f.store->EndStep().ok());
+  EXPECT_EQ(f.store->stats().bytes_read, second.bytes_read);
+  EXPECT_EQ(f.store->stats().hits - second.hits, 8u);
+  ASSERT_TRUE(f.store->Consolidate().ok());
+  EXPECT_EQ(f.store->stats().bytes_written - before.bytes_written, 2 * 8 * kPayload);
+  std::vector<std::vector<float>> m, v;
+  int64_t step = 0;
+  ASSERT_TRUE(f.store->Export(5, nullptr, &m, &v, &step).ok());
+  EXPECT_EQ(step, 2);
+  EXPECT_NE(m[0][0], 0.0f);
+}
+
+// A staged read that fails (its master read, the rest not) fails the Update with the expert and
+// the store file; a step without an update (skipped) still verifies the master at EndStep.
+TEST(ExpertStateStoreTest, AFailedStagedReadNamesTheExpert) {
+  for (bool update : {true, false}) {
+    SCOPED_TRACE(update ? "update" : "skipped step");
+    Fixture f(/*cache_experts=*/2, /*sparse=*/false, /*prefetch=*/true, /*defer_initial=*/false,
+              /*working_set=*/true, /*staging_experts=*/8);
+    ASSERT_TRUE(f.store->BeginStep().ok());
+    BindAll(f);
+    // The master's read goes through; the rest's fails.
+    f.fs.AddRule(
+        {.op = storage::FaultOp::kRead, .path_contains = "rank-0.store", .skip = 1, .times = -1});
+    ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{0, 1, 0, 0}).ok());
+    const Status s = update ? f.store->Update(0.1) : f.store->EndStep();
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(f.fs.faults_fired(), 1);
+    EXPECT_NE(s.message().find("experts/layer1/expert1"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("/store/rank-0.store"), std::string::npos) << s.message();
+    // Once the device recovers, the store serves the last durable state again.
+    f.fs.ClearRules();
+    ASSERT_TRUE(f.store->BeginStep().ok());
+    BindAll(f);
+    ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{0, 1, 0, 0}).ok());
+    EXPECT_TRUE(f.store->Update(0.1).ok());
+    EXPECT_TRUE(f.store->EndStep().ok());
+  }
+}
+
+// The staged states' writes overlap the next step's forward: a failed one (ENOSPC) is returned by
+// the next call that waits for it (here the checkpoint's Consolidate), naming the expert, the
+// file and the fix; the store keeps its previous generation.
+TEST(ExpertStateStoreTest, AFailedStagedWriteIsReturnedByTheCheckpoint) {
+  Fixture f(/*cache_experts=*/2, /*sparse=*/false, /*prefetch=*/true, /*defer_initial=*/false,
+            /*working_set=*/true, /*staging_experts=*/8);
+  ASSERT_TRUE(f.store->BeginStep().ok());
+  BindAll(f);
+  ASSERT_TRUE(f.store->Prepare(1, 0, std::vector<int64_t>{0, 0, 1, 0}).ok());
+  for (float& g : f.tensors[2].grad[0]) g = 1.0f;
+  f.fs.AddRule({.op = storage::FaultOp::kWrite,
+                .error = ENOSPC,
+                .path_contains = "rank-0.store",
+                .times = -1});
+  ASSERT_TRUE(f.store->Update(0.1).ok());
+  ASSERT_TRUE(f.store->EndStep().ok());  // the write is still on its way, or failed unread
+  const Status s = f.store->Consolidate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("experts/layer1/expert2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("/store/rank-0.store"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("point expert_store.dir at a larger disk"), std::string::npos)
+      << s.message();
+  f.fs.ClearRules();
+  // The previous generation: the initial state, never updated.
+  std::vector<std::vector<float>> m, v;
+  int64_t step = -1;
+  ASSERT_TRUE(f.store->Export(2, nullptr, &m, &v, &step).ok());
+  EXPECT_EQ(step, 0);
 }
 
 TEST(ExpertStateStoreTest, SparseAdamLeavesIdleExpertsAlone) {
