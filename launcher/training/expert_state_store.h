@@ -83,16 +83,16 @@
 // the cache's experts; EndStep, once the cache's write-backs are durable, starts the staged
 // states' writes straight to the store (ExpertStore::WriteAsync, from their staging extents;
 // with them in flight, the publishes the write-backs wait for were slow). They are not waited
-// for at EndStep: they overlap the next
-// step's forward. An expert the next step activates again keeps its staging extent, which holds
-// its newest state: it is not read at all (a hit), and its Update waits for the last write before
-// changing the extent. The others' writes are waited for (and their extents freed) at the next
-// Update or EndStep, Consolidate, Export, Import and the destructor. So after
-// EndStep the store's durable generation may lack the step's staged states, but every checkpoint
-// (Consolidate, Export) and every later read of such an expert waits for them; a SIGKILL meanwhile
-// loses nothing a checkpoint holds (a resume rewrites every state from the checkpoint). A staged
-// expert is never read into the cache while staged (it was Absent; nothing prefetches an
-// activated or staged expert), so the store's copy and the staged one cannot diverge.
+// for at EndStep: they overlap the next step's forward. An expert the next step activates again
+// keeps its staging extent, which holds its newest state: it is not read at all (a hit), and its
+// Update waits for the last write before changing the extent. The others' writes are waited for
+// (and their extents freed) at the next Update or EndStep, Consolidate, Export, Import and the
+// destructor. So after EndStep the store's durable generation may lack the step's staged states,
+// but every checkpoint (Consolidate, Export) and every later read of such an expert waits for
+// them; a SIGKILL meanwhile loses nothing a checkpoint holds (a resume rewrites every state from
+// the checkpoint). A staged expert is never read into the cache while staged (it was Absent;
+// nothing prefetches an activated or staged expert), so the store's copy and the staged one
+// cannot diverge.
 // Memory: at most options.staging_bytes (whole extents; 0 stages nothing) on top of the cache
 // budget, allocated on first use and kept; the experts past it take the cache's path below.
 // Errors: a failed rest read fails the Update (or EndStep, for a step without update), a failed
@@ -417,8 +417,7 @@ class ExpertStateStore {
   size_t staging_slots_ = 0;  // options.staging_bytes in extents
   std::vector<int> staged_slot_;
   uint64_t staged_ = 0, staged_ready_ = 0, staged_hits_ = 0;
-  double staged_wait_seconds_ = 0;
-  // Update's waits for staged reads
+  double staged_wait_seconds_ = 0;  // Update's waits for staged reads
   // Wall time with a staged read (or write) in flight, from the store's completion threads.
   class BusyClock;
   std::unique_ptr<BusyClock> staged_reads_, staged_writes_;
