@@ -215,8 +215,8 @@ Status ExpertStateStore::Open() {
   uint64_t payload = 0;
   for (uint64_t b : kind.part_bytes) payload += b;
   const uint64_t stride = storage::AlignUp(payload, storage::kStoreBlock);
-  const size_t slots = options_.cache_bytes / stride;
-  if (slots == 0) {
+  const size_t budget_slots = options_.cache_bytes / stride;
+  if (budget_slots == 0) {
     return ResourceExhaustedError(
         "expert_store.cache_mib: the cache budget of " + std::to_string(options_.cache_bytes) +
         " bytes holds no expert (one expert's state is " + std::to_string(stride) +
@@ -224,13 +224,15 @@ Status ExpertStateStore::Open() {
         std::to_string(static_cast<double>(stride) / (1 << 20)) + " MiB");
   }
   const int64_t total = static_cast<int64_t>(entries_.size());
-  // Staging (below, with a crc32c store): its writes are in flight with the cache's.
-  const size_t staging =
-      options_.prefetch && !options_.resident ? options_.staging_bytes / stride : 0;
+  // Staging (below, with a crc32c store) comes out of the cache's budget, which keeps at least
+  // one slot; its writes are in flight with the cache's.
+  const size_t staging = options_.prefetch && !options_.resident
+                             ? std::min(options_.staging_bytes / stride, budget_slots - 1)
+                             : 0;
   // A write goes to a spare extent: as many as the writes a step has in flight at once (the
   // cache's write-backs, the staged states'), so none waits for another's publish.
   kind.spare_extents =
-      std::min<int64_t>(total, std::max<int64_t>(16, static_cast<int64_t>(slots + staging)));
+      std::min<int64_t>(total, std::max<int64_t>(16, static_cast<int64_t>(budget_slots)));
   storage::StoreLayout layout;
   layout.num_layers = static_cast<uint32_t>(num_moe_layers_);
   layout.num_experts = static_cast<uint32_t>(experts_per_layer_);
@@ -286,6 +288,8 @@ Status ExpertStateStore::Open() {
     }
     store_ = std::move(*created);
   }
+  if (store_->SplitReads()) staging_slots_ = staging;
+  const size_t slots = budget_slots - staging_slots_;
   storage::CacheOptions cache;
   cache.num_slots = slots;
   cache.kind = storage::ExtentKind::kTrainState;
@@ -302,7 +306,6 @@ Status ExpertStateStore::Open() {
   staged_slot_.assign(entries_.size(), -1);
   staged_reads_ = std::make_unique<BusyClock>();
   staged_writes_ = std::make_unique<BusyClock>();
-  if (store_->SplitReads()) staging_slots_ = staging;
   if (options_.prefetch && slots >= 2) {
     // The trainer holds one entry at a time, so prefetches could pin all the other slots; but
     // each prefetch evicts an entry, and a window of every slot would evict the LFU's resident

@@ -93,8 +93,9 @@
 // the checkpoint). A staged expert is never read into the cache while staged (it was Absent;
 // nothing prefetches an activated or staged expert), so the store's copy and the staged one
 // cannot diverge.
-// Memory: at most options.staging_bytes (whole extents; 0 stages nothing) on top of the cache
-// budget, allocated on first use and kept; the experts past it take the cache's path below.
+// Memory: options.staging_bytes (whole extents; 0 stages nothing) comes out of cache_bytes, which
+// keeps at least one cache slot; the extents are allocated on first use and kept; the experts past
+// them take the cache's path below.
 // Errors: a failed rest read fails the Update (or EndStep, for a step without update), a failed
 // write the call that waits for it (the next step, or the checkpoint), each naming the expert
 // and the store file. The LFU policy does not count a staged expert's accesses (it never reaches
@@ -156,10 +157,11 @@ struct ExpertEntry {
 struct ExpertStateStoreOptions {
   std::string path;                   // Required. The store file (created when absent)
   storage::FileSystem* fs = nullptr;  // Required, borrowed
-  size_t cache_bytes = 0;             // Required. CPU cache budget; at least one expert's extent
-  storage::LfuOptions lfu;            // MoESys Algorithm 2's threshold, decay and its period
-  bool prefetch = true;               // Default: true. The sparse-axis prefetch (above)
-  // Default: 0 (none). Bytes of staged states (above), in whole extents; used with the prefetch.
+  size_t cache_bytes = 0;   // Required. CPU cache budget (staging_bytes included); >= 1 extent
+  storage::LfuOptions lfu;  // MoESys Algorithm 2's threshold, decay and its period
+  bool prefetch = true;     // Default: true. The sparse-axis prefetch (above)
+  // Default: 0 (none). Bytes of cache_bytes given to staged states (above), in whole extents;
+  // used with the prefetch.
   size_t staging_bytes = 0;
   bool sparse_adam = false;  // Default: false (exact)
   // Default: true (the parts are the model's tensors). false: the working set (above).

@@ -250,13 +250,18 @@ const ConfigSchema<ExpertStoreOptions>& ExpertStoreOptionsSchema() {
         .Min(0)
         .Field("prefetch", &E::prefetch, "Read the next needed expert while one is updated")
         .Field("staging_mib", &E::staging_mib,
-               "Memory for states read ahead of the update (MiB, -1 = cache_mib, 0 = none)")
+               "Part of cache_mib for states read ahead of the update (MiB, -1 = half, 0 = none)")
         .Min(-1)
         .Field("sparse_adam", &E::sparse_adam,
                "Skip the zero-gradient AdamW steps of experts without tokens (not exact)")
         .Check([](const E& e) -> std::optional<ConfigIssue> {
           if (!e.dir.empty() && e.cache_mib <= 0) {
             return ConfigIssue{"cache_mib", "must be positive when expert_store.dir is set"};
+          }
+          if (!e.dir.empty() && e.staging_mib >= e.cache_mib) {
+            return ConfigIssue{"staging_mib",
+                               "must be below cache_mib: the staging is the part of the cache's "
+                               "budget given to states read ahead (-1: half of it, 0: none)"};
           }
           if (e.decay <= 0) return ConfigIssue{"decay", "must be in (0, 1]"};
           return std::nullopt;

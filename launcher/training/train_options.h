@@ -175,9 +175,9 @@ struct ExpertStoreOptions {
   // Default: true. Start reading the next needed expert from the store while the current one is
   // updated (one ahead, so that a prefetched entry is never the victim of the next).
   bool prefetch = true;
-  // Default: -1 = as much as cache_mib. MiB of memory, per rank, on top of the cache, for the
-  // optimizer states of experts not cached, read during the forward and backward (with prefetch,
-  // the working set and a crc32c store: launcher/training/expert_state_store.h); 0: none.
+  // Default: -1 = half of cache_mib. MiB of cache_mib, per rank, given to the optimizer states of
+  // experts not cached, read during the forward and backward (with prefetch, the working set and
+  // a crc32c store: launcher/training/expert_state_store.h); 0: none. Below cache_mib.
   double staging_mib = -1;
   // Default: false (exact): an expert that got no tokens in a step has its zero-gradient AdamW
   // step (moment decay, weight decay) replayed when it is next loaded, at a checkpoint and at the
@@ -186,7 +186,7 @@ struct ExpertStoreOptions {
   bool sparse_adam = false;
 
   bool enabled() const { return !dir.empty(); }
-  double StagingMib() const { return staging_mib < 0 ? cache_mib : staging_mib; }
+  double StagingMib() const { return staging_mib < 0 ? cache_mib / 2 : staging_mib; }
 };
 
 struct TrainConfig {

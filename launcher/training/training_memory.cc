@@ -108,22 +108,16 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
   out.parameter_bytes = (dense_params + expert_params) * copies * kF32;
   const double rows_per_rank = static_cast<double>(config.data.batch_size) / w;
   if (config.expert_store.enabled()) {
-    // The store holds the experts' master, m and v; memory holds its cache, the staging of the
-    // prefetch (expert_state_store.h) and a compute copy.
-    double cache = config.expert_store.cache_mib * 1024 * 1024;
+    // The store holds the experts' master, m and v; memory holds its cache (the prefetch's
+    // staging included: expert_state_store.h) and a compute copy.
+    const double cache = config.expert_store.cache_mib * 1024 * 1024;
     double compute_copy = expert_params * (2 + (host ? 0 : 2)) * kF32;  // every expert (resident)
     if (world_size <= 1 && host) {
       // The working set (expert_working_set.h): weight and gradient of the experts a step
       // activates, at most one per routed token-slot per MoE layer.
       const double slots = rows_per_rank * static_cast<double>(config.data.seq_len) * k;
       const double per_expert = 3 * h * inter;
-      const double activated = moe_layers * std::min(e, slots);
-      compute_copy = activated * per_expert * 2 * kF32;
-      // With the prefetch, the staged states (master, m, v) of at most the activated experts.
-      if (config.expert_store.prefetch) {
-        cache += std::min(config.expert_store.StagingMib() * 1024 * 1024,
-                          activated * per_expert * 3 * kF32);
-      }
+      compute_copy = moe_layers * std::min(e, slots) * per_expert * 2 * kF32;
     }
     out.parameter_bytes = dense_params * copies * kF32 + compute_copy + cache;
   }

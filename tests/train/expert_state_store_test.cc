@@ -85,7 +85,8 @@ struct Fixture {
   bool working_set = false;
 
   // `working_set`: the store's working-set mode (its parts bound every step to `tensors`, BindAll)
-  // with `staging_experts` extents of staging.
+  // with `staging_experts` extents of staging (added to the cache's budget, which they come out
+  // of, so that the cache keeps `cache_experts` slots).
   explicit Fixture(size_t cache_experts, bool sparse = false, bool prefetch = true,
                    bool defer_initial = false, bool working_set = false, size_t staging_experts = 0)
       : working_set(working_set) {
@@ -106,7 +107,7 @@ struct Fixture {
     }
     options.path = "/store/rank-0.store";
     options.fs = &fs;
-    options.cache_bytes = cache_experts * kExtent;
+    options.cache_bytes = (cache_experts + staging_experts) * kExtent;  // staging out of it
     options.sparse_adam = sparse;
     options.prefetch = prefetch;
     options.defer_initial = defer_initial;

@@ -147,6 +147,11 @@ TEST(TrainOptionsTest, ExpertStoreBlockDefaultsAndChecks) {
   EXPECT_NE(s.message().find("'expert_store.decay'"), std::string::npos) << s.message();
   s = LoadError({"expert_store.dir=\"/tmp/x\"", "expert_store.cache_mib=0"});
   EXPECT_NE(s.message().find("expert_store.cache_mib"), std::string::npos) << s.message();
+  // The staging is part of the cache's budget: it cannot take all of it.
+  s = LoadError(
+      {"expert_store.dir=\"/tmp/x\"", "expert_store.cache_mib=64", "expert_store.staging_mib=64"});
+  EXPECT_NE(s.message().find("expert_store.staging_mib"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("below cache_mib"), std::string::npos) << s.message();
   s = LoadError({"expert_store.dir=\"/tmp/x\"", "model.num_experts=0"});
   EXPECT_NE(s.message().find("expert_store.dir"), std::string::npos) << s.message();
 }
