@@ -723,20 +723,18 @@ void ExpertStateStore::IssueRests() {
 }
 
 void ExpertStateStore::IssueRest(Staged& staged) {
-  {
-    staged.rest_pending = false;
-    auto promise = std::make_shared<std::promise<Status>>();
-    staged.rest = promise->get_future();
-    BusyClock* clock = staged_reads_.get();
-    clock->Start();
-    store_->ReadRestAsync(Key(staged.entry), storage::ExtentKind::kTrainState, staged.prefix,
-                          std::span<std::byte>(static_cast<std::byte*>(staged.extent->data()),
-                                               staged.extent->bytes()),
-                          [promise, clock](Status s) {
-                            clock->Stop();
-                            promise->set_value(std::move(s));
-                          });
-  }
+  staged.rest_pending = false;
+  auto promise = std::make_shared<std::promise<Status>>();
+  staged.rest = promise->get_future();
+  BusyClock* clock = staged_reads_.get();
+  clock->Start();
+  store_->ReadRestAsync(
+      Key(staged.entry), storage::ExtentKind::kTrainState, staged.prefix,
+      std::span<std::byte>(static_cast<std::byte*>(staged.extent->data()), staged.extent->bytes()),
+      [promise, clock](Status s) {
+        clock->Stop();
+        promise->set_value(std::move(s));
+      });
 }
 
 Status ExpertStateStore::UpdateStaged(size_t entry, double lr) {
