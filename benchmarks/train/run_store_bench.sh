@@ -41,9 +41,14 @@ if [[ $device == sim ]]; then
                 --set "train.sim_gflops=${SIM_GFLOPS:-0}")
 fi
 [[ -x $switchyard ]] || { echo "error: $switchyard is not built (scripts/build.sh)" >&2; exit 1; }
-store_root=${STORE_DIR:-$(mktemp -d /var/tmp/sy-store-bench.XXXXXX)}
 work=$(mktemp -d)
-trap 'rm -rf "$work" "$store_root"/bench-*' EXIT
+if [ -n "${STORE_DIR:-}" ]; then
+  store_root=$STORE_DIR
+  trap 'rm -rf "$work" "$store_root"/bench-*' EXIT
+else
+  store_root=$(mktemp -d /var/tmp/sy-store-bench.XXXXXX)
+  trap 'rm -rf "$work" "$store_root"' EXIT
+fi
 
 config=examples/configs/store.json
 model=(--set model.hidden_size=256 --set model.num_layers=4 --set model.num_experts=16
