@@ -1,6 +1,9 @@
 // ExpertWorkingSet: the compute copy of the experts a step activates, for training on the expert
 // store without a copy of every expert in memory (ExpertStateStoreOptions::resident false; the
-// trainer uses it in one process on a host backend, launcher/training/trainer.cc).
+// trainer uses it on a host backend in one process, or under mpirun with one holder per expert,
+// parallel.ep_size equal to the world: Note [working set over ranks] in
+// launcher/training/trainer.cc). Under expert parallelism it binds the rank's own experts that
+// receive rows after the all-to-all of the counts.
 //
 // It is the ExpertWeightSource of every MoE layer's bound LocalExpertCompute (Note [bound experts]
 // in runtime/model/expert_compute.h). At a layer's Forward, Bind allocates stacked f32 weights and

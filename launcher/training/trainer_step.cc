@@ -93,7 +93,8 @@ Result<StepReport> Trainer::StepOnce() {
   StepReport report;
   if (dist_) {
     SY_ASSIGN_OR_RETURN(GlobalStepLoss global,
-                        dist_->ReduceGradients(states_, loss, share, config_.train.grad_clip));
+                        dist_->ReduceGradients(states_, WorkingSetGradients(), loss, share,
+                                               config_.train.grad_clip));
     report.loss = global.loss;
     report.ce_loss = global.ce_loss;
     report.aux_loss = global.aux_loss;

@@ -8,6 +8,10 @@ step). Checks, exactly (no tolerance):
   - the loss and ce_loss of every step
   - every tensor of the final checkpoints (parameters, AdamW moments, optimizer step counts)
   - every step's metrics carry the store's counters, with misses and bytes written in every step
+  - the compute copy: with one holder per expert (ep_size equal to NP, or one process) rank 0's
+    model held only the step's activated experts (working_set_bytes > 0, and below all of its
+    experts' 8 B per parameter); with replicas (ep_size < NP) every local expert is resident
+    (working_set_bytes 0)
   - with --resume-check: both runs continue 2 steps from their checkpoints (the store run reopens
     its store files), again exactly equal
 Prints "store equivalence ok".
@@ -96,6 +100,18 @@ def main():
         if st["misses"] <= 0 or st["bytes_written"] <= 0:
             sys.exit(f"FAIL: step {rec['step']}: no eviction traffic with {slots} of {local} "
                      f"experts cached: {st}")
+        ws = st.get("working_set_bytes", 0)
+        if ep == args.np:
+            resident = local * 3 * hidden * inter * 8
+            if not 0 < ws <= resident:
+                sys.exit(f"FAIL: step {rec['step']}: working set of {ws} bytes on rank 0, "
+                         f"expected the activated experts of its {resident} resident bytes")
+        elif ws != 0:
+            sys.exit(f"FAIL: step {rec['step']}: a working set of {ws} bytes with ep_size {ep} "
+                     f"< {args.np} ranks, whose experts stay resident")
+    ws = [rec["expert_store"].get("working_set_bytes", 0) for rec in records]
+    print(f"rank 0's working set: {min(ws)} to {max(ws)} bytes a step "
+          f"(its {local} experts resident: {local * 3 * hidden * inter * 8} bytes)")
     if args.resume_check:
         # Both continue from their checkpoints; the store run reopens its store files.
         more = args.steps + 2

@@ -134,9 +134,21 @@ TEST(TrainingMemoryTest, TheStoreCountsItsCacheAndTheWorkingSet) {
   no_staging.push_back("expert_store.staging_mib=0");
   const TrainingMemoryEstimate unstaged = EstimateTrainingMemory(LoadTiny(no_staging), vocab, 1);
   EXPECT_EQ(unstaged.parameter_bytes, on_store.parameter_bytes);
-  // Distributed, the compute copy of every local expert stays resident (8 B each).
+  // Distributed with replicas (ep_size 1 < 2 ranks), the compute copy of every local expert stays
+  // resident (8 B each).
   const TrainingMemoryEstimate two_ranks = EstimateTrainingMemory(LoadTiny(store), vocab, 2);
   EXPECT_GT(two_ranks.parameter_bytes, 8 * experts);
+  // One holder per expert (ep_size 2 on 2 ranks): each rank's 512 experts per layer, of which the
+  // global batch's 32 token-slots activate at most 32: the one-process working set, against the
+  // 8 B of each of the rank's experts that the resident copy held.
+  std::vector<std::string> ep2 = model;
+  ep2.push_back("parallel.ep_size=2");
+  std::vector<std::string> ep2_store = store;
+  ep2_store.push_back("parallel.ep_size=2");
+  const TrainingMemoryEstimate ep2_memory = EstimateTrainingMemory(LoadTiny(ep2), vocab, 2);
+  const TrainingMemoryEstimate ep2_on_store = EstimateTrainingMemory(LoadTiny(ep2_store), vocab, 2);
+  EXPECT_NEAR(ep2_memory.parameter_bytes - ep2_on_store.parameter_bytes,
+              16 * experts / 2 - working_set - cache, 1.0);
 }
 
 }  // namespace
