@@ -143,12 +143,11 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
                                 " token ids; set model.vocab_size to 0 (the data's) or larger");
   }
   config_.model = model_config;
-  // An expert store on a host backend, in one process or with one holder per expert: the model
-  // holds only the experts a step activates (the working set); elsewhere every expert's weights
-  // and gradients (Note [working set over ranks]).
+  // An expert store on cpu or sim, in one process or with one holder per expert: the model holds
+  // only the experts a step activates (the working set); elsewhere every expert's weights and
+  // gradients (Note [working set over ranks], Note [working set on a device]).
   ModelOptions model_options;
   model_options.bound_experts = UsesExpertWorkingSet(config_, world_size);
-  SY_CHECK(!model_options.bound_experts || device.is_host()) << "the working set is on the host";
   SY_ASSIGN_OR_RETURN(model_, MoeModel::Create(*backend_, model_config, model_options));
   SY_RETURN_IF_ERROR(model_->InitializeParameters(config_.train.seed,
                                                   static_cast<float>(config_.train.init_stddev)));
@@ -428,8 +427,9 @@ Status Trainer::InitExpertWorkingSet(ExpertStateStoreOptions options) {
   };
   SY_ASSIGN_OR_RETURN(expert_store_,
                       ExpertStateStore::Create(options, optimizer_.get(), entries.Take()));
-  working_set_ = std::make_unique<ExpertWorkingSet>(expert_store_.get(), config_.model.hidden_size,
-                                                    config_.model.moe_intermediate_size);
+  working_set_ =
+      std::make_unique<ExpertWorkingSet>(expert_store_.get(), *backend_, config_.model.hidden_size,
+                                         config_.model.moe_intermediate_size);
   for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
     LocalExpertCompute* local = FindLocalExperts(model_->moe_layer(m).expert_compute());
     SY_CHECK(local != nullptr && local->bound()) << "MoE layer " << m << " is not bound";

@@ -86,6 +86,7 @@ Result<StepReport> Trainer::StepOnce() {
       backend_->CopyAsync(s.param->grad, s.host_grad, backend_->compute_stream());
     }
   }
+  if (working_set_) working_set_->DownloadGradients();  // a device's, for the host update
   backend_->Synchronize();
   const auto backward_done = Clock::now();
   const double comm_backward = comm();

@@ -66,7 +66,8 @@ double CgroupRoom() {
 }  // namespace
 
 bool UsesExpertWorkingSet(const TrainConfig& config, int world_size) {
-  return config.expert_store.enabled() && config.train.device == "cpu" &&
+  return config.expert_store.enabled() &&
+         (config.train.device == "cpu" || config.train.device == "sim") &&
          (world_size <= 1 || config.parallel.ep_size == world_size);
 }
 
@@ -78,7 +79,9 @@ double ExpertWorkingSetBytes(const TrainConfig& config, double moe_layers, int w
                        static_cast<double>(config.data.seq_len) * m.top_k;
   const double per_expert =
       3.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.moe_intermediate_size);
-  return moe_layers * std::min(experts, slots) * per_expert * 2 * kF32;
+  // On a device, the host copies the store reads and writes as much again.
+  const double copies = config.train.device == "cpu" ? 1 : 2;
+  return moe_layers * std::min(experts, slots) * per_expert * 2 * kF32 * copies;
 }
 
 TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t vocab_size,
