@@ -149,6 +149,18 @@ TEST(TrainingMemoryTest, TheStoreCountsItsCacheAndTheWorkingSet) {
   const TrainingMemoryEstimate ep2_on_store = EstimateTrainingMemory(LoadTiny(ep2_store), vocab, 2);
   EXPECT_NEAR(ep2_memory.parameter_bytes - ep2_on_store.parameter_bytes,
               16 * experts / 2 - working_set - cache, 1.0);
+  // On sim the working set keeps host copies of its device tensors: twice the bytes.
+  std::vector<std::string> sim_store = store;
+  sim_store.push_back("train.device=sim");
+  std::vector<std::string> cpu_store = store;
+  cpu_store.push_back("train.device=cpu");
+  EXPECT_NEAR(EstimateTrainingMemory(LoadTiny(sim_store), vocab, 1).parameter_bytes -
+                  EstimateTrainingMemory(LoadTiny(cpu_store), vocab, 1).parameter_bytes,
+              working_set, 1.0);
+  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(sim_store), 1));
+  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(store), 2));  // ep_size 1 < 2 ranks: replicas
+  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(ep2_store), 2));
+  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(model), 1));  // no store
 }
 
 }  // namespace
