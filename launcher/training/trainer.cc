@@ -397,10 +397,15 @@ Status Trainer::InitExpertStore() {
 //     (DistributeExperts), so no rank holds all its experts' states at once;
 //   - ZeRO-3 and the embedding partition touch only dense parameters: unchanged.
 // With replicas (parallel.ep_size < world) the expert gradients are summed over the
-// expert-data-parallel group, span by span, which needs every replica to hold the same experts'
-// gradients: a replica's working set has the experts its own tokens activated, so the sum would
-// have to allocate (and send) zeros for the union of the replicas' sets, decided by an extra
-// collective per layer. That is not done: those runs keep every local expert resident.
+// expert-data-parallel group in one packed all-reduce, which needs every replica to pass the same
+// experts' gradients: a replica's working set has the experts its own tokens activated, so it
+// would have to agree on the union of the replicas' sets each step (one more collective) and bind
+// the missing ones with zero gradients (the store's Update already activates an expert whose
+// summed gradient is non-zero). And the sum would no longer be bit-identical to the resident one
+// beyond two replicas: MPI picks the all-reduce algorithm, and each element's summation order,
+// from the message length and the element's offset, and the union's packed buffer is shorter. It
+// needs a reduction whose order does not depend on the packing, in both paths. Not done: those
+// runs keep every local expert resident.
 Status Trainer::InitExpertWorkingSet(ExpertStateStoreOptions options) {
   // One entry per (layer, expert) of this rank, its tensors in checkpoint order (w_gate, w_up,
   // w_down).
