@@ -19,6 +19,7 @@
 #include "launcher/command.h"
 #include "launcher/training/capacity_plan.h"
 #include "launcher/training/train_options.h"
+#include "launcher/training/training_memory.h"
 
 namespace sy::launcher {
 namespace {
@@ -125,27 +126,18 @@ class PlanCommand : public Command {
           "note: expert_store.dir is not set, so this run keeps every expert's states in "
           "memory; set it to put them on the SSD as planned\n");
     }
-    const bool host = config.train.device == "cpu" || config.train.device == "sim";
-    if (config.expert_store.enabled() && ranks_ == 1 && host) {
-      // The working set (launcher/training/expert_working_set.h): f32 weight and gradient of the
-      // experts a step activates, at most one per routed token-slot per MoE layer.
-      const ModelConfig& m = config.model;
-      const double slots = static_cast<double>(config.data.batch_size) *
-                           static_cast<double>(config.data.seq_len) * m.top_k;
-      const double per_expert =
-          3.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.moe_intermediate_size);
+    if (UsesExpertWorkingSet(config, ranks_)) {
       std::printf(
-          "note: in one process on a host backend this build's trainer holds only the experts "
-          "a step activates, as f32 weight and gradient (8 B/param; at most %s for this "
-          "config's batch), beside the cache\n",
-          Bytes(8 * plan.moe_layers * std::min(static_cast<double>(m.num_experts), slots) *
-                per_expert)
-              .c_str());
+          "note: on cpu or sim, in one process or with parallel.ep_size equal to the ranks, this "
+          "build's trainer holds only the experts a step activates, as f32 weight and gradient "
+          "(8 B/param, and host copies on sim; at most %s per rank for this config's batch), "
+          "beside the cache\n",
+          Bytes(ExpertWorkingSetBytes(config, plan.moe_layers, ranks_)).c_str());
     } else {
       std::printf(
-          "note: with more than one rank or on a device this build's trainer keeps every local "
-          "expert's weights and gradients (8 B/param, %s over the group); only the 12 B/param "
-          "of optimizer state leave for the store\n",
+          "note: on cuda, or with expert replicas (parallel.ep_size below the ranks), this "
+          "build's trainer keeps every local expert's weights and gradients (8 B/param, %s over "
+          "the group); only the 12 B/param of optimizer state leave for the store\n",
           Bytes(8 * s).c_str());
     }
   }

@@ -78,6 +78,10 @@ Result<std::unique_ptr<ExpertParallelCompute>> ExpertParallelCompute::Create(
   ep->first_expert_ = comm.rank() * ep->num_local_;
   SY_CHECK_EQ(ExpertOwner(ep->first_expert_, options.num_experts, p), comm.rank());
   ep->hidden_ = options.hidden;
+  if (options.bound_experts) {
+    ep->local_ = LocalExpertCompute::CreateBound(layer, ep->num_local_, ep->first_expert_);
+    return ep;
+  }
   SY_ASSIGN_OR_RETURN(
       ep->local_,
       LocalExpertCompute::Create(backend, store, layer, ep->num_local_, options.hidden,
@@ -87,11 +91,13 @@ Result<std::unique_ptr<ExpertParallelCompute>> ExpertParallelCompute::Create(
 
 ExpertComputeFactory ExpertParallelCompute::Factory(const Topology& topology,
                                                     const ModelConfig& config,
-                                                    AllToAllAlgorithm algorithm) {
+                                                    AllToAllAlgorithm algorithm,
+                                                    bool bound_experts) {
   const ExpertParallelOptions options{.num_experts = config.num_experts,
                                       .hidden = config.hidden_size,
                                       .intermediate = config.moe_intermediate_size,
-                                      .algorithm = algorithm};
+                                      .algorithm = algorithm,
+                                      .bound_experts = bound_experts};
   const Topology* t = &topology;
   return [t, options](Backend& backend, ParameterStore& store, int layer, DType weight_dtype,
                       bool with_grad) -> Result<std::unique_ptr<ExpertCompute>> {

@@ -85,6 +85,12 @@ struct ExpertParallelOptions {
   int64_t hidden = 0;        // H
   int64_t intermediate = 0;  // moe_intermediate_size
   AllToAllAlgorithm algorithm = AllToAllAlgorithm::kFlat;
+  // The local experts have no weights of their own: a bound LocalExpertCompute (Note [bound
+  // experts] in runtime/model/expert_compute.h) that registers nothing in the store and computes
+  // with what the weight source set on local() gives per Forward. Training on the expert store
+  // binds each step's activated experts this way (launcher/training/expert_working_set.h).
+  // Default: false (the local experts are registered and owned).
+  bool bound_experts = false;
 };
 
 class ExpertParallelCompute final : public ExpertCompute {
@@ -98,8 +104,9 @@ class ExpertParallelCompute final : public ExpertCompute {
 
   // A factory for MoeLayer::Create (config.num_experts, hidden_size, moe_intermediate_size). It
   // keeps a pointer to `topology`, which must outlive the factory and the layers it makes.
+  // `bound_experts`: as ExpertParallelOptions::bound_experts.
   static ExpertComputeFactory Factory(const Topology& topology, const ModelConfig& config,
-                                      AllToAllAlgorithm algorithm);
+                                      AllToAllAlgorithm algorithm, bool bound_experts = false);
 
   // Collective over the EP group.
   Status Forward(Backend& backend, const Tensor& xs, std::span<const int64_t> group_rows,

@@ -75,9 +75,15 @@ Status DistributedRank::AttachModel(MoeModel& model, const TrainConfig& config,
   const ParallelOptions& par = config.parallel;
   if (model_config.num_experts > 0) {
     experts_per_rank_ = model_config.num_experts / par.ep_size;
+    // A model built with bound experts (the expert store's working set) gets bound local experts
+    // too: nothing is registered in experts_, the trainer's working set gives the weights.
+    const bool bound = model.options().bound_experts;
+    SY_CHECK(!bound || par.ep_size == world_->size())
+        << "bound experts need one holder per expert (parallel.ep_size " << par.ep_size
+        << " of a world of " << world_->size() << "): replicas reduce resident gradients";
     const ExpertComputeFactory factory = ExpertParallelCompute::Factory(
         *ep_topology_, model_config,
-        par.hierarchical_a2a ? AllToAllAlgorithm::kHierarchical : AllToAllAlgorithm::kFlat);
+        par.hierarchical_a2a ? AllToAllAlgorithm::kHierarchical : AllToAllAlgorithm::kFlat, bound);
     int m = 0;
     for (int l = 0; l < model_config.num_layers; ++l) {
       if (!model_config.IsMoeLayer(l)) continue;
@@ -144,10 +150,11 @@ void DistributedRank::SetLossShare(float share) {
   if (embedding_) embedding_->set_gradient_prescale(share);
 }
 
-Result<GlobalStepLoss> DistributedRank::ReduceGradients(std::span<ParamState> states,
-                                                        const LossReport& local, float share,
-                                                        double grad_clip) {
+Result<GlobalStepLoss> DistributedRank::ReduceGradients(
+    std::span<ParamState> states, std::span<const std::span<float>> bound_expert_grads,
+    const LossReport& local, float share, double grad_clip) {
   std::vector<std::span<float>> dense, experts, shards;
+  experts.assign(bound_expert_grads.begin(), bound_expert_grads.end());
   for (ParamState& s : states) {
     std::span<float> g(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
     if (s.param->is_column_shard()) {

@@ -22,6 +22,13 @@
 // Every collective runs on a timed duplicate of the caller's world (timed_communicator.h), so
 // communication_seconds() is the time this rank's thread spent communicating.
 //
+// Bound experts. A model built with ModelOptions::bound_experts (training on the expert store's
+// working set, launcher/training/expert_working_set.h) gets bound local experts: experts() stays
+// empty and the trainer passes the activated experts' gradients to ReduceGradients. Only with
+// parallel.ep_size == world: replicas (ep_size < world) sum their gradients over the
+// expert-data-parallel group, which needs every replica to hold the same experts' gradients in the
+// same order, whatever each one's tokens activated (Note [working set over ranks] in trainer.cc).
+//
 // Ownership: owns its communicators, topology, this rank's experts and ZeRO-3. It does not own
 // the backend, the thread pool or the model, which must outlive it, nor the caller's world. The
 // model's expert layers (installed by AttachModel) point into this object's topology and
@@ -96,8 +103,13 @@ class DistributedRank {
   // gradients by `share` and sums them over the world, sums the expert gradients over their
   // replicas, reduces the loss terms and the squared gradient norm of the whole model, and clips
   // every gradient (ZeRO-3's shards too) to `grad_clip` when it is > 0, as ClipGradNorm does.
-  Result<GlobalStepLoss> ReduceGradients(std::span<ParamState> states, const LossReport& local,
-                                         float share, double grad_clip);
+  // `bound_expert_grads`: the gradients of this rank's bound experts (the expert store's working
+  // set: the experts the step activated, in parameter order; the others' are zero and count
+  // nothing), taken as expert gradients before those in `states`. Only with one holder per expert
+  // (ep_size == world), whose replica sum is none.
+  Result<GlobalStepLoss> ReduceGradients(std::span<ParamState> states,
+                                         std::span<const std::span<float>> bound_expert_grads,
+                                         const LossReport& local, float share, double grad_clip);
   // Sums `load` (per MoE layer, per expert: this rank's routed token-slots) over the world.
   Status SumOverWorld(std::vector<std::vector<int64_t>>& load);
 

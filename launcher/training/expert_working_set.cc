@@ -8,8 +8,21 @@
 
 namespace sy::launcher {
 
-ExpertWorkingSet::ExpertWorkingSet(ExpertStateStore* store, int64_t hidden, int64_t intermediate)
-    : store_(store), hidden_(hidden), intermediate_(intermediate) {
+// Note [working set on a device]. The store reads and writes host memory (its masters, the
+// gradients its Update reads), and the compute runs on the backend. On a device (sim) the working
+// set keeps both: host copies bound to the store, device tensors bound to the compute. The
+// weights go up once per Bind, after the store's Prepare has filled them (so the device computes
+// with the exact master, as the resident path's copy after each update gives it); the gradients
+// come down once per step, after the backward. The arithmetic on the device is the resident
+// path's: the same grouped GEMMs over the experts with rows (an expert without rows adds nothing
+// in either), so the gradients, and the host update on them, are bit-identical.
+ExpertWorkingSet::ExpertWorkingSet(ExpertStateStore* store, Backend& backend, int64_t hidden,
+                                   int64_t intermediate)
+    : store_(store),
+      backend_(backend),
+      on_device_(!backend.device().is_host()),
+      hidden_(hidden),
+      intermediate_(intermediate) {
   SY_CHECK(store != nullptr) << "ExpertWorkingSet needs the store";
 }
 
@@ -22,8 +35,9 @@ void ExpertWorkingSet::Drop(int layer) {
     (void)slot;
     store_->Bind(store_->Entry(layer, expert), none, {});
   }
-  const int64_t a = it->second.tensors.w_gate.dim(0);
-  bytes_ -= static_cast<size_t>(a * 3 * hidden_ * intermediate_) * 2 * sizeof(float);
+  const int64_t a = it->second.host.w_gate.dim(0);
+  bytes_ -= static_cast<size_t>(a * 3 * hidden_ * intermediate_) * 2 * sizeof(float) *
+            (on_device_ ? 2 : 1);
   layers_.erase(it);
 }
 
@@ -35,11 +49,11 @@ Result<BoundExperts> ExpertWorkingSet::Bind(int layer, int first_expert,
     if (group_rows[i] == 0) continue;
     const int64_t slot = static_cast<int64_t>(bound.slot.size());
     bound.slot.emplace(first_expert + static_cast<int>(i), slot);
-    bound.tensors.group_rows.push_back(group_rows[i]);
+    bound.host.group_rows.push_back(group_rows[i]);
   }
   const int64_t a = static_cast<int64_t>(bound.slot.size());
   const Shape up{a, intermediate_, hidden_}, down{a, hidden_, intermediate_};
-  BoundExperts& t = bound.tensors;
+  BoundExperts& t = bound.host;
   const std::string what = "expert working set of decoder layer " + std::to_string(layer) + " (" +
                            std::to_string(a) + " experts)";
   for (auto [tensor, shape] :
@@ -57,13 +71,47 @@ Result<BoundExperts> ExpertWorkingSet::Bind(int layer, int first_expert,
                                   t.dw_down.Select(slot).data<float>()};
     store_->Bind(store_->Entry(layer, expert), values, grads);
   }
-  bytes_ += static_cast<size_t>(a * 3 * hidden_ * intermediate_) * 2 * sizeof(float);
+  bytes_ += static_cast<size_t>(a * 3 * hidden_ * intermediate_) * 2 * sizeof(float) *
+            (on_device_ ? 2 : 1);
   peak_bytes_ = std::max(peak_bytes_, bytes_);
-  BoundExperts out = t;
-  layers_.emplace(layer, std::move(bound));
+  Layer& kept = layers_.emplace(layer, std::move(bound)).first->second;
   // Fills the weights (and activates the experts for this step's update).
   SY_RETURN_IF_ERROR(store_->Prepare(layer, first_expert, group_rows));
-  return out;
+  if (!on_device_ || a == 0) {  // nothing to upload without experts
+    kept.device = kept.host;
+    return kept.host;
+  }
+  // Note [working set on a device]: the filled weights go up, the gradients start at zero there.
+  BoundExperts& d = kept.device;
+  d.group_rows = kept.host.group_rows;
+  const std::pair<const Tensor*, Tensor*> weights[] = {
+      {&kept.host.w_gate, &d.w_gate}, {&kept.host.w_up, &d.w_up}, {&kept.host.w_down, &d.w_down}};
+  for (auto [host, device] : weights) {
+    Result<Tensor> made = backend_.AllocatePersistent(DType::kF32, host->shape());
+    if (!made.ok()) return made.status().WithContext(what + " on " + backend_.name());
+    *device = std::move(*made);
+    backend_.CopyAsync(*host, *device, backend_.compute_stream());
+  }
+  for (auto [grad, shape] :
+       {std::pair{&d.dw_gate, up}, std::pair{&d.dw_up, up}, std::pair{&d.dw_down, down}}) {
+    Result<Tensor> made = backend_.AllocatePersistent(DType::kF32, shape);
+    if (!made.ok()) return made.status().WithContext(what + " on " + backend_.name());
+    *grad = std::move(*made);
+    backend_.Fill(*grad, 0.0f);
+  }
+  backend_.SynchronizeStream(backend_.compute_stream());
+  return d;
+}
+
+void ExpertWorkingSet::DownloadGradients() {
+  if (!on_device_) return;
+  for (auto& [layer, bound] : layers_) {
+    (void)layer;
+    backend_.CopyAsync(bound.device.dw_gate, bound.host.dw_gate, backend_.compute_stream());
+    backend_.CopyAsync(bound.device.dw_up, bound.host.dw_up, backend_.compute_stream());
+    backend_.CopyAsync(bound.device.dw_down, bound.host.dw_down, backend_.compute_stream());
+  }
+  backend_.SynchronizeStream(backend_.compute_stream());
 }
 
 std::span<float> ExpertWorkingSet::Grad(int layer, int expert, int part) {
@@ -71,7 +119,7 @@ std::span<float> ExpertWorkingSet::Grad(int layer, int expert, int part) {
   if (it == layers_.end()) return {};
   auto slot = it->second.slot.find(expert);
   if (slot == it->second.slot.end()) return {};
-  const BoundExperts& t = it->second.tensors;
+  const BoundExperts& t = it->second.host;
   SY_CHECK(part >= 0 && part < 3) << "expert part " << part;
   const Tensor g = (part == 0 ? t.dw_gate : part == 1 ? t.dw_up : t.dw_down).Select(slot->second);
   return {g.data<float>(), static_cast<size_t>(g.numel())};

@@ -1,6 +1,9 @@
 // ExpertWorkingSet: the compute copy of the experts a step activates, for training on the expert
 // store without a copy of every expert in memory (ExpertStateStoreOptions::resident false; the
-// trainer uses it in one process on a host backend, launcher/training/trainer.cc).
+// trainer uses it on a host backend in one process, or under mpirun with one holder per expert,
+// parallel.ep_size equal to the world: Note [working set over ranks] in
+// launcher/training/trainer.cc). Under expert parallelism it binds the rank's own experts that
+// receive rows after the all-to-all of the counts.
 //
 // It is the ExpertWeightSource of every MoE layer's bound LocalExpertCompute (Note [bound experts]
 // in runtime/model/expert_compute.h). At a layer's Forward, Bind allocates stacked f32 weights and
@@ -11,11 +14,18 @@
 // reads them, and Clear releases everything at the end of the step. A second Forward of a layer
 // before Clear (an evaluation between steps) replaces that layer's experts.
 //
-// Memory: 8 B per parameter of each activated expert (weight and gradient), for one step; the
-// model holds no other expert weights.
+// On a device backend (sim; not host memory) the store fills host copies, Bind uploads them into
+// device tensors and zeroes device gradients there, and DownloadGradients brings the gradients
+// back into the host copies after the backward, where Grad, the norm and the store's Update read
+// them (Note [working set on a device]).
 //
-// Ownership: borrows the store, which must outlive it; owns the tensors it binds (the compute
-// keeps views of them until its Release). Thread-safety: none; the trainer's thread.
+// Memory: 8 B per parameter of each activated expert (weight and gradient), for one step; on a
+// device as much again on the host (its copies). The model holds no other expert weights.
+//
+// Ownership: borrows the store and the backend, which must outlive it; owns the tensors it binds
+// (the compute keeps views of them until its Release). Thread-safety: none; the trainer's thread.
+// Ordering: Bind returns with the uploads done (it synchronizes the compute stream), and so does
+// DownloadGradients.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +35,7 @@
 #include <vector>
 
 #include "launcher/training/expert_state_store.h"
+#include "runtime/backend/backend.h"
 #include "runtime/model/expert_compute.h"
 
 namespace sy::launcher {
@@ -32,13 +43,17 @@ namespace sy::launcher {
 class ExpertWorkingSet final : public ExpertWeightSource {
  public:
   // Experts of `hidden` x `intermediate` (w_gate, w_up [I, H]; w_down [H, I]: the store entries'
-  // three parts in that order).
-  ExpertWorkingSet(ExpertStateStore* store, int64_t hidden, int64_t intermediate);
+  // three parts in that order), computed on `backend`.
+  ExpertWorkingSet(ExpertStateStore* store, Backend& backend, int64_t hidden, int64_t intermediate);
 
   Result<BoundExperts> Bind(int layer, int first_expert,
                             std::span<const int64_t> group_rows) override;
+  // On a device backend: copies every bound gradient to its host copy (after Backward, before
+  // Grad and the store's Update). Nothing on a host backend.
+  void DownloadGradients();
   // The gradient of part `part` (0 w_gate, 1 w_up, 2 w_down) of global expert `expert` of decoder
-  // layer `layer`; empty when that expert is not in the working set (its gradient is zero).
+  // layer `layer`, on the host; empty when that expert is not in the working set (its gradient is
+  // zero).
   std::span<float> Grad(int layer, int expert, int part);
   // Unbinds and releases every layer's experts.
   void Clear();
@@ -49,11 +64,14 @@ class ExpertWorkingSet final : public ExpertWeightSource {
  private:
   struct Layer {
     std::map<int, int64_t> slot;  // global expert -> its index in the stacked tensors
-    BoundExperts tensors;
+    BoundExperts host;            // the store's view (host memory)
+    BoundExperts device;          // the compute's (the host tensors on a host backend)
   };
   void Drop(int layer);
 
   ExpertStateStore* store_;
+  Backend& backend_;
+  bool on_device_;  // the backend's memory is not the host's
   int64_t hidden_, intermediate_;
   std::map<int, Layer> layers_;  // by decoder layer
   size_t bytes_ = 0, peak_bytes_ = 0;

@@ -143,11 +143,11 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
                                 " token ids; set model.vocab_size to 0 (the data's) or larger");
   }
   config_.model = model_config;
-  // One process on a host backend with an expert store: the model holds only the experts a step
-  // activates (the working set); elsewhere every expert's weights and gradients.
+  // An expert store on cpu or sim, in one process or with one holder per expert: the model holds
+  // only the experts a step activates (the working set); elsewhere every expert's weights and
+  // gradients (Note [working set over ranks], Note [working set on a device]).
   ModelOptions model_options;
-  model_options.bound_experts =
-      config_.expert_store.enabled() && world == nullptr && device.is_host();
+  model_options.bound_experts = UsesExpertWorkingSet(config_, world_size);
   SY_ASSIGN_OR_RETURN(model_, MoeModel::Create(*backend_, model_config, model_options));
   SY_RETURN_IF_ERROR(model_->InitializeParameters(config_.train.seed,
                                                   static_cast<float>(config_.train.init_stddev)));
@@ -383,11 +383,35 @@ Status Trainer::InitExpertStore() {
   return Status::Ok();
 }
 
+// Note [working set over ranks]. Under mpirun each rank's store holds its own experts, and the
+// working set binds the ones its EP rank receives rows for, after the all-to-all of the counts
+// (the LocalExpertCompute inside ExpertParallelCompute is bound: DistributedRank::AttachModel).
+// What the resident path did with the experts' ParamStates, and what replaces it:
+//   - gradient norm and clipping: DistributedRank::ReduceGradients sums this rank's expert
+//     gradients' squares chunk by chunk in parameter order; it gets the working set's gradients
+//     in that order (WorkingSetGradients), the others being zero, whose chunks add exactly 0.0,
+//     so the norm, the clipping coefficient and the scaled gradients are the resident ones;
+//   - the update: the store's Update, as in one process;
+//   - the checkpoint: the save's owner exports each expert's master, m and v from the store
+//     (OwnExpertState), the load imports each expert into the store as it arrives from rank 0
+//     (DistributeExperts), so no rank holds all its experts' states at once;
+//   - ZeRO-3 and the embedding partition touch only dense parameters: unchanged.
+// With replicas (parallel.ep_size < world) the expert gradients are summed over the
+// expert-data-parallel group in one packed all-reduce, which needs every replica to pass the same
+// experts' gradients: a replica's working set has the experts its own tokens activated, so it
+// would have to agree on the union of the replicas' sets each step (one more collective) and bind
+// the missing ones with zero gradients (the store's Update already activates an expert whose
+// summed gradient is non-zero). And the sum would no longer be bit-identical to the resident one
+// beyond two replicas: MPI picks the all-reduce algorithm, and each element's summation order,
+// from the message length and the element's offset, and the union's packed buffer is shorter. It
+// needs a reduction whose order does not depend on the packing, in both paths. Not done: those
+// runs keep every local expert resident.
 Status Trainer::InitExpertWorkingSet(ExpertStateStoreOptions options) {
-  // One entry per (layer, expert), its tensors in checkpoint order (w_gate, w_up, w_down).
+  // One entry per (layer, expert) of this rank, its tensors in checkpoint order (w_gate, w_up,
+  // w_down).
   ExpertEntries entries(MoeLayerIndex());
   for (const ParamInfo& p : all_params_) {
-    if (!p.is_expert) continue;
+    if (!p.is_expert || !OwnsExpert(p.expert)) continue;
     const ExpertEntry& e =
         entries.Add(p.layer, p.expert, {nullptr, nullptr, static_cast<size_t>(p.numel)});
     SY_CHECK_EQ(static_cast<size_t>(p.expert_part) + 1, e.parts.size())
@@ -408,14 +432,31 @@ Status Trainer::InitExpertWorkingSet(ExpertStateStoreOptions options) {
   };
   SY_ASSIGN_OR_RETURN(expert_store_,
                       ExpertStateStore::Create(options, optimizer_.get(), entries.Take()));
-  working_set_ = std::make_unique<ExpertWorkingSet>(expert_store_.get(), config_.model.hidden_size,
-                                                    config_.model.moe_intermediate_size);
+  working_set_ =
+      std::make_unique<ExpertWorkingSet>(expert_store_.get(), *backend_, config_.model.hidden_size,
+                                         config_.model.moe_intermediate_size);
   for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
     LocalExpertCompute* local = FindLocalExperts(model_->moe_layer(m).expert_compute());
     SY_CHECK(local != nullptr && local->bound()) << "MoE layer " << m << " is not bound";
     local->set_weight_source(working_set_.get());
   }
   return Status::Ok();
+}
+
+bool Trainer::OwnsExpert(int expert) const {
+  return !dist_ || ExpertOwner(expert, config_.model.num_experts, dist_->ep_size()) ==
+                       rank() % dist_->ep_size();
+}
+
+std::vector<std::span<float>> Trainer::WorkingSetGradients() {
+  std::vector<std::span<float>> grads;
+  if (!working_set_) return grads;
+  for (const ParamInfo& p : all_params_) {
+    if (!p.is_expert) continue;
+    std::span<float> g = working_set_->Grad(p.layer, p.expert, p.expert_part);
+    if (!g.empty()) grads.push_back(g);
+  }
+  return grads;
 }
 
 std::vector<std::span<float>> Trainer::ClippedGradients() {

@@ -193,8 +193,9 @@ class Trainer {
   std::vector<std::vector<float>> ParameterValues();
   // Every parameter of the model, as the checkpoint holds them (names and shapes), in order.
   std::vector<std::pair<std::string, std::vector<int64_t>>> CheckpointParameters() const;
-  // True when the model holds only the experts a step activates (one process on a host backend
-  // with expert_store.dir: launcher/training/expert_working_set.h); null otherwise.
+  // Non-null when the model holds only the experts a step activates (expert_store.dir on a host
+  // backend, in one process or with parallel.ep_size equal to the world:
+  // launcher/training/expert_working_set.h); null otherwise.
   const ExpertWorkingSet* expert_working_set() const { return working_set_.get(); }
   // With an expert store: replays every expert's missing updates and writes the cache back (see
   // ExpertStateStore::Consolidate); OK without one. Not collective.
@@ -229,6 +230,10 @@ class Trainer {
   // Every gradient this step's clipping covers, in checkpoint parameter order: the states' and,
   // with the working set, its experts' (those not in it are zero and left out).
   std::vector<std::span<float>> ClippedGradients();
+  // The working set's expert gradients in checkpoint parameter order (empty without one).
+  std::vector<std::span<float>> WorkingSetGradients();
+  // Whether this rank holds global expert `expert` (always in one process).
+  bool OwnsExpert(int expert) const;
   // The working set's checkpoint: every parameter streamed into `path` (experts one at a time
   // from the store), and restored from it likewise.
   Status SaveWorkingSetCheckpoint(const std::string& path);
@@ -260,11 +265,13 @@ class Trainer {
   // its parts are).
   struct ExportedExpert {
     size_t entry = SIZE_MAX;
-    std::vector<std::vector<float>> m, v;
+    std::vector<std::vector<float>> values, m, v;  // values: the working set's (from the store)
     int64_t opt_step = 0;
   };
   // The checkpoint state of all_params_[i], an expert this rank holds: value, m and v (empty
-  // where the optimizer keeps none) and step count, from states_ or the expert store.
+  // where the optimizer keeps none) and step count, from states_ or the expert store (the
+  // working set's: all of them from the store, each expert read once for its parts, which are
+  // asked for in checkpoint order).
   Status OwnExpertState(size_t i, ExportedExpert* exported, CheckpointParam* out);
   // An owner in the first EP group other than rank 0: sends rank 0 the state of each expert
   // tensor it owns, in checkpoint order (after a failure, `failed` or its own, only the failure

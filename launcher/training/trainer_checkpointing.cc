@@ -48,7 +48,7 @@ Status Trainer::SaveCheckpoint(const std::string& path) {
   // With an expert store the experts' states are consolidated into the file an in-memory run
   // writes; their moments are held only for the save. A rank whose store fails returns here, and
   // RunTrainingJob ends the job on every rank.
-  if (working_set_) return SaveWorkingSetCheckpoint(path);
+  if (working_set_ && !dist_) return SaveWorkingSetCheckpoint(path);
   // Distributed, the experts' states stream to rank 0 from their owners (and from the store one
   // expert at a time): a failed consolidation still joins the save's collectives and returns.
   if (dist_) {
@@ -100,8 +100,7 @@ Status Trainer::SaveWorkingSetCheckpoint(const std::string& path) {
   SY_RETURN_IF_ERROR(expert_store_->Consolidate());
   const TrainCheckpoint header = CheckpointHeader();
   size_t next_state = 0;
-  std::vector<std::vector<float>> values, m, v;
-  int64_t expert_step = 0;
+  ExportedExpert exported;
   auto next = [&](size_t i, CheckpointParam* out) -> Status {
     const ParamInfo& p = all_params_[i];
     out->value.name = out->m.name = out->v.name = p.name;
@@ -117,17 +116,7 @@ Status Trainer::SaveWorkingSetCheckpoint(const std::string& path) {
       out->opt_step = s.opt_step;
       return Status::Ok();
     }
-    const size_t k = static_cast<size_t>(p.expert_part);
-    if (k == 0) {
-      SY_RETURN_IF_ERROR(expert_store_->Export(expert_store_->Entry(p.layer, p.expert), &values, &m,
-                                               &v, &expert_step));
-    }
-    SY_CHECK_LT(k, values.size()) << p.name;
-    out->value.data = std::move(values[k]);
-    out->m.data = std::move(m[k]);
-    out->v.data = std::move(v[k]);
-    out->opt_step = expert_step;
-    return Status::Ok();
+    return OwnExpertState(i, &exported, out);
   };
   return WriteTrainCheckpointStreamed(path, header, all_params_.size(), next);
 }
@@ -180,6 +169,24 @@ constexpr int kExpertStateTag = 7102;
 
 Status Trainer::OwnExpertState(size_t i, ExportedExpert* exported, CheckpointParam* out) {
   const ParamInfo& p = all_params_[i];
+  if (working_set_) {
+    // The value too comes from the store (the model holds no expert), read once for the parts.
+    const size_t e = expert_store_->Entry(p.layer, p.expert);
+    if (exported->entry != e) {
+      exported->entry = SIZE_MAX;
+      SY_RETURN_IF_ERROR(expert_store_->Export(e, &exported->values, &exported->m, &exported->v,
+                                               &exported->opt_step));
+      exported->entry = e;
+    }
+    const size_t k = static_cast<size_t>(p.expert_part);
+    SY_CHECK(k < exported->values.size() && k < exported->m.size() && k < exported->v.size())
+        << p.name << " is not a part of its store entry";
+    out->value.data = std::move(exported->values[k]);
+    out->m.data = std::move(exported->m[k]);
+    out->v.data = std::move(exported->v[k]);
+    out->opt_step = exported->opt_step;
+    return Status::Ok();
+  }
   const auto held = state_of_.find(p.name);
   SY_CHECK(held != state_of_.end()) << p.name << " is not held by rank " << rank();
   const ParamState& s = states_[held->second];
@@ -490,8 +497,33 @@ Status Trainer::DistributeExperts(Communicator& world, const TrainCheckpointRead
   // failure headers; every rank then returns rank 0's error, its state untouched.
   const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
   const int ep = dist_->ep_size(), groups = world_size() / ep;
-  Status failed = Status::Ok();
+  Status failed = Status::Ok();  // rank 0's read or import
+  Status mine = Status::Ok();    // another rank's import
   CheckpointParam param;
+  // The working set's experts go into the store as each one's last part arrives, and leave ckpt
+  // (RestoreState restores dense parameters only then). The run has made as many updates as its
+  // most updated parameter (every dense one is updated at every update).
+  int64_t updates = 0;
+  for (int64_t s : ckpt->optimizer_steps) updates = std::max(updates, s);
+  std::vector<std::vector<float>> values, m, v;
+  auto import = [&](size_t i) -> Status {
+    const ParamInfo& p = all_params_[i];
+    if (!working_set_ || !failed.ok() || !mine.ok() || p.expert_part != 2) return Status::Ok();
+    values.assign(3, {});
+    m.assign(3, {});
+    v.assign(3, {});
+    for (size_t k = 0; k < 3; ++k) {
+      const size_t part = i - 2 + k;
+      SY_CHECK(all_params_[part].is_expert && all_params_[part].expert == p.expert &&
+               all_params_[part].expert_part == static_cast<int>(k))
+          << p.name << ": expert parts out of order";
+      values[k] = std::move(ckpt->params[part].data);
+      m[k] = std::move(ckpt->optimizer_m[part].data);
+      v[k] = std::move(ckpt->optimizer_v[part].data);
+    }
+    return expert_store_->Import(expert_store_->Entry(p.layer, p.expert), &values, m, v,
+                                 ckpt->optimizer_steps[i], updates);
+  };
   for (size_t i = 0; i < all_params_.size(); ++i) {
     const ParamInfo& p = all_params_[i];
     if (!p.is_expert) continue;
@@ -519,6 +551,7 @@ Status Trainer::DistributeExperts(Communicator& world, const TrainCheckpointRead
         ckpt->params[i].data = std::move(param.value.data);
         ckpt->optimizer_m[i].data = std::move(param.m.data);
         ckpt->optimizer_v[i].data = std::move(param.v.data);
+        if (Status imported = import(i); !imported.ok()) failed = imported;
       }
       continue;
     }
@@ -537,8 +570,25 @@ Status Trainer::DistributeExperts(Communicator& world, const TrainCheckpointRead
     ckpt->params[i].data = std::move(param.value.data);
     ckpt->optimizer_m[i].data = std::move(param.m.data);
     ckpt->optimizer_v[i].data = std::move(param.v.data);
+    if (Status imported = import(i); !imported.ok() && mine.ok()) mine = imported;
   }
-  return BroadcastStatus(world, failed);
+  SY_RETURN_IF_ERROR(BroadcastStatus(world, failed));
+  if (!working_set_) return Status::Ok();
+  // A store that failed on any rank fails the load on every rank (its own error names the expert
+  // and the file), so that none trains on alone.
+  if (mine.ok()) mine = expert_store_->Consolidate();
+  int64_t failures = mine.ok() ? 0 : 1;
+  SY_RETURN_IF_ERROR(
+      world.AllReduceInPlace<int64_t>(std::span<int64_t>(&failures, 1), Reduction::kSum));
+  if (!mine.ok()) return mine;
+  if (failures > 0) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "checkpoint: " + std::to_string(failures) + " other rank" +
+                      (failures == 1 ? "" : "s") +
+                      " could not write the restored experts into the expert store; their own "
+                      "errors name the expert and the file");
+  }
+  return Status::Ok();
 }
 
 Status Trainer::RestoreState(TrainCheckpoint& ckpt) {

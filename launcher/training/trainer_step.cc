@@ -86,6 +86,7 @@ Result<StepReport> Trainer::StepOnce() {
       backend_->CopyAsync(s.param->grad, s.host_grad, backend_->compute_stream());
     }
   }
+  if (working_set_) working_set_->DownloadGradients();  // a device's, for the host update
   backend_->Synchronize();
   const auto backward_done = Clock::now();
   const double comm_backward = comm();
@@ -93,7 +94,8 @@ Result<StepReport> Trainer::StepOnce() {
   StepReport report;
   if (dist_) {
     SY_ASSIGN_OR_RETURN(GlobalStepLoss global,
-                        dist_->ReduceGradients(states_, loss, share, config_.train.grad_clip));
+                        dist_->ReduceGradients(states_, WorkingSetGradients(), loss, share,
+                                               config_.train.grad_clip));
     report.loss = global.loss;
     report.ce_loss = global.ce_loss;
     report.aux_loss = global.aux_loss;

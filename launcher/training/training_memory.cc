@@ -65,6 +65,25 @@ double CgroupRoom() {
 
 }  // namespace
 
+bool UsesExpertWorkingSet(const TrainConfig& config, int world_size) {
+  return config.expert_store.enabled() &&
+         (config.train.device == "cpu" || config.train.device == "sim") &&
+         (world_size <= 1 || config.parallel.ep_size == world_size);
+}
+
+double ExpertWorkingSetBytes(const TrainConfig& config, double moe_layers, int world_size) {
+  const ModelConfig& m = config.model;
+  const double experts = static_cast<double>(m.num_experts) /
+                         (world_size > 1 ? std::max(1, config.parallel.ep_size) : 1);
+  const double slots = static_cast<double>(config.data.batch_size) *
+                       static_cast<double>(config.data.seq_len) * m.top_k;
+  const double per_expert =
+      3.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.moe_intermediate_size);
+  // On a device, the host copies the store reads and writes as much again.
+  const double copies = config.train.device == "cpu" ? 1 : 2;
+  return moe_layers * std::min(experts, slots) * per_expert * 2 * kF32 * copies;
+}
+
 TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t vocab_size,
                                               int world_size) {
   const ModelConfig& m = config.model;
@@ -112,12 +131,8 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
     // staging included: expert_state_store.h) and a compute copy.
     const double cache = config.expert_store.cache_mib * 1024 * 1024;
     double compute_copy = expert_params * (2 + (host ? 0 : 2)) * kF32;  // every expert (resident)
-    if (world_size <= 1 && host) {
-      // The working set (expert_working_set.h): weight and gradient of the experts a step
-      // activates, at most one per routed token-slot per MoE layer.
-      const double slots = rows_per_rank * static_cast<double>(config.data.seq_len) * k;
-      const double per_expert = 3 * h * inter;
-      compute_copy = moe_layers * std::min(e, slots) * per_expert * 2 * kF32;
+    if (UsesExpertWorkingSet(config, world_size)) {
+      compute_copy = ExpertWorkingSetBytes(config, moe_layers, world_size);
     }
     out.parameter_bytes = dense_params * copies * kF32 + compute_copy + cache;
   }

@@ -17,10 +17,11 @@
 // ZeRO-3), and the ranks of one node share its memory.
 //
 // With expert_store.dir the experts' optimizer states are on the store: memory holds the cache
-// (cache_mib) and the experts' compute copy, which is every expert's weight and gradient
-// (distributed, or on a device) or, in one process on a host backend, the working set of the
-// experts a step activates (at most min(experts, tokens x top_k) per MoE layer, 8 B per
-// parameter; launcher/training/expert_working_set.h).
+// (cache_mib) and the experts' compute copy, which is every local expert's weight and gradient
+// (on cuda, or distributed with parallel.ep_size below the world) or, on cpu or sim in one
+// process or with ep_size equal to the world, the working set of the experts a step activates
+// (at most min(local experts, global batch tokens x top_k) per MoE layer, 8 B per parameter, 16 B
+// on sim; launcher/training/expert_working_set.h).
 //
 // Ownership: value types. Thread-safety: pure functions, except AvailableHostMemory, which reads
 // /proc and /sys.
@@ -46,6 +47,20 @@ struct TrainingMemoryEstimate {
 // (the data's when model.vocab_size is 0).
 TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t vocab_size,
                                               int world_size);
+
+// Whether the trainer of one rank of `world_size` computes the experts through the expert store's
+// working set (launcher/training/expert_working_set.h): expert_store.dir on the cpu or sim
+// backend, in one process or with one holder per expert (parallel.ep_size equal to the world;
+// Note [working set over ranks] in trainer.cc). Elsewhere (cuda, or expert replicas) every local
+// expert's weight and gradient is resident.
+bool UsesExpertWorkingSet(const TrainConfig& config, int world_size);
+
+// The working set's largest size on one rank of `world_size` for a model of `moe_layers` MoE
+// layers: f32 weight and gradient (8 B per parameter) of at most one expert per routed token-slot
+// of the global batch (a rank's experts take rows from every rank), and at most the rank's
+// experts, per MoE layer; on a device (sim) twice that (the device tensors and their host
+// copies).
+double ExpertWorkingSetBytes(const TrainConfig& config, double moe_layers, int world_size);
 
 // OK when `estimate` fits in `available_bytes`; otherwise ResourceExhausted that names the one
 // key to lower and the largest value that would fit: model.* when the parameters alone do not

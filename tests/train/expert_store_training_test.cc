@@ -192,6 +192,42 @@ TEST(ExpertStoreTrainingTest, BitIdenticalWithoutPrefetchAndWithOneSlot) {
   ExpectBitIdentical(store, memory);
 }
 
+// On the sim device (not host memory) the working set uploads the activated experts' weights and
+// downloads their gradients (Note [working set on a device] in expert_working_set.cc): against
+// in-memory training on sim, every loss, parameter, moment and step count is bit-identical, also
+// across a save and a resume of the store's checkpoint on sim.
+TEST(ExpertStoreTrainingTest, OnTheSimDeviceBitIdenticalToInMemoryOnSim) {
+  TempDir dir("sim");
+  std::vector<std::string> sim = SparseRouting();
+  sim.push_back("train.device=sim");
+  const TrainRun memory = Train(Load(sim), 8, dir / "memory.h5");
+  const TrainConfig config = Load(WithStore(sim, dir / "store", 32, 0.25));
+  {
+    auto t = Trainer::Create(config);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    ASSERT_NE((*t)->expert_working_set(), nullptr);
+    EXPECT_EQ((*t)->model().parameters().num_expert_elements(), 0);
+  }
+  const TrainRun first = Train(config, 5, dir / "half.h5");
+  const TrainRun second = Train(config, 3, dir / "store.h5", dir / "half.h5");
+  TrainRun joined = second;
+  joined.losses = first.losses;
+  joined.losses.insert(joined.losses.end(), second.losses.begin(), second.losses.end());
+  ExpectBitIdentical(joined, memory);
+  // The device's weights and gradients of the activated experts, and their host copies.
+  const uint64_t all_experts = 32ull * 3 * 64 * 128 * 8 * 2;
+  int partial = 0;
+  for (const TrainRun* run : {&first, &second}) {
+    for (const StepReport& r : run->reports) {
+      EXPECT_GT(r.expert_working_set_bytes, 0u) << "step " << r.step;
+      EXPECT_LE(r.expert_working_set_bytes, all_experts) << "step " << r.step;
+      partial += r.expert_working_set_bytes < all_experts;
+      EXPECT_GT(r.expert_cache_misses, 0u) << "step " << r.step;
+    }
+  }
+  EXPECT_GT(partial, 0);
+}
+
 TEST(ExpertStoreTrainingTest, InMemoryCheckpointResumesOnTheStoreBitIdentically) {
   TempDir dir("resume");
   const TrainRun straight = Train(Load(SparseRouting()), 10, dir / "straight.h5");

@@ -8,6 +8,10 @@ step). Checks, exactly (no tolerance):
   - the loss and ce_loss of every step
   - every tensor of the final checkpoints (parameters, AdamW moments, optimizer step counts)
   - every step's metrics carry the store's counters, with misses and bytes written in every step
+  - the compute copy: with one holder per expert (ep_size equal to NP, or one process) rank 0's
+    model held only the step's activated experts (working_set_bytes > 0, and at most all of its
+    experts' 8 B per parameter, 16 B on sim with the host copies); with replicas (ep_size < NP)
+    every local expert is resident (working_set_bytes 0)
   - with --resume-check: both runs continue 2 steps from their checkpoints (the store run reopens
     its store files), again exactly equal
 Prints "store equivalence ok".
@@ -49,6 +53,9 @@ def main():
     experts = int(sets.get("model.num_experts", model["num_experts"]))
     layers = int(sets.get("model.num_layers", model["num_layers"]))
     ep = int(sets.get("parallel.ep_size", cfg.get("parallel", {}).get("ep_size", 1)))
+    # The working set's bytes per parameter: weight and gradient, with their host copies on sim.
+    device = sets.get("train.device", cfg.get("train", {}).get("device", "cpu"))
+    ws_per_param = 8 * (1 if device == "cpu" else 2)
     # One expert's extent: master, m, v (AdamW) and 16 bytes of step counts, in 4 KiB pages.
     extent = math.ceil((3 * hidden * inter * 12 + 16) / 4096) * 4096
     local = layers * experts // ep
@@ -96,6 +103,19 @@ def main():
         if st["misses"] <= 0 or st["bytes_written"] <= 0:
             sys.exit(f"FAIL: step {rec['step']}: no eviction traffic with {slots} of {local} "
                      f"experts cached: {st}")
+        ws = st.get("working_set_bytes", 0)
+        if ep == args.np:
+            resident = local * 3 * hidden * inter * ws_per_param
+            if not 0 < ws <= resident:
+                sys.exit(f"FAIL: step {rec['step']}: working set of {ws} bytes on rank 0, "
+                         f"expected the activated experts of its {resident} resident bytes")
+        elif ws != 0:
+            sys.exit(f"FAIL: step {rec['step']}: a working set of {ws} bytes with ep_size {ep} "
+                     f"< {args.np} ranks, whose experts stay resident")
+    ws = [rec["expert_store"].get("working_set_bytes", 0) for rec in records]
+    every = local * 3 * hidden * inter * ws_per_param
+    print(f"rank 0's working set: {min(ws)} to {max(ws)} bytes a step "
+          f"(all its {local} experts at {ws_per_param} B/param: {every} bytes)")
     if args.resume_check:
         # Both continue from their checkpoints; the store run reopens its store files.
         more = args.steps + 2

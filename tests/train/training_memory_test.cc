@@ -134,9 +134,33 @@ TEST(TrainingMemoryTest, TheStoreCountsItsCacheAndTheWorkingSet) {
   no_staging.push_back("expert_store.staging_mib=0");
   const TrainingMemoryEstimate unstaged = EstimateTrainingMemory(LoadTiny(no_staging), vocab, 1);
   EXPECT_EQ(unstaged.parameter_bytes, on_store.parameter_bytes);
-  // Distributed, the compute copy of every local expert stays resident (8 B each).
+  // Distributed with replicas (ep_size 1 < 2 ranks), the compute copy of every local expert stays
+  // resident (8 B each).
   const TrainingMemoryEstimate two_ranks = EstimateTrainingMemory(LoadTiny(store), vocab, 2);
   EXPECT_GT(two_ranks.parameter_bytes, 8 * experts);
+  // One holder per expert (ep_size 2 on 2 ranks): each rank's 512 experts per layer, of which the
+  // global batch's 32 token-slots activate at most 32: the one-process working set, against the
+  // 8 B of each of the rank's experts that the resident copy held.
+  std::vector<std::string> ep2 = model;
+  ep2.push_back("parallel.ep_size=2");
+  std::vector<std::string> ep2_store = store;
+  ep2_store.push_back("parallel.ep_size=2");
+  const TrainingMemoryEstimate ep2_memory = EstimateTrainingMemory(LoadTiny(ep2), vocab, 2);
+  const TrainingMemoryEstimate ep2_on_store = EstimateTrainingMemory(LoadTiny(ep2_store), vocab, 2);
+  EXPECT_NEAR(ep2_memory.parameter_bytes - ep2_on_store.parameter_bytes,
+              16 * experts / 2 - working_set - cache, 1.0);
+  // On sim the working set keeps host copies of its device tensors: twice the bytes.
+  std::vector<std::string> sim_store = store;
+  sim_store.push_back("train.device=sim");
+  std::vector<std::string> cpu_store = store;
+  cpu_store.push_back("train.device=cpu");
+  EXPECT_NEAR(EstimateTrainingMemory(LoadTiny(sim_store), vocab, 1).parameter_bytes -
+                  EstimateTrainingMemory(LoadTiny(cpu_store), vocab, 1).parameter_bytes,
+              working_set, 1.0);
+  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(sim_store), 1));
+  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(store), 2));  // ep_size 1 < 2 ranks: replicas
+  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(ep2_store), 2));
+  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(model), 1));  // no store
 }
 
 }  // namespace
