@@ -145,7 +145,8 @@ TEST(StoreFormatTest, IndexPointingPastTheEndOfTheFileIsReported) {
   e.length = sb.kinds[1].payload_bytes;
   e.generation = 1;
   std::vector<uint8_t> image = Image(sb, entries);
-  image.resize(image.size() - 4096);  // truncated
+  ASSERT_GT(image.size(), 4096u);
+  image.erase(image.end() - 4096, image.end());  // truncated
   Result<StoreMetadata> metadata = ParseStoreImage(image);
   ASSERT_FALSE(metadata.ok());
   EXPECT_EQ(metadata.status().code(), StatusCode::kDataLoss);
