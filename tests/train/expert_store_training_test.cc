@@ -175,9 +175,13 @@ TEST(ExpertStoreTrainingTest, EachExpertIsReadAtMostOncePerStep) {
     const TrainRun store = Train(Load(sets), steps, dir / "store.h5");
     ExpectBitIdentical(store, memory);
     const uint64_t payload = 3 * 64 * 128 * 12 + 16;  // master, m, v and the counts
+    // With prefetch, the step's end starts LOW reads of the next step's first experts (at most
+    // half the prefetch window, which is below the cache's slots, at most 8 here: 3); one that
+    // completes before the step's report is counted in this step, though the next step uses it.
+    const uint64_t look_ahead = std::string(prefetch) == "true" ? 3 : 0;
     for (const StepReport& r : store.reports) {
       EXPECT_GT(r.store_bytes_read, 0u) << "step " << r.step;
-      EXPECT_LE(r.store_bytes_read, 32 * payload) << "step " << r.step;
+      EXPECT_LE(r.store_bytes_read, (32 + look_ahead) * payload) << "step " << r.step;
     }
   }
 }
