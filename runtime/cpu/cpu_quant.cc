@@ -176,8 +176,11 @@ void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
   ForBlockPairs(nb / 2, [&](int64_t pair, int slot) SY_KERNEL_INLINE {
     const int64_t b = 2 * pair;
     const uint8_t* p = w + b * 34;
-    // Past the row's end this reads ahead into the next rows, as the caller's range runs.
-    _mm_prefetch(reinterpret_cast<const char*>(p + kQ8_0PrefetchBytes), _MM_HINT_T0);
+    // Past the row's end this reads ahead into the next rows, as the caller's range runs. Past
+    // the weight's end it may pull in a few unrelated lines, harmlessly (a prefetch never faults);
+    // the address is formed as an integer, so no pointer leaves its array.
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kQ8_0PrefetchBytes),
+                 _MM_HINT_T0);
     const __m256i lo = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 36)),
                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
     const __m256i hi = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 52)),
