@@ -5,7 +5,10 @@
 // each row once however many query heads share it. In a decode step (T = 1 over a long cache)
 // the chunks spread one row over the pool; their partial softmax statistics (max, sum) and
 // unnormalised outputs are merged afterwards, as flash-decoding does. Within a chunk the softmax
-// is two-pass and stable (subtract the max, exponentiate, sum).
+// is two-pass and stable (subtract the max, exponentiate, sum). When there are fewer (row, chunk)
+// tasks than threads (a decode step over a cache shorter than two chunks: one task), the kv heads
+// are split between tasks too, each with the query heads of its kv heads, so the other threads
+// do not wait idle.
 //
 // Backward: recomputes the probabilities from the saved log-sum-exp. One task per (batch, kv head)
 // owns dk and dv of that kv head and dq of its query heads, so the accumulation over the query
@@ -105,9 +108,15 @@ void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   // output, merged below (the flash-decoding combine).
   const int64_t stride = d + 2;
   std::vector<float> partial(static_cast<size_t>(rows * chunks * hq * stride));
-  pool().ParallelFor(rows * chunks, 1, [&](int64_t lo, int64_t hi) {
+  // kv heads per task: all of them, or split when the (row, chunk) tasks cannot fill the pool.
+  const int64_t head_tasks =
+      rows * chunks < pool().num_threads() ? std::min<int64_t>(hkv, pool().num_threads()) : 1;
+  pool().ParallelFor(rows * chunks * head_tasks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> scores;
-    for (int64_t item = lo; item < hi; ++item) {
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t item = task / head_tasks, split = task % head_tasks;
+      const int64_t hk0 = hkv * split / head_tasks, hk1 = hkv * (split + 1) / head_tasks;
+      const int64_t h0 = hk0 * group, h1 = hk1 * group;  // this task's query heads
       const int64_t c = item % chunks, row = item / chunks;
       const int64_t t = row % dims.t, b = row / dims.t;
       const int64_t len = lens[static_cast<size_t>(b)] - dims.t + t + 1;  // keys 0..position
@@ -119,7 +128,7 @@ void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, co
       int64_t j = 0;
       for (; j + 4 <= n; j += 4) {
         const float* kblock = pk + ((b * dims.s + j0 + j) * hkv) * d;
-        for (int64_t hk = 0; hk < hkv; ++hk) {
+        for (int64_t hk = hk0; hk < hk1; ++hk) {
           const float* const krows[4] = {kblock + hk * d, kblock + (hkv + hk) * d,
                                          kblock + (2 * hkv + hk) * d, kblock + (3 * hkv + hk) * d};
           for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
@@ -132,12 +141,12 @@ void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, co
       }
       for (; j < n; ++j) {
         const float* krow = pk + ((b * dims.s + j0 + j) * hkv) * d;
-        for (int64_t h = 0; h < hq; ++h) {
+        for (int64_t h = h0; h < h1; ++h) {
           scores[static_cast<size_t>(h * n + j)] =
               scale * cpu::Dot(qrow + h * d, krow + (h / group) * d, d);
         }
       }
-      for (int64_t h = 0; h < hq; ++h) {
+      for (int64_t h = h0; h < h1; ++h) {
         float* ph = part + h * stride;
         std::fill(ph, ph + d, 0.0f);
         if (n == 0) {
@@ -151,7 +160,7 @@ void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, co
       }
       for (int64_t j = 0; j < n; ++j) {
         const float* vrow = pv + ((b * dims.s + j0 + j) * hkv) * d;
-        for (int64_t h = 0; h < hq; ++h) {
+        for (int64_t h = h0; h < h1; ++h) {
           cpu::AxpyRow(scores[static_cast<size_t>(h * n + j)], vrow + (h / group) * d,
                        part + h * stride, d);
         }

@@ -1117,6 +1117,10 @@ std::vector<AttentionSpec> AttentionSpecs() {
       {"decode_gqa2_kv_lens", {3, 1, 40, 4, 2, 64}, {40, 7, 19}},
       {"decode_gqa4_kv_lens", {2, 1, 300, 8, 2, 128}, {300, 131}},
       {"decode_gqa4_full_cache", {2, 1, 50, 4, 1, 16}, {}},
+      // One row over a short cache: the cpu backend splits the kv heads between its threads
+      // (evenly, then 1 + 2 of 3).
+      {"decode_one_row_gqa4", {1, 1, 37, 8, 2, 32}, {}},
+      {"decode_one_row_three_kv_heads", {1, 1, 70, 6, 3, 16}, {45}},
       {"chunked_prefill_gqa2", {2, 4, 20, 4, 2, 16}, {9, 20}},
       {"chunked_prefill_no_kv_lens", {1, 3, 11, 2, 1, 8}, {}},
   };

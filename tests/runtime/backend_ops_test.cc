@@ -19,6 +19,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_quant.h"
 #include "runtime/opcheck/op_check.h"
+#include "runtime/reference/reference_ops.h"
 
 namespace sy {
 namespace {
@@ -261,6 +262,58 @@ TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
         EXPECT_EQ(offsets[static_cast<size_t>((r * kBlocks + b) * 8 + j)], 8 * sum)
             << "row " << r << " block " << b << " lane " << j;
       }
+    }
+  }
+}
+
+// The cpu backend keeps the last rotation tables per thread (cpu_norm_rope.cc): calls that repeat
+// (positions, D, theta) reuse them, and a call that changes any one of the three (or the number
+// of positions) rotates by its own. Each call in turn against the double reference.
+TEST(CpuRope, RepeatedAndChangedCallsMatchTheReference) {
+  Backend& backend = BackendFor(Device::Cpu());
+  struct Call {
+    std::vector<int32_t> positions;
+    int64_t d;
+    float theta;
+    bool backward;
+  };
+  const std::vector<int32_t> a = {3, 17, 40}, b = {4, 17, 40}, c = {3, 17, 40, 41};
+  const Call calls[] = {
+      {a, 64, 1e4f, false}, {a, 64, 1e4f, false},  // the same twice: the tables reused
+      {b, 64, 1e4f, false},                        // one position differs
+      {b, 64, 1e6f, false},                        // theta differs
+      {b, 32, 1e6f, false},                        // D differs
+      {c, 32, 1e6f, false},                        // one more position
+      {c, 32, 1e6f, true},  {a, 32, 1e6f, true},   // backward: the same tables, then others
+  };
+  constexpr int64_t kHeads = 2;
+  uint32_t state = 7;
+  for (size_t i = 0; i < std::size(calls); ++i) {
+    const Call& call = calls[i];
+    const auto t = static_cast<int64_t>(call.positions.size());
+    const int64_t n = t * kHeads * call.d;
+    std::vector<double> x(static_cast<size_t>(n));
+    Tensor tx = backend.Allocate(DType::kF32, Shape{t, kHeads, call.d}).value();
+    Tensor out = backend.Allocate(DType::kF32, Shape{t, kHeads, call.d}).value();
+    Tensor tp = backend.Allocate(DType::kI32, Shape{t}).value();
+    for (int64_t j = 0; j < n; ++j) {
+      state = state * 1664525u + 1013904223u;
+      const float v = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 4.0f - 2.0f;
+      tx.data<float>()[j] = v;
+      x[static_cast<size_t>(j)] = v;
+    }
+    std::memcpy(tp.data<int32_t>(), call.positions.data(), sizeof(int32_t) * t);
+    std::vector<double> want;
+    if (call.backward) {
+      backend.RopeBackward(tx, tp, call.theta, out);
+      want = reference::RopeBackward(t, kHeads, call.d, x, call.positions, call.theta);
+    } else {
+      backend.Rope(tx, tp, call.theta, out);
+      want = reference::Rope(t, kHeads, call.d, x, call.positions, call.theta);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_NEAR(out.data<float>()[j], want[static_cast<size_t>(j)], 2e-5)
+          << "call " << i << " value " << j;
     }
   }
 }
