@@ -183,8 +183,13 @@ Result<GlobalStepLoss> DistributedRank::ReduceGradients(
   }
   // One all-reduce per expert, so that its sums do not depend on which other experts are
   // reduced: the working set passes only the experts its replicas activated, the resident path
-  // every one (Note [working set over ranks] in trainer.cc).
-  SY_RETURN_IF_ERROR(AllReduceEach(*groups_.expert_dp, by_expert));
+  // every one (Note [working set over ranks] in trainer.cc). Two replicas add two terms, a + b,
+  // the same bits in either order, whatever the packing: one call then.
+  if (groups_.expert_dp->size() <= 2) {
+    SY_RETURN_IF_ERROR(AllReduceSpans(*groups_.expert_dp, experts));
+  } else {
+    SY_RETURN_IF_ERROR(AllReduceEach(*groups_.expert_dp, by_expert));
+  }
   // The loss terms weighted by the shares, the experts' squared norm and the dense shards'
   // squared norm (ZeRO-3), and the embedding column slices' squared norm, summed over the world.
   // Each expert lives on world / ep_size ranks, so that sum counts it that many times; each
