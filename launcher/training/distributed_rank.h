@@ -26,8 +26,8 @@
 // working set, launcher/training/expert_working_set.h) gets bound local experts: experts() stays
 // empty and the trainer passes the activated experts' gradients to ReduceGradients. With replicas
 // (parallel.ep_size < world) each replica passes the union of the experts its group activated
-// (SumOverReplicas), those it did not compute with zero gradients, and the sums go expert by
-// expert (Note [working set over ranks] in trainer.cc).
+// (SumOverReplicas), those it did not compute with zero gradients, and beyond two replicas the
+// sums go expert by expert (Note [working set over ranks] in trainer.cc).
 //
 // Ownership: owns its communicators, topology, this rank's experts and ZeRO-3. It does not own
 // the backend, the thread pool or the model, which must outlive it, nor the caller's world. The
@@ -107,8 +107,8 @@ class DistributedRank {
   // gradients, in parameter order; taken as expert gradients before those in `states`. The
   // experts left out have zero gradients on every replica, so they count nothing. With replicas
   // every rank of the expert-data-parallel group must pass the same experts (SumOverReplicas).
-  // Each expert's gradient is summed over its replicas by an all-reduce of its own, so the sums
-  // are the same bits whichever experts are passed.
+  // Beyond two replicas each expert's gradient is summed by an all-reduce of its own (two: one
+  // packed call, a + b in any order), so the sums are the same bits whichever experts are passed.
   Result<GlobalStepLoss> ReduceGradients(
       std::span<ParamState> states, std::span<const std::vector<std::span<float>>> bound_experts,
       const LossReport& local, float share, double grad_clip);

@@ -403,13 +403,14 @@ Status Trainer::InitExpertStore() {
 //     (BindReplicaUnion) and each binds a zeroed gradient, without weights, to the experts of the
 //     union it did not compute (ExpertWorkingSet::BindGradient), so every replica passes the same
 //     experts, in parameter order;
-//   - the sum: one all-reduce per expert, its parts packed (AllReduceEach), in the resident path
-//     and here alike. MPI picks the all-reduce algorithm, and with it each element's summation
-//     order, from the message length and the element's offset; one packed call over the union
-//     would be shorter than the resident one over every expert and round differently beyond two
-//     replicas. A call per expert has the same length and offsets in both, so the union's sums are
-//     the resident ones bit for bit; the experts outside the union are zero on every replica, as
-//     their resident sums are;
+//   - the sum: beyond two replicas, one all-reduce per expert, its parts packed (AllReduceEach),
+//     in the resident path and here alike. MPI may pick the all-reduce algorithm, and with it each
+//     element's summation order, from the message length and the element's offset (Open MPI's
+//     ring does); one packed call over the union would be shorter than the resident one over every
+//     expert and round differently (tests/train: train_expert_store_dp4 under the ring). A call
+//     per expert has the same length and offsets in both, so the union's sums are the resident
+//     ones bit for bit; the experts outside the union are zero on every replica, as their
+//     resident sums are. Two replicas add a + b, the same bits in either order: one packed call;
 //   - the update: the store's Update takes an activated expert, and one of the union whose summed
 //     gradient is not zero; one whose sum is zero is left to the replay of zero-gradient steps,
 //     the arithmetic in-memory AdamW applies to it;
