@@ -126,18 +126,17 @@ class PlanCommand : public Command {
           "note: expert_store.dir is not set, so this run keeps every expert's states in "
           "memory; set it to put them on the SSD as planned\n");
     }
-    if (UsesExpertWorkingSet(config, ranks_)) {
+    if (UsesExpertWorkingSet(config)) {
       std::printf(
-          "note: on cpu or sim, in one process or with parallel.ep_size equal to the ranks, this "
-          "build's trainer holds only the experts a step activates, as f32 weight and gradient "
-          "(8 B/param, and host copies on sim; at most %s per rank for this config's batch), "
-          "beside the cache\n",
+          "note: on cpu or sim this build's trainer holds only the experts a step activates (with "
+          "replicas, those of any replica), as f32 weight and gradient (8 B/param, and host "
+          "copies on sim; at most %s per rank for this config's batch), beside the cache\n",
           Bytes(ExpertWorkingSetBytes(config, plan.moe_layers, ranks_)).c_str());
     } else {
       std::printf(
-          "note: on cuda, or with expert replicas (parallel.ep_size below the ranks), this "
-          "build's trainer keeps every local expert's weights and gradients (8 B/param, %s over "
-          "the group); only the 12 B/param of optimizer state leave for the store\n",
+          "note: on cuda this build's trainer keeps every local expert's weights and gradients "
+          "(8 B/param, %s over the group); only the 12 B/param of optimizer state leave for the "
+          "store\n",
           Bytes(8 * s).c_str());
     }
   }

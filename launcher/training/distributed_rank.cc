@@ -78,9 +78,6 @@ Status DistributedRank::AttachModel(MoeModel& model, const TrainConfig& config,
     // A model built with bound experts (the expert store's working set) gets bound local experts
     // too: nothing is registered in experts_, the trainer's working set gives the weights.
     const bool bound = model.options().bound_experts;
-    SY_CHECK(!bound || par.ep_size == world_->size())
-        << "bound experts need one holder per expert (parallel.ep_size " << par.ep_size
-        << " of a world of " << world_->size() << "): replicas reduce resident gradients";
     const ExpertComputeFactory factory = ExpertParallelCompute::Factory(
         *ep_topology_, model_config,
         par.hierarchical_a2a ? AllToAllAlgorithm::kHierarchical : AllToAllAlgorithm::kFlat, bound);
@@ -151,17 +148,31 @@ void DistributedRank::SetLossShare(float share) {
 }
 
 Result<GlobalStepLoss> DistributedRank::ReduceGradients(
-    std::span<ParamState> states, std::span<const std::span<float>> bound_expert_grads,
+    std::span<ParamState> states, std::span<const std::vector<std::span<float>>> bound_experts,
     const LossReport& local, float share, double grad_clip) {
-  std::vector<std::span<float>> dense, experts, shards;
-  experts.assign(bound_expert_grads.begin(), bound_expert_grads.end());
+  std::vector<std::span<float>> dense, shards;
+  // Per expert its parts' gradients: the bound ones, then those of `states` (an expert's parts
+  // are consecutive there, in parameter order).
+  std::vector<std::vector<std::span<float>>> by_expert(bound_experts.begin(), bound_experts.end());
+  const Parameter* last_expert = nullptr;
   for (ParamState& s : states) {
     std::span<float> g(s.host_grad.data<float>(), static_cast<size_t>(s.host_grad.numel()));
     if (s.param->is_column_shard()) {
       shards.push_back(g);  // complete on its owner (EmbeddingPartition::Backward)
+    } else if (!s.param->is_expert) {
+      dense.push_back(g);
     } else {
-      (s.param->is_expert ? experts : dense).push_back(g);
+      if (last_expert == nullptr || last_expert->layer != s.param->layer ||
+          last_expert->expert != s.param->expert) {
+        by_expert.emplace_back();
+      }
+      by_expert.back().push_back(g);
+      last_expert = s.param;
     }
+  }
+  std::vector<std::span<float>> experts;
+  for (const std::vector<std::span<float>>& parts : by_expert) {
+    experts.insert(experts.end(), parts.begin(), parts.end());
   }
   // The experts' gradients already carry each rank's share (LossShareExpertCompute); the dense
   // ones get it here, then each is summed over the ranks that hold it. Under ZeRO-3 the dense
@@ -170,7 +181,15 @@ Result<GlobalStepLoss> DistributedRank::ReduceGradients(
     if (share != 1.0f) ScaleGrads(dense, share, pool_);
     SY_RETURN_IF_ERROR(AllReduceSpans(*world_, dense));
   }
-  SY_RETURN_IF_ERROR(AllReduceSpans(*groups_.expert_dp, experts));
+  // One all-reduce per expert, so that its sums do not depend on which other experts are
+  // reduced: the working set passes only the experts its replicas activated, the resident path
+  // every one (Note [working set over ranks] in trainer.cc). Two replicas add two terms, a + b,
+  // the same bits in either order, whatever the packing: one call then.
+  if (groups_.expert_dp->size() <= 2) {
+    SY_RETURN_IF_ERROR(AllReduceSpans(*groups_.expert_dp, experts));
+  } else {
+    SY_RETURN_IF_ERROR(AllReduceEach(*groups_.expert_dp, by_expert));
+  }
   // The loss terms weighted by the shares, the experts' squared norm and the dense shards'
   // squared norm (ZeRO-3), and the embedding column slices' squared norm, summed over the world.
   // Each expert lives on world / ep_size ranks, so that sum counts it that many times; each
@@ -203,6 +222,11 @@ Result<GlobalStepLoss> DistributedRank::ReduceGradients(
     }
   }
   return global;
+}
+
+Status DistributedRank::SumOverReplicas(std::span<int64_t> counts) {
+  if (groups_.expert_dp->size() == 1 || counts.empty()) return Status::Ok();
+  return groups_.expert_dp->AllReduceInPlace<int64_t>(counts, Reduction::kSum);
 }
 
 Status DistributedRank::SumOverWorld(std::vector<std::vector<int64_t>>& load) {

@@ -24,10 +24,10 @@
 //
 // Bound experts. A model built with ModelOptions::bound_experts (training on the expert store's
 // working set, launcher/training/expert_working_set.h) gets bound local experts: experts() stays
-// empty and the trainer passes the activated experts' gradients to ReduceGradients. Only with
-// parallel.ep_size == world: replicas (ep_size < world) sum their gradients over the
-// expert-data-parallel group, which needs every replica to hold the same experts' gradients in the
-// same order, whatever each one's tokens activated (Note [working set over ranks] in trainer.cc).
+// empty and the trainer passes the activated experts' gradients to ReduceGradients. With replicas
+// (parallel.ep_size < world) each replica passes the union of the experts its group activated
+// (SumOverReplicas), those it did not compute with zero gradients, and beyond two replicas the
+// sums go expert by expert (Note [working set over ranks] in trainer.cc).
 //
 // Ownership: owns its communicators, topology, this rank's experts and ZeRO-3. It does not own
 // the backend, the thread pool or the model, which must outlive it, nor the caller's world. The
@@ -103,13 +103,18 @@ class DistributedRank {
   // gradients by `share` and sums them over the world, sums the expert gradients over their
   // replicas, reduces the loss terms and the squared gradient norm of the whole model, and clips
   // every gradient (ZeRO-3's shards too) to `grad_clip` when it is > 0, as ClipGradNorm does.
-  // `bound_expert_grads`: the gradients of this rank's bound experts (the expert store's working
-  // set: the experts the step activated, in parameter order; the others' are zero and count
-  // nothing), taken as expert gradients before those in `states`. Only with one holder per expert
-  // (ep_size == world), whose replica sum is none.
-  Result<GlobalStepLoss> ReduceGradients(std::span<ParamState> states,
-                                         std::span<const std::span<float>> bound_expert_grads,
-                                         const LossReport& local, float share, double grad_clip);
+  // `bound_experts`: per bound expert of this rank (the expert store's working set), its parts'
+  // gradients, in parameter order; taken as expert gradients before those in `states`. The
+  // experts left out have zero gradients on every replica, so they count nothing. With replicas
+  // every rank of the expert-data-parallel group must pass the same experts (SumOverReplicas).
+  // Beyond two replicas each expert's gradient is summed by an all-reduce of its own (two: one
+  // packed call, a + b in any order), so the sums are the same bits whichever experts are passed.
+  Result<GlobalStepLoss> ReduceGradients(
+      std::span<ParamState> states, std::span<const std::vector<std::span<float>>> bound_experts,
+      const LossReport& local, float share, double grad_clip);
+  // Sums `counts` elementwise over this rank's expert-data-parallel group (the ranks holding the
+  // same experts); nothing to do without replicas (ep_size == world).
+  Status SumOverReplicas(std::span<int64_t> counts);
   // Sums `load` (per MoE layer, per expert: this rank's routed token-slots) over the world.
   Status SumOverWorld(std::vector<std::vector<int64_t>>& load);
 

@@ -26,6 +26,8 @@ ExpertWorkingSet::ExpertWorkingSet(ExpertStateStore* store, Backend& backend, in
   SY_CHECK(store != nullptr) << "ExpertWorkingSet needs the store";
 }
 
+ExpertWorkingSet::~ExpertWorkingSet() { Clear(); }
+
 void ExpertWorkingSet::Drop(int layer) {
   auto it = layers_.find(layer);
   if (it == layers_.end()) return;
@@ -114,20 +116,50 @@ void ExpertWorkingSet::DownloadGradients() {
   backend_.SynchronizeStream(backend_.compute_stream());
 }
 
-std::span<float> ExpertWorkingSet::Grad(int layer, int expert, int part) {
+Status ExpertWorkingSet::BindGradient(int layer, int expert) {
   auto it = layers_.find(layer);
-  if (it == layers_.end()) return {};
-  auto slot = it->second.slot.find(expert);
-  if (slot == it->second.slot.end()) return {};
-  const BoundExperts& t = it->second.host;
+  SY_CHECK((it == layers_.end() || !it->second.slot.contains(expert)) &&
+           !gradient_only_.contains({layer, expert}))
+      << "expert " << expert << " of decoder layer " << layer << " is bound already";
+  const int64_t part = hidden_ * intermediate_;
+  Result<Tensor> made = Tensor::TryHost(DType::kF32, Shape{3 * part});  // zeroed
+  if (!made.ok()) {
+    return made.status().WithContext("expert working set: the gradient of expert " +
+                                     std::to_string(expert) + " of decoder layer " +
+                                     std::to_string(layer) + " (another replica's)");
+  }
+  float* g = made->data<float>();
+  float* const values[] = {nullptr, nullptr, nullptr};
+  const float* const grads[] = {g, g + part, g + 2 * part};
+  store_->Bind(store_->Entry(layer, expert), values, grads);
+  gradient_only_.emplace(std::pair{layer, expert}, std::move(*made));
+  bytes_ += static_cast<size_t>(3 * part) * sizeof(float);
+  peak_bytes_ = std::max(peak_bytes_, bytes_);
+  return Status::Ok();
+}
+
+std::span<float> ExpertWorkingSet::Grad(int layer, int expert, int part) {
   SY_CHECK(part >= 0 && part < 3) << "expert part " << part;
-  const Tensor g = (part == 0 ? t.dw_gate : part == 1 ? t.dw_up : t.dw_down).Select(slot->second);
-  return {g.data<float>(), static_cast<size_t>(g.numel())};
+  if (auto it = layers_.find(layer); it != layers_.end()) {
+    if (auto slot = it->second.slot.find(expert); slot != it->second.slot.end()) {
+      const BoundExperts& t = it->second.host;
+      const Tensor g = (part == 0   ? t.dw_gate
+                        : part == 1 ? t.dw_up
+                                    : t.dw_down)
+                           .Select(slot->second);
+      return {g.data<float>(), static_cast<size_t>(g.numel())};
+    }
+  }
+  auto only = gradient_only_.find({layer, expert});
+  if (only == gradient_only_.end()) return {};
+  const size_t n = static_cast<size_t>(hidden_ * intermediate_);
+  return {only->second.data<float>() + static_cast<size_t>(part) * n, n};
 }
 
 void ExpertWorkingSet::Clear() {
   store_->UnbindAll();
   layers_.clear();
+  gradient_only_.clear();
   bytes_ = 0;
 }
 

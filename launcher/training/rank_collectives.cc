@@ -36,12 +36,30 @@ Status BroadcastStatus(Communicator& comm, const Status& status, int root) {
   return Status(static_cast<StatusCode>(header[0]), message);
 }
 
-Status AllReduceSpans(Communicator& comm, std::span<const std::span<float>> spans) {
+namespace {
+
+// AllReduceSpans with the caller's packing buffer.
+Status AllReducePacked(Communicator& comm, std::span<const std::span<float>> spans,
+                       std::vector<float>& packed) {
   if (comm.size() == 1 || spans.empty()) return Status::Ok();
-  std::vector<float> packed;
   Pack(spans, packed, /*to_spans=*/false);
   SY_RETURN_IF_ERROR(comm.AllReduceInPlace<float>(packed, Reduction::kSum));
   Pack(spans, packed, /*to_spans=*/true);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status AllReduceSpans(Communicator& comm, std::span<const std::span<float>> spans) {
+  std::vector<float> packed;
+  return AllReducePacked(comm, spans, packed);
+}
+
+Status AllReduceEach(Communicator& comm, std::span<const std::vector<std::span<float>>> groups) {
+  std::vector<float> packed;  // reused: every group of a step's experts has the same size
+  for (const std::vector<std::span<float>>& group : groups) {
+    SY_RETURN_IF_ERROR(AllReducePacked(comm, group, packed));
+  }
   return Status::Ok();
 }
 

@@ -1,7 +1,7 @@
 // Rank collectives: the few whole-vector collectives the distributed trainer builds on the
 // Communicator's element calls (parallel/communicator.h): a Status agreed from one rank, a vector
-// of unknown length from one rank, variable-length gathers, and one packed all-reduce of many
-// gradient spans.
+// of unknown length from one rank, variable-length gathers, and packed all-reduces of gradient
+// spans.
 //
 // Every function is collective over `comm`: each rank calls it in the same order with the same
 // `root`. Errors are the communicator's.
@@ -54,5 +54,12 @@ Status AllGatherVector(Communicator& comm, const std::vector<T>& local, std::vec
 // Sums `spans` elementwise over `comm`, in place, as one packed all-reduce (spans in the same
 // order and of the same sizes on every rank). Nothing to do on a communicator of one rank.
 Status AllReduceSpans(Communicator& comm, std::span<const std::span<float>> spans);
+
+// One packed all-reduce per group of spans (AllReduceSpans of each group, in order; the same
+// groups in the same order on every rank). Each call's length, and each element's offset in it,
+// depend only on its own group, so a group's sums are the same bits whichever other groups are
+// reduced with it: MPI chooses the algorithm, and so each element's summation order, from those
+// two alone (Note [working set over ranks] in launcher/training/trainer.cc).
+Status AllReduceEach(Communicator& comm, std::span<const std::vector<std::span<float>>> groups);
 
 }  // namespace sy::launcher

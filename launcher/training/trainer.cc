@@ -143,11 +143,11 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
                                 " token ids; set model.vocab_size to 0 (the data's) or larger");
   }
   config_.model = model_config;
-  // An expert store on cpu or sim, in one process or with one holder per expert: the model holds
-  // only the experts a step activates (the working set); elsewhere every expert's weights and
-  // gradients (Note [working set over ranks], Note [working set on a device]).
+  // An expert store on cpu or sim, in one process or under mpirun: the model holds only the
+  // experts a step activates (the working set); on cuda every expert's weights and gradients
+  // (Note [working set over ranks], Note [working set on a device]).
   ModelOptions model_options;
-  model_options.bound_experts = UsesExpertWorkingSet(config_, world_size);
+  model_options.bound_experts = UsesExpertWorkingSet(config_);
   SY_ASSIGN_OR_RETURN(model_, MoeModel::Create(*backend_, model_config, model_options));
   SY_RETURN_IF_ERROR(model_->InitializeParameters(config_.train.seed,
                                                   static_cast<float>(config_.train.init_stddev)));
@@ -396,16 +396,26 @@ Status Trainer::InitExpertStore() {
 //     (OwnExpertState), the load imports each expert into the store as it arrives from rank 0
 //     (DistributeExperts), so no rank holds all its experts' states at once;
 //   - ZeRO-3 and the embedding partition touch only dense parameters: unchanged.
-// With replicas (parallel.ep_size < world) the expert gradients are summed over the
-// expert-data-parallel group in one packed all-reduce, which needs every replica to pass the same
-// experts' gradients: a replica's working set has the experts its own tokens activated, so it
-// would have to agree on the union of the replicas' sets each step (one more collective) and bind
-// the missing ones with zero gradients (the store's Update already activates an expert whose
-// summed gradient is non-zero). And the sum would no longer be bit-identical to the resident one
-// beyond two replicas: MPI picks the all-reduce algorithm, and each element's summation order,
-// from the message length and the element's offset, and the union's packed buffer is shorter. It
-// needs a reduction whose order does not depend on the packing, in both paths. Not done: those
-// runs keep every local expert resident.
+// With replicas (parallel.ep_size < world) each expert's gradient is summed over the
+// expert-data-parallel group (the W / ep_size ranks holding it), and a replica's working set has
+// only the experts its own EP group's tokens activated:
+//   - the union: after the backward the replicas sum a count per local expert over the group
+//     (BindReplicaUnion) and each binds a zeroed gradient, without weights, to the experts of the
+//     union it did not compute (ExpertWorkingSet::BindGradient), so every replica passes the same
+//     experts, in parameter order;
+//   - the sum: beyond two replicas, one all-reduce per expert, its parts packed (AllReduceEach),
+//     in the resident path and here alike. MPI may pick the all-reduce algorithm, and with it each
+//     element's summation order, from the message length and the element's offset (Open MPI's
+//     ring does); one packed call over the union would be shorter than the resident one over every
+//     expert and round differently (tests/train: train_expert_store_dp4 under the ring). A call
+//     per expert has the same length and offsets in both, so the union's sums are the resident
+//     ones bit for bit; the experts outside the union are zero on every replica, as their
+//     resident sums are. Two replicas add a + b, the same bits in either order: one packed call;
+//   - the update: the store's Update takes an activated expert, and one of the union whose summed
+//     gradient is not zero; one whose sum is zero is left to the replay of zero-gradient steps,
+//     the arithmetic in-memory AdamW applies to it;
+//   - the norm and the checkpoint: as above (each expert counted once: ReduceGradients divides the
+//     world's sum by the replicas).
 Status Trainer::InitExpertWorkingSet(ExpertStateStoreOptions options) {
   // One entry per (layer, expert) of this rank, its tensors in checkpoint order (w_gate, w_up,
   // w_down).
@@ -448,15 +458,40 @@ bool Trainer::OwnsExpert(int expert) const {
                        rank() % dist_->ep_size();
 }
 
-std::vector<std::span<float>> Trainer::WorkingSetGradients() {
-  std::vector<std::span<float>> grads;
+std::vector<std::vector<std::span<float>>> Trainer::WorkingSetGradients() {
+  std::vector<std::vector<std::span<float>>> grads;
   if (!working_set_) return grads;
   for (const ParamInfo& p : all_params_) {
     if (!p.is_expert) continue;
     std::span<float> g = working_set_->Grad(p.layer, p.expert, p.expert_part);
-    if (!g.empty()) grads.push_back(g);
+    if (g.empty()) continue;
+    if (p.expert_part == 0) grads.emplace_back();
+    SY_CHECK(!grads.empty() && grads.back().size() == static_cast<size_t>(p.expert_part))
+        << p.name << ": expert parts out of order";
+    grads.back().push_back(g);
   }
   return grads;
+}
+
+Status Trainer::BindReplicaUnion() {
+  if (!working_set_ || !dist_ || dist_->size() == dist_->ep_size()) return Status::Ok();
+  // This rank's experts in parameter order, the same on every replica, each counted where this
+  // rank's working set holds it.
+  std::vector<const ParamInfo*> mine;
+  std::vector<int64_t> held;
+  for (const ParamInfo& p : all_params_) {
+    if (!p.is_expert || p.expert_part != 0 || !OwnsExpert(p.expert)) continue;
+    mine.push_back(&p);
+    held.push_back(working_set_->Grad(p.layer, p.expert, 0).empty() ? 0 : 1);
+  }
+  std::vector<int64_t> any = held;
+  SY_RETURN_IF_ERROR(dist_->SumOverReplicas(any));
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (any[i] > 0 && held[i] == 0) {
+      SY_RETURN_IF_ERROR(working_set_->BindGradient(mine[i]->layer, mine[i]->expert));
+    }
+  }
+  return Status::Ok();
 }
 
 std::vector<std::span<float>> Trainer::ClippedGradients() {

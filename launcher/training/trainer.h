@@ -107,6 +107,9 @@ struct StepReport {
   uint64_t prefetch_failed = 0;           // prefetch reads that failed (read again on demand)
   // The expert working set's weights and gradients at the step's end (0 when resident).
   uint64_t expert_working_set_bytes = 0;
+  // Of them, the experts bound with a gradient only: activated by another replica, not this rank
+  // (parallel.ep_size < world; Note [working set over ranks] in trainer.cc).
+  uint64_t expert_replica_gradients = 0;
   // Per-task batches: the rows of each task in this step (kSyntheticTaskNames order), and the
   // rebalancing decision taken after it (elastic placement), for the log; "" when none.
   std::vector<int64_t> task_rows;
@@ -194,8 +197,7 @@ class Trainer {
   // Every parameter of the model, as the checkpoint holds them (names and shapes), in order.
   std::vector<std::pair<std::string, std::vector<int64_t>>> CheckpointParameters() const;
   // Non-null when the model holds only the experts a step activates (expert_store.dir on a host
-  // backend, in one process or with parallel.ep_size equal to the world:
-  // launcher/training/expert_working_set.h); null otherwise.
+  // backend: launcher/training/expert_working_set.h); null otherwise.
   const ExpertWorkingSet* expert_working_set() const { return working_set_.get(); }
   // With an expert store: replays every expert's missing updates and writes the cache back (see
   // ExpertStateStore::Consolidate); OK without one. Not collective.
@@ -230,8 +232,14 @@ class Trainer {
   // Every gradient this step's clipping covers, in checkpoint parameter order: the states' and,
   // with the working set, its experts' (those not in it are zero and left out).
   std::vector<std::span<float>> ClippedGradients();
-  // The working set's expert gradients in checkpoint parameter order (empty without one).
-  std::vector<std::span<float>> WorkingSetGradients();
+  // The working set's expert gradients in checkpoint parameter order, one entry per expert (its
+  // parts); empty without one.
+  std::vector<std::vector<std::span<float>>> WorkingSetGradients();
+  // Replicas (parallel.ep_size < world): agrees with the rest of the expert-data-parallel group on
+  // the experts any of them activated, and binds a zero gradient (BindGradient) to those this
+  // rank did not (Note [working set over ranks]). Collective over the group; nothing without
+  // replicas or without the working set.
+  Status BindReplicaUnion();
   // Whether this rank holds global expert `expert` (always in one process).
   bool OwnsExpert(int expert) const;
   // The working set's checkpoint: every parameter streamed into `path` (experts one at a time

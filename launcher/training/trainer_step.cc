@@ -93,6 +93,7 @@ Result<StepReport> Trainer::StepOnce() {
 
   StepReport report;
   if (dist_) {
+    SY_RETURN_IF_ERROR(BindReplicaUnion());
     SY_ASSIGN_OR_RETURN(GlobalStepLoss global,
                         dist_->ReduceGradients(states_, WorkingSetGradients(), loss, share,
                                                config_.train.grad_clip));
@@ -146,6 +147,7 @@ Result<StepReport> Trainer::StepOnce() {
     SY_RETURN_IF_ERROR(expert_store_->EndStep());
     if (working_set_) {
       report.expert_working_set_bytes = working_set_->bytes();
+      report.expert_replica_gradients = working_set_->gradient_only();
       working_set_->Clear();
     }
     const ExpertStoreStats after = expert_store_->stats();

@@ -339,7 +339,8 @@ class TrainingLoop {
           {"update_seconds", r.store_update_seconds},
           {"end_step_seconds", r.store_end_step_seconds},
           {"prefetch_failed", r.prefetch_failed},
-          {"working_set_bytes", r.expert_working_set_bytes}};
+          {"working_set_bytes", r.expert_working_set_bytes},
+          {"replica_gradients", r.expert_replica_gradients}};
     }
     metrics_ << line.dump() << "\n";
     metrics_.flush();

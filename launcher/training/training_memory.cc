@@ -65,10 +65,9 @@ double CgroupRoom() {
 
 }  // namespace
 
-bool UsesExpertWorkingSet(const TrainConfig& config, int world_size) {
+bool UsesExpertWorkingSet(const TrainConfig& config) {
   return config.expert_store.enabled() &&
-         (config.train.device == "cpu" || config.train.device == "sim") &&
-         (world_size <= 1 || config.parallel.ep_size == world_size);
+         (config.train.device == "cpu" || config.train.device == "sim");
 }
 
 double ExpertWorkingSetBytes(const TrainConfig& config, double moe_layers, int world_size) {
@@ -131,7 +130,7 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
     // staging included: expert_state_store.h) and a compute copy.
     const double cache = config.expert_store.cache_mib * 1024 * 1024;
     double compute_copy = expert_params * (2 + (host ? 0 : 2)) * kF32;  // every expert (resident)
-    if (UsesExpertWorkingSet(config, world_size)) {
+    if (UsesExpertWorkingSet(config)) {
       compute_copy = ExpertWorkingSetBytes(config, moe_layers, world_size);
     }
     out.parameter_bytes = dense_params * copies * kF32 + compute_copy + cache;

@@ -18,8 +18,8 @@
 //
 // With expert_store.dir the experts' optimizer states are on the store: memory holds the cache
 // (cache_mib) and the experts' compute copy, which is every local expert's weight and gradient
-// (on cuda, or distributed with parallel.ep_size below the world) or, on cpu or sim in one
-// process or with ep_size equal to the world, the working set of the experts a step activates
+// (on cuda) or, on cpu or sim (one process or mpirun, any parallel.ep_size), the working set of
+// the experts a step activates
 // (at most min(local experts, global batch tokens x top_k) per MoE layer, 8 B per parameter, 16 B
 // on sim; launcher/training/expert_working_set.h).
 //
@@ -48,18 +48,18 @@ struct TrainingMemoryEstimate {
 TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t vocab_size,
                                               int world_size);
 
-// Whether the trainer of one rank of `world_size` computes the experts through the expert store's
-// working set (launcher/training/expert_working_set.h): expert_store.dir on the cpu or sim
-// backend, in one process or with one holder per expert (parallel.ep_size equal to the world;
-// Note [working set over ranks] in trainer.cc). Elsewhere (cuda, or expert replicas) every local
-// expert's weight and gradient is resident.
-bool UsesExpertWorkingSet(const TrainConfig& config, int world_size);
+// Whether the trainer computes the experts through the expert store's working set
+// (launcher/training/expert_working_set.h): expert_store.dir on the cpu or sim backend, in one
+// process or under mpirun, with or without expert replicas (Note [working set over ranks] in
+// trainer.cc). Elsewhere (cuda) every local expert's weight and gradient is resident.
+bool UsesExpertWorkingSet(const TrainConfig& config);
 
 // The working set's largest size on one rank of `world_size` for a model of `moe_layers` MoE
 // layers: f32 weight and gradient (8 B per parameter) of at most one expert per routed token-slot
-// of the global batch (a rank's experts take rows from every rank), and at most the rank's
-// experts, per MoE layer; on a device (sim) twice that (the device tensors and their host
-// copies).
+// of the global batch (a rank's experts take rows from every rank; with replicas, the gradients
+// of the experts only another replica activated, 4 B per parameter, count within that bound),
+// and at most the rank's experts, per MoE layer; on a device (sim) twice that (the device
+// tensors and their host copies).
 double ExpertWorkingSetBytes(const TrainConfig& config, double moe_layers, int world_size);
 
 // OK when `estimate` fits in `available_bytes`; otherwise ResourceExhausted that names the one

@@ -8,16 +8,20 @@ step). Checks, exactly (no tolerance):
   - the loss and ce_loss of every step
   - every tensor of the final checkpoints (parameters, AdamW moments, optimizer step counts)
   - every step's metrics carry the store's counters, with misses and bytes written in every step
-  - the compute copy: with one holder per expert (ep_size equal to NP, or one process) rank 0's
-    model held only the step's activated experts (working_set_bytes > 0, and at most all of its
-    experts' 8 B per parameter, 16 B on sim with the host copies); with replicas (ep_size < NP)
-    every local expert is resident (working_set_bytes 0)
+  - the compute copy: rank 0's model held only the step's activated experts (working_set_bytes
+    > 0, and at most all of its experts' 8 B per parameter, 16 B on sim with the host copies),
+    with one holder per expert (ep_size equal to NP, or one process) and with replicas (ep_size <
+    NP: the experts any replica activated, those of the others with a gradient only)
+  - with --expect-replica-gradients (replicas, and more experts than one replica's tokens
+    activate): some step bound another replica's expert on rank 0 with a gradient only
+    (replica_gradients > 0), so the union of the replicas' working sets was exercised
   - with --resume-check: both runs continue 2 steps from their checkpoints (the store run reopens
     its store files), again exactly equal
 Prints "store equivalence ok".
 
     store_equivalence.py --switchyard BIN [--mpirun "mpirun ARGS" --np 4] --config CFG \
         [--set parallel.ep_size=4 ...] [--steps 12] [--fraction 0.25] [--resume-check]
+        [--expect-replica-gradients]
 """
 import argparse
 import json
@@ -42,6 +46,7 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--fraction", type=float, default=0.25)
     ap.add_argument("--resume-check", action="store_true")
+    ap.add_argument("--expect-replica-gradients", action="store_true")
     args = ap.parse_args()
 
     with open(args.config) as f:
@@ -104,14 +109,18 @@ def main():
             sys.exit(f"FAIL: step {rec['step']}: no eviction traffic with {slots} of {local} "
                      f"experts cached: {st}")
         ws = st.get("working_set_bytes", 0)
-        if ep == args.np:
-            resident = local * 3 * hidden * inter * ws_per_param
-            if not 0 < ws <= resident:
-                sys.exit(f"FAIL: step {rec['step']}: working set of {ws} bytes on rank 0, "
-                         f"expected the activated experts of its {resident} resident bytes")
-        elif ws != 0:
-            sys.exit(f"FAIL: step {rec['step']}: a working set of {ws} bytes with ep_size {ep} "
-                     f"< {args.np} ranks, whose experts stay resident")
+        resident = local * 3 * hidden * inter * ws_per_param
+        if not 0 < ws <= resident:
+            sys.exit(f"FAIL: step {rec['step']}: working set of {ws} bytes on rank 0 (ep_size "
+                     f"{ep} of {args.np} ranks), expected the activated experts of its "
+                     f"{resident} resident bytes")
+    union = [rec["expert_store"].get("replica_gradients", 0) for rec in records]
+    if ep == args.np and any(union):
+        sys.exit(f"FAIL: replica gradients {union} without replicas (ep_size {ep})")
+    if args.expect_replica_gradients and not any(union):
+        sys.exit(f"FAIL: no step bound another replica's expert on rank 0 ({union}): the union "
+                 f"of the replicas' working sets was not exercised")
+    print(f"rank 0's experts bound for another replica, per step: {union}")
     ws = [rec["expert_store"].get("working_set_bytes", 0) for rec in records]
     every = local * 3 * hidden * inter * ws_per_param
     print(f"rank 0's working set: {min(ws)} to {max(ws)} bytes a step "

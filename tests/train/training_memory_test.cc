@@ -134,10 +134,14 @@ TEST(TrainingMemoryTest, TheStoreCountsItsCacheAndTheWorkingSet) {
   no_staging.push_back("expert_store.staging_mib=0");
   const TrainingMemoryEstimate unstaged = EstimateTrainingMemory(LoadTiny(no_staging), vocab, 1);
   EXPECT_EQ(unstaged.parameter_bytes, on_store.parameter_bytes);
-  // Distributed with replicas (ep_size 1 < 2 ranks), the compute copy of every local expert stays
-  // resident (8 B each).
+  // Distributed with replicas (ep_size 1 < 2 ranks): each rank's working set is bounded by the
+  // global batch's 32 token-slots as in one process (the union of the replicas' experts), not the
+  // 8 B of every expert.
   const TrainingMemoryEstimate two_ranks = EstimateTrainingMemory(LoadTiny(store), vocab, 2);
-  EXPECT_GT(two_ranks.parameter_bytes, 8 * experts);
+  const TrainingMemoryEstimate two_ranks_memory = EstimateTrainingMemory(LoadTiny(model), vocab, 2);
+  EXPECT_LT(two_ranks.parameter_bytes, 8 * experts);
+  EXPECT_NEAR(two_ranks_memory.parameter_bytes - two_ranks.parameter_bytes,
+              16 * experts - working_set - cache, 1.0);
   // One holder per expert (ep_size 2 on 2 ranks): each rank's 512 experts per layer, of which the
   // global batch's 32 token-slots activate at most 32: the one-process working set, against the
   // 8 B of each of the rank's experts that the resident copy held.
@@ -157,10 +161,13 @@ TEST(TrainingMemoryTest, TheStoreCountsItsCacheAndTheWorkingSet) {
   EXPECT_NEAR(EstimateTrainingMemory(LoadTiny(sim_store), vocab, 1).parameter_bytes -
                   EstimateTrainingMemory(LoadTiny(cpu_store), vocab, 1).parameter_bytes,
               working_set, 1.0);
-  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(sim_store), 1));
-  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(store), 2));  // ep_size 1 < 2 ranks: replicas
-  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(ep2_store), 2));
-  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(model), 1));  // no store
+  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(sim_store)));
+  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(store)));  // replicas too (ep_size 1 < ranks)
+  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(ep2_store)));
+  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(model)));  // no store
+  std::vector<std::string> cuda_store = store;
+  cuda_store.push_back("train.device=cuda");
+  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(cuda_store)));  // resident on a GPU
 }
 
 }  // namespace
