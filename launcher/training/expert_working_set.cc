@@ -28,6 +28,12 @@ ExpertWorkingSet::ExpertWorkingSet(ExpertStateStore* store, Backend& backend, in
 
 ExpertWorkingSet::~ExpertWorkingSet() { Clear(); }
 
+// f32 weights and gradients of `experts` bound experts, and their device copies on a device.
+size_t ExpertWorkingSet::LayerBytes(int64_t experts) const {
+  return static_cast<size_t>(experts * 3 * hidden_ * intermediate_) * 2 * sizeof(float) *
+         (on_device_ ? 2 : 1);
+}
+
 void ExpertWorkingSet::Drop(int layer) {
   auto it = layers_.find(layer);
   if (it == layers_.end()) return;
@@ -37,9 +43,7 @@ void ExpertWorkingSet::Drop(int layer) {
     (void)slot;
     store_->Bind(store_->Entry(layer, expert), none, {});
   }
-  const int64_t a = it->second.host.w_gate.dim(0);
-  bytes_ -= static_cast<size_t>(a * 3 * hidden_ * intermediate_) * 2 * sizeof(float) *
-            (on_device_ ? 2 : 1);
+  bytes_ -= LayerBytes(it->second.host.w_gate.dim(0));
   layers_.erase(it);
 }
 
@@ -73,8 +77,7 @@ Result<BoundExperts> ExpertWorkingSet::Bind(int layer, int first_expert,
                                   t.dw_down.Select(slot).data<float>()};
     store_->Bind(store_->Entry(layer, expert), values, grads);
   }
-  bytes_ += static_cast<size_t>(a * 3 * hidden_ * intermediate_) * 2 * sizeof(float) *
-            (on_device_ ? 2 : 1);
+  bytes_ += LayerBytes(a);
   peak_bytes_ = std::max(peak_bytes_, bytes_);
   Layer& kept = layers_.emplace(layer, std::move(bound)).first->second;
   // Fills the weights (and activates the experts for this step's update).

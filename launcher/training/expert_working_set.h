@@ -83,6 +83,8 @@ class ExpertWorkingSet final : public ExpertWeightSource {
     BoundExperts device;          // the compute's (the host tensors on a host backend)
   };
   void Drop(int layer);
+  // The f32 weights and gradients of `experts` bound experts, twice on a device (host copies).
+  size_t LayerBytes(int64_t experts) const;
 
   ExpertStateStore* store_;
   Backend& backend_;
