@@ -50,5 +50,10 @@ function(sy_add_layer name)
                                                $<INSTALL_INTERFACE:include/switchyard>)
   target_link_libraries(sy_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   set_target_properties(sy_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON EXPORT_NAME ${name})
+  # A sanitized static library needs the sanitizer runtime wherever it is linked: an installed
+  # tree's consumer gets the flags from the exported target (the build tree has them globally).
+  if(SY_SANITIZER_FLAGS)
+    target_link_options(sy_${name} INTERFACE "$<INSTALL_INTERFACE:${SY_SANITIZER_FLAGS}>")
+  endif()
   set_property(GLOBAL APPEND PROPERTY SY_LAYER_TARGETS sy_${name})
 endfunction()
