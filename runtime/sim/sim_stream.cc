@@ -27,10 +27,11 @@ uint64_t SimEvent::armed() {
 }
 
 void SimEvent::Complete(uint64_t generation) {
-  {
-    MutexLock lock(&mutex_);
-    if (generation > completed_) completed_ = generation;
-  }
+  // Notified under the lock: a thread that sees the generation reached (Query, WaitFor) may
+  // destroy the event at once, and a notify after the unlock would then touch a destroyed
+  // condition variable (ThreadSanitizer, SimBackendTest.EventsOrderStreams).
+  MutexLock lock(&mutex_);
+  if (generation > completed_) completed_ = generation;
   cv_.NotifyAll();
 }
 

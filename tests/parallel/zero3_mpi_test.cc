@@ -313,9 +313,19 @@ TEST(Zero3MpiTest, MemoryPerRank) {
 
   // Create releases the initialised dense parameters (4 D bytes) and fills the shards; the resident
   // set then grows by the committed bytes when everything is gathered and drops back on release.
+  // Under ThreadSanitizer the resident set also holds the shadow of every page touched, and its
+  // allocator keeps freed blocks, so it no longer measures the shards: the accounting above and
+  // below still runs, the resident-set comparisons do not.
+#if defined(__SANITIZE_THREAD__)
+  constexpr bool kResidentSetMeasuresTheShards = false;
+#else
+  constexpr bool kResidentSetMeasuresTheShards = true;
+#endif
   const int64_t rss_released = ResidentBytes();
   const int64_t slack = 256 * 1024;
-  EXPECT_LT(rss_released, rss_before_create - 4 * dense + r.shard_bytes + slack);
+  if (kResidentSetMeasuresTheShards) {
+    EXPECT_LT(rss_released, rss_before_create - 4 * dense + r.shard_bytes + slack);
+  }
   ASSERT_TRUE((*zero)->GatherFullParameters().ok());
   const int64_t committed = (*zero)->memory().committed_bytes;
   EXPECT_GE(committed, 4 * dense);
@@ -324,10 +334,12 @@ TEST(Zero3MpiTest, MemoryPerRank) {
   const int64_t rss_gathered = ResidentBytes();
   (*zero)->ReleaseFullParameters();
   const int64_t rss_after = ResidentBytes();
-  EXPECT_NEAR(static_cast<double>(rss_gathered - rss_released), static_cast<double>(committed),
-              static_cast<double>(slack));
-  EXPECT_NEAR(static_cast<double>(rss_gathered - rss_after), static_cast<double>(committed),
-              static_cast<double>(slack));
+  if (kResidentSetMeasuresTheShards) {
+    EXPECT_NEAR(static_cast<double>(rss_gathered - rss_released), static_cast<double>(committed),
+                static_cast<double>(slack));
+    EXPECT_NEAR(static_cast<double>(rss_gathered - rss_after), static_cast<double>(committed),
+                static_cast<double>(slack));
+  }
   EXPECT_EQ((*zero)->memory().committed_bytes, 0);
   if (world.rank() == 0) {
     std::printf(
