@@ -94,9 +94,13 @@ int ModelConfig::MoeIndex(int layer) const {
 }
 
 int ModelConfig::NumMoeLayers() const {
-  int n = 0;
-  for (int l = 0; l < num_layers; ++l) n += IsMoeLayer(l) ? 1 : 0;
-  return n;
+  // Layers first_k_dense, first_k_dense + moe_every, ... below num_layers, counted in O(1): a
+  // config claiming 10^9 layers is refused at once, where a walk over them took 12 s.
+  if (num_experts <= 0 || moe_every <= 0) return 0;
+  int64_t first = first_k_dense;
+  if (first < 0) first += (-first + moe_every - 1) / moe_every * moe_every;  // the first layer >= 0
+  if (first >= num_layers) return 0;
+  return static_cast<int>((num_layers - 1 - first) / moe_every + 1);
 }
 
 int64_t ModelConfig::NumExpertParameters() const {

@@ -97,6 +97,29 @@ TEST(ModelConfigTest, MoeLayerRule) {
   EXPECT_TRUE(c.Validate().ok()) << "a dense model is valid";
 }
 
+// NumMoeLayers counts without walking the layers; it must agree with IsMoeLayer layer by layer,
+// including the shapes Validate refuses (a negative first_k_dense, one past the layers).
+TEST(ModelConfigTest, NumMoeLayersCountsWhatIsMoeLayerSays) {
+  ModelConfig c = testing::TinyConfig();
+  for (int experts : {0, 4}) {
+    for (int layers : {0, 1, 2, 5, 12, 13}) {
+      for (int first : {-3, -1, 0, 1, 2, 5, 12, 14}) {
+        for (int every : {0, 1, 2, 3, 7}) {
+          c.num_experts = experts;
+          c.num_layers = layers;
+          c.first_k_dense = first;
+          c.moe_every = every;
+          int walked = 0;
+          for (int l = 0; l < layers; ++l) walked += c.IsMoeLayer(l) ? 1 : 0;
+          EXPECT_EQ(c.NumMoeLayers(), walked)
+              << "experts " << experts << ", layers " << layers << ", first_k_dense " << first
+              << ", moe_every " << every;
+        }
+      }
+    }
+  }
+}
+
 // Pre-gated MoE: block 0 has its gate and a pre-gate, middle blocks only a pre-gate, the last
 // block neither.
 TEST(ModelConfigTest, PregateWiring) {

@@ -35,12 +35,12 @@ TEST(TrainingMemoryTest, ConfigsThatCannotFitFailBeforeAnythingIsBuilt) {
   struct Case {
     std::string set;
     std::string key;
-    double seconds;  // refused within (the config's checks walk 10^9 layers once)
+    double seconds;  // refused within
   };
   const std::vector<Case> cases = {{"data.batch_size=100000000", "lower data.batch_size", 5},
                                    {"data.batch_size=1099511627776", "lower data.batch_size", 5},
                                    {"data.seq_len=16777216", "lower data.seq_len", 5},
-                                   {"model.num_layers=1000000000", "lower model.num_layers", 60}};
+                                   {"model.num_layers=1000000000", "lower model.num_layers", 5}};
   for (const Case& c : cases) {
     const auto start = std::chrono::steady_clock::now();
     auto trainer = Trainer::Create(LoadTiny({c.set}));
