@@ -16,8 +16,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # allocator_may_return_null: a failed allocation is input (ResourceExhausted), as the tests of
 # absurd sizes check; ASan would otherwise abort on any request above its 1 TiB limit.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# TSan: the same for allocations (its limit is 1 TiB too), Open MPI's own lock order suppressed
-# (see the file); a report fails the test at exit.
+# TSan: the same for allocations (its limit is 1 TiB too); reports inside uninstrumented Open MPI
+# (its lock order, its copies between threads) suppressed, see the file; a report fails the test.
 export TSAN_OPTIONS=${TSAN_OPTIONS:-allocator_may_return_null=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan-suppressions.txt}
 # Third-party leaks only (Open MPI's); see the file. Matching them needs full malloc stacks (Open
 # MPI has no frame pointers), which cost time on every allocation: only the tests that run under
