@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The machine's bandwidth and the decode's, side by side in one window (issue 18): ROUNDS rounds of
-# a pure read (read_bandwidth.c: OpenMP threads summing a 1 GiB array with AVX2 loads, best of 9
-# passes), STREAM 5.10 when its source is given, and `switchyard bench decode` of each MODEL.
+# STREAM 5.10 when its source is given, and `switchyard bench decode` of each MODEL, which measures
+# a read pass and a copy pass of its own around the decode (runtime/cpu/memory_bandwidth.h).
 #
 #   STREAM_C=/path/to/stream.c benchmarks/inference/bandwidth_window.sh MODEL...
 #
 # STREAM is not in this repository: McCalpin's stream.c (www.cs.virginia.edu/stream, or
-# github.com/jeffhammond/STREAM); without STREAM_C only the pure read runs. Environment:
+# github.com/jeffhammond/STREAM); without STREAM_C only the decodes run. Environment:
 # SWITCHYARD (default build/switchyard), ROUNDS (3), THREADS (nproc), GEN_LEN (128).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +18,6 @@ gen_len=${GEN_LEN:-128}
 [[ -x $switchyard ]] || { echo "error: $switchyard is not built (scripts/build.sh)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-gcc -O3 -march=native -fopenmp benchmarks/inference/read_bandwidth.c -o "$work/read_bandwidth"
 if [[ -n ${STREAM_C:-} ]]; then
   # 3 arrays of 610 MiB: far past any last-level cache; best of 19 passes (STREAM's rule).
   gcc -O3 -march=native -fopenmp -DSTREAM_ARRAY_SIZE=80000000 -DNTIMES=20 -mcmodel=medium \
@@ -27,7 +26,6 @@ fi
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), threads $threads"
 for ((i = 1; i <= rounds; ++i)); do
   echo "== round $i $(date -u +%T) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
-  OMP_NUM_THREADS=$threads "$work/read_bandwidth"
   if [[ -x $work/stream ]]; then
     OMP_NUM_THREADS=$threads "$work/stream" | grep -E '^(Copy|Scale|Add|Triad)' |
       awk '{printf "STREAM %s %s MB/s  ", $1, $2} END {print ""}'
