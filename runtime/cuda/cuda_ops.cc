@@ -627,8 +627,11 @@ void CudaBackend::EmbeddingScatterAdd(const Tensor& dout, const Tensor& ids, con
   CheckDType(dtable, DType::kF32, "EmbeddingScatterAdd dtable");
   CheckNumel(dout, ids.numel() * dtable.dim(1), "EmbeddingScatterAdd dout");
   ScopedCudaDevice guard(info_.index);
+  Scratch scratch(*this);
+  const size_t workspace = cuda::ScatterAddWorkspaceBytes(ids.numel(), dtable.dim(0));
   cuda::LaunchEmbeddingScatterAdd(dout.data<float>(), ids.data<int32_t>(), ids.numel(),
-                                  dtable.dim(1), dtable.data<float>(), dtable.dim(0), stream());
+                                  dtable.dim(1), dtable.data<float>(), dtable.dim(0),
+                                  workspace > 0 ? scratch.GetBytes(workspace) : nullptr, stream());
 }
 
 void CudaBackend::GatherRows(const Tensor& src, const Tensor& indices, const Tensor& out) {
@@ -661,9 +664,12 @@ void CudaBackend::ScatterAddRows(const Tensor& src, const Tensor& indices, const
     CheckNumel(weights, indices.numel(), "ScatterAddRows weights");
   }
   ScopedCudaDevice guard(info_.index);
+  Scratch scratch(*this);
+  const size_t workspace = cuda::ScatterAddWorkspaceBytes(indices.numel(), out.dim(0));
   cuda::LaunchScatterAddRows(src.data<float>(), indices.data<int32_t>(),
                              Present(weights) ? weights.data<float>() : nullptr, indices.numel(),
-                             out.dim(1), out.data<float>(), out.dim(0), stream());
+                             out.dim(1), out.data<float>(), out.dim(0),
+                             workspace > 0 ? scratch.GetBytes(workspace) : nullptr, stream());
 }
 
 }  // namespace sy

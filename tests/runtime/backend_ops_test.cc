@@ -96,6 +96,65 @@ TEST(BackendOpsCuda, RunsWhereAGpuIsPresent) {
   EXPECT_FALSE(ParamsFor(DeviceType::kCuda).empty());
 }
 
+// Scatter-adds on a GPU add each output row's contributions in one fixed order (no atomics:
+// runtime/cuda/index.cuh), so repeating one gives the same bits; many contributions per row make
+// any other order show. Both of the kernel's paths: a few rows (scanned) and many (sorted).
+TEST(BackendOpsCuda, ScatterAddsAreDeterministic) {
+  Device cuda;
+  bool present = false;
+  for (const Device& device : AvailableDevices()) {
+    if (device.type == DeviceType::kCuda && !present) {
+      cuda = device;
+      present = true;
+    }
+  }
+  if (!present) GTEST_SKIP() << "no CUDA device present: the scatter-adds were not run";
+  Backend& backend = BackendFor(cuda);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{200, 3}, {60000, 7}}) {
+    SCOPED_TRACE("rows " + std::to_string(m) + " into " + std::to_string(n));
+    const int64_t h = 64;
+    std::vector<float> src(static_cast<size_t>(m * h)), weights(static_cast<size_t>(m));
+    std::vector<int32_t> index(static_cast<size_t>(m));
+    uint32_t state = 12345;
+    auto next = [&state] { return state = state * 1664525u + 1013904223u; };
+    for (float& x : src) x = static_cast<float>(next() >> 8) / 16777216.0f - 0.5f;
+    for (float& x : weights) x = static_cast<float>(next() >> 8) / 16777216.0f;
+    for (int32_t& i : index) i = static_cast<int32_t>(next() % static_cast<uint32_t>(n));
+    auto up = [&backend](DType dtype, Shape shape, const void* data, size_t bytes) {
+      Tensor host = Tensor::Host(dtype, shape);
+      std::memcpy(host.data(), data, bytes);
+      Result<Tensor> device = backend.Allocate(dtype, shape);
+      EXPECT_TRUE(device.ok());
+      backend.CopyAsync(host, *device, backend.compute_stream());
+      backend.Synchronize();
+      return *device;
+    };
+    Tensor ts = up(DType::kF32, Shape{m, h}, src.data(), src.size() * 4);
+    Tensor tw = up(DType::kF32, Shape{m}, weights.data(), weights.size() * 4);
+    Tensor ti = up(DType::kI32, Shape{m}, index.data(), index.size() * 4);
+    std::vector<std::vector<float>> results;
+    for (int run = 0; run < 4; ++run) {
+      Result<Tensor> out = backend.Allocate(DType::kF32, Shape{n, h});
+      ASSERT_TRUE(out.ok());
+      backend.Fill(*out, 0.0f);
+      backend.ScatterAddRows(ts, ti, tw, *out);
+      Result<Tensor> table = backend.Allocate(DType::kF32, Shape{n, h});
+      ASSERT_TRUE(table.ok());
+      backend.Fill(*table, 0.0f);
+      backend.EmbeddingScatterAdd(ts, ti, *table);
+      Tensor host = Tensor::Host(DType::kF32, Shape{2 * n, h});
+      backend.CopyAsync(*out, host.Slice(0, n), backend.compute_stream());
+      backend.CopyAsync(*table, host.Slice(n, 2 * n), backend.compute_stream());
+      backend.Synchronize();
+      results.emplace_back(host.data<float>(), host.data<float>() + 2 * n * h);
+    }
+    for (int run = 1; run < 4; ++run) {
+      EXPECT_EQ(std::memcmp(results[run].data(), results[0].data(), results[0].size() * 4), 0)
+          << "run " << run << " differs from run 0";
+    }
+  }
+}
+
 TEST(OpChecks, CoverEveryOperator) {
   std::map<std::string, int> per_op;
   for (const OpCheckCase& c : AllOpChecks()) ++per_op[c.op];
