@@ -128,16 +128,10 @@ class PlanCommand : public Command {
     }
     if (UsesExpertWorkingSet(config)) {
       std::printf(
-          "note: on cpu or sim this build's trainer holds only the experts a step activates (with "
-          "replicas, those of any replica), as f32 weight and gradient (8 B/param, and host "
-          "copies on sim; at most %s per rank for this config's batch), beside the cache\n",
+          "note: the trainer holds only the experts a step activates (with replicas, those of "
+          "any replica), as f32 weight and gradient (8 B/param, and host copies on a device; at "
+          "most %s per rank for this config's batch), beside the cache\n",
           Bytes(ExpertWorkingSetBytes(config, plan.moe_layers, ranks_)).c_str());
-    } else {
-      std::printf(
-          "note: on cuda this build's trainer keeps every local expert's weights and gradients "
-          "(8 B/param, %s over the group); only the 12 B/param of optimizer state leave for the "
-          "store\n",
-          Bytes(8 * s).c_str());
     }
   }
 

@@ -12,9 +12,9 @@
 // Where the compute copy lives (ExpertStateStoreOptions::resident):
 //   resident      the model keeps every expert's weights and gradients (ExpertPart::value, grad,
 //                 fixed): the store writes the master into them whenever it changes, so on a
-//                 host backend with f32 weights they are equal. Device backends, and
-//                 distributed runs whose experts have replicas (parallel.ep_size < world), train
-//                 this way (8 B per expert parameter in memory).
+//                 host backend with f32 weights they are equal (8 B per expert parameter in
+//                 memory). The trainer no longer trains this way (it binds a working set on
+//                 every backend); the store's own tests still use it.
 //   working set   the parts have no memory of their own: per step the caller binds the activated
 //                 experts' parts to its working set (Bind, before Prepare), Prepare fills their
 //                 values from the master, Update reads their gradients, UnbindAll ends it

@@ -9,13 +9,14 @@
 namespace sy::launcher {
 
 // Note [working set on a device]. The store reads and writes host memory (its masters, the
-// gradients its Update reads), and the compute runs on the backend. On a device (sim) the working
-// set keeps both: host copies bound to the store, device tensors bound to the compute. The
+// gradients its Update reads), and the compute runs on the backend. On a device (sim, cuda) the
+// working set keeps both: host copies bound to the store, device tensors bound to the compute. The
 // weights go up once per Bind, after the store's Prepare has filled them (so the device computes
 // with the exact master, as the resident path's copy after each update gives it); the gradients
 // come down once per step, after the backward. The arithmetic on the device is the resident
 // path's: the same grouped GEMMs over the experts with rows (an expert without rows adds nothing
-// in either), so the gradients, and the host update on them, are bit-identical.
+// in either), so the gradients, and the host update on them, are bit-identical (on cuda because
+// its scatter-adds are deterministic: runtime/cuda/index.cuh).
 ExpertWorkingSet::ExpertWorkingSet(ExpertStateStore* store, Backend& backend, int64_t hidden,
                                    int64_t intermediate)
     : store_(store),

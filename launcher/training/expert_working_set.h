@@ -14,10 +14,10 @@
 // reads them, and Clear releases everything at the end of the step. A second Forward of a layer
 // before Clear (an evaluation between steps) replaces that layer's experts.
 //
-// On a device backend (sim; not host memory) the store fills host copies, Bind uploads them into
-// device tensors and zeroes device gradients there, and DownloadGradients brings the gradients
-// back into the host copies after the backward, where Grad, the norm and the store's Update read
-// them (Note [working set on a device]).
+// On a device backend (sim, cuda; not host memory) the store fills host copies, Bind uploads them
+// into device tensors and zeroes device gradients there, and DownloadGradients brings the
+// gradients back into the host copies after the backward, where Grad, the norm and the store's
+// Update read them (Note [working set on a device]).
 //
 // Memory: 8 B per parameter of each activated expert (weight and gradient), for one step; on a
 // device as much again on the host (its copies); 4 B per parameter of each expert bound by

@@ -143,9 +143,9 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
                                 " token ids; set model.vocab_size to 0 (the data's) or larger");
   }
   config_.model = model_config;
-  // An expert store on cpu or sim, in one process or under mpirun: the model holds only the
-  // experts a step activates (the working set); on cuda every expert's weights and gradients
-  // (Note [working set over ranks], Note [working set on a device]).
+  // An expert store on any device, in one process or under mpirun: the model holds only the
+  // experts a step activates (the working set; Note [working set over ranks], Note [working set
+  // on a device]).
   ModelOptions model_options;
   model_options.bound_experts = UsesExpertWorkingSet(config_);
   SY_ASSIGN_OR_RETURN(model_, MoeModel::Create(*backend_, model_config, model_options));
@@ -218,10 +218,8 @@ Status Trainer::InitParamStates() {
       backend_->CopyAsync(p.value, s.host_value, backend_->compute_stream());
     }
     const size_t n = static_cast<size_t>(p.value.numel());
-    // With an expert store, an expert's moments live there (InitExpertStore).
-    const bool in_store = config_.expert_store.enabled() && p.is_expert;
-    if (optimizer_->NeedsFirstMoment() && !in_store && !on_device) s.m.assign(n, 0.0f);
-    if (optimizer_->NeedsSecondMoment() && !in_store && !on_device) s.v.assign(n, 0.0f);
+    if (optimizer_->NeedsFirstMoment() && !on_device) s.m.assign(n, 0.0f);
+    if (optimizer_->NeedsSecondMoment() && !on_device) s.v.assign(n, 0.0f);
     state_of_[p.name] = states_.size();
     states_.push_back(std::move(s));
   }
@@ -345,42 +343,7 @@ Status Trainer::InitExpertStore() {
   options.sparse_adam = o.sparse_adam;
   // A resume imports every expert from the checkpoint: each is written to the store once, then.
   options.defer_initial = config_.checkpoint.resume || !config_.checkpoint.resume_from.empty();
-  if (model_->options().bound_experts) return InitExpertWorkingSet(std::move(options));
-  // One entry per (layer, expert) of this rank, its tensors in ParameterStore order.
-  ExpertEntries entries(MoeLayerIndex());
-  for (size_t i = 0; i < states_.size(); ++i) {
-    ParamState& s = states_[i];
-    if (!s.param->is_expert) continue;
-    const ExpertEntry& e = entries.Add(s.param->layer, s.param->expert,
-                                       {s.host_value.data<float>(), s.host_grad.data<float>(),
-                                        static_cast<size_t>(s.host_value.numel())});
-    expert_states_of_[e.name].push_back(i);
-  }
-  if (!host_backend()) {
-    // The store writes masters into the host copies; the device copies follow.
-    options.values_changed = [this](size_t entry) {
-      for (size_t i : expert_states_of_.at(expert_store_->entries()[entry].name)) {
-        backend_->CopyAsync(states_[i].host_value, states_[i].param->value,
-                            backend_->compute_stream());
-      }
-      backend_->Synchronize();
-    };
-  }
-  SY_ASSIGN_OR_RETURN(expert_store_,
-                      ExpertStateStore::Create(options, optimizer_.get(), entries.Take()));
-  ExpertStateStore* store = expert_store_.get();
-  for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
-    LocalExpertCompute* local = FindLocalExperts(model_->moe_layer(m).expert_compute());
-    if (local == nullptr) {
-      return FailedPreconditionError(
-          "expert_store: MoE layer " + std::to_string(m) +
-          " does not compute its experts locally; unset expert_store.dir");
-    }
-    local->set_before_forward([store](int layer, int first_expert, std::span<const int64_t> rows) {
-      return store->Prepare(layer, first_expert, rows);
-    });
-  }
-  return Status::Ok();
+  return InitExpertWorkingSet(std::move(options));
 }
 
 // Note [working set over ranks]. Under mpirun each rank's store holds its own experts, and the
@@ -521,32 +484,6 @@ std::vector<std::span<float>> Trainer::ClippedGradients() {
 
 Status Trainer::ConsolidateExperts() {
   return expert_store_ ? expert_store_->Consolidate() : Status::Ok();
-}
-
-Status Trainer::ExportExpertStates() {
-  if (!expert_store_ || working_set_) return Status::Ok();
-  SY_RETURN_IF_ERROR(expert_store_->Consolidate());
-  std::vector<std::vector<float>> m, v;
-  int64_t opt_step = 0;
-  for (size_t e = 0; e < expert_store_->entries().size(); ++e) {
-    SY_RETURN_IF_ERROR(expert_store_->Export(e, nullptr, &m, &v, &opt_step));
-    const std::vector<size_t>& idx = expert_states_of_.at(expert_store_->entries()[e].name);
-    for (size_t k = 0; k < idx.size(); ++k) {
-      states_[idx[k]].m = std::move(m[k]);
-      states_[idx[k]].v = std::move(v[k]);
-      states_[idx[k]].opt_step = opt_step;
-    }
-  }
-  return Status::Ok();
-}
-
-void Trainer::DropExpertStates() {
-  if (!expert_store_ || working_set_) return;
-  for (ParamState& s : states_) {
-    if (!InStore(s)) continue;
-    std::vector<float>().swap(s.m);
-    std::vector<float>().swap(s.v);
-  }
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> Trainer::CheckpointParameters() const {

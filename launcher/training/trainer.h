@@ -246,11 +246,6 @@ class Trainer {
   // from the store), and restored from it likewise.
   Status SaveWorkingSetCheckpoint(const std::string& path);
   Status RestoreWorkingSetExperts(const std::string& path, const TrainCheckpoint& ckpt);
-  // The store's moments and step counts into the expert ParamStates (for a checkpoint) and out.
-  Status ExportExpertStates();
-  void DropExpertStates();
-  // Whether the optimizer state of `s` lives in the expert store.
-  bool InStore(const ParamState& s) const { return expert_store_ && s.param->is_expert; }
   // Step without the hint that Step adds to an out-of-memory error.
   Result<StepReport> StepOnce();
   // Per-task batches (trainer_tasks.cc): the streams and the first placement; this rank's rows
@@ -337,8 +332,6 @@ class Trainer {
   std::unique_ptr<ExpertWorkingSet> working_set_;  // borrows expert_store_
   // Parameter name -> its index in states_ (the parameters this rank holds).
   std::unordered_map<std::string, size_t> state_of_;
-  // Entry name -> the indices in states_ of its tensors, in the entry's part order.
-  std::unordered_map<std::string, std::vector<size_t>> expert_states_of_;
 };
 
 }  // namespace sy::launcher

@@ -56,10 +56,7 @@ Status Trainer::SaveCheckpoint(const std::string& path) {
                                      expert_store_ ? expert_store_->Consolidate() : Status::Ok());
   }
   if (device_adam_) device_adam_->SyncToHost();
-  const Status exported = ExportExpertStates();
-  Status saved = exported.ok() ? SaveCheckpointOfStates(path) : exported;
-  DropExpertStates();
-  return saved;
+  return SaveCheckpointOfStates(path);
 }
 
 TrainCheckpoint Trainer::CheckpointHeader() {
@@ -193,28 +190,9 @@ Status Trainer::OwnExpertState(size_t i, ExportedExpert* exported, CheckpointPar
   const float* data = s.host_value.data<float>();
   out->value.data.assign(data, data + s.host_value.numel());
   const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
-  if (!InStore(s)) {
-    out->m.data = with_m ? s.m : std::vector<float>();
-    out->v.data = with_v ? s.v : std::vector<float>();
-    out->opt_step = s.opt_step;
-    return Status::Ok();
-  }
-  // The store's state of the expert, read once for its parts (in checkpoint order, one after
-  // another); Consolidate has brought it up to date.
-  const size_t e = expert_store_->Entry(p.layer, p.expert);
-  if (exported->entry != e) {
-    exported->entry = SIZE_MAX;
-    SY_RETURN_IF_ERROR(
-        expert_store_->Export(e, nullptr, &exported->m, &exported->v, &exported->opt_step));
-    exported->entry = e;
-  }
-  const std::vector<size_t>& parts = expert_states_of_.at(expert_store_->entries()[e].name);
-  const auto k =
-      static_cast<size_t>(std::find(parts.begin(), parts.end(), held->second) - parts.begin());
-  SY_CHECK_LT(k, parts.size()) << p.name << " is not a part of its store entry";
-  out->m.data = std::move(exported->m[k]);
-  out->v.data = std::move(exported->v[k]);
-  out->opt_step = exported->opt_step;
+  out->m.data = with_m ? s.m : std::vector<float>();
+  out->v.data = with_v ? s.v : std::vector<float>();
+  out->opt_step = s.opt_step;
   return Status::Ok();
 }
 
@@ -643,26 +621,6 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
     SY_RETURN_IF_ERROR(dist_->zero()->LoadOptimizerState(states));
   }
   step_ = ckpt.step;
-  if (expert_store_ && !working_set_) {
-    // The experts' states go into the store; the run has made as many updates as its most
-    // updated parameter (every dense one is updated at every update).
-    int64_t updates = 0;
-    for (int64_t s : ckpt.optimizer_steps) updates = std::max(updates, s);
-    std::vector<std::vector<float>> m, v;
-    for (size_t e = 0; e < expert_store_->entries().size(); ++e) {
-      const std::vector<size_t>& idx = expert_states_of_.at(expert_store_->entries()[e].name);
-      m.assign(idx.size(), {});
-      v.assign(idx.size(), {});
-      for (size_t k = 0; k < idx.size(); ++k) {
-        m[k] = std::move(states_[idx[k]].m);
-        v[k] = std::move(states_[idx[k]].v);
-      }
-      SY_RETURN_IF_ERROR(
-          expert_store_->Import(e, nullptr, m, v, states_[idx[0]].opt_step, updates));
-    }
-    DropExpertStates();
-    SY_RETURN_IF_ERROR(expert_store_->Consolidate());
-  }
   return Status::Ok();
 }
 

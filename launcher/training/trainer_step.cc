@@ -123,7 +123,6 @@ Result<StepReport> Trainer::StepOnce() {
     std::vector<ParamGroup> groups;
     groups.reserve(states_.size());
     for (ParamState& s : states_) {
-      if (InStore(s)) continue;  // updated by the expert store below
       ParamGroup g;
       g.param = s.host_value.data<float>();
       g.grad = s.host_grad.data<float>();

@@ -65,10 +65,7 @@ double CgroupRoom() {
 
 }  // namespace
 
-bool UsesExpertWorkingSet(const TrainConfig& config) {
-  return config.expert_store.enabled() &&
-         (config.train.device == "cpu" || config.train.device == "sim");
-}
+bool UsesExpertWorkingSet(const TrainConfig& config) { return config.expert_store.enabled(); }
 
 double ExpertWorkingSetBytes(const TrainConfig& config, double moe_layers, int world_size) {
   const ModelConfig& m = config.model;

@@ -49,9 +49,9 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
                                               int world_size);
 
 // Whether the trainer computes the experts through the expert store's working set
-// (launcher/training/expert_working_set.h): expert_store.dir on the cpu or sim backend, in one
-// process or under mpirun, with or without expert replicas (Note [working set over ranks] in
-// trainer.cc). Elsewhere (cuda) every local expert's weight and gradient is resident.
+// (launcher/training/expert_working_set.h): whenever expert_store.dir is set, on any backend (cpu,
+// sim, cuda), in one process or under mpirun, with or without expert replicas (Note [working set
+// over ranks] in trainer.cc).
 bool UsesExpertWorkingSet(const TrainConfig& config);
 
 // The working set's largest size on one rank of `world_size` for a model of `moe_layers` MoE

@@ -167,7 +167,7 @@ TEST(TrainingMemoryTest, TheStoreCountsItsCacheAndTheWorkingSet) {
   EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(model)));  // no store
   std::vector<std::string> cuda_store = store;
   cuda_store.push_back("train.device=cuda");
-  EXPECT_FALSE(UsesExpertWorkingSet(LoadTiny(cuda_store)));  // resident on a GPU
+  EXPECT_TRUE(UsesExpertWorkingSet(LoadTiny(cuda_store)));  // and on a GPU
 }
 
 }  // namespace
