@@ -124,6 +124,27 @@ print(f'pinned H2D {20*x.numel()/dt/1e9:.1f} GB/s')"
     run train_cuda_reference 300 "$sy" train --config examples/configs/tiny.json --set train.steps=5 \
       --set train.device=cuda:0 --set checkpoint.dir= --set log.every=1 --set log.progress=none \
       --set log.metrics="$logs/tiny_cuda.jsonl"
+    # Expert states on the store on cuda:0 (the working set: only the step's experts on the GPU),
+    # beside the same two-layer model in memory; a cache of a quarter of the expert states.
+    small=(--set model.num_layers=2 --set train.steps=6)
+    run train_cuda_memory_2l 300 "$sy" train --config "$cfg" "${common[@]}" "${small[@]}" \
+      --set log.metrics="$logs/train_cuda_memory_2l.jsonl"
+    run train_cuda_store_2l 300 "$sy" train --config "$cfg" "${common[@]}" "${small[@]}" \
+      --set expert_store.dir="$work/store" --set expert_store.cache_mib=400 \
+      --set log.metrics="$logs/train_cuda_store_2l.jsonl"
+    env -u LD_LIBRARY_PATH python3 - "$logs/train_cuda_memory_2l.jsonl" "$logs/train_cuda_store_2l.jsonl" <<'PY' 2>&1 | tee -a "$summary"
+import json, statistics, sys
+def rows(p):
+    try: return [json.loads(l) for l in open(p) if '"step_seconds"' in l]
+    except OSError: return []
+memory, store = rows(sys.argv[1]), rows(sys.argv[2])
+if memory and store:
+    tm = statistics.median(r["tokens_per_s"] for r in memory[2:])
+    ts = statistics.median(r["tokens_per_s"] for r in store[2:])
+    print(f"2-layer cuda:0 in memory {tm:.0f} tokens/s, on the store {ts:.0f} tokens/s: {ts / tm:.2f}x")
+    print("losses memory: " + " ".join(f"{r['loss']:.6f}" for r in memory))
+    print("losses store:  " + " ".join(f"{r['loss']:.6f}" for r in store))
+PY
     env -u LD_LIBRARY_PATH python3 benchmarks/train/gpu_mfu.py "$cfg" "$logs/train_cuda.jsonl" "$logs/train_cuda_zero3.jsonl" \
       "$logs/tiny_cpu.jsonl" "$logs/tiny_cuda.jsonl" 2>&1 | tee -a "$summary"
     ;;
