@@ -50,21 +50,25 @@ for ((t = 0; t < trials; ++t)); do
   setsid "${mpirun[@]}" "$bin" "${args[@]}" --set train.steps=1000000 >"$work/out.txt" 2>&1 &
   job=$!
   # Wait for the first checkpoint (so there is one to resume from), at most 120 s.
+  waited=timeout
   for _ in $(seq 1200); do
-    compgen -G "$ckpt/step-*.h5" >/dev/null && break
-    kill -0 "$job" 2>/dev/null || break
+    compgen -G "$ckpt/step-*.h5" >/dev/null && { waited=checkpoint; break; }
+    kill -0 "$job" 2>/dev/null || { waited=ended; break; }
     sleep 0.1
   done
   victim_rank=$((RANDOM % 3))
-  victim=""
+  victim="" ranks=""
   for pid in $(pgrep -s "$job"); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null |
-        grep -qx "OMPI_COMM_WORLD_RANK=$victim_rank"; then
-      victim=$pid
-    fi
+    rank=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    [ -n "$rank" ] && ranks="$ranks $pid:$rank"
+    [ "$rank" = "$victim_rank" ] && victim=$pid
   done
   if [ -z "$victim" ] || ! kill -0 "$job" 2>/dev/null; then
-    echo "trial $t ($place): FAIL: the job ended before the kill, or rank $victim_rank is not found"
+    # Which of the three: the job ended, no checkpoint came, or the rank's process was not seen.
+    why="rank $victim_rank's process is not among the job's (pid:rank$ranks)"
+    [ "$waited" = timeout ] && why="no checkpoint within 120 s; $why"
+    kill -0 "$job" 2>/dev/null || why="the job ended before the kill"
+    echo "trial $t ($place): FAIL: $why"
     tail -5 "$work/out.txt"
     failures=$((failures + 1))
     kill -9 -- "-$job" 2>/dev/null
