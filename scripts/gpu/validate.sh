@@ -6,11 +6,13 @@
 #   2. selftest --device cuda:0;
 #   3. every offload policy on cuda:0 (bench infer: each must give resident's tokens), with the
 #      measured pinned host-to-device bandwidth beside it (the PCIe bound of on-demand decode);
-#   4. training on cuda:0 (and ZeRO-3 on one rank), with the model FLOP utilisation.
+#   4. training on cuda:0 (and ZeRO-3 on one rank), with the model FLOP utilisation, and the
+#      expert store on cuda:0 beside it in memory;
+#   5. reproducibility: the same training on cuda:0 twice, every loss and gradient norm equal.
 # Each step has its own time limit and log; a failed step does not stop the others. Writes
 # $OUT/summary.txt and $OUT/logs.tar.gz (or ./gpu-out without OUT).
 #
-#   scripts/gpu/validate.sh [STEP...]      (steps: env tests selftest offload train; default all)
+#   scripts/gpu/validate.sh [STEP...]  (steps: env tests selftest offload train repro; default all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/gpu-out}
@@ -18,7 +20,7 @@ mkdir -p "$out"
 logs=$(mktemp -d)
 summary=$out/summary.txt
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(env tests selftest offload train)
+[ ${#steps[@]} -eq 0 ] && steps=(env tests selftest offload train repro)
 export PYTHONUNBUFFERED=1
 work=/tmp/sy-gpu
 mkdir -p "$work"
@@ -147,6 +149,26 @@ if memory and store:
 PY
     env -u LD_LIBRARY_PATH python3 benchmarks/train/gpu_mfu.py "$cfg" "$logs/train_cuda.jsonl" "$logs/train_cuda_zero3.jsonl" \
       "$logs/tiny_cpu.jsonl" "$logs/tiny_cuda.jsonl" 2>&1 | tee -a "$summary"
+    ;;
+  repro)
+    # Deterministic kernels (no atomics: runtime/cuda/index.cuh) make two runs the same bits.
+    cfg=benchmarks/train/gpu.json
+    for run in a b; do
+      run "train_cuda_repro_$run" 300 "$sy" train --config "$cfg" --set train.device=cuda:0 \
+        --set train.steps=8 --set checkpoint.dir= --set log.every=1 --set log.progress=none \
+        --set log.metrics="$logs/repro_$run.jsonl"
+    done
+    env -u LD_LIBRARY_PATH python3 - "$logs/repro_a.jsonl" "$logs/repro_b.jsonl" <<'PY' 2>&1 | tee -a "$summary"
+import json, sys
+def rows(p):
+    try: return [json.loads(l) for l in open(p) if '"step_seconds"' in l]
+    except OSError: return []
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+same = bool(a) and [(r["loss"], r["grad_norm"]) for r in a] == [(r["loss"], r["grad_norm"]) for r in b]
+print(f"cuda:0 twice, {len(a)} steps: losses and gradient norms {'identical' if same else 'DIFFER'}")
+print("run a: " + " ".join(repr(r["loss"]) for r in a))
+print("run b: " + " ".join(repr(r["loss"]) for r in b))
+PY
     ;;
   esac
 done
