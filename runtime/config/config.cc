@@ -1,5 +1,6 @@
 #include "runtime/config/config.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -48,6 +49,14 @@ std::string ParseErrorDetail(const std::string& what) {
   if (start == std::string::npos) return what;
   start += 2;
   return what.substr(start);
+}
+
+// Levels of containers in `value`: 0 for a scalar, 1 for [] or {}, 2 for {"a": []}, ...
+int ContainerLevels(const json& value) {
+  if (!value.is_structured()) return 0;
+  int deepest = 0;
+  for (const json& child : value) deepest = std::max(deepest, ContainerLevels(child));
+  return 1 + deepest;
 }
 
 }  // namespace
@@ -231,6 +240,19 @@ Status Config::ApplyOverride(std::string_view assignment) {
     value = std::move(parsed).value();
   } else {
     value = std::string(raw_value);
+  }
+
+  // The blocks the key walks through (the top one included) and the value's own containers must
+  // stay within the depth Parse accepts, or the effective config (which a checkpoint keeps)
+  // would not parse back.
+  const size_t levels = parts.size() + static_cast<size_t>(ContainerLevels(value));
+  if (levels > static_cast<size_t>(kMaxDepth)) {
+    return InvalidArgumentError("config " + source_ + ": --set '" + std::string(key) +
+                                "=...' nests " + std::to_string(levels) +
+                                " levels deep (the key's parts and the value's own blocks), more "
+                                "than " +
+                                std::to_string(kMaxDepth) +
+                                "; a config is an object of blocks a few levels deep");
   }
 
   json* node = &root_;

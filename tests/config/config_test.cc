@@ -169,6 +169,34 @@ TEST(ConfigTest, OverrideOfABlockCoversItsKeys) {
   EXPECT_EQ(config.FindOverride("data.tasksx"), nullptr);
 }
 
+// A --set could build a config deeper than Parse accepts, so that the effective config (which a
+// checkpoint keeps, and a resume parses) did not parse back (config_fuzzer, 2026-11-27).
+TEST(ConfigTest, OverrideDeeperThanParseAcceptsIsRejected) {
+  auto dotted = [](int parts) {
+    std::string key = "a";
+    for (int i = 1; i < parts; ++i) key += ".k";
+    return key;
+  };
+  // Within the limit, the dump parses back.
+  for (const std::string& set : {dotted(64) + "=1", dotted(62) + "=[[]]", dotted(63) + "={}"}) {
+    Config config;
+    ASSERT_TRUE(config.ApplyOverride(set).ok()) << set;
+    Result<Config> again = Config::Parse(config.DumpEffective(), "effective.json");
+    EXPECT_TRUE(again.ok()) << again.status().ToString();
+  }
+  // One level more: refused, and the config is unchanged.
+  for (const std::string& set : {dotted(65) + "=1", dotted(63) + "=[[]]", dotted(64) + "={}"}) {
+    Config config;
+    Status status = config.ApplyOverride(set);
+    ASSERT_FALSE(status.ok()) << set;
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("levels deep"), std::string::npos) << status.message();
+    EXPECT_NE(status.message().find("more than 64"), std::string::npos) << status.message();
+    EXPECT_TRUE(config.overrides().empty());
+    EXPECT_TRUE(Config::Parse(config.DumpEffective(), "effective.json").ok());
+  }
+}
+
 TEST(ConfigTest, MalformedOverridesAreRejected) {
   Config config;
   Status no_equals = config.ApplyOverride("train.steps");
