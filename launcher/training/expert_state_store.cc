@@ -562,7 +562,6 @@ void ExpertStateStore::WriteValues(size_t entry, std::span<const std::byte> stat
     if (p.value != nullptr) std::memcpy(p.value, master + at, p.n * sizeof(float));
     at += p.n;
   }
-  if (options_.values_changed) options_.values_changed(entry);
 }
 
 void ExpertStateStore::Bind(size_t entry, std::span<float* const> values,

@@ -175,9 +175,6 @@ struct ExpertStateStoreOptions {
   bool defer_initial = false;
   // Working set: fills an entry's initial master (its parts back to back). Required then.
   std::function<void(const ExpertEntry& entry, std::span<float> master)> initial_master;
-  // Called after the store wrote new master values into an entry's parts (its index), e.g. to
-  // copy them to a device. Default: none.
-  std::function<void(size_t entry)> values_changed;
 };
 
 // Counters since creation.

@@ -629,9 +629,9 @@ void CudaBackend::EmbeddingScatterAdd(const Tensor& dout, const Tensor& ids, con
   ScopedCudaDevice guard(info_.index);
   Scratch scratch(*this);
   const size_t workspace = cuda::ScatterAddWorkspaceBytes(ids.numel(), dtable.dim(0));
-  cuda::LaunchEmbeddingScatterAdd(dout.data<float>(), ids.data<int32_t>(), ids.numel(),
-                                  dtable.dim(1), dtable.data<float>(), dtable.dim(0),
-                                  workspace > 0 ? scratch.GetBytes(workspace) : nullptr, stream());
+  cuda::LaunchEmbeddingScatterAdd(
+      dout.data<float>(), ids.data<int32_t>(), ids.numel(), dtable.dim(1), dtable.data<float>(),
+      dtable.dim(0), workspace > 0 ? scratch.GetBytes(workspace) : nullptr, workspace, stream());
 }
 
 void CudaBackend::GatherRows(const Tensor& src, const Tensor& indices, const Tensor& out) {
@@ -669,7 +669,8 @@ void CudaBackend::ScatterAddRows(const Tensor& src, const Tensor& indices, const
   cuda::LaunchScatterAddRows(src.data<float>(), indices.data<int32_t>(),
                              Present(weights) ? weights.data<float>() : nullptr, indices.numel(),
                              out.dim(1), out.data<float>(), out.dim(0),
-                             workspace > 0 ? scratch.GetBytes(workspace) : nullptr, stream());
+                             workspace > 0 ? scratch.GetBytes(workspace) : nullptr, workspace,
+                             stream());
 }
 
 }  // namespace sy

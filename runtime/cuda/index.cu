@@ -123,21 +123,27 @@ size_t SortTempBytes(int64_t rows, int64_t out_rows) {
   return bytes;
 }
 
-SortSpace Carve(void* workspace, int64_t rows, int64_t out_rows) {
+// The caller's workspace (ScatterAddWorkspaceBytes): CUB's storage is what follows the four
+// arrays, so its size is not asked of CUB a second time.
+SortSpace Carve(void* workspace, size_t workspace_bytes, int64_t rows) {
   char* at = static_cast<char*>(workspace);
   const size_t part = Aligned(static_cast<size_t>(rows) * 4);
+  SY_CHECK(workspace != nullptr && workspace_bytes > 4 * part)
+      << "ScatterAdd of " << rows << " rows needs a workspace of ScatterAddWorkspaceBytes, got "
+      << workspace_bytes << " bytes";
   SortSpace s;
   s.keys_in = reinterpret_cast<uint32_t*>(at);
   s.keys_out = reinterpret_cast<uint32_t*>(at + part);
   s.source_in = reinterpret_cast<int32_t*>(at + 2 * part);
   s.source_out = reinterpret_cast<int32_t*>(at + 3 * part);
   s.temp = at + 4 * part;
-  s.temp_bytes = SortTempBytes(rows, out_rows);
+  s.temp_bytes = workspace_bytes - 4 * part;
   return s;
 }
 
 void ScatterAdd(const float* src, const int32_t* indices, const float* weights, int64_t rows,
-                int64_t cols, float* out, int64_t out_rows, void* workspace, cudaStream_t stream) {
+                int64_t cols, float* out, int64_t out_rows, void* workspace, size_t workspace_bytes,
+                cudaStream_t stream) {
   if (rows <= 0 || cols <= 0 || out_rows <= 0) return;
   const int threads = RowThreads(cols, 256);
   if (rows <= kScatterScanRows) {
@@ -148,8 +154,7 @@ void ScatterAdd(const float* src, const int32_t* indices, const float* weights, 
   }
   SY_CHECK(rows <= INT32_MAX && out_rows < INT32_MAX)
       << "ScatterAdd: " << rows << " rows into " << out_rows << " is beyond 32-bit indices";
-  SY_CHECK(workspace != nullptr) << "ScatterAdd of " << rows << " rows needs a workspace";
-  SortSpace s = Carve(workspace, rows, out_rows);
+  SortSpace s = Carve(workspace, workspace_bytes, rows);
   const unsigned int key_blocks =
       static_cast<unsigned int>(std::min<int64_t>((rows + 255) / 256, 65535));
   ScatterKeysKernel<<<key_blocks, 256, 0, stream>>>(indices, rows, out_rows, s.keys_in,
@@ -190,8 +195,9 @@ void LaunchEmbeddingGather(const void* table, FloatType table_type, int64_t voca
 }
 
 void LaunchEmbeddingScatterAdd(const float* dout, const int32_t* ids, int64_t n, int64_t cols,
-                               float* dtable, int64_t vocab, void* workspace, cudaStream_t stream) {
-  ScatterAdd(dout, ids, nullptr, n, cols, dtable, vocab, workspace, stream);
+                               float* dtable, int64_t vocab, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream) {
+  ScatterAdd(dout, ids, nullptr, n, cols, dtable, vocab, workspace, workspace_bytes, stream);
 }
 
 void LaunchGatherRows(const float* src, int64_t n, const int32_t* indices, int64_t m, int64_t cols,
@@ -201,8 +207,8 @@ void LaunchGatherRows(const float* src, int64_t n, const int32_t* indices, int64
 
 void LaunchScatterAddRows(const float* src, const int32_t* indices, const float* weights, int64_t m,
                           int64_t cols, float* out, int64_t n, void* workspace,
-                          cudaStream_t stream) {
-  ScatterAdd(src, indices, weights, m, cols, out, n, workspace, stream);
+                          size_t workspace_bytes, cudaStream_t stream) {
+  ScatterAdd(src, indices, weights, m, cols, out, n, workspace, workspace_bytes, stream);
 }
 
 }  // namespace sy::cuda

@@ -35,17 +35,19 @@ inline constexpr int64_t kScatterScanRows = 256;
 // kScatterScanRows rows).
 size_t ScatterAddWorkspaceBytes(int64_t m, int64_t n);
 
-// dtable[ids[n], :] += dout[n, :]; `workspace`: ScatterAddWorkspaceBytes(n, vocab) bytes.
+// dtable[ids[n], :] += dout[n, :]; `workspace`: `workspace_bytes` =
+// ScatterAddWorkspaceBytes(n, vocab) bytes.
 void LaunchEmbeddingScatterAdd(const float* dout, const int32_t* ids, int64_t n, int64_t cols,
-                               float* dtable, int64_t vocab, void* workspace, cudaStream_t stream);
+                               float* dtable, int64_t vocab, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream);
 
 // out[m, :] = src[indices[m], :], src [n, cols].
 void LaunchGatherRows(const float* src, int64_t n, const int32_t* indices, int64_t m, int64_t cols,
                       float* out, cudaStream_t stream);
 // out[indices[m], :] += weights[m] * src[m, :] (weights null: 1), out [n, cols]; `workspace`:
-// ScatterAddWorkspaceBytes(m, n) bytes.
+// `workspace_bytes` = ScatterAddWorkspaceBytes(m, n) bytes.
 void LaunchScatterAddRows(const float* src, const int32_t* indices, const float* weights, int64_t m,
                           int64_t cols, float* out, int64_t n, void* workspace,
-                          cudaStream_t stream);
+                          size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace sy::cuda
