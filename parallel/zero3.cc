@@ -19,6 +19,7 @@
 
 #include "runtime/core/check.h"
 #include "runtime/core/mutex.h"
+#include "runtime/model/host_transfer.h"
 
 namespace sy {
 namespace {
@@ -28,7 +29,7 @@ size_t PageSize() {
   return page;
 }
 
-// Whole pages of host memory that one owner may drop and re-commit.
+// Whole pages of host memory that one owner may drop and re-commit (the reduce-scatter staging).
 struct PageRange {
   void* data = nullptr;
   size_t bytes = 0;
@@ -100,7 +101,8 @@ enum class UnitState : uint8_t { kReleased, kGathering, kPresent };
 
 struct Unit {
   std::vector<Slot> slots;
-  std::vector<PageRange> value_pages, grad_pages;
+  // The memory of the full copies (Backend::IsReleasable), each buffer once.
+  std::vector<const Buffer*> value_buffers, grad_buffers;
   int64_t value_bytes = 0, grad_bytes = 0;
   int64_t size = 0;                       // D_u
   int64_t padded = 0;                     // P_u, a multiple of the group size
@@ -151,7 +153,10 @@ struct Zero3::Impl {
   std::unique_ptr<Optimizer> optimizer;
   std::vector<Unit> units;
   float prescale = 1.0f;
-  PageRange staging;                         // mmap'd, 4 * max P_u bytes rounded to pages
+  PageRange staging;  // mmap'd, 4 * max P_u bytes rounded to pages
+  // On a device (not host memory): the communication thread's stream for the copies between the
+  // staging and the full copies.
+  std::unique_ptr<Stream> copy_stream;
   std::vector<std::future<Status>> pending;  // reduce-scatters in flight (caller thread)
 
   mutable Mutex mutex;
@@ -187,20 +192,40 @@ struct Zero3::Impl {
     peak_committed = std::max(peak_committed, committed);
     peak_gathered = std::max(peak_gathered, gathered);
   }
-  void CommitValues(Unit& u) { Account(u, /*grads=*/false, /*commit=*/true); }
-  void CommitGrads(Unit& u) { Account(u, /*grads=*/true, /*commit=*/true); }
+  // Backing for the full copies (a no-op on cpu, where the first write commits the pages).
+  Status Restore(const std::vector<const Buffer*>& buffers) {
+    for (const Buffer* b : buffers) SY_RETURN_IF_ERROR(backend->RestoreBacking(*b));
+    return Status::Ok();
+  }
+  Status CommitValues(Unit& u) {
+    SY_RETURN_IF_ERROR(Restore(u.value_buffers));
+    Account(u, /*grads=*/false, /*commit=*/true);
+    return Status::Ok();
+  }
+  Status CommitGrads(Unit& u) {
+    SY_RETURN_IF_ERROR(Restore(u.grad_buffers));
+    Account(u, /*grads=*/true, /*commit=*/true);
+    return Status::Ok();
+  }
   void ReleaseValues(Unit& u) {
-    for (const PageRange& r : u.value_pages) ReleasePages(r);
+    for (const Buffer* b : u.value_buffers) backend->ReleaseBacking(*b);
     Account(u, /*grads=*/false, /*commit=*/false);
   }
   void ReleaseGrads(Unit& u) {
-    for (const PageRange& r : u.grad_pages) ReleasePages(r);
+    for (const Buffer* b : u.grad_buffers) backend->ReleaseBacking(*b);
     Account(u, /*grads=*/true, /*commit=*/false);
+  }
+  bool on_device() const { return copy_stream != nullptr; }
+  // A host tensor viewing `count` floats of the staging from element `offset`.
+  Tensor StagingView(int64_t offset, int64_t count) const {
+    return Tensor::Wrap(static_cast<float*>(staging.data) + offset, DType::kF32, Shape({count}));
   }
 
   // ---- communication-thread tasks ----
+  // On a device each parameter is gathered into the staging at its offset in the unit, and copied
+  // up from there.
   Status GatherUnit(Unit& u) {
-    CommitValues(u);
+    SY_RETURN_IF_ERROR(CommitValues(u));
     const int n = world();
     std::vector<size_t> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
     for (const Slot& s : u.slots) {
@@ -210,16 +235,30 @@ struct Zero3::Impl {
         displs[static_cast<size_t>(r)] = static_cast<size_t>(part.in_param);
       }
       const float* send = u.master.data() + PartOf(s, u.shard, rank()).in_shard;
-      SY_RETURN_IF_ERROR(comm->AllGatherV(send, counts[static_cast<size_t>(rank())],
-                                          s.param->value.data(), counts, displs, DType::kF32));
+      void* full =
+          on_device() ? static_cast<float*>(staging.data) + s.offset : s.param->value.data();
+      SY_RETURN_IF_ERROR(comm->AllGatherV(send, counts[static_cast<size_t>(rank())], full, counts,
+                                          displs, DType::kF32));
+      if (on_device()) {
+        const Tensor dst = s.param->value.Reshape(Shape({s.numel}));
+        backend->CopyAsync(StagingView(s.offset, s.numel), dst, *copy_stream);
+      }
     }
+    if (on_device()) backend->SynchronizeStream(*copy_stream);
     return Status::Ok();
   }
 
   Status ReduceScatterUnit(Unit& u, float scale) {
     float* flat = static_cast<float*>(staging.data);
+    if (on_device()) {
+      for (const Slot& s : u.slots) {
+        backend->CopyAsync(s.param->grad.Reshape(Shape({s.numel})), StagingView(s.offset, s.numel),
+                           *copy_stream);
+      }
+      backend->SynchronizeStream(*copy_stream);
+    }
     for (const Slot& s : u.slots) {
-      const float* g = s.param->grad.data<float>();
+      const float* g = on_device() ? flat + s.offset : s.param->grad.data<float>();
       float* dst = flat + s.offset;
       for (int64_t i = 0; i < s.numel; ++i) dst[i] = scale * g[i];
     }
@@ -284,15 +323,25 @@ struct Zero3::Impl {
       u.state = UnitState::kReleased;
     }
   }
-  // This rank's shard of every unit from the model's full values.
-  void TakeShards() {
+  // This rank's shard of every unit from the model's full values (caller thread; on a device
+  // they come down first).
+  Status TakeShards() {
     for (Unit& u : units) {
       std::fill(u.master.begin(), u.master.end(), 0.0f);
-      ForEachShardPart(u, rank(), [&](const Slot& s, const ShardPart& part) {
-        const float* src = s.param->value.data<float>() + part.in_param;
-        std::copy(src, src + part.count, u.master.begin() + part.in_shard);
-      });
+      for (const Slot& s : u.slots) {
+        const ShardPart part = PartOf(s, u.shard, rank());
+        if (part.count == 0) continue;
+        std::vector<float> downloaded;
+        const float* values = s.param->value.data<float>();
+        if (on_device()) {
+          SY_ASSIGN_OR_RETURN(downloaded, DownloadF32(*backend, s.param->value));
+          values = downloaded.data();
+        }
+        std::copy(values + part.in_param, values + part.in_param + part.count,
+                  u.master.begin() + part.in_shard);
+      }
     }
+    return Status::Ok();
   }
   // The full padded unit assembled from every rank's `shard` (m or v).
   Status AllGatherState(const Unit& u, const std::vector<float>& shard, std::vector<float>& full) {
@@ -318,11 +367,6 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
                                 std::string(comm.kind()) + "'");
   }
   Backend& backend = model.backend();
-  if (!backend.device().is_host()) {
-    return FailedPreconditionError(
-        "ZeRO-3 runs on the cpu backend only, got '" + backend.name() +
-        "': releasing a gathered copy on a GPU needs CUDA virtual memory (cuMemMap), not done");
-  }
   if (!model.options().with_grad) {
     return FailedPreconditionError("ZeRO-3 needs a training model (ModelOptions::with_grad)");
   }
@@ -346,7 +390,7 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
   }
   std::map<const Buffer*, int> buffer_unit;  // -1: used by a non-dense parameter
   const size_t page = PageSize();
-  auto claim = [&](const Tensor& t, int unit, std::vector<PageRange>* pages, int64_t* bytes,
+  auto claim = [&](const Tensor& t, int unit, std::vector<const Buffer*>* buffers, int64_t* bytes,
                    const std::string& what) -> Status {
     const Buffer* b = t.buffer().get();
     auto [it, fresh] = buffer_unit.emplace(b, unit);
@@ -359,13 +403,12 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
       return Status::Ok();
     }
     if (unit < 0) return Status::Ok();
-    const auto addr = reinterpret_cast<uintptr_t>(b->data());
-    if (addr % page != 0 || b->bytes() % page != 0) {
-      return FailedPreconditionError("ZeRO-3: " + what +
-                                     " does not own whole pages of host memory (its backend "
-                                     "allocator must page-align every tensor)");
+    if (!backend.IsReleasable(*b)) {
+      return FailedPreconditionError("ZeRO-3: the memory of " + what + " on " + backend.name() +
+                                     " cannot be released between uses (build the model with "
+                                     "ModelOptions::releasable_parameters)");
     }
-    pages->push_back(PageRange{b->data(), b->bytes()});
+    buffers->push_back(b);
     *bytes += static_cast<int64_t>(b->bytes());
     return Status::Ok();
   };
@@ -384,8 +427,8 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
     }
     const int unit = model.UnitOf(p);
     Unit& u = impl->units[static_cast<size_t>(unit)];
-    SY_RETURN_IF_ERROR(claim(p.value, unit, &u.value_pages, &u.value_bytes, p.name));
-    SY_RETURN_IF_ERROR(claim(p.grad, unit, &u.grad_pages, &u.grad_bytes, p.name + " (grad)"));
+    SY_RETURN_IF_ERROR(claim(p.value, unit, &u.value_buffers, &u.value_bytes, p.name));
+    SY_RETURN_IF_ERROR(claim(p.grad, unit, &u.grad_buffers, &u.grad_bytes, p.name + " (grad)"));
     u.slots.push_back(Slot{&p, u.size, p.value.numel()});
     u.size += p.value.numel();
   }
@@ -426,14 +469,15 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
                                   " bytes of staging: " + std::strerror(errno));
   }
   impl->staging = PageRange{staging, staging_bytes};
+  if (!backend.device().is_host()) impl->copy_stream = backend.CreateStream();
   impl->thread = std::make_unique<TaskThread>();
 
   backend.Synchronize();
-  impl->TakeShards();
+  SY_RETURN_IF_ERROR(impl->TakeShards());
   for (Unit& u : impl->units) {
-    // The model allocated and initialised them: their pages are committed but not counted.
-    for (const PageRange& r : u.value_pages) ReleasePages(r);
-    for (const PageRange& r : u.grad_pages) ReleasePages(r);
+    // The model allocated and initialised them: their memory is committed but not counted.
+    for (const Buffer* b : u.value_buffers) backend.ReleaseBacking(*b);
+    for (const Buffer* b : u.grad_buffers) backend.ReleaseBacking(*b);
   }
   std::unique_ptr<Zero3> zero(new Zero3(std::move(impl)));
   model.set_layer_hooks(zero.get());
@@ -455,7 +499,7 @@ Status Zero3::AfterForward(int unit) {
 Status Zero3::BeforeBackward(int unit) {
   SY_RETURN_IF_ERROR(impl_->Gather(unit, unit - 1));
   Unit& u = impl_->At(unit);
-  impl_->CommitGrads(u);
+  SY_RETURN_IF_ERROR(impl_->CommitGrads(u));
   for (const Slot& s : u.slots) impl_->backend->Fill(s.param->grad, 0.0f);
   return Status::Ok();
 }
@@ -533,7 +577,7 @@ void Zero3::ReleaseFullParameters() {
 Status Zero3::LoadFullParameters() {
   SY_RETURN_IF_ERROR(impl_->Quiesce());
   impl_->backend->Synchronize();
-  impl_->TakeShards();
+  SY_RETURN_IF_ERROR(impl_->TakeShards());
   for (Unit& u : impl_->units) {
     impl_->ReleaseValues(u);
     u.state = UnitState::kReleased;

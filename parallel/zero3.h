@@ -10,11 +10,15 @@
 // plus padding, where D = sum of D_u.
 //
 // Full copies. The model's own parameter and gradient tensors stay where they are (layers hold
-// views with raw pointers into them), so "freeing" a unit's full copy releases the physical pages
-// behind its tensors with madvise(MADV_DONTNEED): the addresses stay valid and the next write
-// commits fresh zero pages. This needs every dense tensor to own whole pages of host memory, one
-// Buffer per tensor (the cpu backend allocates so); Create checks it and refuses anything else
-// (the cuda backend would need CUDA virtual memory, cuMemMap/cuMemUnmap, which is not done).
+// views with raw pointers into them), so "freeing" a unit's full copy releases the physical
+// memory behind its tensors and keeps their addresses (Backend::ReleaseBacking / RestoreBacking):
+// on cpu madvise(MADV_DONTNEED) of whole pages, the next write committing fresh zero pages; on
+// cuda, CUDA virtual memory (cuMemUnmap, and cuMemCreate + cuMemMap again before the next gather),
+// for which the model must be built with ModelOptions::releasable_parameters. Create checks every
+// dense buffer (Backend::IsReleasable) and refuses anything else (the sim backend).
+// On a device the collectives still move host memory: a gather lands in the staging buffer and
+// is copied up on the communication thread's own stream; the gradients come down into the staging
+// before the reduce-scatter.
 //
 // Schedule (the LayerHooks the model calls; Create installs them, the destructor removes them):
 //   BeforeForward(u)   waits for u's all-gather (starting it if needed) and starts u+1's on the
@@ -116,8 +120,9 @@ class Zero3 final : public LayerHooks {
   // Collective over `comm` (host buffers; InvalidArgument otherwise). Takes each rank's shard from
   // the model's current dense values (every rank must hold the same values, e.g. the same
   // InitializeParameters seed), zeroes the optimizer state and releases the full copies.
-  // FailedPrecondition for a model it cannot shard: not on the cpu backend, forward-only, tied
-  // embeddings (the table would belong to two units), non-f32 or non-page-owning tensors.
+  // FailedPrecondition for a model it cannot shard: forward-only, tied embeddings (the table
+  // would belong to two units), non-f32 tensors, or dense tensors whose memory the backend cannot
+  // release (Backend::IsReleasable: sim; cuda without ModelOptions::releasable_parameters).
   static Result<std::unique_ptr<Zero3>> Create(MoeModel& model, Communicator& comm,
                                                const Zero3Options& options, ThreadPool* pool);
   ~Zero3() override;
@@ -152,7 +157,9 @@ class Zero3 final : public LayerHooks {
   void ReleaseFullParameters();
   // Local. Takes this rank's shard from the values the caller wrote into the model's dense tensors
   // (the same on every rank, e.g. loaded from a checkpoint), then releases the full copies.
-  // Pages the caller committed by writing are not counted in the memory report meanwhile.
+  // On a device the tensors must hold memory when the caller writes them: GatherFullParameters
+  // first. On cpu a write commits pages by itself; those are not counted in the memory report
+  // meanwhile.
   Status LoadFullParameters();
   // Collective. The full m, v and step of every dense parameter, in ParameterStore order.
   Result<std::vector<DenseOptimizerState>> GatherOptimizerState();

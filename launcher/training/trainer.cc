@@ -148,6 +148,8 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
   // on a device]).
   ModelOptions model_options;
   model_options.bound_experts = UsesExpertWorkingSet(config_);
+  // ZeRO-3 drops the memory of the dense full copies between uses (parallel/zero3.h).
+  model_options.releasable_parameters = world != nullptr && config_.parallel.zero_stage == 3;
   SY_ASSIGN_OR_RETURN(model_, MoeModel::Create(*backend_, model_config, model_options));
   SY_RETURN_IF_ERROR(model_->InitializeParameters(config_.train.seed,
                                                   static_cast<float>(config_.train.init_stddev)));

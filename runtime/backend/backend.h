@@ -73,6 +73,8 @@ struct MemoryStats {
   size_t limit = 0;              // device capacity or the sim budget; 0 = unknown
   size_t num_allocs = 0;         // Allocate calls served
   size_t num_device_allocs = 0;  // of those, served by a fresh device allocation (cache misses)
+  // AllocateReleasable memory that holds physical memory now (cuda; outside the counts above).
+  size_t releasable_bytes_mapped = 0;
 };
 
 struct GemmOptions {
@@ -125,6 +127,22 @@ class Backend {
   virtual void ResetPeakMemory() = 0;
   // Returns cached, unused device memory to the device.
   virtual void EmptyCache() = 0;
+
+  // ---- memory whose backing can be dropped (ZeRO-3's full copies: parallel/zero3.h) ----
+  // An uninitialised contiguous tensor whose physical memory ReleaseBacking can drop and
+  // RestoreBacking bring back at the same address, so the views that layers keep of it stay
+  // valid. Never from a workspace. cpu and sim: Allocate (whole pages of host memory); cuda: CUDA
+  // virtual memory (cuMemAddressReserve + cuMemCreate/cuMemMap), in 2 MiB granules.
+  virtual Result<Tensor> AllocateReleasable(DType dtype, Shape shape) = 0;
+  // Whether ReleaseBacking and RestoreBacking take `buffer` (cpu and sim: any whole pages of
+  // host memory; cuda: a buffer of AllocateReleasable).
+  virtual bool IsReleasable(const Buffer& buffer) const = 0;
+  // Drops the physical memory behind `buffer` (IsReleasable, checked); its contents are lost.
+  // Nothing queued may still read or write it: synchronise first.
+  virtual void ReleaseBacking(const Buffer& buffer) = 0;
+  // Gives `buffer` physical memory again, contents undefined (zeros on cpu and sim).
+  // ResourceExhausted when the device has none left.
+  virtual Status RestoreBacking(const Buffer& buffer) = 0;
 
   // ---- streams and events ----
   virtual Stream& compute_stream() = 0;

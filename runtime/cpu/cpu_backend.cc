@@ -1,7 +1,11 @@
 #include "runtime/cpu/cpu_backend.h"
 
 #include <cblas.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -51,6 +55,30 @@ Result<Tensor> CpuBackend::AllocateDevice(DType dtype, Shape shape) {
   size_t aligned = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer, allocator_->Allocate(aligned));
   return Tensor(std::move(buffer), dtype, shape);
+}
+
+Result<Tensor> CpuBackend::AllocateReleasable(DType dtype, Shape shape) {
+  return AllocateDevice(dtype, shape);
+}
+
+bool CpuBackend::IsReleasable(const Buffer& buffer) const {
+  static const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return reinterpret_cast<uintptr_t>(buffer.data()) % page == 0 && buffer.bytes() % page == 0;
+}
+
+void CpuBackend::ReleaseBacking(const Buffer& buffer) {
+  SY_CHECK(IsReleasable(buffer)) << "ReleaseBacking of " << buffer.bytes()
+                                 << " bytes that are not whole pages";
+  if (buffer.bytes() == 0) return;
+  // Private anonymous memory: the pages are dropped at once and read back as zeros when touched.
+  SY_CHECK(madvise(buffer.data(), buffer.bytes(), MADV_DONTNEED) == 0)
+      << "madvise(MADV_DONTNEED) of " << buffer.bytes() << " bytes: " << std::strerror(errno);
+}
+
+Status CpuBackend::RestoreBacking(const Buffer& buffer) {
+  SY_CHECK(IsReleasable(buffer)) << "RestoreBacking of " << buffer.bytes()
+                                 << " bytes that are not whole pages";
+  return Status::Ok();
 }
 
 Result<Tensor> CpuBackend::AllocatePinnedHost(DType dtype, Shape shape) {

@@ -32,6 +32,13 @@ class CpuBackend : public Backend {
   MemoryStats memory_stats() const override;
   void ResetPeakMemory() override;
   void EmptyCache() override;
+  // Releasable memory is any tensor's (sim's too): every allocation owns whole pages of host
+  // memory. ReleaseBacking drops them with madvise(MADV_DONTNEED); the next write commits fresh
+  // zero pages, so RestoreBacking has nothing to do.
+  Result<Tensor> AllocateReleasable(DType dtype, Shape shape) override;
+  bool IsReleasable(const Buffer& buffer) const override;
+  void ReleaseBacking(const Buffer& buffer) override;
+  Status RestoreBacking(const Buffer& buffer) override;
 
   Stream& compute_stream() override;
   std::unique_ptr<Stream> CreateStream() override;

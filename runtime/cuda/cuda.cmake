@@ -7,6 +7,7 @@ target_sources(sy_runtime PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cuda_gemm.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_handles.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_ops.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_releasable_memory.cc
   ${CMAKE_CURRENT_LIST_DIR}/attention.cu
   ${CMAKE_CURRENT_LIST_DIR}/elementwise.cu
   ${CMAKE_CURRENT_LIST_DIR}/index.cu

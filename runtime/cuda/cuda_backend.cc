@@ -143,12 +143,52 @@ Result<Tensor> CudaBackend::AllocatePinnedHost(DType dtype, Shape shape) {
   return Tensor(std::move(buffer), dtype, shape);
 }
 
-MemoryStats CudaBackend::memory_stats() const { return allocator_->stats(); }
+MemoryStats CudaBackend::memory_stats() const {
+  MemoryStats stats = allocator_->stats();
+  MutexLock lock(&releasable_mutex_);
+  if (releasable_ != nullptr) stats.releasable_bytes_mapped = releasable_->mapped_bytes();
+  return stats;
+}
 void CudaBackend::ResetPeakMemory() { allocator_->ResetPeak(); }
 
 void CudaBackend::EmptyCache() {
   ReclaimRetired();
   allocator_->EmptyCache();
+}
+
+// ---- releasable memory ----
+
+Result<Tensor> CudaBackend::AllocateReleasable(DType dtype, Shape shape) {
+  CudaReleasableMemory* memory = nullptr;
+  {
+    MutexLock lock(&releasable_mutex_);
+    if (releasable_ == nullptr) {
+      SY_ASSIGN_OR_RETURN(releasable_, CudaReleasableMemory::Create(info_.index));
+    }
+    memory = releasable_.get();
+  }
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
+                      memory->Allocate(DTypeBytes(dtype, shape.numel())));
+  return Tensor(std::move(buffer), dtype, shape);
+}
+
+bool CudaBackend::IsReleasable(const Buffer& buffer) const {
+  MutexLock lock(&releasable_mutex_);
+  return releasable_ != nullptr && releasable_->Owns(buffer);
+}
+
+void CudaBackend::ReleaseBacking(const Buffer& buffer) {
+  MutexLock lock(&releasable_mutex_);
+  SY_CHECK(releasable_ != nullptr)
+      << "ReleaseBacking on " << device().ToString() << " before any AllocateReleasable";
+  releasable_->Release(buffer);
+}
+
+Status CudaBackend::RestoreBacking(const Buffer& buffer) {
+  MutexLock lock(&releasable_mutex_);
+  SY_CHECK(releasable_ != nullptr)
+      << "RestoreBacking on " << device().ToString() << " before any AllocateReleasable";
+  return releasable_->Restore(buffer);
 }
 
 // ---- scratch ----

@@ -33,6 +33,7 @@
 #include "runtime/backend/caching_allocator.h"
 #include "runtime/core/mutex.h"
 #include "runtime/cuda/cuda_handles.h"
+#include "runtime/cuda/cuda_releasable_memory.h"
 
 namespace sy {
 
@@ -59,6 +60,11 @@ class CudaBackend final : public Backend {
   MemoryStats memory_stats() const override;
   void ResetPeakMemory() override;
   void EmptyCache() override;
+  // CUDA virtual memory (runtime/cuda/cuda_releasable_memory.h), set up on first use.
+  Result<Tensor> AllocateReleasable(DType dtype, Shape shape) override;
+  bool IsReleasable(const Buffer& buffer) const override;
+  void ReleaseBacking(const Buffer& buffer) override;
+  Status RestoreBacking(const Buffer& buffer) override;
 
   Stream& compute_stream() override;
   std::unique_ptr<Stream> CreateStream() override;
@@ -190,6 +196,8 @@ class CudaBackend final : public Backend {
 
   CudaDeviceInfo info_;
   std::unique_ptr<CachingAllocator> allocator_;  // declared first: destroyed last
+  mutable Mutex releasable_mutex_;
+  std::unique_ptr<CudaReleasableMemory> releasable_ SY_GUARDED_BY(releasable_mutex_);
   std::unique_ptr<CudaStream> compute_;
   std::unique_ptr<CudaDeviceMemory> cublas_workspace_;
   std::unique_ptr<CublasHandle> cublas_;

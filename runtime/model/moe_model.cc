@@ -81,6 +81,7 @@ Status MoeModel::Build() {
   const DType wd = options_.weight_dtype;
   const bool grad = options_.with_grad;
   params_.set_dtype_overrides(options_.matrix_dtypes);
+  params_.set_releasable(options_.releasable_parameters);
   SY_ASSIGN_OR_RETURN(Embedding embedding, Embedding::Create(backend_, params_, config_.vocab_size,
                                                              config_.hidden_size, wd, grad));
   const Tensor table = embedding.table(), table_grad = embedding.table_grad();

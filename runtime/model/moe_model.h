@@ -94,6 +94,10 @@ struct ModelOptions {
   // source gives per Forward; their parameters are not registered. Training on the expert store
   // uses it (launcher/training/expert_working_set.h). Default: false.
   bool bound_experts = false;
+  // Every parameter's value and gradient comes from Backend::AllocateReleasable, so ZeRO-3
+  // (parallel/zero3.h) can drop the dense ones' memory between uses on a GPU (on cpu every
+  // allocation already can). Default: false.
+  bool releasable_parameters = false;
   // The dtype the routed experts are stored in.
   DType expert_dtype() const { return expert_weight_dtype.value_or(weight_dtype); }
 };

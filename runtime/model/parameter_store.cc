@@ -28,9 +28,12 @@ Result<Parameter*> ParameterStore::Create(Backend& backend, std::string name, Sh
   Parameter p;
   p.name = std::move(name);
   if (auto it = dtype_overrides_.find(p.name); it != dtype_overrides_.end()) dtype = it->second;
-  SY_ASSIGN_OR_RETURN(p.value, backend.Allocate(dtype, shape));
+  auto allocate = [&](DType type) {
+    return releasable_ ? backend.AllocateReleasable(type, shape) : backend.Allocate(type, shape);
+  };
+  SY_ASSIGN_OR_RETURN(p.value, allocate(dtype));
   if (with_grad) {
-    SY_ASSIGN_OR_RETURN(p.grad, backend.Allocate(DType::kF32, shape));
+    SY_ASSIGN_OR_RETURN(p.grad, allocate(DType::kF32));
   }
   p.layer = layer;
   p.init = init;

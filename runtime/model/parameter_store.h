@@ -93,6 +93,10 @@ class ParameterStore {
   void set_dtype_overrides(std::map<std::string, DType> overrides) {
     dtype_overrides_ = std::move(overrides);
   }
+  // Create allocates values and gradients with Backend::AllocateReleasable (memory whose backing
+  // ZeRO-3 drops between uses: parallel/zero3.h). MoeModel sets ModelOptions::
+  // releasable_parameters here. Default: false.
+  void set_releasable(bool releasable) { releasable_ = releasable; }
 
   // nullptr when absent.
   Parameter* Find(std::string_view name);
@@ -122,6 +126,7 @@ class ParameterStore {
   std::deque<Parameter> params_;  // deque: references stay valid as parameters are added
   std::unordered_map<std::string, size_t> index_;
   std::map<std::string, DType> dtype_overrides_;
+  bool releasable_ = false;
 };
 
 }  // namespace sy

@@ -9,22 +9,14 @@
 #include <thread>
 
 #include "runtime/backend/backend.h"
+#include "tests/runtime/backend_param_test.h"
 
 namespace sy {
 namespace {
 
-class WorkspaceTest : public ::testing::TestWithParam<std::string> {
+class WorkspaceTest : public testing::BackendParamTest {
  protected:
-  void SetUp() override {
-    Result<Device> device = ParseDevice(GetParam());
-    ASSERT_TRUE(device.ok());
-    Result<std::unique_ptr<Backend>> backend = CreateBackend(*device);
-    if (!backend.ok() && device->type == DeviceType::kCuda) GTEST_SKIP() << "no GPU here";
-    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-    backend_ = std::move(backend).value();
-  }
   size_t DeviceAllocs() const { return backend_->memory_stats().num_allocs; }
-  std::unique_ptr<Backend> backend_;
 };
 
 TEST_P(WorkspaceTest, BoundAllocationsComeFromTheArenaAndRewindReusesThem) {
@@ -99,9 +91,7 @@ TEST_P(WorkspaceTest, OtherThreadsAndPersistentAllocationsBypassIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WorkspaceTest, ::testing::Values("cpu", "sim", "cuda:0"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "cuda:0" ? std::string("cuda") : info.param;
-                         });
+                         testing::BackendParamName);
 
 TEST(WorkspaceDeathTest, OneBindingPerBackend) {
   std::unique_ptr<Backend> backend = CreateBackend(Device::Cpu()).value();
