@@ -120,10 +120,12 @@ print(f'pinned H2D {20*x.numel()/dt/1e9:.1f} GB/s')"
     common=(--set train.device=cuda:0 --set train.steps=12 --set train.eval_every=0
             --set train.eval_batches=1 --set checkpoint.dir= --set log.every=1 --set log.progress=none)
     run train_cuda 300 "$sy" train --config "$cfg" "${common[@]}" --set log.metrics="$logs/train_cuda.jsonl"
-    # ZeRO-3 needs two ranks; both share the one GPU. Same global batch, so the same losses.
+    # ZeRO-3 needs two ranks; both share the one GPU, each holding half of the experts. Same
+    # global batch; the losses part only by the router's auxiliary loss, which each rank computes
+    # on its own tokens.
     run train_cuda_zero3 300 "$mpirun" --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH \
       "$sy" train --config "$cfg" "${common[@]}" --set parallel.zero_stage=3 \
-      --set log.metrics="$logs/train_cuda_zero3.jsonl"
+      --set parallel.ep_size=2 --set log.metrics="$logs/train_cuda_zero3.jsonl"
     run train_cpu_reference 300 "$sy" train --config examples/configs/tiny.json --set train.steps=5 \
       --set checkpoint.dir= --set log.every=1 --set log.progress=none --set log.metrics="$logs/tiny_cpu.jsonl"
     run train_cuda_reference 300 "$sy" train --config examples/configs/tiny.json --set train.steps=5 \
