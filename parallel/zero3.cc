@@ -323,21 +323,15 @@ struct Zero3::Impl {
       u.state = UnitState::kReleased;
     }
   }
-  // This rank's shard of every unit from the model's full values (caller thread; on a device
-  // they come down first).
+  // This rank's shard of every unit from the model's full values (caller thread).
   Status TakeShards() {
     for (Unit& u : units) {
       std::fill(u.master.begin(), u.master.end(), 0.0f);
       for (const Slot& s : u.slots) {
         const ShardPart part = PartOf(s, u.shard, rank());
         if (part.count == 0) continue;
-        std::vector<float> downloaded;
-        const float* values = s.param->value.data<float>();
-        if (on_device()) {
-          SY_ASSIGN_OR_RETURN(downloaded, DownloadF32(*backend, s.param->value));
-          values = downloaded.data();
-        }
-        std::copy(values + part.in_param, values + part.in_param + part.count,
+        SY_ASSIGN_OR_RETURN(std::vector<float> values, DownloadF32(*backend, s.param->value));
+        std::copy(values.begin() + part.in_param, values.begin() + part.in_param + part.count,
                   u.master.begin() + part.in_shard);
       }
     }

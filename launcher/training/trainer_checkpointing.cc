@@ -307,13 +307,8 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path, Status consol
       const size_t n = static_cast<size_t>(p.numel);
       if (zero) {
         // The gathered full values.
-        const Tensor& value = model_->parameters().Find(p.name)->value;
-        if (host_backend()) {
-          const float* data = value.data<float>();
-          out->value.data.assign(data, data + n);
-        } else {
-          SY_ASSIGN_OR_RETURN(out->value.data, DownloadF32(*backend_, value));
-        }
+        SY_ASSIGN_OR_RETURN(out->value.data,
+                            DownloadF32(*backend_, model_->parameters().Find(p.name)->value));
         DenseOptimizerState& st = dense_state.at(p.name);
         out->m.data = std::move(st.m);
         out->v.data = std::move(st.v);
@@ -614,18 +609,13 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
   if (device_adam_) device_adam_->SyncToDevice();
   if (dist_ && dist_->zero()) {
     // The dense values go into the model's tensors (every rank the same), from which each rank
-    // takes its shard; likewise the optimizer state. On a device the tensors hold memory only
-    // while gathered.
-    if (!host_backend()) SY_RETURN_IF_ERROR(dist_->zero()->GatherFullParameters());
+    // takes its shard; likewise the optimizer state. The tensors hold memory only while gathered.
+    SY_RETURN_IF_ERROR(dist_->zero()->GatherFullParameters());
     std::vector<DenseOptimizerState> states;
     for (Parameter& p : model_->parameters()) {
       if (p.is_expert) continue;
       const size_t i = index.at(p.name);
-      if (host_backend()) {
-        std::copy(ckpt.params[i].data.begin(), ckpt.params[i].data.end(), p.value.data<float>());
-      } else {
-        SY_RETURN_IF_ERROR(CopyFromHost(*backend_, ckpt.params[i].data, p.value));
-      }
+      SY_RETURN_IF_ERROR(CopyFromHost(*backend_, ckpt.params[i].data, p.value));
       states.push_back({p.name, std::move(ckpt.optimizer_m[i].data),
                         std::move(ckpt.optimizer_v[i].data), ckpt.optimizer_steps[i]});
     }
