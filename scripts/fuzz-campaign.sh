@@ -6,11 +6,17 @@
 # Prints one line per target (executions, coverage edges and features, seconds) and writes them to
 # $build_dir/fuzz-campaign.txt for docs/reliability.md. ONLY=REGEX runs just the matching targets.
 # scripts/fuzz-smoke.sh is this with a few seconds per target.
+# FUZZ_CORPUS_DIR=DIR keeps each target's working corpus in DIR/<target> (seeded from the checked-in
+# corpus on first use) instead of a temporary directory, so a campaign can run in pieces, as
+# ClusterFuzz runs its sessions: each piece starts from everything the earlier ones found, and
+# DIR/<target>.executions keeps one line per piece; the report adds them up. A piece stopped with
+# SIGINT (libFuzzer prints its final statistics then) counts what it ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 runs=${FUZZ_RUNS:-10000000}
 seconds=${FUZZ_SECONDS:-}
+corpus_root=${FUZZ_CORPUS_DIR:-}
 # -O1 with line tables, as libFuzzer's documentation builds: fast to compile, crash reports with
 # file:line.
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -31,8 +37,14 @@ report="$build_dir/fuzz-campaign.txt"
 for f in "${fuzzers[@]}"; do
   src=$(find fuzz -name "$f.cc" | head -1)
   corpus_seed="$(dirname "$src")/corpus"
-  work=$(mktemp -d)
-  [ -d "$corpus_seed" ] && cp -r "$corpus_seed/." "$work/"
+  if [ -n "$corpus_root" ]; then
+    work="$corpus_root/$f"
+    mkdir -p "$work"
+    if [ -z "$(ls -A "$work")" ] && [ -d "$corpus_seed" ]; then cp -r "$corpus_seed/." "$work/"; fi
+  else
+    work=$(mktemp -d)
+    [ -d "$corpus_seed" ] && cp -r "$corpus_seed/." "$work/"
+  fi
   artifacts="$build_dir/fuzz-artifacts/$f"
   mkdir -p "$artifacts"
   exe=$(find "$build_dir/fuzz" -type f -name "$f" -perm -u+x | head -1)
@@ -42,16 +54,27 @@ for f in "${fuzzers[@]}"; do
   fi
   echo "fuzz-campaign: $f (${limit[*]}, seeds: $(ls "$work" | wc -l))"
   t0=$(date +%s)
-  if ! "$exe" "${limit[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" \
-      >"$artifacts/log" 2>&1; then
+  rc=0
+  "$exe" "${limit[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" \
+    >"$artifacts/log" 2>&1 || rc=$?
+  # 72 is libFuzzer's exit code for a run stopped by SIGINT or SIGTERM (-interrupted_exitcode).
+  stopped=""
+  [ "$rc" -eq 72 ] && stopped=" (stopped by a signal)"
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 72 ]; then
     tail -n 60 "$artifacts/log"
     echo "fuzz-campaign: $f FAILED; the input and the full log are in $artifacts/"
-    rm -rf "$work"
+    [ -z "$corpus_root" ] && rm -rf "$work"
     exit 1
   fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$artifacts/log" | grep -o '[0-9]*$')
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$artifacts/log" | tail -1)
-  line="$f: $execs executions, $cov, $(( $(date +%s) - t0 ))s, 0 crashes"
+  line="$f: $execs executions$stopped, $cov, $(( $(date +%s) - t0 ))s, 0 crashes"
+  if [ -n "$corpus_root" ]; then
+    echo "$(date -u +%FT%TZ) $execs $(git rev-parse --short HEAD)" >>"$corpus_root/$f.executions"
+    total=$(awk '{ n += $2 } END { print n }' "$corpus_root/$f.executions")
+    line="$line; $total executions over $(wc -l <"$corpus_root/$f.executions") pieces on this corpus"
+  else
+    rm -rf "$work"
+  fi
   echo "$line" | tee -a "$report"
-  rm -rf "$work"
 done
