@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   for (float& v : x) v = dist(rng);
 
   std::vector<int8_t> aq(static_cast<size_t>(k));
-  std::vector<float> ad(static_cast<size_t>(nb));
+  std::vector<float> ad(static_cast<size_t>(nb)), ad4(static_cast<size_t>(nb * 4));
   std::vector<int16_t> offsets(static_cast<size_t>(nb * 8));
   std::vector<uint8_t> xq8(static_cast<size_t>(nb * 34));
   std::vector<float> ours(static_cast<size_t>(n)), vec(static_cast<size_t>(n)),
@@ -128,9 +128,10 @@ int main(int argc, char** argv) {
     const std::vector<uint8_t> wx8 = q4 ? RepackQ4_0x8(wq, n, nb) : std::vector<uint8_t>{};
 
     auto run_ours = [&] {
-      sy::cpu::QuantizeActivations(x.data(), 1, k, aq.data(), ad.data(), offsets.data());
-      sy::cpu::QuantGemvRows(t, nullptr, {aq.data(), ad.data(), offsets.data()}, 1, k, wq.data(),
-                             ours.data(), n, 1.0f, 0.0f, 0, n);
+      sy::cpu::QuantizeActivations(x.data(), 1, k, aq.data(), ad.data(), ad4.data(),
+                                   offsets.data());
+      sy::cpu::QuantGemvRows(t, nullptr, {aq.data(), ad.data(), ad4.data(), offsets.data()}, 1, k,
+                             wq.data(), ours.data(), n, 1.0f, 0.0f, 0, n);
     };
     auto run_vec = [&] {
       quantize_row_q8_0(x.data(), xq8.data(), k);

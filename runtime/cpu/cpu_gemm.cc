@@ -341,7 +341,8 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
   size_t values = 0;
   for (const GemmArgs& g : groups) values += static_cast<size_t>(g.m * g.k);
   int8_t* q = ThreadScratch(q_storage, values);
-  float* d = ThreadScratch(d_storage, values / 32);
+  float* d = ThreadScratch(d_storage, values / 32 * 5);  // d, then d4
+  float* d4 = d + values / 32;
   int16_t* offsets = ThreadScratch(offset_storage, values / 4);
   views.clear();
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -353,10 +354,11 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
       views.push_back(shared);
       continue;
     }
-    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, offsets);
-    views.push_back({q, d, offsets});
+    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, d4, offsets);
+    views.push_back({q, d, d4, offsets});
     q += g.m * g.k;
     d += g.m * g.k / 32;
+    d4 += g.m * g.k / 8;
     offsets += g.m * g.k / 4;
   }
   return views;

@@ -102,22 +102,25 @@ inline void AccumulateBlock(const float* a, int64_t k, int64_t offset, __m256 w0
   }
 }
 
-// The sum of the 8 floats of a and b.
-inline float HorizontalSum(__m128 a, __m128 b) {
-  __m128 h = _mm_add_ps(a, b);
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  return _mm_cvtss_f32(h);
+// body(b, slot) for b in [0, blocks): even blocks on accumulator slot 0, odd ones on slot 1. The
+// bodies are lambdas marked SY_KERNEL_INLINE: GCC does not inline a large one by itself, and its
+// accumulators would then live in memory.
+#define SY_KERNEL_INLINE __attribute__((always_inline))
+template <typename Body>
+SY_KERNEL_INLINE inline void ForBlockPairs(int64_t blocks, const Body& body) {
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    body(b, 0);
+    body(b + 1, 1);
+  }
+  if (b < blocks) body(b, 0);
 }
 
 inline float HorizontalSum(__m256 s) {
-  return HorizontalSum(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-}
-
-// The sum of 4 int32.
-inline int32_t SumI32(__m128i v) {
-  v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-  return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 1)));
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
 }
 
 template <int MR>
@@ -128,159 +131,147 @@ inline void Reduce(__m256 (&acc)[MR][4], float* sums) {
   }
 }
 
+// The f16 scales at p0 and p1, each in one 128-bit lane: [f32(p0) x 4 | f32(p1) x 4].
+inline __m256 TwoBlockScales(const uint8_t* p0, const uint8_t* p1) {
+#if defined(__F16C__)
+  uint16_t lo, hi;
+  std::memcpy(&lo, p0, 2);
+  std::memcpy(&hi, p1, 2);
+  const __m128i both = _mm_cvtsi32_si128(static_cast<int>(lo | static_cast<uint32_t>(hi) << 16));
+  return _mm256_cvtph_ps(
+      _mm_shuffle_epi8(both, _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3)));
+#else
+  return _mm256_set_m128(_mm_set1_ps(BlockScale(p1)), _mm_set1_ps(BlockScale(p0)));
+#endif
+}
+
+// ggml's mul_sum_i8_pairs_float before its conversion: the 32 products x[i] * y[i] of two int8
+// vectors, summed in groups of 4 into 8 int32. vpmaddubsw multiplies unsigned by signed bytes, so
+// x's sign moves onto y (|x| * sign(x) y); |-128| reads as 128 unsigned, and a pair sums to at
+// most 2 * 128 * 127, inside int16 (so two such results cannot be added in int16).
+inline __m256i DotI8(__m256i abs_x, __m256i x, __m256i y) {
+  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
 // One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations in their pair
-// layout (Note [int8 activations]), two blocks per step, in 128-bit registers: each block's two
-// 16-byte halves meet their activation halves as they are, and its integer dot (ggml's
-// mul_sum_i8_pairs: |w| times y with w's sign, then the int16 pairs widened) is scaled by d_w *
-// d_a, a scalar, into that block's own accumulator. The weights' absolute values and scales are
-// taken once for all MR rows. On Zen 1, which splits each 256-bit op into two 128-bit halves,
-// this does the same integer work as 256-bit registers without their lane inserts and per-lane
-// f16 scales: one thread's GEMV ran 1.02-1.09x faster, and a 2-thread q8_0 decode step 1.06x
-// (benchmarks/inference-results.md, session 17).
+// layout (Note [int8 activations]), two blocks per step: one register holds values 0..15 of both
+// blocks, another 16..31, each meeting the activations' 32-byte half as it is; the two integer
+// dots add in int32, and one convert and FMA scale 4 lanes by each block's d_w * d_a. The
+// weights' absolute values and scales are taken once for all MR rows; pairs alternate between
+// two accumulators so the FMA chains overlap.
 // How far ahead of its loads RowQ8_0 prefetches its weights, in bytes (about two rows of K = 1024).
 // On this repository's Zen 1 test machine the hardware prefetcher alone left a one-thread GEMV
 // streaming from DRAM ~15% slower per block than one whose weights sit in L2 (~4.0 against
 // 3.45 ns); one prefetch per pair of blocks 2 KiB ahead brings it to ~3.9-4.0 -> 3.5-3.6 (CPU time,
 // `runtime_ops_bench` BM_GemmBackend/q8_0/1/32768/1024 vs /256/1024, SY_NUM_THREADS=1; 1, 1.5,
-// 2 and 3 KiB measured, 2-3 KiB best). RowQ4_0 prefetches as far: in its 128-bit form its DRAM rate
-// was ~25% under its L2 rate without.
+// 2 and 3 KiB measured, 2-3 KiB best). q4_0 is left without: its DRAM and L2 rates were equal.
 constexpr int64_t kQ8_0PrefetchBytes = 2048;
-
-// ggml's mul_sum_i8_pairs before its conversion, on 16 values: the products x[i] * y[i] of two
-// int8 vectors summed in groups of 4 into 4 int32, |x| given. vpmaddubsw multiplies unsigned by
-// signed bytes, so x's sign moves onto y (|x| * sign(x) y); |-128| reads as 128 unsigned, and a
-// pair sums to at most 2 * 128 * 127, inside int16 (so two such results cannot be added in int16).
-inline __m128i DotI8x16(__m128i abs_x, __m128i x, const int8_t* y) {
-  const __m128i pairs = _mm_maddubs_epi16(
-      abs_x, _mm_sign_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y)), x));
-  return _mm_madd_epi16(pairs, _mm_set1_epi16(1));
-}
-
-// For a q8_0 row of an odd number nb of blocks: adds its last block (whose activations are in
-// order) to sums[0..MR).
-template <int MR>
-void AddLastQ8_0Block(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
-  const int64_t nb = k / 32, b = nb - 1;
-  const uint8_t* p = w + b * 34;
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18));
-  const __m128i abs_lo = _mm_sign_epi8(lo, lo), abs_hi = _mm_sign_epi8(hi, hi);
-  const float dw = BlockScale(p);
-  for (int m = 0; m < MR; ++m) {
-    const int8_t* y = a.q + m * k + b * 32;
-    const __m128i dot = _mm_add_epi32(DotI8x16(abs_lo, lo, y), DotI8x16(abs_hi, hi, y + 16));
-    sums[m] += dw * a.d[m * nb + b] * static_cast<float>(SumI32(dot));
-  }
-}
 
 template <int MR>
 void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
   const int64_t nb = k / 32;
-  __m128 acc[MR][2];
-  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm_setzero_ps();
-  for (int64_t b = 0; b + 2 <= nb; b += 2) {
+  __m256 acc[MR][2];
+  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  ForBlockPairs(nb / 2, [&](int64_t pair, int slot) SY_KERNEL_INLINE {
+    const int64_t b = 2 * pair;
     const uint8_t* p = w + b * 34;
     // Past the row's end this reads ahead into the next rows, as the caller's range runs. Past
     // the weight's end it may pull in a few unrelated lines, harmlessly (a prefetch never faults);
     // the address is formed as an integer, so no pointer leaves its array.
     _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kQ8_0PrefetchBytes),
                  _MM_HINT_T0);
-    // Values 0..15 and 16..31 of block b, then of block b + 1.
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18));
-    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 36));
-    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 52));
-    const __m128i abs0 = _mm_sign_epi8(x0, x0), abs1 = _mm_sign_epi8(x1, x1);
-    const __m128i abs2 = _mm_sign_epi8(x2, x2), abs3 = _mm_sign_epi8(x3, x3);
-    const float dw0 = BlockScale(p), dw1 = BlockScale(p + 34);
+    const __m256i lo = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 36)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    const __m256i hi = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 52)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)));
+    const __m256i abs_lo = _mm256_sign_epi8(lo, lo), abs_hi = _mm256_sign_epi8(hi, hi);
+    const __m256 dw = TwoBlockScales(p, p + 34);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
-      // The pair layout: [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31].
       const int8_t* y = a.q + m * k + b * 32;
-      const __m128i dot0 = _mm_add_epi32(DotI8x16(abs0, x0, y), DotI8x16(abs1, x1, y + 32));
-      const __m128i dot1 = _mm_add_epi32(DotI8x16(abs2, x2, y + 16), DotI8x16(abs3, x3, y + 48));
-      const float* da = a.d + m * nb + b;
-      acc[m][0] = _mm_fmadd_ps(_mm_set1_ps(dw0 * da[0]), _mm_cvtepi32_ps(dot0), acc[m][0]);
-      acc[m][1] = _mm_fmadd_ps(_mm_set1_ps(dw1 * da[1]), _mm_cvtepi32_ps(dot1), acc[m][1]);
+      const __m256i dot = _mm256_add_epi32(
+          DotI8(abs_lo, lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y))),
+          DotI8(abs_hi, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32))));
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(a.d4 + (m * nb + b) * 4));
+      acc[m][slot] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[m][slot]);
     }
-  }
-  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(acc[m][0], acc[m][1]);
-  if (nb % 2 == 1) AddLastQ8_0Block<MR>(a, k, w, sums);
-}
-
-// A q4_0 block's 16 bytes of nibbles as its values 0..15 (low nibbles) and 16..31 (high ones),
-// each still + 8.
-inline void SplitNibbles(__m128i q, __m128i* lo, __m128i* hi) {
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  *lo = _mm_and_si128(q, low4);
-  *hi = _mm_and_si128(_mm_srli_epi16(q, 4), low4);
-}
-
-// The 4 int32 sums of (n - 8) y of one q4_0 block whose nibbles are lo and hi (SplitNibbles),
-// against its activation halves at y_lo (values 0..15) and y_hi (16..31) and its offsets (Note
-// [int8 activations]). vpmaddubsw takes the unsigned nibbles n (pairs sum to at most 2 * 15 *
-// 127); the two products add to 8 int16 of 4 values each, from which the precomputed 8 * (sum of
-// those 4 activations) leaves sum((n - 8) y) exactly (|.| <= 4 * 8 * 127).
-inline __m128i DotQ4_0(__m128i lo, __m128i hi, const int8_t* y_lo, const int8_t* y_hi,
-                       const int16_t* offsets) {
-  const __m128i products =
-      _mm_add_epi16(_mm_maddubs_epi16(lo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y_lo))),
-                    _mm_maddubs_epi16(hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y_hi))));
-  const __m128i offset = _mm_loadu_si128(reinterpret_cast<const __m128i*>(offsets));
-  return _mm_madd_epi16(_mm_sub_epi16(products, offset), _mm_set1_epi16(1));
-}
-
-// For a q4_0 row of an odd number nb of blocks: adds its last block (whose activations are in
-// order: its low nibbles meet values 0..15, the high ones 16..31) to sums[0..MR), as RowQ4_0.
-template <int MR>
-void AddLastQ4_0Block(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
-  const int64_t nb = k / 32, b = nb - 1;
-  const uint8_t* p = w + b * 18;
-  __m128i lo, hi;
-  SplitNibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)), &lo, &hi);
-  const float dw = BlockScale(p);
-  for (int m = 0; m < MR; ++m) {
-    const int8_t* y = a.q + m * k + b * 32;
-    const __m128i dot = DotQ4_0(lo, hi, y, y + 16, a.offsets + (m * nb + b) * 8);
-    sums[m] += dw * a.d[m * nb + b] * static_cast<float>(SumI32(dot));
+  });
+  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
+  if (nb % 2 == 1) {
+    // The odd last block, in order.
+    const int64_t b = nb - 1;
+    const uint8_t* p = w + b * 34;
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i abs_x = _mm256_sign_epi8(x, x);
+    const float dw = BlockScale(p);
+    for (int m = 0; m < MR; ++m) {
+      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
+      sums[m] += dw * a.d[m * nb + b] * HorizontalSum(_mm256_cvtepi32_ps(DotI8(abs_x, x, y)));
+    }
   }
 }
 
 // One q4_0 weight row { f16 d; u8 qs[16]; } (low nibbles values 0..15, high ones 16..31, each
 // minus 8) against MR rows of int8 activations in their pair layout (Note [int8 activations]), two
-// blocks per step, in 128-bit registers as RowQ8_0: each block's nibbles meet their activation
-// halves as they are (DotQ4_0), and one convert and FMA per block scale by d_w * d_a. The weights
-// are prefetched as RowQ8_0's: one thread streaming from DRAM went from 2.9-3.1 to 2.6 ns a block
-// with the 128-bit form and the prefetch (benchmarks/inference-results.md, session 17).
+// blocks per step: one 256-bit register holds both blocks' 16 bytes of nibbles; masked, they are
+// the low nibbles of both, shifted and masked the high ones, which meet the activations' two
+// interleaved 32-byte halves as they are. vpmaddubsw takes the unsigned nibbles n (pairs sum to
+// at most 2 * 15 * 127); the two products add to 16 int16 of 4 values each, from which the
+// precomputed 8 * (sum of those 4 activations) leaves sum((n - 8) y) exactly (|.| <= 4 * 8 * 127).
+// One vpmaddwd, convert and FMA per pair of blocks then scales 4 lanes by each block's d_w * d_a.
 template <int MR>
 void RowQ4_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
   const int64_t nb = k / 32;
-  __m128 acc[MR][2];
-  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm_setzero_ps();
-  for (int64_t b = 0; b + 2 <= nb; b += 2) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR][2];
+  for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  ForBlockPairs(nb / 2, [&](int64_t pair, int slot) SY_KERNEL_INLINE {
+    const int64_t b = 2 * pair;
     const uint8_t* p = w + b * 18;
-    // As in RowQ8_0: a prefetch past the weight's end is harmless and forms no pointer.
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kQ8_0PrefetchBytes),
-                 _MM_HINT_T0);
-    __m128i lo0, hi0, lo1, hi1;
-    SplitNibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)), &lo0, &hi0);
-    SplitNibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)), &lo1, &hi1);
-    const float dw0 = BlockScale(p), dw1 = BlockScale(p + 18);
+    const __m256i q = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)),
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    const __m256i lo = _mm256_and_si256(q, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+    const __m256 dw = TwoBlockScales(p, p + 18);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
-      // The pair layout: [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31].
       const int8_t* y = a.q + m * k + b * 32;
-      const int16_t* offsets = a.offsets + (m * nb + b) * 8;
-      const float* da = a.d + m * nb + b;
-      acc[m][0] = _mm_fmadd_ps(_mm_set1_ps(dw0 * da[0]),
-                               _mm_cvtepi32_ps(DotQ4_0(lo0, hi0, y, y + 32, offsets)), acc[m][0]);
-      acc[m][1] =
-          _mm_fmadd_ps(_mm_set1_ps(dw1 * da[1]),
-                       _mm_cvtepi32_ps(DotQ4_0(lo1, hi1, y + 16, y + 48, offsets + 8)), acc[m][1]);
+      const __m256i products = _mm256_add_epi16(
+          _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y))),
+          _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32))));
+      const __m256i offset =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.offsets + (m * nb + b) * 8));
+      const __m256 dot =
+          _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_sub_epi16(products, offset), ones));
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(a.d4 + (m * nb + b) * 4));
+      acc[m][slot] = _mm256_fmadd_ps(scale, dot, acc[m][slot]);
+    }
+  });
+  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(_mm256_add_ps(acc[m][0], acc[m][1]));
+  if (nb % 2 == 1) {
+    // The odd last block, in order: its low nibbles meet values 0..15, the high ones 16..31.
+    const int64_t b = nb - 1;
+    const uint8_t* p = w + b * 18;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m128i lo = _mm_and_si128(q, _mm256_castsi256_si128(low4));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm256_castsi256_si128(low4));
+    const float dw = BlockScale(p);
+    for (int m = 0; m < MR; ++m) {
+      const int8_t* y = a.q + m * k + b * 32;
+      const __m128i products = _mm_add_epi16(
+          _mm_maddubs_epi16(lo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y))),
+          _mm_maddubs_epi16(hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(y + 16))));
+      const __m128i offset =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.offsets + (m * nb + b) * 8));
+      const __m128i dot =
+          _mm_madd_epi16(_mm_sub_epi16(products, offset), _mm256_castsi256_si128(ones));
+      __m128i s = _mm_add_epi32(dot, _mm_unpackhi_epi64(dot, dot));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+      sums[m] += dw * a.d[m * nb + b] * static_cast<float>(_mm_cvtsi128_si32(s));
     }
   }
-  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(acc[m][0], acc[m][1]);
-  if (nb % 2 == 1) AddLastQ4_0Block<MR>(a, k, w, sums);
 }
 
 // q4_k { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }: 32 bytes of qs hold sub-block 2j in their
@@ -384,16 +375,15 @@ bool TakesInt8Activations(DType dtype) { return dtype == DType::kQ8_0 || dtype =
 
 // Note [int8 activations]
 // A q4_0 block stores values 0..15 in the low nibbles of its 16 bytes and 16..31 in the high
-// ones; a q8_0 block's 32 bytes are values 0..15 then 16..31. The activations are stored per pair
-// of blocks as [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31] (Int8ActivationIndex): two blocks
-// side by side in 256-bit registers (masking the q4_0 bytes gives [values 0..15 of block b | of
-// block b + 1], shifting [16..31 of b | of b + 1]) meet them with no lane crossing. The kernels
-// now run in 128-bit registers (faster on Zen 1, RowQ8_0), where each 16-byte half meets its
-// own activation half at a fixed offset just the same. q4_0's nibbles are unsigned (0..15) where
-// its values are n - 8: offsets[8 b + j] = 8 * (q[2j] + q[2j+1] + q[16+2j] + q[17+2j]) of block b
-// (in order), the amount the 16-bit lane j of vpmaddubsw(low) + vpmaddubsw(high) exceeds sum((n -
-// 8) q) by.
-void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d,
+// ones; a q8_0 block's 32 bytes are values 0..15 then 16..31. For two blocks side by side in
+// 256-bit registers, masking the q4_0 bytes gives [values 0..15 of block b | of block b + 1] and
+// shifting [16..31 of b | of b + 1]; q8_0 loads the same two halves. The activations are stored
+// to match, per pair of blocks [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31]
+// (Int8ActivationIndex), so no lane crosses in the kernels, and d4 gives each block's scale for
+// its 4 lanes of the 8 int32 sums. q4_0's nibbles are unsigned (0..15) where its values are
+// n - 8: offsets[8 b + j] = 8 * (q[2j] + q[2j+1] + q[16+2j] + q[17+2j]) of block b (in order),
+// the amount the 16-bit lane j of vpmaddubsw(low) + vpmaddubsw(high) exceeds sum((n - 8) q) by.
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
                          int16_t* offsets) {
   SY_CHECK(k % 32 == 0) << "QuantizeActivations: rows of " << k << " values";
   const int64_t blocks = rows * k / 32;
@@ -403,6 +393,7 @@ void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, flo
   RoundActivationBlocks(a, rows * k, q, d);
 #endif
   for (int64_t b = 0; b < blocks; ++b) {
+    for (int j = 0; j < 4; ++j) d4[b * 4 + j] = d[b];
     const int8_t* x = q + b * 32;
     for (int j = 0; j < 8; ++j) {
       offsets[b * 8 + j] =
@@ -443,6 +434,7 @@ void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64
     const float* am = a != nullptr ? a + m0 * k : nullptr;
     const Int8Activations qm{qa.q != nullptr ? qa.q + m0 * k : nullptr,
                              qa.d != nullptr ? qa.d + m0 * nb : nullptr,
+                             qa.d4 != nullptr ? qa.d4 + m0 * nb * 4 : nullptr,
                              qa.offsets != nullptr ? qa.offsets + m0 * nb * 8 : nullptr};
     float* cm = c + m0 * ldc;
     switch (std::min<int64_t>(4, rows - m0)) {

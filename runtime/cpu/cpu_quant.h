@@ -11,18 +11,19 @@
 // f32, which at decode's batch sizes made the kernel compute-bound on a 2-core AVX2 machine.
 //
 // The activations are stored for the kernels (Note [int8 activations] in cpu_quant.cc): each
-// pair of blocks interleaved by halves, and for q4_0 8 times the sums its nibbles' -8 offset
-// takes away. The q8_0 and q4_0 kernels run in 128-bit registers, two blocks a step, each block
-// scaled by one scalar d_w * d_a: on Zen 1, whose 256-bit ops are two 128-bit halves, the total
-// of vector ops is what bounds them, and the 256-bit form's lane inserts and per-lane scales cost
-// more than they saved (benchmarks/inference-results.md, session 17).
+// pair of blocks interleaved by halves, so that one 256-bit register meets values 0..15 of two
+// weight blocks (q4_0's low nibbles, the first 16 bytes of q8_0's) and another values 16..31,
+// with the scales repeated per lane and, for q4_0, 8 times the sums its nibbles' -8 offset takes
+// away. The kernels then take two blocks per step with no shuffle and one convert and FMA per
+// two blocks (on Zen 1, whose 256-bit ops are two 128-bit halves, the total of vector ops is
+// what bounds them).
 //
 // q4_k keeps f32 activations: each weight block is widened in registers (-> f32, times its
 // scales), so the result is the dequantize-then-f32 product up to the order of the f32 sums.
 //
-// The q8_0 and q4_0 kernels prefetch their weights 2 KiB ahead of their loads
-// (kQ8_0PrefetchBytes in cpu_quant.cc): each is nearly as fast as one core's DRAM stream, and
-// the hardware prefetcher alone left their DRAM rates 15-30% under their L2 rates.
+// The q8_0 kernel prefetches its weights 2 KiB ahead of its loads (kQ8_0PrefetchBytes in
+// cpu_quant.cc): at ~9 cycles a block it is nearly as slow as one core's DRAM stream, and the
+// hardware prefetcher alone left its DRAM rate ~15% under its L2 rate.
 //
 // AVX2 kernels for all three (AVX-512 builds use them too); builds without AVX2 run portable
 // scalar integer dots (q8_0, q4_0) or dequantize one block at a time (q4_k).
@@ -44,14 +45,15 @@ bool TakesInt8Activations(DType dtype);
 struct Int8Activations {
   const int8_t* q = nullptr;         // [rows, k], pairs of blocks interleaved (Int8ActivationIndex)
   const float* d = nullptr;          // [rows, nb], one scale per block
+  const float* d4 = nullptr;         // [rows, nb, 4]: d[b] 4 times, one per lane
   const int16_t* offsets = nullptr;  // [rows, nb, 8]: q4_0's (Note [int8 activations])
 };
 
 // RoundActivationBlocks (runtime/core/quant_blocks.h) of a [rows, k] row-major, vectorized, in
 // the kernels' layout: the values are identical to the scalar reference's, reordered within each
-// pair of blocks (Int8ActivationIndex). q holds rows * k values, d rows * k / 32 and offsets
-// rows * k / 4.
-void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d,
+// pair of blocks (Int8ActivationIndex). q holds rows * k values, d rows * k / 32, d4 rows * k / 8
+// and offsets rows * k / 4.
+void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
                          int16_t* offsets);
 
 // Where value i (0..31) of block b of a row of nb blocks sits in Int8Activations::q: within a

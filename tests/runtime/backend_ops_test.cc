@@ -296,10 +296,11 @@ TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
   EXPECT_EQ(d_ref[2], 0.0f);
 
   std::vector<int8_t> q(x.size());
-  std::vector<float> d(x.size() / 32);
+  std::vector<float> d(x.size() / 32), d4(x.size() / 8);
   std::vector<int16_t> offsets(x.size() / 4);
-  cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data(), offsets.data());
+  cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data(), d4.data(), offsets.data());
   EXPECT_EQ(d, d_ref);
+  for (size_t i = 0; i < d4.size(); ++i) EXPECT_EQ(d4[i], d_ref[i / 4]) << "d4 " << i;
   // Where each value goes, written out: [b0 0..15, b1 0..15, b0 16..31, b1 16..31], ...
   auto at = [](int64_t b, int64_t i) -> int64_t {
     if (b == kBlocks - 1) return b * 32 + i;

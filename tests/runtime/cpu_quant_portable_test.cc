@@ -37,12 +37,12 @@ TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
         RoundActivationBlocks(a.data(), rows * k, q_ref.data(), d_ref.data());
 
         std::vector<int8_t> q(a.size());
-        std::vector<float> d(a.size() / 32);
+        std::vector<float> d(a.size() / 32), d4(a.size() / 8);
         std::vector<int16_t> offsets(a.size() / 4);
-        cpu::QuantizeActivations(a.data(), rows, k, q.data(), d.data(), offsets.data());
+        cpu::QuantizeActivations(a.data(), rows, k, q.data(), d.data(), d4.data(), offsets.data());
         std::vector<float> c(static_cast<size_t>(rows * n));
-        cpu::QuantGemvRows(t, nullptr, {q.data(), d.data(), offsets.data()}, rows, k, wq.data(),
-                           c.data(), n, 1.0f, 0.0f, 0, n);
+        cpu::QuantGemvRows(t, nullptr, {q.data(), d.data(), d4.data(), offsets.data()}, rows, k,
+                           wq.data(), c.data(), n, 1.0f, 0.0f, 0, n);
         for (int64_t m = 0; m < rows; ++m) {
           for (int64_t b = 0; b < nb; ++b) {
             for (int64_t i = 0; i < 32; ++i) {
