@@ -21,9 +21,9 @@
 // q4_k keeps f32 activations: each weight block is widened in registers (-> f32, times its
 // scales), so the result is the dequantize-then-f32 product up to the order of the f32 sums.
 //
-// The q8_0 kernel prefetches its weights 2 KiB ahead of its loads (kQ8_0PrefetchBytes in
-// cpu_quant.cc): at ~9 cycles a block it is nearly as slow as one core's DRAM stream, and the
-// hardware prefetcher alone left its DRAM rate ~15% under its L2 rate.
+// The q8_0 and q4_0 kernels prefetch their weights 2 KiB ahead of their loads
+// (kQ8_0PrefetchBytes in cpu_quant.cc): each is nearly as slow as one core's DRAM stream, and the
+// hardware prefetcher alone left their DRAM rates 15-20% under their L2 rates.
 //
 // AVX2 kernels for all three (AVX-512 builds use them too); builds without AVX2 run portable
 // scalar integer dots (q8_0, q4_0) or dequantize one block at a time (q4_k).
