@@ -166,7 +166,7 @@ inline __m256i DotI8(__m256i abs_x, __m256i x, __m256i y) {
 // 3.45 ns); one prefetch per pair of blocks 2 KiB ahead brings it to ~3.9-4.0 -> 3.5-3.6 (CPU time,
 // `runtime_ops_bench` BM_GemmBackend/q8_0/1/32768/1024 vs /256/1024, SY_NUM_THREADS=1; 1, 1.5,
 // 2 and 3 KiB measured, 2-3 KiB best). RowQ4_0 prefetches as far: a one-thread q4_0 GEMV from
-// DRAM went from ~3.45 to ~3.0 ns a block with it (session 17; L2 rate unchanged, ~2.85).
+// DRAM went from ~3.4 to ~2.75 ns a block with it (session 17; L2 rate unchanged, ~2.8).
 constexpr int64_t kQ8_0PrefetchBytes = 2048;
 
 template <int MR>
