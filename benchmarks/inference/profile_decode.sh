@@ -11,7 +11,8 @@
 # task-clock, context switches), OUT_PREFIX.data and OUT_PREFIX.md (the table). Environment:
 # MODEL_DIR (default build/decode_bench_model, written if missing), MODEL (a GGUF file or model
 # directory to run instead; MODEL_DIR is then not written), THREADS (2), RECORD_SECONDS (8),
-# FREQ (499 Hz).
+# FREQ (499 Hz), GEN_LEN (400 decode steps; the decode must outlast RECORD_SECONDS, which a fast
+# model at 400 steps may not: the script then says so and stops).
 # perf samples on-CPU time: on a loaded machine compare the shares, not the microseconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,7 +21,7 @@ bin=$1 out=$2
 model=${MODEL:-${MODEL_DIR:-build/decode_bench_model}}
 secs=${RECORD_SECONDS:-8} freq=${FREQ:-499}
 [[ -n ${MODEL:-} ]] || /usr/bin/python3 benchmarks/inference/write_decode_bench_model.py "$model" >&2
-"$bin" bench decode --model "$model" --dtype bf16 --prompt-len 32 --gen-len 400 --warmup 4 \
+"$bin" bench decode --model "$model" --dtype bf16 --prompt-len 32 --gen-len "${GEN_LEN:-400}" --warmup 4 \
   --threads "${THREADS:-2}" --stream-mib 64 >"$out.txt" 2>"$out.err" &
 pid=$!
 until grep -q "decode steps" "$out.err" 2>/dev/null; do
@@ -30,8 +31,13 @@ done
 echo "load at attach: $(cat /proc/loadavg)" >"$out.env"
 grep -E "AnonHugePages|^Rss" "/proc/$pid/smaps_rollup" >>"$out.env" || true
 perf stat -e task-clock,context-switches,cpu-migrations -p "$pid" -o "$out.stat" -- sleep "$secs" &
-perf record --call-graph dwarf,16384 -F "$freq" -p "$pid" -o "$out.data" -- sleep "$secs" \
-  2>/dev/null
+# perf ends its `sleep` early (and fails) when the decode ends inside the window.
+if ! perf record --call-graph dwarf,16384 -F "$freq" -p "$pid" -o "$out.data" -- sleep "$secs" \
+  2>/dev/null; then
+  echo "error: the decode ended inside the ${secs} s recording window, so the per-step figures" \
+    "would be wrong: lower RECORD_SECONDS or raise GEN_LEN" >&2
+  exit 1
+fi
 wait
 step_ms=$(grep -o "median step [0-9.]*" "$out.txt" | awk '{print $3}')
 /usr/bin/python3 benchmarks/inference/decode_breakdown.py "$out.data" "$step_ms" "$secs" "$freq" \
