@@ -30,6 +30,7 @@ if [ ${#fuzzers[@]} -eq 0 ]; then
   exit 0
 fi
 cmake --build "$build_dir" -j "$(nproc)" --target "${fuzzers[@]}"
+built_at=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)  # the ledger's commit column
 limit=(-runs="$runs")
 [ -n "$seconds" ] && limit=(-max_total_time="$seconds")
 report="$build_dir/fuzz-campaign.txt"
@@ -70,7 +71,7 @@ for f in "${fuzzers[@]}"; do
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$artifacts/log" | tail -1)
   line="$f: $execs executions$stopped, $cov, $(( $(date +%s) - t0 ))s, 0 crashes"
   if [ -n "$corpus_root" ]; then
-    echo "$(date -u +%FT%TZ) $execs $(git rev-parse --short HEAD)" >>"$corpus_root/$f.executions"
+    echo "$(date -u +%FT%TZ) $execs $built_at" >>"$corpus_root/$f.executions"
     total=$(awk '{ n += $2 } END { print n }' "$corpus_root/$f.executions")
     line="$line; $total executions over $(wc -l <"$corpus_root/$f.executions") pieces on this corpus"
   else
