@@ -403,6 +403,10 @@ void AddGemmCases(std::vector<OpCheckCase>& cases) {
     const std::string t = DTypeTag(w);
     std::vector<GemmCase> ws = {
         {t + "_trans_b", w, 1, 37, 100, false, true},
+        // A decode GEMV over several claimed ranges of 64 KiB of weights, the last one short
+        // (cpu: each range's rows read as 4, or 2, streams, with a remainder).
+        {t + "_gemv_ranges_trans_b", w, 1, 1031, 200, false, true},
+        {t + "_m2_gemv_ranges_trans_b", w, 2, 1031, 200, false, true, 0.5f, -1.0f},
         {t, w, 1, 150, 100, false, false},
         {t + "_m2_trans_b", w, 2, 64, 48, false, true},
         {t + "_m3", w, 3, 37, 33, false, false},
