@@ -403,8 +403,9 @@ void AddGemmCases(std::vector<OpCheckCase>& cases) {
     const std::string t = DTypeTag(w);
     std::vector<GemmCase> ws = {
         {t + "_trans_b", w, 1, 37, 100, false, true},
-        // A decode GEMV over several claimed ranges of 64 KiB of weights, the last one short
-        // (cpu: each range's rows read as 4, or 2, streams, with a remainder).
+        // A decode GEMV over several claimed ranges (cpu: a guided schedule, 4 ranges here on
+        // 2 threads, the last one short), each range's rows read as 4, or 2, streams, with a
+        // remainder.
         {t + "_gemv_ranges_trans_b", w, 1, 1031, 200, false, true},
         {t + "_m2_gemv_ranges_trans_b", w, 2, 1031, 200, false, true, 0.5f, -1.0f},
         {t, w, 1, 150, 100, false, false},
@@ -500,8 +501,8 @@ void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
       {"zero_rows_f32", DType::kF32, {0, 0}, 5, 7, false, 1.0f, 0.0f},
       {"empty_first_last", DType::kF32, {0, 3, 0}, 6, 5, true, 1.0f, 0.0f},
       // Decode shapes (every group <= 4 rows): one parallel region over all groups' row blocks,
-      // in ranges of 2 blocks (64 KiB of weights) that cross group boundaries; N = 10 leaves a
-      // partial block per group.
+      // claimed in ranges of at least 64 KiB of weights that cross group boundaries; N = 10
+      // leaves a partial block per group.
       {"bf16_decode_trans_b", DType::kBF16, {1, 2, 0, 3}, 10, 4096, true, 1.0f, 0.0f},
       {"f16_decode_alpha_beta_trans_b", DType::kF16, {2, 0, 1, 4}, 10, 4096, true, 0.5f, 1.0f},
   };
