@@ -227,6 +227,11 @@ void BM_AttentionDecode(benchmark::State& state) {
 BENCHMARK(BM_AttentionDecode)
     ->Args({1, 32, 8, 4096})
     ->Args({8, 32, 8, 1024})
+    // The decode-bench model's attention (8 query heads over 2 kv heads) at 150, 300 and 1000
+    // keys.
+    ->Args({1, 8, 2, 150})
+    ->Args({1, 8, 2, 300})
+    ->Args({1, 8, 2, 1000})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

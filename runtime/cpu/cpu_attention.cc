@@ -5,10 +5,10 @@
 // each row once however many query heads share it. In a decode step (T = 1 over a long cache)
 // the chunks spread one row over the pool; their partial softmax statistics (max, sum) and
 // unnormalised outputs are merged afterwards, as flash-decoding does. Within a chunk the softmax
-// is two-pass and stable (subtract the max, exponentiate, sum). When there are fewer (row, chunk)
-// tasks than threads (a decode step over a cache shorter than two chunks: one task), the kv heads
-// are split between tasks too, each with the query heads of its kv heads, so the other threads
-// do not wait idle.
+// is two-pass and stable (subtract the max, exponentiate, sum). The chunks are equal, so the
+// tasks are (fixed 256-key chunks left one thread 256 keys of a 300-key decode step and the other
+// 44). When a cache is too short to chunk, the kv heads are split between tasks instead, each
+// with the query heads of its kv heads, so the other threads do not wait idle.
 //
 // Backward: recomputes the probabilities from the saved log-sum-exp. One task per (batch, kv head)
 // owns dk and dv of that kv head and dq of its query heads, so the accumulation over the query
@@ -25,8 +25,8 @@
 namespace sy {
 namespace {
 
-// Keys per task at least, so the merge of partial results stays cheap.
-constexpr int64_t kMinKeysPerChunk = 256;
+// Keys per chunk at least, so each task streams enough rows to pay for its partial result.
+constexpr int64_t kMinKeysPerChunk = 64;
 
 struct AttentionDims {
   int64_t b = 0, t = 0, s = 0, hq = 0, hkv = 0, d = 0;
@@ -95,22 +95,29 @@ void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, co
   const int64_t group = dims.group(), d = dims.d, hq = dims.hq, hkv = dims.hkv;
   const float scale = options.scale;
 
-  // Keys are split into chunks so a decode step (B*T small) still spreads over the pool; a chunk
-  // reads its rows of k and v for all heads, which are contiguous ([S, Hkv, D] per batch entry).
+  // A task is a (row, chunk of keys, kv heads) triple and reads its rows of k and v front to back.
+  // When the rows alone do not divide evenly over the threads (a decode step of one row), the
+  // keys are cut into equal chunks, 2 per thread, as flash-decoding does, each with every head,
+  // so each task streams whole contiguous rows of k and v and the threads get equal shares. Two
+  // per thread rather than one keep a chunk's scores in L1. Only a cache too short for chunks of
+  // kMinKeysPerChunk keys has its kv heads split between tasks instead. One decode row over 8
+  // query heads and 2 kv heads, 2 threads (runtime_ops_bench BM_AttentionDecode/1/8/2): 150 keys
+  // 65 -> 46 us, 300 keys 96 -> 60 us, against fixed 256-key chunks and a kv-head split below
+  // them, which at 300 keys left one thread 256 keys and the other 44.
   int64_t max_len = 0;
   for (int64_t len : lens) max_len = std::max(max_len, len);
   const int64_t rows = dims.b * dims.t;
-  const int64_t want_chunks = (2 * pool().num_threads() + rows - 1) / rows;
-  const int64_t chunk =
-      std::max<int64_t>(kMinKeysPerChunk, (max_len + want_chunks - 1) / want_chunks);
-  const int64_t chunks = std::max<int64_t>(1, (max_len + chunk - 1) / chunk);
+  const int64_t threads = pool().num_threads();
+  const int64_t want_chunks = rows % threads != 0 && rows < 4 * threads ? 2 * threads : 1;
+  int64_t chunks = std::min(want_chunks, max_len / kMinKeysPerChunk);
+  if (chunks > threads) chunks -= chunks % threads;  // whole rounds over the threads
+  chunks = std::max<int64_t>(1, chunks);
+  const int64_t chunk = std::max<int64_t>(1, (max_len + chunks - 1) / chunks);
+  const int64_t head_tasks = rows * chunks < threads ? std::min(hkv, threads) : 1;
   // Per (row, chunk, head): the chunk's max score, sum of exp(score - max), and unnormalised
   // output, merged below (the flash-decoding combine).
   const int64_t stride = d + 2;
   std::vector<float> partial(static_cast<size_t>(rows * chunks * hq * stride));
-  // kv heads per task: all of them, or split when the (row, chunk) tasks cannot fill the pool.
-  const int64_t head_tasks =
-      rows * chunks < pool().num_threads() ? std::min<int64_t>(hkv, pool().num_threads()) : 1;
   pool().ParallelFor(rows * chunks * head_tasks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> scores;
     for (int64_t task = lo; task < hi; ++task) {

@@ -1126,6 +1126,10 @@ std::vector<AttentionSpec> AttentionSpecs() {
       // (evenly, then 1 + 2 of 3).
       {"decode_one_row_gqa4", {1, 1, 37, 8, 2, 32}, {}},
       {"decode_one_row_three_kv_heads", {1, 1, 70, 6, 3, 16}, {45}},
+      // Long enough to chunk: the threads share the keys in equal chunks, merged afterwards.
+      {"decode_one_row_long_gqa4", {1, 1, 300, 8, 2, 32}, {}},
+      {"decode_one_row_long_one_kv_head", {1, 1, 700, 4, 1, 32}, {613}},
+      {"decode_three_rows_long", {3, 1, 200, 4, 2, 16}, {200, 130, 77}},
       {"chunked_prefill_gqa2", {2, 4, 20, 4, 2, 16}, {9, 20}},
       {"chunked_prefill_no_kv_lens", {1, 3, 11, 2, 1, 8}, {}},
   };
