@@ -15,6 +15,7 @@
 #include "runtime/core/check.h"
 #include "runtime/core/progress.h"
 #include "runtime/core/statistics.h"
+#include "runtime/core/thread_pool.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/memory_bandwidth.h"
 #include "runtime/model/dense_matrices.h"
@@ -145,8 +146,14 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
       2 * c.kv_heads() * c.dim_per_head() * static_cast<int64_t>(sizeof(float)) * c.num_layers;
   // Between steps, outside their timing (the engine's own clock).
   ProgressLine decoding(stderr, "decode steps");
+  ThreadPool& pool = cpu->pool();
+  ThreadPool::RegionCounts regions_before;
   for (int i = 0; i < options.warmup + options.gen_len; ++i) {
     decoding.Update(i, options.warmup + options.gen_len);
+    if (i == options.warmup) {
+      pool.set_count_regions(true);
+      regions_before = pool.region_counts();
+    }
     DecodeStepStats s;
     s.kv_bytes = (engine->decoder().length() + 1) * kv_row_bytes;
     const double steal_before = StealSeconds();
@@ -169,6 +176,8 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   }
   decoding.Update(options.warmup + options.gen_len, options.warmup + options.gen_len);
   decoding.Finish();
+  const ThreadPool::RegionCounts regions = pool.region_counts() - regions_before;
+  pool.set_count_regions(false);
 
   const cpu::MemoryBandwidth after =
       cpu::MeasureMemoryBandwidth(cpu->pool(), stream_bytes, options.stream_repeats);
@@ -241,6 +250,24 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
       static_cast<long long>(steps.size()), static_cast<long long>(clean_steps), clean_achieved,
       clean_achieved / copy, clean_achieved / read);
 
+  // The pool's regions (the GEMVs and every other parallel op) against the rest of the step, which
+  // the calling thread runs alone while the workers wait.
+  const double region_ms = static_cast<double>(regions.region_ns) / n * 1e-6;
+  const double serial_ms = seconds / n * 1e3 - region_ms;
+  const int workers = pool.num_threads() - 1;
+  const double worker_share =
+      regions.region_ns > 0 && workers > 0
+          ? static_cast<double>(regions.worker_busy_ns) / (workers * regions.region_ns)
+          : 0.0;
+  const double join_delay_us =
+      regions.joins > 0 ? static_cast<double>(regions.join_delay_ns) / regions.joins * 1e-3 : 0.0;
+  r += Line(
+      "thread pool, per step: %.1f regions, %.2f ms in them and %.2f ms outside (the caller "
+      "alone); workers busy %.1f%% of the regions' time, joining %.1f us after a region opens "
+      "(mean)",
+      static_cast<double>(regions.regions) / n, region_ms, serial_ms, 100.0 * worker_share,
+      join_delay_us);
+
   nlohmann::json& out = result.json;
   out["model"] = options.model_dir;
   out["model_type"] = std::string(HfFamilyModelType(loaded.hf.family));
@@ -287,6 +314,11 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   out["stream_copy_median_gb_per_s"] = median_copy;
   out["median_ratio_to_stream_copy"] = median_step_achieved / median_copy;
   out["median_ratio_to_stream_read"] = median_step_achieved / median_read;
+  out["pool_regions_per_step"] = static_cast<double>(regions.regions) / n;
+  out["pool_region_ms_per_step"] = region_ms;
+  out["pool_serial_ms_per_step"] = serial_ms;
+  out["pool_worker_busy_share"] = worker_share;
+  out["pool_join_delay_us"] = join_delay_us;
   out["steal_seconds"] = steal_seconds;
   out["steal_free_steps"] = clean_steps;
   out["steal_free_gb_per_s"] = clean_achieved;

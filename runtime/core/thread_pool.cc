@@ -20,6 +20,17 @@ inline void CpuRelax() {
 #endif
 }
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Adds to a counter that only one thread writes.
+void Add(std::atomic<int64_t>& counter, int64_t value) {
+  counter.store(counter.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
+}
+
 // Spins until `ready()` or `micros` have passed; returns ready().
 template <typename Ready>
 bool SpinUntil(int64_t micros, const Ready& ready) {
@@ -74,9 +85,17 @@ bool ThreadPool::JoinRegion(uint64_t* seen) {
     }
   }
   *seen = RegionGeneration(r);
+  const bool count = count_regions_.load(std::memory_order_relaxed);
+  const int64_t joined_ns = count ? NowNs() : 0;
   for (int64_t begin = region_next_.fetch_add(region_step_); begin < region_n_;
        begin = region_next_.fetch_add(region_step_)) {
     (*region_body_)(begin, std::min(region_n_, begin + region_step_));
+  }
+  if (count) {
+    joins_.fetch_add(1, std::memory_order_relaxed);
+    join_delay_ns_.fetch_add(joined_ns - region_opened_ns_.load(std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+    worker_busy_ns_.fetch_add(NowNs() - joined_ns, std::memory_order_relaxed);
   }
   region_.fetch_sub(1, std::memory_order_release);
   return true;
@@ -148,6 +167,18 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
 
 void ThreadPool::RunRegion(int64_t n, int64_t step,
                            const std::function<void(int64_t, int64_t)>& body) {
+  const bool count = count_regions_.load(std::memory_order_relaxed);
+  // The opening time is published to the workers by RunRegionRanges's store to region_.
+  if (count) region_opened_ns_.store(NowNs(), std::memory_order_relaxed);
+  RunRegionRanges(n, step, body);
+  if (count) {
+    Add(regions_, 1);
+    Add(region_ns_, NowNs() - region_opened_ns_.load(std::memory_order_relaxed));
+  }
+}
+
+void ThreadPool::RunRegionRanges(int64_t n, int64_t step,
+                                 const std::function<void(int64_t, int64_t)>& body) {
   region_body_ = &body;
   region_n_ = n;
   region_step_ = step;
@@ -177,6 +208,21 @@ void ThreadPool::RunRegion(int64_t n, int64_t step,
       CpuRelax();
     }
   }
+}
+
+ThreadPool::RegionCounts ThreadPool::region_counts() const {
+  RegionCounts c;
+  c.regions = regions_.load(std::memory_order_relaxed);
+  c.region_ns = region_ns_.load(std::memory_order_relaxed);
+  c.joins = joins_.load(std::memory_order_relaxed);
+  c.join_delay_ns = join_delay_ns_.load(std::memory_order_relaxed);
+  c.worker_busy_ns = worker_busy_ns_.load(std::memory_order_relaxed);
+  return c;
+}
+
+ThreadPool::RegionCounts ThreadPool::RegionCounts::operator-(const RegionCounts& earlier) const {
+  return {regions - earlier.regions, region_ns - earlier.region_ns, joins - earlier.joins,
+          join_delay_ns - earlier.join_delay_ns, worker_busy_ns - earlier.worker_busy_ns};
 }
 
 void ThreadPool::ParallelForQueued(int64_t n, int64_t chunks, int64_t step,

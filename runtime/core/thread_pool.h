@@ -17,6 +17,10 @@
 // runtimes and llama.cpp's pool do: waking a sleeping thread costs tens of microseconds each
 // time. SY_POOL_SPIN_US=0 turns spinning off.
 //
+// Region accounting, off unless turned on (set_count_regions): where the threads' time goes in a
+// run of regions such as a decode step (the caller's time in regions, hence alone outside them;
+// the workers' share inside them; how late they join). Costs a few clock reads per region.
+//
 // Ownership: the pool owns its threads; the destructor finishes queued tasks and joins.
 // Thread-safety: Submit and ParallelFor may be called from any thread, including from inside a
 // task (a nested ParallelFor runs its ranges inline, so it never deadlocks).
@@ -52,6 +56,20 @@ class ThreadPool {
   // How long an idle thread spins before it sleeps: SY_POOL_SPIN_US if set, else 100.
   static int64_t spin_micros();
 
+  // Totals since counting was turned on; take two and subtract them to cover a span of work.
+  // Only regions count (not ParallelFors that ran inline or as queued tasks).
+  struct RegionCounts {
+    int64_t regions = 0;         // regions run
+    int64_t region_ns = 0;       // the caller inside them, from opening to the last worker out
+    int64_t joins = 0;           // workers joining a region
+    int64_t join_delay_ns = 0;   // from a region's opening to a worker joining it, summed
+    int64_t worker_busy_ns = 0;  // workers inside regions, summed over workers
+    RegionCounts operator-(const RegionCounts& earlier) const;
+  };
+  // Call between regions.
+  void set_count_regions(bool on) { count_regions_.store(on, std::memory_order_relaxed); }
+  RegionCounts region_counts() const;
+
  private:
   // region_ packs the open region's generation (bits 32..63), whether it is open (bit 31) and
   // how many workers are inside it (bits 0..30).
@@ -67,6 +85,9 @@ class ThreadPool {
   bool JoinRegion(uint64_t* seen);
   // Runs `body` over [0, n) in ranges of `step` as the pool's open region, with the workers.
   void RunRegion(int64_t n, int64_t step, const std::function<void(int64_t, int64_t)>& body)
+      SY_EXCLUDES(mutex_);
+  // RunRegion without the accounting.
+  void RunRegionRanges(int64_t n, int64_t step, const std::function<void(int64_t, int64_t)>& body)
       SY_EXCLUDES(mutex_);
   void ParallelForQueued(int64_t n, int64_t chunks, int64_t step,
                          const std::function<void(int64_t, int64_t)>& body);
@@ -89,6 +110,14 @@ class ThreadPool {
   int64_t region_n_ = 0;
   int64_t region_step_ = 0;
   std::atomic<int64_t> region_next_{0};
+
+  // Region accounting (set_count_regions). The caller's side is written by the region's owner
+  // only; the workers' side sits on its own cache line so that they do not slow the owner's.
+  std::atomic<bool> count_regions_{false};
+  std::atomic<int64_t> region_opened_ns_{0};
+  std::atomic<int64_t> regions_{0}, region_ns_{0};
+  alignas(64) std::atomic<int64_t> joins_{0};
+  std::atomic<int64_t> join_delay_ns_{0}, worker_busy_ns_{0};
 };
 
 }  // namespace sy

@@ -1,4 +1,4 @@
-// ThreadPool: ParallelFor coverage, nesting without deadlock, Submit.
+// ThreadPool: ParallelFor coverage, region accounting, nesting without deadlock, Submit.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -60,6 +60,43 @@ TEST(ThreadPool, ParallelForUsesSeveralThreads) {
     }
   });
   EXPECT_GE(ids.size(), 2u);
+}
+
+TEST(ThreadPool, RegionCountsCoverTheCallerAndTheWorkers) {
+  ThreadPool pool(2);
+  // Both ranges wait until both have started, so the worker surely joined, then hold 2 ms more.
+  auto two_ranges = [&pool] {
+    std::atomic<int> inside{0};
+    pool.ParallelFor(2, 1, [&](int64_t, int64_t) {
+      ++inside;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (inside.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    });
+  };
+  two_ranges();  // not counted: counting is off
+  EXPECT_EQ(pool.region_counts().regions, 0);
+
+  pool.set_count_regions(true);
+  const ThreadPool::RegionCounts before = pool.region_counts();
+  two_ranges();
+  two_ranges();
+  pool.ParallelFor(1, 1, [](int64_t, int64_t) {});  // one range runs inline: not a region
+  const ThreadPool::RegionCounts counts = pool.region_counts() - before;
+  pool.set_count_regions(false);
+  EXPECT_EQ(counts.regions, 2);
+  EXPECT_EQ(counts.joins, 2);
+  constexpr int64_t kFourMs = 4'000'000;
+  EXPECT_GE(counts.region_ns, kFourMs);
+  EXPECT_GE(counts.worker_busy_ns, kFourMs);
+  EXPECT_LE(counts.worker_busy_ns, counts.region_ns);  // joined after opening, left before closing
+  EXPECT_GE(counts.join_delay_ns, 0);
+  EXPECT_LE(counts.join_delay_ns + counts.worker_busy_ns, counts.region_ns);
+
+  two_ranges();  // off again
+  EXPECT_EQ((pool.region_counts() - before).regions, 2);
 }
 
 TEST(ThreadPool, NestedParallelForDoesNotDeadlock) {
