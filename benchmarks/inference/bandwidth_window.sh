@@ -36,6 +36,6 @@ for ((i = 1; i <= rounds; ++i)); do
   for model in "$@"; do
     "$switchyard" bench decode --model "$model" --prompt-len 32 --gen-len "$gen_len" --warmup 4 \
       --threads "$threads" --stream-mib 1024 2>&1 |
-      grep -E '^(decode:|achieved|stream|ratio|hypervisor)' | sed "s|^|$(basename "$model"): |"
+      grep -E '^(decode:|achieved|stream|ratio|hypervisor|thread pool)' | sed "s|^|$(basename "$model"): |"
   done
 done
