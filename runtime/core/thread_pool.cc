@@ -26,7 +26,7 @@ int64_t NowNs() {
       .count();
 }
 
-// Adds to a counter that only one thread writes.
+// Adds to a counter that one thread at a time writes (a region's owner, under region_mutex_).
 void Add(std::atomic<int64_t>& counter, int64_t value) {
   counter.store(counter.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
 }

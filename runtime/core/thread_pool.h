@@ -66,7 +66,7 @@ class ThreadPool {
     int64_t worker_busy_ns = 0;  // workers inside regions, summed over workers
     RegionCounts operator-(const RegionCounts& earlier) const;
   };
-  // Call between regions.
+  // Call between regions. region_counts() may be read from any thread at any time.
   void set_count_regions(bool on) { count_regions_.store(on, std::memory_order_relaxed); }
   RegionCounts region_counts() const;
 
