@@ -6,9 +6,9 @@
 // the chunks spread one row over the pool; their partial softmax statistics (max, sum) and
 // unnormalised outputs are merged afterwards, as flash-decoding does. Within a chunk the softmax
 // is two-pass and stable (subtract the max, exponentiate, sum). The chunks are equal, so the
-// tasks are (fixed 256-key chunks left one thread 256 keys of a 300-key decode step and the other
-// 44). When a cache is too short to chunk, the kv heads are split between tasks instead, each
-// with the query heads of its kv heads, so the other threads do not wait idle.
+// tasks are too (fixed 256-key chunks left one thread 256 keys of a 300-key decode step and the
+// other 44). When a cache is too short to chunk, the kv heads are split between tasks instead,
+// each with the query heads of its kv heads, so the other threads do not wait idle.
 //
 // Backward: recomputes the probabilities from the saved log-sum-exp. One task per (batch, kv head)
 // owns dk and dv of that kv head and dq of its query heads, so the accumulation over the query
