@@ -146,8 +146,7 @@ std::future<void> ThreadPool::Submit(std::function<void()> task) {
   return future;
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain,
-                             const std::function<void(int64_t, int64_t)>& body) {
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, RangeBody body) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   int64_t max_chunks = (n + grain - 1) / grain;
@@ -165,8 +164,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   ParallelForQueued(n, chunks, step, body);
 }
 
-void ThreadPool::RunRegion(int64_t n, int64_t step,
-                           const std::function<void(int64_t, int64_t)>& body) {
+void ThreadPool::RunRegion(int64_t n, int64_t step, RangeBody body) {
   const bool count = count_regions_.load(std::memory_order_relaxed);
   // The opening time is published to the workers by RunRegionRanges's store to region_.
   if (count) region_opened_ns_.store(NowNs(), std::memory_order_relaxed);
@@ -177,8 +175,7 @@ void ThreadPool::RunRegion(int64_t n, int64_t step,
   }
 }
 
-void ThreadPool::RunRegionRanges(int64_t n, int64_t step,
-                                 const std::function<void(int64_t, int64_t)>& body) {
+void ThreadPool::RunRegionRanges(int64_t n, int64_t step, RangeBody body) {
   region_body_ = &body;
   region_n_ = n;
   region_step_ = step;
@@ -225,8 +222,7 @@ ThreadPool::RegionCounts ThreadPool::RegionCounts::operator-(const RegionCounts&
           join_delay_ns - earlier.join_delay_ns, worker_busy_ns - earlier.worker_busy_ns};
 }
 
-void ThreadPool::ParallelForQueued(int64_t n, int64_t chunks, int64_t step,
-                                   const std::function<void(int64_t, int64_t)>& body) {
+void ThreadPool::ParallelForQueued(int64_t n, int64_t chunks, int64_t step, RangeBody body) {
   // Ranges are claimed dynamically, so a slow worker does not hold up the rest.
   std::atomic<int64_t> next{0};
   auto run_ranges = [&] {

@@ -4,13 +4,13 @@
 // workers and the calling thread, and returns when all are done. Submit queues one task and
 // returns a future.
 //
-// A ParallelFor publishes its loop as the pool's one open region (a generation counter, no
-// allocation, no lock): idle workers join it and claim ranges from one counter alongside the
-// caller. Once the caller finds no range left it closes the region and waits only for the workers
-// that joined to finish their last range; a worker that had not woken yet is not waited for. A
-// decode step runs about a hundred short regions back to back, so this is its fork/join cost.
-// When another thread's region is open, a ParallelFor hands its helpers to the task queue
-// instead (the old way: each helper a queued task).
+// A ParallelFor publishes its loop as the pool's one open region (a generation counter and a
+// reference to the caller's loop body: no allocation, no lock): idle workers join it and claim
+// ranges from one counter alongside the caller. Once the caller finds no range left it closes the
+// region and waits only for the workers that joined to finish their last range; a worker that had
+// not woken yet is not waited for. A decode step runs about a hundred short regions back to back,
+// so this is its fork/join cost. When another thread's region is open, a ParallelFor hands its
+// helpers to the task queue instead (the old way: each helper a queued task).
 //
 // Idle workers, and ParallelFor's caller waiting for its helpers, spin for up to spin_micros()
 // (SY_POOL_SPIN_US, default 100 us) before they sleep on the condition variable, as OpenMP
@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/core/function_ref.h"
 #include "runtime/core/mutex.h"
 
 namespace sy {
@@ -48,7 +49,9 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+  // A loop body over [begin, end), referenced and not copied, so passing a lambda never allocates.
+  using RangeBody = FunctionRef<void(int64_t, int64_t)>;
+  void ParallelFor(int64_t n, int64_t grain, RangeBody body);
   std::future<void> Submit(std::function<void()> task) SY_EXCLUDES(mutex_);
 
   // The default size: SY_NUM_THREADS if set, else the number of cores.
@@ -84,13 +87,10 @@ class ThreadPool {
   // when there was none to join.
   bool JoinRegion(uint64_t* seen);
   // Runs `body` over [0, n) in ranges of `step` as the pool's open region, with the workers.
-  void RunRegion(int64_t n, int64_t step, const std::function<void(int64_t, int64_t)>& body)
-      SY_EXCLUDES(mutex_);
+  void RunRegion(int64_t n, int64_t step, RangeBody body) SY_EXCLUDES(mutex_);
   // RunRegion without the accounting.
-  void RunRegionRanges(int64_t n, int64_t step, const std::function<void(int64_t, int64_t)>& body)
-      SY_EXCLUDES(mutex_);
-  void ParallelForQueued(int64_t n, int64_t chunks, int64_t step,
-                         const std::function<void(int64_t, int64_t)>& body);
+  void RunRegionRanges(int64_t n, int64_t step, RangeBody body) SY_EXCLUDES(mutex_);
+  void ParallelForQueued(int64_t n, int64_t chunks, int64_t step, RangeBody body);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -106,7 +106,7 @@ class ThreadPool {
   // a worker reads them after it joined (acquire) and before it leaves.
   Mutex region_mutex_;
   std::atomic<uint64_t> region_{0};
-  const std::function<void(int64_t, int64_t)>* region_body_ = nullptr;
+  const RangeBody* region_body_ = nullptr;
   int64_t region_n_ = 0;
   int64_t region_step_ = 0;
   std::atomic<int64_t> region_next_{0};

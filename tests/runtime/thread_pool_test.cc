@@ -1,6 +1,8 @@
-// ThreadPool: ParallelFor coverage, region accounting, nesting without deadlock, Submit.
+// ThreadPool: ParallelFor coverage, its body called in place (never copied), region accounting,
+// nesting without deadlock, Submit.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -60,6 +62,40 @@ TEST(ThreadPool, ParallelForUsesSeveralThreads) {
     }
   });
   EXPECT_GE(ids.size(), 2u);
+}
+
+// A loop body that counts its copies (it has no move constructor, so a move counts too): the pool
+// must call the caller's object itself on every thread. std::function would copy it, onto the
+// heap at this size.
+class CopyCountingBody {
+ public:
+  CopyCountingBody(std::vector<std::atomic<int>>* hits, std::atomic<int>* copies)
+      : hits_(hits), copies_(copies) {}
+  CopyCountingBody(const CopyCountingBody& other)
+      : hits_(other.hits_), copies_(other.copies_), padding_(other.padding_) {
+    ++*copies_;
+  }
+  CopyCountingBody& operator=(const CopyCountingBody&) = delete;
+  void operator()(int64_t begin, int64_t end) const {
+    for (int64_t i = begin; i < end; ++i) (*hits_)[static_cast<size_t>(i)]++;
+  }
+
+ private:
+  std::vector<std::atomic<int>>* hits_;
+  std::atomic<int>* copies_;
+  std::array<char, 64> padding_{};  // beyond any small-buffer optimization
+};
+
+TEST(ThreadPool, ParallelForCallsItsBodyWithoutCopyingIt) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> hits(1000);
+    std::atomic<int> copies{0};
+    const CopyCountingBody body(&hits, &copies);
+    for (int round = 0; round < 20; ++round) pool.ParallelFor(1000, 1, body);
+    EXPECT_EQ(copies.load(), 0) << threads << " threads";
+    for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 20) << "index " << i;
+  }
 }
 
 TEST(ThreadPool, RegionCountsCoverTheCallerAndTheWorkers) {
