@@ -163,6 +163,14 @@ void GemvTransBRange(const float* a, int64_t n_dim, int64_t k_dim, const W* b, f
 
 constexpr int64_t kPairStep = 2 * kLanes;
 
+// Each weight stream is prefetched once per 64-byte line, this far ahead, with the non-temporal
+// hint (cpu::PrefetchOnce). The hardware prefetchers already keep the streams fed (a prefetch
+// with the ordinary hint, 0.5-2 KiB ahead, only cost: session 18); what this one adds is that the
+// weights no longer evict the rest of the step from L2 and L3. 256 B to 1 KiB ahead measured
+// alike, 2 KiB less well (benchmarks/inference-results.md, session 20).
+constexpr int64_t kBf16PrefetchBytes = 512;
+constexpr int64_t kLineValues = 64 / static_cast<int64_t>(sizeof(BF16));
+
 // The part of K the pair kernel covers; the rest (K % kPairStep) is summed from a directly.
 inline int64_t PairBody(int64_t k_dim) { return k_dim - k_dim % kPairStep; }
 
@@ -195,6 +203,10 @@ void GemvBf16Block(const float* a, const float* pairs, int64_t k_dim, const BF16
   for (int j = 0; j < NR; ++j) brow[j] = b + (n + j * stride) * k_dim;
   for (int64_t k = 0; k < body; k += kPairStep) {
     const int64_t h = k / 2;
+    if (k % kLineValues == 0) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) cpu::PrefetchOnce(brow[j] + k, kBf16PrefetchBytes);
+    }
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       VecF we, wo;

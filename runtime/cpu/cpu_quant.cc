@@ -166,7 +166,10 @@ inline __m256i DotI8(__m256i abs_x, __m256i x, __m256i y) {
 // 3.45 ns); one prefetch per pair of blocks 2 KiB ahead brings it to ~3.9-4.0 -> 3.5-3.6 (CPU time,
 // `runtime_ops_bench` BM_GemmBackend/q8_0/1/32768/1024 vs /256/1024, SY_NUM_THREADS=1; 1, 1.5,
 // 2 and 3 KiB measured, 2-3 KiB best). RowQ4_0 prefetches as far: a one-thread q4_0 GEMV from
-// DRAM went from ~3.4 to ~2.75 ns a block with it (session 17; L2 rate unchanged, ~2.8).
+// DRAM went from ~3.4 to ~2.75 ns a block with it (session 17; L2 rate unchanged, ~2.8). Both
+// prefetch with the non-temporal hint (PrefetchOnce), so that the weights do not evict the rest of
+// the step from L2 and L3 (session 20: a q8_0 decode step's time outside its parallel regions
+// went from 1.2 to 0.75-0.9 ms).
 constexpr int64_t kQ8_0PrefetchBytes = 2048;
 
 template <int MR>
@@ -177,11 +180,8 @@ void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
   ForBlockPairs(nb / 2, [&](int64_t pair, int slot) SY_KERNEL_INLINE {
     const int64_t b = 2 * pair;
     const uint8_t* p = w + b * 34;
-    // Past the row's end this reads ahead into the next rows, as the caller's range runs. Past
-    // the weight's end it may pull in a few unrelated lines, harmlessly (a prefetch never faults);
-    // the address is formed as an integer, so no pointer leaves its array.
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kQ8_0PrefetchBytes),
-                 _MM_HINT_T0);
+    // Past the row's end this reads ahead into the next rows, as the caller's range runs.
+    PrefetchOnce(p, kQ8_0PrefetchBytes);
     const __m256i lo = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 36)),
                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
     const __m256i hi = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 52)),
@@ -232,9 +232,7 @@ void RowQ4_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
   ForBlockPairs(nb / 2, [&](int64_t pair, int slot) SY_KERNEL_INLINE {
     const int64_t b = 2 * pair;
     const uint8_t* p = w + b * 18;
-    // As in RowQ8_0: a prefetch past the weight's end is harmless and forms no pointer.
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kQ8_0PrefetchBytes),
-                 _MM_HINT_T0);
+    PrefetchOnce(p, kQ8_0PrefetchBytes);
     const __m256i q = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)),
                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
     const __m256i lo = _mm256_and_si256(q, low4);

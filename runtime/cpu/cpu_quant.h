@@ -23,7 +23,8 @@
 //
 // The q8_0 and q4_0 kernels prefetch their weights 2 KiB ahead of their loads
 // (kQ8_0PrefetchBytes in cpu_quant.cc): each is nearly as slow as one core's DRAM stream, and the
-// hardware prefetcher alone left their DRAM rates 15-25% under their L2 rates.
+// hardware prefetcher alone left their DRAM rates 15-25% under their L2 rates. The prefetch is
+// non-temporal (cpu_vec.h PrefetchOnce), so the weights do not evict the rest of the step.
 //
 // AVX2 kernels for all three (AVX-512 builds use them too); builds without AVX2 run portable
 // scalar integer dots (q8_0, q4_0) or dequantize one block at a time (q4_k).
