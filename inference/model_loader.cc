@@ -359,23 +359,35 @@ Status CheckCheckpointCoversConfig(const HfTensorSource& ckpt, HfFamily family,
   return Status::Ok();
 }
 
-// LoadOptions::expert_dtype, or the quantized type the file stores the first expert in (when its
-// rows are whole blocks of it and the backend takes quantized weights), or weight_dtype.
+// LoadOptions::expert_dtype; else the quantized type the file stores every routed expert matrix in,
+// when the backend takes quantized weights and the rows are whole blocks of it; else, when the
+// file stores them in blocks of several types (llama-quantize's Q4_K_M and Q5_K_M files keep some
+// layers' down projections in Q6_K) or of a type without kernels here, q8_0 where the rows are
+// whole blocks of 32; else weight_dtype. Checks expert 0 of each MoE layer: a GGUF holds each
+// layer's experts in one tensor per matrix, so one type.
 DType ExpertDType(const Backend& backend, const HfTensorSource& source, HfFamily family,
                   const ModelConfig& config, const LoadOptions& options) {
   if (options.expert_dtype) return *options.expert_dtype;
   if (!backend.caps().quantized_weights) return options.weight_dtype;
+  std::optional<DType> common;
+  bool one_type = true, any_blocks = false;
   for (int layer = 0; layer < config.num_layers; ++layer) {
     if (config.MoeIndex(layer) < 0) continue;
-    const std::string name =
-        HfTensorName(family, "experts/layer" + std::to_string(layer) + "/expert0/w_gate");
-    const std::optional<DType> stored = source.StoredQuantizedDType(name);
-    if (stored && config.hidden_size % DTypeBlockSize(*stored) == 0 &&
-        config.moe_intermediate_size % DTypeBlockSize(*stored) == 0) {
-      return *stored;
+    for (const char* matrix : {"w_gate", "w_up", "w_down"}) {
+      const std::string name = HfTensorName(
+          family, "experts/layer" + std::to_string(layer) + "/expert0/" + std::string(matrix));
+      const std::optional<DType> stored = source.StoredQuantizedDType(name);
+      any_blocks = any_blocks || source.StoredQuantized(name);
+      if (!stored || (common && *common != *stored)) one_type = false;
+      if (stored) common = stored;
     }
-    break;
   }
+  const auto whole_blocks = [&](DType t) {
+    return config.hidden_size % DTypeBlockSize(t) == 0 &&
+           config.moe_intermediate_size % DTypeBlockSize(t) == 0;
+  };
+  if (one_type && common && whole_blocks(*common)) return *common;
+  if (any_blocks && whole_blocks(DType::kQ8_0)) return DType::kQ8_0;
   return options.weight_dtype;
 }
 

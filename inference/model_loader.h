@@ -57,9 +57,11 @@ struct LoadOptions {
   // quantized (q8_0, q4_0, q4_k) while attention and the rest stay in weight_dtype. An expert
   // tensor the file already stores in exactly that quantized type is copied block for block (a
   // GGUF's Q8_0 / Q4_0 / Q4_K); any other is read as f32 and quantized here (q8_0 and q4_0 only:
-  // q4_k has no quantizer). Unset: the type the file stores the experts in when that is
-  // quantized (a quantized GGUF loads with no requantizing) and the backend takes quantized
-  // weights, else weight_dtype. Default: unset.
+  // q4_k has no quantizer). Unset: the type the file stores the experts in when that is one
+  // quantized type (a quantized GGUF loads with no requantizing) and the backend takes quantized
+  // weights; q8_0 when the file mixes block types among them (a Q4_K_M GGUF's Q4_K gate and up
+  // with some layers' down projections in Q6_K) or uses one without kernels here (Q5_K, Q6_K);
+  // else weight_dtype. Default: unset.
   std::optional<DType> expert_dtype;
   // Dense matrices (runtime/model/dense_matrices.h: the attention projections, the dense and
   // shared-expert FFNs, the untied LM head) that the file stores in quantized blocks stay

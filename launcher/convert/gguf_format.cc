@@ -144,7 +144,7 @@ class Gguf final : public ModelFormat {
         return InvalidArgumentError(
             path + ": tensor \"" + stored + "\" has type " +
             std::string(storage::GgmlTypeName(type)) +
-            "; weights must be F32, F16, BF16, F64, Q8_0, Q4_0, Q4_K or Q6_K");
+            "; weights must be F32, F16, BF16, F64, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K");
       }
       ImageTensor t;
       t.name = p.name;

@@ -46,6 +46,38 @@ void DequantQ6_K(const uint8_t* block, float* y) {
   }
 }
 
+// Q5_K { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; } (ggml-common.h): Q4_K's
+// layout with a fifth bit per value. In each 64 values j, the first 32 take the low nibbles of
+// qs[32 j ..] and bit 2j of qh[l], the next 32 the high nibbles and bit 2j + 1; x = d * sc * q -
+// dmin * m with sc, m as Q4_K's (Q4KScaleMin). ggml's dequantize_row_q5_K, in gguf-py's order:
+// (d * sc) * q, then minus dmin * m.
+void DequantQ5_K(const uint8_t* block, float* y) {
+  const float d = HalfAt(block);
+  const float dmin = HalfAt(block + 2);
+  const uint8_t* scales = block + 4;
+  const uint8_t* qh = block + 16;
+  const uint8_t* ql = block + 48;
+  for (int j = 0; j < 4; ++j) {
+    uint8_t sc = 0;
+    uint8_t m = 0;
+    Q4KScaleMin(2 * j, scales, &sc, &m);
+    const float d1 = d * sc;
+    const float m1 = dmin * m;
+    Q4KScaleMin(2 * j + 1, scales, &sc, &m);
+    const float d2 = d * sc;
+    const float m2 = dmin * m;
+    for (int l = 0; l < 32; ++l) {
+      const int q = (ql[l] & 0xF) | (((qh[l] >> (2 * j)) & 1) << 4);
+      *y++ = d1 * static_cast<float>(q) - m1;
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int q = (ql[l] >> 4) | (((qh[l] >> (2 * j + 1)) & 1) << 4);
+      *y++ = d2 * static_cast<float>(q) - m2;
+    }
+    ql += 32;
+  }
+}
+
 }  // namespace
 
 std::optional<DType> GgmlTypeToDType(GgmlType type) {
@@ -61,15 +93,16 @@ std::optional<DType> GgmlTypeToDType(GgmlType type) {
 bool GgmlTypeConvertsToF32(GgmlType type) {
   return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 ||
          type == GgmlType::kF64 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 ||
-         type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+         type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
 }
 
 Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<float> out) {
   const std::string name(GgmlTypeName(type));
   if (!GgmlTypeConvertsToF32(type)) {
-    return InvalidArgumentError("ggml type " + name +
-                                " has no f32 conversion here; supported: F32, F16, BF16, F64, "
-                                "Q8_0, Q4_0, Q4_K, Q6_K (re-quantize the model to one of them)");
+    return InvalidArgumentError(
+        "ggml type " + name +
+        " has no f32 conversion here; supported: F32, F16, BF16, F64, "
+        "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (re-quantize the model to one of them)");
   }
   const auto block = static_cast<size_t>(GgmlBlockSize(type));
   const auto size = static_cast<size_t>(GgmlTypeSize(type));
@@ -96,6 +129,8 @@ Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<f
       std::memcpy(&v, src + 8 * i, 8);
       dst[i] = static_cast<float>(v);
     }
+  } else if (type == GgmlType::kQ5_K) {
+    for (size_t b = 0; b < n / block; ++b) DequantQ5_K(src + b * size, dst + b * block);
   } else if (type == GgmlType::kQ6_K) {
     for (size_t b = 0; b < n / block; ++b) DequantQ6_K(src + b * size, dst + b * block);
   } else {  // Q8_0, Q4_0 or Q4_K, the block types GgmlTypeConvertsToF32 accepts

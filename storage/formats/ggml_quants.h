@@ -4,8 +4,10 @@
 // The block layouts and the reference quantizers (ggml's quantize_row_q8_0_ref /
 // quantize_row_q4_0_ref) live in runtime/core/quant_blocks.h, shared with the runtime's quantized
 // weights; this file maps GGUF's type numbers onto them. F32, F16, BF16 and F64 convert
-// elementwise. Q6_K (llama-quantize's usual type for output.weight) converts here only: it has no
-// runtime DType, so such a tensor loads dequantized.
+// elementwise. Q5_K and Q6_K (which llama-quantize's Q4_K_M and Q5_K_M files mix in: attention
+// outputs, half the layers' down projections, output.weight) convert here only: they have no
+// runtime DType, so such a tensor loads dequantized (or requantized to q8_0,
+// inference/model_loader.h).
 //
 // Thread-safety: pure functions.
 #pragma once

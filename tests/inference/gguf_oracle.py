@@ -21,8 +21,9 @@ match hf_moe_oracle's float64 forward on the dequantized weights (tolerance 1e-4
 The quantized attention projections and LM head stay in their blocks ("dense matrices q8_0 xN"),
 their inputs rounded to 8 bits as the experts' are (below), which the float64 forward emulates
 (compare_logits says how it allows for an input on a rounding boundary); a Q6_K LM head
-(llama-quantize's Q4_0 files) must run as gguf.quants' Q8_0 requantization of its values. Our
-Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte, and random Q4_K / Q6_K
+(llama-quantize's Q4_0 files) must run as gguf.quants' Q8_0 requantization of its values, and so
+must a Q4_K_M-style file's mixed Q4_K / Q6_K experts and Q5_K attention output. Our
+Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte, and random Q4_K / Q5_K / Q6_K
 blocks must dequantize to gguf.quants.dequantize's values exactly. Quantized experts: on
 models whose expert rows are whole blocks, a gguf-py Q8_0 / Q4_0 file must load its experts as
 stored (generate reports "experts q8_0"), and `--quantize experts` on the HF directory must
@@ -194,13 +195,31 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def write_with_gguf_py(fam, c, hf_values, path, qtype, quantized=None, q6k_head_rng=None):
+# Where the f16 scales sit in each K-quant block: d (and dmin) of Q4_K and Q5_K, d of Q6_K.
+KQUANT_SCALES = {Q.Q4_K: (0, 2), Q.Q5_K: (0, 2), Q.Q6_K: (208,)}
+
+
+def random_kquant_blocks(rng, shape, qtype):
+    """Random K-quant blocks for a tensor of `shape` (last dim a multiple of 256): random bytes
+    with small finite f16 scales, since gguf-py has no K-quant quantizers."""
+    block_bytes = gguf.GGML_QUANT_SIZES[qtype][1]
+    lead, blocks = tuple(shape[:-1]), shape[-1] // 256
+    raw = rng.integers(0, 256, size=lead + (blocks, block_bytes), dtype=np.uint8)
+    for off in KQUANT_SCALES[qtype]:
+        d = rng.uniform(1e-4, 5e-4, size=lead + (blocks,)).astype(np.float16)
+        raw[..., off:off + 2] = d.view(np.uint8).reshape(lead + (blocks, 2))
+    return raw.reshape(lead + (blocks * block_bytes,))
+
+
+def write_with_gguf_py(fam, c, hf_values, path, qtype, quantized=None, q6k_head_rng=None,
+                       kquants=None):
     """The family as llama.cpp's converter writes it, by gguf-py; matrices with rows of a
     multiple of 32 quantized to `qtype` (routers and vectors in F32). Returns the values the file
     holds (dequantized, GGUF names) for the oracle forward; the names of the quantized tensors go
     into the set `quantized` when one is given. With q6k_head_rng, output.weight is Q6_K blocks of
     random bytes with small finite scales, as llama-quantize writes a Q4_0 model's LM head (gguf-py
-    has no Q6_K quantizer)."""
+    has no Q6_K quantizer); `kquants` maps more GGUF tensor kinds ("ffn_down_exps",
+    "attn_output", ...) to the K-quant type their random blocks take, from the same generator."""
     a = ARCH[fam]
     w = gguf.GGUFWriter(path, a)
     hd = head_dim(c)
@@ -232,14 +251,13 @@ def write_with_gguf_py(fam, c, hf_values, path, qtype, quantized=None, q6k_head_
     held = {}
     for name, arr in tensors.items():
         arr = arr.astype(np.float32)
+        ktype = kquants.get(name.split(".")[-2]) if kquants else None
         if name == "output.weight" and q6k_head_rng is not None:
-            rows, blocks = arr.shape[0], arr.shape[1] // 256
-            raw = q6k_head_rng.integers(0, 256, size=(rows, blocks, 210), dtype=np.uint8)
-            d = q6k_head_rng.uniform(1e-4, 5e-4, size=(rows, blocks)).astype(np.float16)
-            raw[:, :, 208:210] = d.view(np.uint8).reshape(rows, blocks, 2)
-            raw = raw.reshape(rows, blocks * 210)
-            w.add_tensor(name, raw, raw_dtype=Q.Q6_K)
-            held[name] = dequantize(raw, Q.Q6_K).reshape(arr.shape)
+            ktype = Q.Q6_K
+        if ktype is not None:
+            raw = random_kquant_blocks(q6k_head_rng, arr.shape, ktype)
+            w.add_tensor(name, raw, raw_dtype=ktype)
+            held[name] = dequantize(raw, ktype).reshape(arr.shape)
             if quantized is not None:
                 quantized.add(name)
             continue
@@ -442,6 +460,43 @@ def q6k_head_check(binary, work):
     return failures + compare_logits(H.read_logits(out), ref, label, rounded=True)
 
 
+def kquant_mix_check(binary, work):
+    """A llama-quantize Q4_K_M-style file: Q4_K expert gate and up, Q6_K expert down, a Q5_K
+    attention output, Q8_0 q/k/v and a Q6_K LM head. The experts' block types differ, so they all
+    load as q8_0, requantized from their values, as do the Q5_K and Q6_K matrices, which have no
+    kernels here (LoadOptions::expert_dtype, keep_quantized_matrices). The oracle is the float64
+    forward on gguf.quants' dequantized values requantized by gguf.quants to Q8_0 where Switchyard
+    requantizes, every q8_0 matrix's input rounded to 8 bits as the kernels round."""
+    fam = "mixtral"
+    config = dict(H.CASES[fam][0], hidden_size=256, intermediate_size=256)
+    rng = np.random.default_rng(26)
+    model_dir = os.path.join(work, "kquant_mix")
+    H.write_model(model_dir, config, H.make_tensors(fam, config, rng), "F32", 1)
+    hf_values = {k: v.numpy() for k, v in H.read_safetensors(
+        os.path.join(model_dir, "model.safetensors")).items()}
+    path = os.path.join(work, "kquant_mix.gguf")
+    quantized = set()
+    kquants = {"ffn_gate_exps": Q.Q4_K, "ffn_up_exps": Q.Q4_K, "ffn_down_exps": Q.Q6_K,
+               "attn_output": Q.Q5_K}
+    held = write_with_gguf_py(fam, config, hf_values, path, Q.Q8_0, quantized, rng, kquants)
+    as_run = dict(held)
+    for name, arr in held.items():
+        if name == "output.weight" or name.split(".")[-2] in kquants:
+            as_run[name] = dequantize(quantize(arr, Q.Q8_0), Q.Q8_0).reshape(arr.shape)
+    ref = H.Family(fam, config, to_hf_layout(fam, config, as_run), round_expert_inputs=True,
+                   round_inputs_of=held_matrices(fam, config, held, quantized)).forward(H.PROMPT)
+    out = os.path.join(work, "kquant_mix.logits")
+    rr = H.run_switchyard(binary, path, out)
+    label = "mixtral: Q4_K_M-style file (Q4_K, Q5_K, Q6_K, Q8_0)"
+    if rr.returncode != 0:
+        return [f"{label}: generate failed: {rr.stderr.strip()}"]
+    failures = []
+    want = f"dense matrices q8_0 x{4 * config['num_hidden_layers'] + 1}"
+    if want not in rr.stderr or "experts q8_0" not in rr.stderr:
+        failures.append(f"{label}: expected q8_0 experts and {want}: {rr.stderr.strip()}")
+    return failures + compare_logits(H.read_logits(out), ref, label, rounded=True)
+
+
 def main():
     binary, tool, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -522,6 +577,7 @@ def main():
     failures += kquant_dequant_check(tool, work)
     failures += quantized_experts_check(binary, work)
     failures += q6k_head_check(binary, work)
+    failures += kquant_mix_check(binary, work)
     failures += bad_input_checks(binary, work)
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))
@@ -559,14 +615,14 @@ def quantized_export_check(tool, work):
 
 
 def kquant_dequant_check(tool, work):
-    """Q4_K and Q6_K blocks of random bytes (llama-quantize writes output.weight as Q6_K) dump to
-    exactly gguf.quants.dequantize's values. The f16 super-block scales are drawn finite."""
+    """Q4_K, Q5_K and Q6_K blocks of random bytes (llama-quantize's Q4_K_M files mix all three)
+    dump to exactly gguf.quants.dequantize's values. The f16 super-block scales are drawn finite."""
     failures = []
     rng = np.random.default_rng(18)
     path = os.path.join(work, "kquants.gguf")
     w = gguf.GGUFWriter(path, "llama")
     want = {}
-    for qtype, d_offsets in ((Q.Q4_K, (0, 2)), (Q.Q6_K, (208,))):
+    for qtype, d_offsets in KQUANT_SCALES.items():
         block_bytes = gguf.GGML_QUANT_SIZES[qtype][1]
         rows, blocks = 3, 2
         raw = rng.integers(0, 256, size=(rows, blocks, block_bytes), dtype=np.uint8)
