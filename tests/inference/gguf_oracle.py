@@ -419,29 +419,33 @@ def quantized_experts_check(binary, work):
     return failures
 
 
-def q6k_head_check(binary, work):
-    """A llama-quantize-style file: Q8_0 attention and experts, a Q6_K LM head. Switchyard keeps
-    the attention and experts in their blocks and requantizes the LM head to Q8_0 on load (it has
-    no Q6_K kernels); the oracle is the float64 forward on gguf.quants' Q6_K values requantized by
-    gguf.quants to Q8_0, every quantized matrix's input rounded to 8 bits as the kernels round."""
+def requantized_blocks_check(binary, work, name, seed, intermediate, kquants, label):
+    """A llama-quantize-style mixtral file: Q8_0 matrices, a Q6_K LM head, and the tensor kinds of
+    `kquants` in random blocks of their K-quant types. Switchyard requantizes to Q8_0 on load each
+    matrix whose type has no kernels here (Q5_K, Q6_K) and, when the experts' matrices come in
+    more than one type, all of the experts (LoadOptions::expert_dtype, keep_quantized_matrices);
+    so everything runs in q8_0. The oracle is the float64 forward on gguf.quants' values,
+    requantized by gguf.quants to Q8_0 where Switchyard requantizes, every matrix's input rounded
+    to 8 bits as the kernels round."""
     fam = "mixtral"
-    config = dict(H.CASES[fam][0], hidden_size=256, intermediate_size=64)
-    rng = np.random.default_rng(6)
-    model_dir = os.path.join(work, "q6k_head")
+    config = dict(H.CASES[fam][0], hidden_size=256, intermediate_size=intermediate)
+    rng = np.random.default_rng(seed)
+    model_dir = os.path.join(work, name)
     H.write_model(model_dir, config, H.make_tensors(fam, config, rng), "F32", 1)
     hf_values = {k: v.numpy() for k, v in H.read_safetensors(
         os.path.join(model_dir, "model.safetensors")).items()}
-    path = os.path.join(work, "q6k_head.gguf")
+    path = os.path.join(work, name + ".gguf")
     quantized = set()
-    held = write_with_gguf_py(fam, config, hf_values, path, Q.Q8_0, quantized, rng)
-    head = held["output.weight"]
+    held = write_with_gguf_py(fam, config, hf_values, path, Q.Q8_0, quantized, rng, kquants)
     as_run = dict(held)
-    as_run["output.weight"] = dequantize(quantize(head, Q.Q8_0), Q.Q8_0).reshape(head.shape)
+    for tensor, arr in held.items():
+        if tensor == "output.weight" or tensor.split(".")[-2] in kquants:
+            as_run[tensor] = dequantize(quantize(arr, Q.Q8_0), Q.Q8_0).reshape(arr.shape)
+    rounded = held_matrices(fam, config, held, quantized)
     ref = H.Family(fam, config, to_hf_layout(fam, config, as_run), round_expert_inputs=True,
-                   round_inputs_of=held_matrices(fam, config, held, quantized)).forward(H.PROMPT)
-    out = os.path.join(work, "q6k_head.logits")
+                   round_inputs_of=rounded).forward(H.PROMPT)
+    out = os.path.join(work, name + ".logits")
     rr = H.run_switchyard(binary, path, out)
-    label = "mixtral: Q8_0 file with a Q6_K LM head"
     if rr.returncode != 0:
         return [f"{label}: generate failed: {rr.stderr.strip()}"]
     failures = []
@@ -449,52 +453,28 @@ def q6k_head_check(binary, work):
     want = f"dense matrices q8_0 x{4 * config['num_hidden_layers'] + 1}"
     if want not in rr.stderr or "experts q8_0" not in rr.stderr:
         failures.append(f"{label}: expected q8_0 experts and {want}: {rr.stderr.strip()}")
-    # The requantized head differs from the Q6_K values by more than the tolerance, so the check
-    # would fail had the head been read as f32 (or Q6_K dequantized) instead.
+    # The requantized values differ from the file's by more than the tolerance, so the check
+    # would fail had they been read as f32 (or dequantized) instead.
     plain = H.Family(fam, config, to_hf_layout(fam, config, held), round_expert_inputs=True,
-                     round_inputs_of=held_matrices(fam, config, held, quantized)
-                     ).forward(H.PROMPT)
+                     round_inputs_of=rounded).forward(H.PROMPT)
     gap = float((plain - ref).abs().max()) / max(1.0, float(ref.abs().max()))
-    print(f"     (the Q6_K head's values against their Q8_0 requantization: {gap:.1e} of "
-          f"max|logit|)")
+    print(f"     (the file's values against their Q8_0 requantization: {gap:.1e} of max|logit|)")
     return failures + compare_logits(H.read_logits(out), ref, label, rounded=True)
+
+
+def q6k_head_check(binary, work):
+    """Q8_0 attention and experts and a Q6_K LM head, as llama-quantize writes a Q4_0 model."""
+    return requantized_blocks_check(binary, work, "q6k_head", 6, 64, {},
+                                    "mixtral: Q8_0 file with a Q6_K LM head")
 
 
 def kquant_mix_check(binary, work):
-    """A llama-quantize Q4_K_M-style file: Q4_K expert gate and up, Q6_K expert down, a Q5_K
-    attention output, Q8_0 q/k/v and a Q6_K LM head. The experts' block types differ, so they all
-    load as q8_0, requantized from their values, as do the Q5_K and Q6_K matrices, which have no
-    kernels here (LoadOptions::expert_dtype, keep_quantized_matrices). The oracle is the float64
-    forward on gguf.quants' dequantized values requantized by gguf.quants to Q8_0 where Switchyard
-    requantizes, every q8_0 matrix's input rounded to 8 bits as the kernels round."""
-    fam = "mixtral"
-    config = dict(H.CASES[fam][0], hidden_size=256, intermediate_size=256)
-    rng = np.random.default_rng(26)
-    model_dir = os.path.join(work, "kquant_mix")
-    H.write_model(model_dir, config, H.make_tensors(fam, config, rng), "F32", 1)
-    hf_values = {k: v.numpy() for k, v in H.read_safetensors(
-        os.path.join(model_dir, "model.safetensors")).items()}
-    path = os.path.join(work, "kquant_mix.gguf")
-    quantized = set()
+    """As llama-quantize writes a Q4_K_M model: Q4_K expert gate and up, Q6_K expert down, a Q5_K
+    attention output, a Q6_K LM head (and Q8_0 q/k/v here)."""
     kquants = {"ffn_gate_exps": Q.Q4_K, "ffn_up_exps": Q.Q4_K, "ffn_down_exps": Q.Q6_K,
                "attn_output": Q.Q5_K}
-    held = write_with_gguf_py(fam, config, hf_values, path, Q.Q8_0, quantized, rng, kquants)
-    as_run = dict(held)
-    for name, arr in held.items():
-        if name == "output.weight" or name.split(".")[-2] in kquants:
-            as_run[name] = dequantize(quantize(arr, Q.Q8_0), Q.Q8_0).reshape(arr.shape)
-    ref = H.Family(fam, config, to_hf_layout(fam, config, as_run), round_expert_inputs=True,
-                   round_inputs_of=held_matrices(fam, config, held, quantized)).forward(H.PROMPT)
-    out = os.path.join(work, "kquant_mix.logits")
-    rr = H.run_switchyard(binary, path, out)
-    label = "mixtral: Q4_K_M-style file (Q4_K, Q5_K, Q6_K, Q8_0)"
-    if rr.returncode != 0:
-        return [f"{label}: generate failed: {rr.stderr.strip()}"]
-    failures = []
-    want = f"dense matrices q8_0 x{4 * config['num_hidden_layers'] + 1}"
-    if want not in rr.stderr or "experts q8_0" not in rr.stderr:
-        failures.append(f"{label}: expected q8_0 experts and {want}: {rr.stderr.strip()}")
-    return failures + compare_logits(H.read_logits(out), ref, label, rounded=True)
+    return requantized_blocks_check(binary, work, "kquant_mix", 26, 256, kquants,
+                                    "mixtral: Q4_K_M-style file (Q4_K, Q5_K, Q6_K, Q8_0)")
 
 
 def main():
