@@ -46,14 +46,22 @@ class FunctionRef<R(Args...)> {
     void (*function)();
   };
 
+  // std::invoke_r (C++23): a void FunctionRef drops what the callable returns.
+  template <typename Callable>
+  static R Invoke(Callable&& callable, Args... args) {
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(std::forward<Callable>(callable), std::forward<Args>(args)...);
+    } else {
+      return std::invoke(std::forward<Callable>(callable), std::forward<Args>(args)...);
+    }
+  }
   template <typename F>
   static R CallObject(Target target, Args... args) {
-    return std::invoke(*static_cast<F*>(target.object), std::forward<Args>(args)...);
+    return Invoke(*static_cast<F*>(target.object), std::forward<Args>(args)...);
   }
   template <typename FunctionPointer>
   static R CallFunction(Target target, Args... args) {
-    return std::invoke(reinterpret_cast<FunctionPointer>(target.function),
-                       std::forward<Args>(args)...);
+    return Invoke(reinterpret_cast<FunctionPointer>(target.function), std::forward<Args>(args)...);
   }
 
   Target target_;

@@ -1,5 +1,5 @@
 // FunctionRef: calls through to the referenced callable (lambdas, functors, free functions), passes
-// arguments and results on, and never copies what it references.
+// arguments and results on (a void one drops the result), and never copies what it references.
 #include "runtime/core/function_ref.h"
 
 #include <gtest/gtest.h>
@@ -42,6 +42,15 @@ TEST(FunctionRef, ForwardsMoveOnlyArgumentsAndReferences) {
   int out = 0;
   ref(std::make_unique<int>(17), out);
   EXPECT_EQ(out, 17);
+}
+
+TEST(FunctionRef, AVoidReferenceDropsTheResult) {
+  int calls = 0;
+  auto counted = [&calls](int x) { return x + ++calls; };
+  FunctionRef<void(int)> ref(counted);
+  ref(1);
+  ref(2);
+  EXPECT_EQ(calls, 2);
 }
 
 TEST(FunctionRef, IsTwoPointers) { EXPECT_EQ(sizeof(FunctionRef<void()>), 2 * sizeof(void*)); }
