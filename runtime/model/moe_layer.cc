@@ -142,7 +142,7 @@ Status MoeLayer::ForwardEmpty(Backend& backend, int64_t hidden, const Tensor& st
   plan_.num_experts = num_experts_;
   plan_.routed.assign(num_experts_, 0);
   plan_.group_rows.assign(num_experts_, 0);
-  backend.Fill(stats, 0.0f);
+  if (stats.defined()) backend.Fill(stats, 0.0f);
   if (has_pregate_) {
     SY_ASSIGN_OR_RETURN(pregate_logits_, backend.Allocate(DType::kF32, Shape{0, num_experts_}));
   }

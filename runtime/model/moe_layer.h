@@ -60,7 +60,7 @@ class MoeLayer {
   // Forward and Backward are still called, with zero rows, so the rank joins their collectives.
   // routed_logits [N, E]: the previous layer's pre-gate logits when this layer has no gate of its
   // own (has_gate() false); undefined otherwise. stats f32 [2] on the backend receives {aux, z} for
-  // this layer's routing.
+  // this layer's routing; undefined (inference) computes neither, and Backward may not follow.
   Status Forward(Backend& backend, const Tensor& h, const Tensor& routed_logits,
                  const Tensor& stats, const Tensor& out);
   // The pre-gate's logits for the next MoE layer [N, E] (defined after Forward when

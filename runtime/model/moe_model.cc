@@ -284,8 +284,9 @@ Status MoeModel::ForwardCached(const Tensor& ids, const TokenBatch& batch, const
   residual_.clear();
   routed_logits_.clear();
   final_hidden_ = targets_ = ce_lse_ = Tensor();
-  // Live for the whole step: the residual stream (two buffers, in and out of each layer), the
-  // pre-gate logits routing the next MoE layer (pre-gated models), the unused router stats.
+  // Live for the whole step: the residual stream (two buffers, in and out of each layer) and the
+  // pre-gate logits routing the next MoE layer (pre-gated models). No router statistics: the
+  // loss terms they feed are training's (Router::Forward skips them).
   // Everything a layer allocates after `mark` is given back once the layer is done.
   Tensor residual[2], routed[2];
   for (Tensor& x : residual) {
@@ -296,7 +297,7 @@ Status MoeModel::ForwardCached(const Tensor& ids, const TokenBatch& batch, const
       SY_ASSIGN_OR_RETURN(r, backend_.Allocate(DType::kF32, Shape{n, config_.num_experts}));
     }
   }
-  SY_ASSIGN_OR_RETURN(Tensor stats, backend_.Allocate(DType::kF32, Shape{2}));
+  const Tensor no_stats;
   Workspace* workspace = backend_.bound_workspace();
   const auto give_back = [workspace, mark = workspace ? workspace->mark() : Workspace::Mark{}] {
     if (workspace != nullptr) workspace->Rewind(mark);
@@ -320,7 +321,7 @@ Status MoeModel::ForwardCached(const Tensor& ids, const TokenBatch& batch, const
     }
     SY_RETURN_IF_ERROR(HookBeforeForward(l + 1));
     SY_RETURN_IF_ERROR(
-        layer.Forward(backend_, batch, residual[cur], routed_in, stats, residual[1 - cur]));
+        layer.Forward(backend_, batch, residual[cur], routed_in, no_stats, residual[1 - cur]));
     SY_RETURN_IF_ERROR(HookAfterForward(l + 1));
     if (moe != nullptr) {
       have_routed = moe->has_pregate();

@@ -9,7 +9,7 @@ Status Router::Forward(Backend& backend, const Tensor& logits, const Tensor& sta
   const int e = options_.num_experts;
   const int k = options_.top_k;
   SY_CHECK(logits.rank() == 2 && logits.dim(1) == e) << "router logits " << logits.ToString();
-  SY_CHECK(stats.numel() == 2) << "router stats " << stats.ToString();
+  SY_CHECK(!stats.defined() || stats.numel() == 2) << "router stats " << stats.ToString();
   const int64_t n = logits.dim(0);
   logits_ = logits;
 
@@ -39,6 +39,9 @@ Status Router::Forward(Backend& backend, const Tensor& logits, const Tensor& sta
   } else {
     backend.GatherRows(probs_.Reshape({n * e, 1}), flat_index_, weights_.Reshape({n * k, 1}));
   }
+
+  // Inference: no statistics, and none of the work for them (a Backward needs them).
+  if (!stats.defined()) return Status::Ok();
 
   // aux = E * f . P, on the device.
   std::vector<float> f(static_cast<size_t>(e));
@@ -76,6 +79,7 @@ Status Router::Forward(Backend& backend, const Tensor& logits, const Tensor& sta
 
 Status Router::Backward(Backend& backend, const Tensor& d_weights, const Tensor& d_logits) {
   SY_CHECK(probs_.defined()) << "Router::Backward without a Forward";
+  SY_CHECK(lse_.defined()) << "Router::Backward after a Forward without stats (inference)";
   const int e = options_.num_experts;
   const int k = options_.top_k;
   const int64_t n = probs_.dim(0);

@@ -41,7 +41,8 @@ class Router {
  public:
   explicit Router(RouterOptions options = {}) : options_(options) {}
 
-  // logits f32 [N, E] on the backend. stats f32 [2] on the backend receives {aux, z}.
+  // logits f32 [N, E] on the backend. stats f32 [2] on the backend receives {aux, z}; undefined
+  // (inference) skips them and the work they take, and then Backward may not follow.
   Status Forward(Backend& backend, const Tensor& logits, const Tensor& stats);
 
   // The expert of each token-slot, slot n*k + j = token n's j-th choice (host, [N*k]).

@@ -293,6 +293,25 @@ INSTANTIATE_TEST_SUITE_P(Variants, RouterGradTest,
                                            RouterCase{"top2_z_only", 2, false, 0.0f, 0.3f}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Without stats (inference) the router routes exactly as with them: the same experts and the same
+// weights, for every variant; it only skips the aux and z statistics.
+TEST_P(RouterGradTest, WithoutStatsRoutesTheSame) {
+  const RouterCase& c = GetParam();
+  const int e = 6;
+  const int64_t n = 7;
+  const RouterOptions options{.num_experts = e,
+                              .top_k = c.top_k,
+                              .norm_topk_prob = c.renorm,
+                              .aux_loss_coef = c.aux,
+                              .z_loss_coef = c.z};
+  const Tensor logits = DeviceF32(*backend_, RandomNormal(n * e, 3, 2.0f), Shape{n, e});
+  Router training(options), inference(options);
+  ASSERT_TRUE(training.Forward(*backend_, logits, Alloc(*backend_, Shape{2})).ok());
+  ASSERT_TRUE(inference.Forward(*backend_, logits, Tensor()).ok());
+  EXPECT_EQ(inference.slot_experts(), training.slot_experts());
+  EXPECT_EQ(ToHost(*backend_, inference.weights()), ToHost(*backend_, training.weights()));
+}
+
 struct MoeCase {
   const char* name;
   int top_k;
