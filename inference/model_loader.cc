@@ -362,9 +362,9 @@ Status CheckCheckpointCoversConfig(const HfTensorSource& ckpt, HfFamily family,
 // LoadOptions::expert_dtype; else the quantized type the file stores every routed expert matrix in,
 // when the backend takes quantized weights and the rows are whole blocks of it; else, when the
 // file stores them in blocks of several types (llama-quantize's Q4_K_M and Q5_K_M files keep some
-// layers' down projections in Q6_K) or of a type without kernels here, q8_0 where the rows are
-// whole blocks of 32; else weight_dtype. Checks expert 0 of each MoE layer: a GGUF holds each
-// layer's experts in one tensor per matrix, so one type.
+// layers' down projections in Q6_K), of a type without kernels here, or of one whose blocks the
+// rows do not fill, q8_0 where the rows are whole blocks of 32; else weight_dtype. Checks expert 0
+// of each MoE layer: a GGUF holds each layer's experts in one tensor per matrix, so one type.
 DType ExpertDType(const Backend& backend, const HfTensorSource& source, HfFamily family,
                   const ModelConfig& config, const LoadOptions& options) {
   if (options.expert_dtype) return *options.expert_dtype;

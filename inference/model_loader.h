@@ -60,8 +60,8 @@ struct LoadOptions {
   // q4_k has no quantizer). Unset: the type the file stores the experts in when that is one
   // quantized type (a quantized GGUF loads with no requantizing) and the backend takes quantized
   // weights; q8_0 when the file mixes block types among them (a Q4_K_M GGUF's Q4_K gate and up
-  // with some layers' down projections in Q6_K) or uses one without kernels here (Q5_K, Q6_K);
-  // else weight_dtype. Default: unset.
+  // with some layers' down projections in Q6_K), uses one without kernels here (Q5_K, Q6_K), or
+  // one whose blocks the rows do not fill; else weight_dtype. Default: unset.
   std::optional<DType> expert_dtype;
   // Dense matrices (runtime/model/dense_matrices.h: the attention projections, the dense and
   // shared-expert FFNs, the untied LM head) that the file stores in quantized blocks stay
