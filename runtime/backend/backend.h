@@ -174,7 +174,7 @@ class Backend {
   // b: f32/bf16/f16 [K,N] ([N,K] if trans_b, the layout of a PyTorch Linear weight). c: f32.
   // Where caps().quantized_weights, b (here and in BatchedGemm and the GroupedGemms) may also be
   // q8_0, q4_0 or q4_k, always [N,K] with trans_b and rows of whole blocks: the dequantized
-  // weight's product (q8_0/q4_0 round small a's rows to 8 bits: runtime/core/quant_blocks.h).
+  // weight's product (small a's rows are rounded to 8 bits: runtime/core/quant_blocks.h).
   virtual void Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) = 0;
   // The same for each i of a leading batch dimension: a [Bt,M,K], b [Bt,K,N], c [Bt,M,N].
   virtual void BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c,

@@ -45,16 +45,16 @@ void DequantizeBlocks(DType dtype, const void* src, float* dst, int64_t n);
 // Aborts for any other dtype or a partial block.
 void QuantizeBlocks(DType dtype, const float* src, void* dst, int64_t n);
 
-// Rounds n activations (a multiple of 32) to 8 bits, as the integer kernels of q8_0 and q4_0
+// Rounds n activations (a multiple of 32) to 8 bits, as the integer kernels of quantized
 // weights take them (runtime/cpu/cpu_quant.h): per block b of 32 values, amax = max |x|,
 // d[b] = amax / 127 and q[i] = round-half-even(x[i] * (127 / amax)) (all 0 when amax == 0), so
 // x[i] ~ d[b] * q[i] with an error of at most d[b] / 2 (plus f32 rounding). This is ggml's
 // quantize_row_q8_0 (AVX2 path) except that d stays f32 instead of being rounded to f16.
 void RoundActivationBlocks(const float* x, int64_t n, int8_t* q, float* d);
 
-// The GEMM operators round the activations of q8_0 and q4_0 weights this way for a group of at
-// most this many rows of a (a decode step, or a prefill's tokens of one expert); larger groups
-// multiply f32 activations with the dequantized weights (runtime/backend/backend.h, Gemm).
+// The GEMM operators round the activations of quantized weights (q8_0, q4_0, q4_k) this way for a
+// group of at most this many rows of a (a decode step, or a prefill's tokens of one expert); larger
+// groups multiply f32 activations with the dequantized weights (runtime/backend/backend.h, Gemm).
 inline constexpr int64_t kInt8ActivationMaxRows = 64;
 
 }  // namespace sy

@@ -12,8 +12,8 @@
 //  - larger M widens one panel of the weight at a time (at most kPanelBytes of f32, contiguous in
 //    both layouts) into a per-thread scratch and hands the panel to cblas_sgemm.
 // Quantized weights (q8_0, q4_0, q4_k, always b [N,K]) take the same two paths: the GEMV kernels
-// of cpu_quant.h in the same row ranges, and dequantized panels for larger M. q8_0 and q4_0 round
-// the activations to 8 bits once per operator and run the integer kernels up to
+// of cpu_quant.h in the same row ranges, and dequantized panels for larger M. They round the
+// activations to 8 bits once per operator and run the integer kernels up to
 // kQuantGemvMaxRows rows per group (a prefill's tokens grouped per expert): each weight byte is
 // read once from memory, where a dequantized panel writes and reads 4 bytes of f32 per weight.
 // OpenBLAS is multithreaded by itself, so it is only ever called from the operator's thread, never
@@ -40,7 +40,7 @@ using cpu::kLanes;
 using cpu::VecF;
 
 constexpr int64_t kGemvMaxRows = 4;
-// Rows per group up to which q8_0 and q4_0 weights take the integer GEMV kernels rather than
+// Rows per group up to which quantized weights take the integer GEMV kernels rather than
 // dequantized panels and OpenBLAS: the backend contract's bound (quant_blocks.h).
 constexpr int64_t kQuantGemvMaxRows = kInt8ActivationMaxRows;
 constexpr int64_t kPanelBytes = int64_t{4} << 20;
@@ -60,7 +60,7 @@ struct GemmArgs {
 };
 
 int64_t GemvMaxRows(DType b_dtype) {
-  return cpu::TakesInt8Activations(b_dtype) ? kQuantGemvMaxRows : kGemvMaxRows;
+  return IsQuantized(b_dtype) ? kQuantGemvMaxRows : kGemvMaxRows;
 }
 
 // Scratch that lives as long as the calling thread, so steady-state decoding allocates nothing.
@@ -366,8 +366,9 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
   size_t values = 0;
   for (const GemmArgs& g : groups) values += static_cast<size_t>(g.m * g.k);
   int8_t* q = ThreadScratch(q_storage, values);
-  float* d = ThreadScratch(d_storage, values / 32 * 5);  // d, then d4
-  float* d4 = d + values / 32;
+  float* d = ThreadScratch(d_storage, values / 32 * 6);  // d, then sums, then d4
+  float* sums = d + values / 32;
+  float* d4 = sums + values / 32;
   int16_t* offsets = ThreadScratch(offset_storage, values / 4);
   views.clear();
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -379,10 +380,11 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
       views.push_back(shared);
       continue;
     }
-    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, d4, offsets);
-    views.push_back({q, d, d4, offsets});
+    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, d4, offsets, sums);
+    views.push_back({q, d, d4, offsets, sums});
     q += g.m * g.k;
     d += g.m * g.k / 32;
+    sums += g.m * g.k / 32;
     d4 += g.m * g.k / 8;
     offsets += g.m * g.k / 4;
   }
@@ -403,7 +405,7 @@ void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
     SY_CHECK(g.b_dtype == dtype) << "GemvTransB: groups differ in dtype";
   }
   std::span<const cpu::Int8Activations> int8_a;
-  if (cpu::TakesInt8Activations(dtype)) int8_a = QuantizeGroupActivations(groups);
+  if (IsQuantized(dtype)) int8_a = QuantizeGroupActivations(groups);
   const auto block_bytes = static_cast<int64_t>(DTypeBytes(dtype, k) * kTransBNr);
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, block_bytes));
   const auto count = static_cast<int64_t>(groups.size());
@@ -432,10 +434,8 @@ void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
       const int64_t begin = std::max(lo, i * blocks) - i * blocks;
       const int64_t end = std::min(hi, (i + 1) * blocks) - i * blocks;
       if (IsQuantized(dtype)) {
-        const cpu::Int8Activations qa =
-            int8_a.empty() ? cpu::Int8Activations{} : int8_a[static_cast<size_t>(i)];
-        cpu::QuantGemvRows(dtype, g.a, qa, g.m, k, g.b, g.c, n, g.alpha, g.beta, begin * kTransBNr,
-                           std::min(n, end * kTransBNr));
+        cpu::QuantGemvRows(dtype, int8_a[static_cast<size_t>(i)], g.m, k, g.b, g.c, n, g.alpha,
+                           g.beta, begin * kTransBNr, std::min(n, end * kTransBNr));
         continue;
       }
       if (dtype == DType::kBF16) {

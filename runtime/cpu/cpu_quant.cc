@@ -18,59 +18,70 @@ inline float Finish(float acc, float alpha, float beta, const float* c) {
   return beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
 }
 
-// Any block type, any build: each block is dequantized into `block` floats on the stack, then
-// multiplied with the vector helpers.
-template <int MR>
-void RowGeneric(DType dtype, const float* a, int64_t k, const uint8_t* w, float* sums) {
-  const int64_t block = DTypeBlockSize(dtype);
-  const auto bytes = static_cast<int64_t>(DTypeBlockBytes(dtype));
-  alignas(64) float values[256];
-  VecF acc[MR];
-  for (int m = 0; m < MR; ++m) acc[m] = VZero();
-  float tail[MR] = {};
-  for (int64_t b = 0; b < k / block; ++b) {
-    DequantizeBlocks(dtype, w + b * bytes, values, block);
-    int64_t i = 0;
-    for (; i + kLanes <= block; i += kLanes) {
-      const VecF wv = VLoad(values + i);
-      for (int m = 0; m < MR; ++m) acc[m] = VFma(wv, VLoad(a + m * k + b * block + i), acc[m]);
-    }
-    for (; i < block; ++i) {
-      for (int m = 0; m < MR; ++m) tail[m] += values[i] * a[m * k + b * block + i];
+// The weights of q4_k super-block `block` as the integer kernels take them: per sub-block j (0..7),
+// scale[j] = d * sc_j and min[j] = dmin * m_j, and the 256 unsigned 4-bit values q in order, so
+// that value i of sub-block j is scale[j] * q[32 j + i] - min[j].
+void UnpackQ4_K(const uint8_t* block, float* scale, float* min, uint8_t* q) {
+  F16 d, dmin;
+  std::memcpy(&d.bits, block, 2);
+  std::memcpy(&dmin.bits, block + 2, 2);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc = 0, m = 0;
+    Q4KScaleMin(j, block + 4, &sc, &m);
+    scale[j] = F16ToF32(d) * sc;
+    min[j] = F16ToF32(dmin) * m;
+  }
+  const uint8_t* qs = block + 16;
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    for (int i = 0; i < 32; ++i) {
+      q[64 * chunk + i] = qs[32 * chunk + i] & 0x0F;
+      q[64 * chunk + 32 + i] = qs[32 * chunk + i] >> 4;
     }
   }
-  for (int m = 0; m < MR; ++m) sums[m] = VReduceAdd(acc[m]) + tail[m];
 }
 
-// q8_0 or q4_0 against int8 activations, any build: each block's weights as int8 (value - 8
-// for q4_0), the exact integer dot, then sum += d_w * d_a * dot.
+// Any quantized dtype against int8 activations, any build: each block of 32 weights as integers
+// x (q8_0's int8, q4_0's nibble - 8, q4_k's unsigned nibble) with its scale and, for q4_k, its
+// minimum; the exact integer dot, then sum += d_a * (scale * dot - min * sum(y)).
 template <int MR>
 void RowInt8Generic(DType dtype, const Int8Activations& a, int64_t k, const uint8_t* w,
                     float* sums) {
-  const auto bytes = static_cast<int64_t>(DTypeBlockBytes(dtype));
   const int64_t nb = k / 32;
   for (int m = 0; m < MR; ++m) sums[m] = 0.0f;
   int8_t x[32];
+  float q4k_scale[8], q4k_min[8];
+  uint8_t q4k_values[256];
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = w + b * bytes;
-    F16 h;
-    std::memcpy(&h.bits, p, 2);
-    const float dw = F16ToF32(h);
-    if (dtype == DType::kQ8_0) {
-      std::memcpy(x, p + 2, 32);
+    float scale = 0.0f, min = 0.0f;
+    if (dtype == DType::kQ4_K) {
+      if (b % 8 == 0) UnpackQ4_K(w + (b / 8) * 144, q4k_scale, q4k_min, q4k_values);
+      scale = q4k_scale[b % 8];
+      min = q4k_min[b % 8];
+      for (int i = 0; i < 32; ++i) x[i] = static_cast<int8_t>(q4k_values[(b % 8) * 32 + i]);
     } else {
-      for (int i = 0; i < 16; ++i) {
-        x[i] = static_cast<int8_t>((p[2 + i] & 0x0F) - 8);
-        x[i + 16] = static_cast<int8_t>((p[2 + i] >> 4) - 8);
+      const uint8_t* p = w + b * static_cast<int64_t>(DTypeBlockBytes(dtype));
+      F16 h;
+      std::memcpy(&h.bits, p, 2);
+      scale = F16ToF32(h);
+      if (dtype == DType::kQ8_0) {
+        std::memcpy(x, p + 2, 32);
+      } else {
+        for (int i = 0; i < 16; ++i) {
+          x[i] = static_cast<int8_t>((p[2 + i] & 0x0F) - 8);
+          x[i + 16] = static_cast<int8_t>((p[2 + i] >> 4) - 8);
+        }
       }
     }
     for (int m = 0; m < MR; ++m) {
       const int8_t* y = a.q + m * k;
-      int32_t dot = 0;
+      int32_t dot = 0, sum = 0;
       for (int i = 0; i < 32; ++i) {
-        dot += int32_t{x[i]} * int32_t{y[Int8ActivationIndex(nb, b, i)]};
+        const int32_t yi = y[Int8ActivationIndex(nb, b, i)];
+        dot += int32_t{x[i]} * yi;
+        sum += yi;
       }
-      sums[m] += dw * a.d[m * nb + b] * static_cast<float>(dot);
+      sums[m] +=
+          a.d[m * nb + b] * (scale * static_cast<float>(dot) - min * static_cast<float>(sum));
     }
   }
 }
@@ -85,21 +96,6 @@ inline float BlockScale(const uint8_t* block) {
 #else
   return F16ToF32(F16{bits});
 #endif
-}
-
-// Four accumulators per activation row, one per group of 8 values of a block, so the FMA chains
-// are independent; the block's 32 weights are widened and scaled once for all MR rows.
-template <int MR>
-inline void AccumulateBlock(const float* a, int64_t k, int64_t offset, __m256 w0, __m256 w1,
-                            __m256 w2, __m256 w3, __m256 (&acc)[MR][4]) {
-#pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) {
-    const float* x = a + m * k + offset;
-    acc[m][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x), acc[m][0]);
-    acc[m][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + 8), acc[m][1]);
-    acc[m][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x + 16), acc[m][2]);
-    acc[m][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + 24), acc[m][3]);
-  }
 }
 
 // body(b, slot) for b in [0, blocks): even blocks on accumulator slot 0, odd ones on slot 1. The
@@ -121,14 +117,6 @@ inline float HorizontalSum(__m256 s) {
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
   h = _mm_add_ss(h, _mm_movehdup_ps(h));
   return _mm_cvtss_f32(h);
-}
-
-template <int MR>
-inline void Reduce(__m256 (&acc)[MR][4], float* sums) {
-  for (int m = 0; m < MR; ++m) {
-    sums[m] = HorizontalSum(
-        _mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), _mm256_add_ps(acc[m][2], acc[m][3])));
-  }
 }
 
 // The f16 scales at p0 and p1, each in one 128-bit lane: [f32(p0) x 4 | f32(p1) x 4].
@@ -277,41 +265,84 @@ void RowQ4_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
   }
 }
 
-// q4_k { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }: 32 bytes of qs hold sub-block 2j in their
-// low nibbles and 2j + 1 in their high ones; x = d * sc * q - dmin * m per sub-block.
+// One q4_k weight row of super-blocks { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; } against MR
+// rows of int8 activations in their pair layout (Note [int8 activations]). A super-block's 8
+// sub-blocks of 32 meet 4 pairs of activation blocks; 32-byte chunk p of qs holds sub-block 2p in
+// its low nibbles and 2p + 1 in its high ones, so each 16-byte half of the chunk, broadcast to both
+// 128-bit lanes, shifted right by 0 bits in the low lane and 4 in the high one and masked, is
+// [sub-block 2p values 0..15 | 2p+1 values 0..15] (or 16..31): the activations' pair as it is.
+// vpmaddubsw takes the unsigned nibbles (the two halves add in int16 to at most 4 * 15 * 127),
+// then vpmaddwd multiplies each lane by its sub-block's 6-bit scale sc_j, leaving 8 int32 sums
+// sc_j * dot_j (4 lanes per sub-block). One convert and FMA with the activations' per-lane scales
+// (d4) per pair accumulate a super-block, which d scales once. The minimums,
+// -dmin * m_j * d_a * sum(y) per sub-block, take one FMA per super-block: the 8 dmin * m_j against
+// the activation blocks' sums (Int8Activations::sums). Its weights are prefetched as RowQ8_0's.
 template <int MR>
-void RowQ4_K(const float* a, int64_t k, const uint8_t* w, float* sums) {
-  __m256 acc[MR][4];
-  for (int m = 0; m < MR; ++m) {
-    for (int j = 0; j < 4; ++j) acc[m][j] = _mm256_setzero_ps();
-  }
+void RowQ4_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+  const int64_t nb = k / 32;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  // The four groups of 8 values in 32 bytes of nibbles, widened to f32 and scaled.
-  auto widen = [](__m256i q, __m256 scale, __m256 offset, __m256(&out)[4]) {
-    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-    const __m128i parts[4] = {lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)};
-    for (int g = 0; g < 4; ++g) {
-      out[g] = _mm256_fmsub_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[g])), offset);
-    }
-  };
-  for (int64_t b = 0; b < k / 256; ++b) {
-    const uint8_t* block = w + b * 144;
-    const float d = BlockScale(block), dmin = BlockScale(block + 2);
-    const uint8_t* scales = block + 4;
-    for (int j = 0; j < 4; ++j) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16 + 32 * j));
-      for (int half = 0; half < 2; ++half) {
-        uint8_t sc = 0, mn = 0;
-        Q4KScaleMin(2 * j + half, scales, &sc, &mn);
-        const __m256i nibbles =
-            half == 0 ? _mm256_and_si256(q, low4) : _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-        __m256 wv[4];
-        widen(nibbles, _mm256_set1_ps(d * sc), _mm256_set1_ps(dmin * mn), wv);
-        AccumulateBlock<MR>(a, k, b * 256 + 64 * j + 32 * half, wv[0], wv[1], wv[2], wv[3], acc);
+  const __m256i lane_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+  // vpshufb control putting byte 0 of each lane's 8 scale bytes into the low lane's 8 int16 and
+  // byte 1 into the high lane's (0x80 zeroes the high bytes); + 2p picks pair p's scales.
+  const __m256i pick_scales =
+      _mm256_setr_epi8(0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 0, -128, 1,
+                       -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128, 1, -128);
+  __m256 acc[MR];
+  for (int m = 0; m < MR; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    const uint8_t* block = w + sb * 144;
+    PrefetchOnce(block, kQ8_0PrefetchBytes);
+    PrefetchOnce(block + 64, kQ8_0PrefetchBytes);
+    PrefetchOnce(block + 128, kQ8_0PrefetchBytes);
+    // The 6-bit scales and minimums (Q4KScaleMin), four at a time: bytes 0..3 hold sc_0..3 and
+    // 4..7 m_0..3 in their low 6 bits; sc_4..7 and m_4..7 are the low and high nibbles of bytes
+    // 8..11 with bits 4..5 from the top 2 bits of bytes 0..3 and 4..7.
+    uint32_t packed[3];
+    std::memcpy(packed, block + 4, 12);
+    const uint32_t sc_low = packed[0] & 0x3F3F3F3Fu, m_low = packed[1] & 0x3F3F3F3Fu;
+    const uint32_t sc_high = (packed[2] & 0x0F0F0F0Fu) | ((packed[0] >> 2) & 0x30303030u);
+    const uint32_t m_high = ((packed[2] >> 4) & 0x0F0F0F0Fu) | ((packed[1] >> 2) & 0x30303030u);
+    const __m256i scale_bytes =
+        _mm256_set1_epi64x(static_cast<int64_t>(sc_low | uint64_t{sc_high} << 32));
+    const __m256 mins = _mm256_mul_ps(_mm256_set1_ps(BlockScale(block + 2)),
+                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(
+                                          static_cast<int64_t>(m_low | uint64_t{m_high} << 32)))));
+    __m256 t[MR];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const uint8_t* qs = block + 16 + 32 * p;
+      const __m256i w_lo = _mm256_and_si256(
+          _mm256_srlv_epi32(
+              _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))),
+              lane_shift),
+          low4);
+      const __m256i w_hi = _mm256_and_si256(
+          _mm256_srlv_epi32(_mm256_broadcastsi128_si256(
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16))),
+                            lane_shift),
+          low4);
+      const __m256i scales =
+          _mm256_shuffle_epi8(scale_bytes, _mm256_add_epi8(pick_scales, _mm256_set1_epi8(2 * p)));
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) {
+        const int8_t* y = a.q + m * k + sb * 256 + 64 * p;
+        const __m256i products = _mm256_add_epi16(
+            _mm256_maddubs_epi16(w_lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y))),
+            _mm256_maddubs_epi16(w_hi,
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32))));
+        const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(products, scales));
+        const __m256 da = _mm256_loadu_ps(a.d4 + (m * nb + sb * 8 + 2 * p) * 4);
+        t[m] = p == 0 ? _mm256_mul_ps(da, dot) : _mm256_fmadd_ps(da, dot, t[m]);
       }
     }
+    const __m256 d = _mm256_set1_ps(BlockScale(block));
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      acc[m] = _mm256_fmadd_ps(d, t[m], acc[m]);
+      acc[m] = _mm256_fnmadd_ps(mins, _mm256_loadu_ps(a.sums + m * nb + sb * 8), acc[m]);
+    }
   }
-  Reduce<MR>(acc, sums);
+  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(acc[m]);
 }
 
 // RoundActivationBlocks of one block of 32, vectorized as ggml's quantize_row_q8_0: the same
@@ -342,8 +373,8 @@ inline void QuantizeActivationBlock(const float* x, int8_t* q, float* d) {
 #endif
 
 template <int MR>
-void Rows(DType dtype, const float* a, const Int8Activations& qa, int64_t k, const uint8_t* w,
-          float* c, int64_t ldc, float alpha, float beta, int64_t row_begin, int64_t row_end) {
+void Rows(DType dtype, const Int8Activations& qa, int64_t k, const uint8_t* w, float* c,
+          int64_t ldc, float alpha, float beta, int64_t row_begin, int64_t row_end) {
   const size_t row_bytes = DTypeBytes(dtype, k);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
@@ -353,17 +384,11 @@ void Rows(DType dtype, const float* a, const Int8Activations& qa, int64_t k, con
       RowQ8_0<MR>(qa, k, row, sums);
     } else if (dtype == DType::kQ4_0) {
       RowQ4_0<MR>(qa, k, row, sums);
-    } else if (dtype == DType::kQ4_K) {
-      RowQ4_K<MR>(a, k, row, sums);
-    } else {
-      RowGeneric<MR>(dtype, a, k, row, sums);
+    } else {  // q4_k: QuantGemvRows admits the quantized dtypes only
+      RowQ4_K<MR>(qa, k, row, sums);
     }
 #else
-    if (TakesInt8Activations(dtype)) {
-      RowInt8Generic<MR>(dtype, qa, k, row, sums);
-    } else {
-      RowGeneric<MR>(dtype, a, k, row, sums);
-    }
+    RowInt8Generic<MR>(dtype, qa, k, row, sums);
 #endif
     for (int m = 0; m < MR; ++m) {
       float* dst = c + m * ldc + r;
@@ -374,20 +399,21 @@ void Rows(DType dtype, const float* a, const Int8Activations& qa, int64_t k, con
 
 }  // namespace
 
-bool TakesInt8Activations(DType dtype) { return dtype == DType::kQ8_0 || dtype == DType::kQ4_0; }
-
 // Note [int8 activations]
 // A q4_0 block stores values 0..15 in the low nibbles of its 16 bytes and 16..31 in the high
 // ones; a q8_0 block's 32 bytes are values 0..15 then 16..31. For two blocks side by side in
 // 256-bit registers, masking the q4_0 bytes gives [values 0..15 of block b | of block b + 1] and
-// shifting [16..31 of b | of b + 1]; q8_0 loads the same two halves. The activations are stored
+// shifting [16..31 of b | of b + 1]; q8_0 loads the same two halves, and q4_k the same from the
+// two sub-blocks of one 32-byte chunk (RowQ4_K). The activations are stored
 // to match, per pair of blocks [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31]
 // (Int8ActivationIndex), so no lane crosses in the kernels, and d4 gives each block's scale for
 // its 4 lanes of the 8 int32 sums. q4_0's nibbles are unsigned (0..15) where its values are
 // n - 8: offsets[8 b + j] = 8 * (q[2j] + q[2j+1] + q[16+2j] + q[17+2j]) of block b (in order),
 // the amount the 16-bit lane j of vpmaddubsw(low) + vpmaddubsw(high) exceeds sum((n - 8) q) by.
+// q4_k's values are d * sc * n - dmin * m: sums[b] = d[b] * sum(q) of block b, which the
+// sub-block's dmin * m multiplies.
 void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
-                         int16_t* offsets) {
+                         int16_t* offsets, float* sums) {
   SY_CHECK(k % 32 == 0) << "QuantizeActivations: rows of " << k << " values";
   const int64_t blocks = rows * k / 32;
 #if defined(__AVX2__) && defined(__FMA__)
@@ -398,10 +424,13 @@ void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, flo
   for (int64_t b = 0; b < blocks; ++b) {
     for (int j = 0; j < 4; ++j) d4[b * 4 + j] = d[b];
     const int8_t* x = q + b * 32;
+    int32_t sum = 0;
     for (int j = 0; j < 8; ++j) {
-      offsets[b * 8 + j] =
-          static_cast<int16_t>(8 * (x[2 * j] + x[2 * j + 1] + x[16 + 2 * j] + x[17 + 2 * j]));
+      const int32_t four = x[2 * j] + x[2 * j + 1] + x[16 + 2 * j] + x[17 + 2 * j];
+      offsets[b * 8 + j] = static_cast<int16_t>(8 * four);
+      sum += four;
     }
+    sums[b] = d[b] * static_cast<float>(sum);
   }
   const int64_t nb = k / 32;
   int8_t pair[64];
@@ -417,41 +446,39 @@ void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, flo
   }
 }
 
-void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64_t rows, int64_t k,
-                   const void* w, float* c, int64_t ldc, float alpha, float beta, int64_t row_begin,
+void QuantGemvRows(DType dtype, const Int8Activations& qa, int64_t rows, int64_t k, const void* w,
+                   float* c, int64_t ldc, float alpha, float beta, int64_t row_begin,
                    int64_t row_end) {
   SY_CHECK(IsQuantized(dtype)) << "QuantGemvRows on " << DTypeName(dtype);
   SY_CHECK(k % DTypeBlockSize(dtype) == 0)
       << "QuantGemvRows: rows of " << k << " values are not whole " << DTypeName(dtype)
       << " blocks";
   SY_CHECK(rows >= 1) << "QuantGemvRows: " << rows << " activation rows";
-  SY_CHECK(TakesInt8Activations(dtype) ? qa.q != nullptr && qa.d != nullptr &&
-                                             (dtype != DType::kQ4_0 || qa.offsets != nullptr)
-                                       : a != nullptr)
+  SY_CHECK(qa.q != nullptr && qa.d != nullptr && qa.d4 != nullptr &&
+           (dtype != DType::kQ4_0 || qa.offsets != nullptr) &&
+           (dtype != DType::kQ4_K || qa.sums != nullptr))
       << "QuantGemvRows: " << DTypeName(dtype) << " without its activations";
   const auto* wb = static_cast<const uint8_t*>(w);
   // Up to 4 activation rows per pass over the row range; the caller's range (about 64 KiB of
   // weights) is still in L2 for the next 4.
+  const int64_t nb = k / 32;
   for (int64_t m0 = 0; m0 < rows; m0 += 4) {
-    const int64_t nb = k / 32;
-    const float* am = a != nullptr ? a + m0 * k : nullptr;
-    const Int8Activations qm{qa.q != nullptr ? qa.q + m0 * k : nullptr,
-                             qa.d != nullptr ? qa.d + m0 * nb : nullptr,
-                             qa.d4 != nullptr ? qa.d4 + m0 * nb * 4 : nullptr,
-                             qa.offsets != nullptr ? qa.offsets + m0 * nb * 8 : nullptr};
+    const Int8Activations qm{qa.q + m0 * k, qa.d + m0 * nb, qa.d4 + m0 * nb * 4,
+                             qa.offsets != nullptr ? qa.offsets + m0 * nb * 8 : nullptr,
+                             qa.sums != nullptr ? qa.sums + m0 * nb : nullptr};
     float* cm = c + m0 * ldc;
     switch (std::min<int64_t>(4, rows - m0)) {
       case 1:
-        Rows<1>(dtype, am, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
+        Rows<1>(dtype, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
         break;
       case 2:
-        Rows<2>(dtype, am, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
+        Rows<2>(dtype, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
         break;
       case 3:
-        Rows<3>(dtype, am, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
+        Rows<3>(dtype, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
         break;
       default:
-        Rows<4>(dtype, am, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
+        Rows<4>(dtype, qm, k, wb, cm, ldc, alpha, beta, row_begin, row_end);
         break;
     }
   }

@@ -1,33 +1,32 @@
 // Private to runtime/cpu: products of activations with quantized weight rows (q8_0, q4_0, q4_k;
 // runtime/core/quant_blocks.h), the GEMM operators' kernels for a quantized b [N,K].
 //
-// q8_0 and q4_0 weights multiply activations rounded to 8 bits per block of 32
-// (QuantizeActivations, once per operator and shared by every row and thread), in integers as
-// ggml does: per block, the 32 int8 x int8 products are summed exactly (AVX2: vpmaddubsw, with
-// the sign trick for q8_0) and scaled by d_w * d_a into f32 accumulators. The result is the
+// All three multiply activations rounded to 8 bits per block of 32 (QuantizeActivations, once per
+// operator and shared by every row and thread), in integers as ggml does: per block, the 32 int8
+// x int8 (or 4-bit x int8) products are summed exactly (AVX2: vpmaddubsw, with the sign trick for
+// q8_0) and scaled by the block's scales into f32 accumulators. The result is the
 // dequantize-then-f32 product of the weight with the rounded activations
 // (RoundActivationBlocks), up to the order of the f32 sums: what the op-check harness holds them
 // to. Rounding the activations halves the work per weight byte against widening every weight to
-// f32, which at decode's batch sizes made the kernel compute-bound on a 2-core AVX2 machine.
+// f32, which at decode's batch sizes made the kernels compute-bound on a 2-core AVX2 machine
+// (q4_k, widened to f32 until session 21, ran at half q4_0's speed per weight).
 //
 // The activations are stored for the kernels (Note [int8 activations] in cpu_quant.cc): each
 // pair of blocks interleaved by halves, so that one 256-bit register meets values 0..15 of two
-// weight blocks (q4_0's low nibbles, the first 16 bytes of q8_0's) and another values 16..31,
-// with the scales repeated per lane and, for q4_0, 8 times the sums its nibbles' -8 offset takes
-// away. The kernels then take two blocks per step with no shuffle and one convert and FMA per
-// two blocks (on Zen 1, whose 256-bit ops are two 128-bit halves, the total of vector ops is
-// what bounds them).
+// weight blocks (q4_0's low nibbles, the first 16 bytes of q8_0's, the first 16 nibbles of two
+// q4_k sub-blocks) and another values 16..31, with the scales repeated per lane, for q4_0 8 times
+// the sums its nibbles' -8 offset takes away, and for q4_k each block's sum (its sub-blocks'
+// minimums multiply it). The kernels then take two blocks per step with no shuffle across lanes
+// and one convert and FMA per two blocks (on Zen 1, whose 256-bit ops are two 128-bit halves, the
+// total of vector ops is what bounds them).
 //
-// q4_k keeps f32 activations: each weight block is widened in registers (-> f32, times its
-// scales), so the result is the dequantize-then-f32 product up to the order of the f32 sums.
-//
-// The q8_0 and q4_0 kernels prefetch their weights 2 KiB ahead of their loads
-// (kQ8_0PrefetchBytes in cpu_quant.cc): each is nearly as slow as one core's DRAM stream, and the
-// hardware prefetcher alone left their DRAM rates 15-25% under their L2 rates. The prefetch is
-// non-temporal (cpu_vec.h PrefetchOnce), so the weights do not evict the rest of the step.
+// The kernels prefetch their weights 2 KiB ahead of their loads (kQ8_0PrefetchBytes in
+// cpu_quant.cc): each is nearly as slow as one core's DRAM stream, and the hardware prefetcher
+// alone left their DRAM rates 15-25% under their L2 rates. The prefetch is non-temporal (cpu_vec.h
+// PrefetchOnce), so the weights do not evict the rest of the step.
 //
 // AVX2 kernels for all three (AVX-512 builds use them too); builds without AVX2 run portable
-// scalar integer dots (q8_0, q4_0) or dequantize one block at a time (q4_k).
+// scalar integer dots.
 //
 // Thread-safety: pure functions over caller-owned memory; callers split rows across threads.
 #pragma once
@@ -38,24 +37,22 @@
 
 namespace sy::cpu {
 
-// Whether `dtype`'s kernels take activations rounded to 8 bits (q8_0, q4_0) instead of f32.
-bool TakesInt8Activations(DType dtype);
-
 // Activations of `rows` rows of k values (k a multiple of 32) rounded by QuantizeActivations,
-// for q8_0 and q4_0 alike; nb = k / 32 blocks per row.
+// for every quantized dtype alike; nb = k / 32 blocks per row.
 struct Int8Activations {
   const int8_t* q = nullptr;         // [rows, k], pairs of blocks interleaved (Int8ActivationIndex)
   const float* d = nullptr;          // [rows, nb], one scale per block
   const float* d4 = nullptr;         // [rows, nb, 4]: d[b] 4 times, one per lane
   const int16_t* offsets = nullptr;  // [rows, nb, 8]: q4_0's (Note [int8 activations])
+  const float* sums = nullptr;       // [rows, nb]: d[b] * (sum of block b's q), for q4_k's minimums
 };
 
 // RoundActivationBlocks (runtime/core/quant_blocks.h) of a [rows, k] row-major, vectorized, in
 // the kernels' layout: the values are identical to the scalar reference's, reordered within each
-// pair of blocks (Int8ActivationIndex). q holds rows * k values, d rows * k / 32, d4 rows * k / 8
-// and offsets rows * k / 4.
+// pair of blocks (Int8ActivationIndex). q holds rows * k values, d and sums rows * k / 32 each,
+// d4 rows * k / 8 and offsets rows * k / 4.
 void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
-                         int16_t* offsets);
+                         int16_t* offsets, float* sums);
 
 // Where value i (0..31) of block b of a row of nb blocks sits in Int8Activations::q: within a
 // pair of blocks (2j, 2j + 1) the 64 bytes hold [b 2j values 0..15, b 2j+1 values 0..15, b 2j
@@ -68,10 +65,9 @@ inline int64_t Int8ActivationIndex(int64_t nb, int64_t b, int64_t i) {
 // For rows r in [row_begin, row_end) of w (quantized `dtype`, [N, k] row-major, k a multiple of
 // the block size) and m in [0, rows) (rows >= 1):
 //   c[m * ldc + r] = alpha * dot(x[m], w[r]) + beta * c[m * ldc + r]
-// (with beta == 0, c is not read), where x is `qa` (TakesInt8Activations(dtype)) or `a`, [rows,
-// k] f32 row-major (otherwise); the other may be null.
-void QuantGemvRows(DType dtype, const float* a, const Int8Activations& qa, int64_t rows, int64_t k,
-                   const void* w, float* c, int64_t ldc, float alpha, float beta, int64_t row_begin,
+// (with beta == 0, c is not read), where x is `qa`, the rounded activations.
+void QuantGemvRows(DType dtype, const Int8Activations& qa, int64_t rows, int64_t k, const void* w,
+                   float* c, int64_t ldc, float alpha, float beta, int64_t row_begin,
                    int64_t row_end);
 
 // Dequantizes rows [row_begin, row_end) of w ([N, k], quantized `dtype`) into dst, row-major f32.

@@ -35,7 +35,7 @@ constexpr double kF32Simple = 1e-12;
 constexpr double kF32Math = 1e-10;
 // f32 dot products over up to ~2K terms (GEMM family, attention). Observed <= 1.4e-13.
 constexpr double kF32Accumulate = 1e-10;
-// q8_0 / q4_0 GEMVs against the product with the activations NOT rounded to 8 bits: uniform
+// Quantized GEMVs against the product with the activations NOT rounded to 8 bits: uniform
 // activations in [-1, 1] rounded to a step d = amax / 127 per block of 32 (amax ~ 0.97) carry an
 // error uniform in +-d/2, of variance d^2 / 12 ~ 5e-6 against the values' 1/3, so the products'
 // nmse is about 1.5e-5 (weights independent of the errors; observed 1.2e-5 to 2.5e-5). ggml's
@@ -554,10 +554,10 @@ void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
 }
 
 // The activations a GEMM with quantized weights `w` multiplies (Backend::Gemm): a ([rows, k], or
-// [k, rows] when trans_a) rounded to 8 bits per block (RoundActivationBlocks) where w is q8_0 or
-// q4_0 and rows <= kInt8ActivationMaxRows, else a itself.
+// [k, rows] when trans_a) rounded to 8 bits per block (RoundActivationBlocks) where rows <=
+// kInt8ActivationMaxRows, else a itself.
 Values ActivationsSeen(DType w, int64_t rows, int64_t k, bool trans_a, const Values& a) {
-  if ((w != DType::kQ8_0 && w != DType::kQ4_0) || rows > kInt8ActivationMaxRows) return a;
+  if (!IsQuantized(w) || rows > kInt8ActivationMaxRows) return a;
   std::vector<float> x(static_cast<size_t>(rows * k));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < k; ++i) {
@@ -597,10 +597,10 @@ Values GroupActivationsSeen(DType w, const std::vector<int64_t>& groups, int64_t
 
 // Quantized weights (b [N,K], trans_b): the kernels against the reference GEMM of the dequantized
 // blocks in double, with the activations the backend rounds (ActivationsSeen), so the only
-// difference allowed is the order of the f32 sums. Decode shapes (M <= 4) and, for q8_0 / q4_0,
-// groups up to kInt8ActivationMaxRows run the in-register kernels, larger M the dequantized
-// panels; K = 4096 with N = 10 splits row ranges across groups as the decode step's experts do.
-// The `_vs_f32` cases hold the rounding itself against the unrounded product (kInt8Activations).
+// difference allowed is the order of the f32 sums. Groups up to kInt8ActivationMaxRows run the
+// in-register kernels, larger M the dequantized panels; K = 4096 with N = 10 splits row ranges
+// across groups as the decode step's experts do. The `_vs_f32` cases hold the rounding itself
+// against the unrounded product (kInt8Activations).
 void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
   struct Spec {
     std::string name;
@@ -639,23 +639,21 @@ void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
             reference::Gemm(s.m, s.n, s.k, ActivationsSeen(w, s.m, s.k, s.trans_a, a), b, c0, o));
       }));
     }
-    if (w != DType::kQ4_K) {
-      for (const Spec& s : {specs[0], specs[3], specs[8]}) {
-        cases.push_back(MakeQuantizedCase(
-            "Gemm", s.name + "_vs_f32",
-            [s, w](DeviceIo& d, Rng& rng, Checker& c) {
-              Values a = RoundAll(DType::kF32, rng.Uniforms(s.m * s.k, -1, 1));
-              Values b;
-              Tensor tb = d.UpQuantized(w, {s.n, s.k}, rng, b);
-              Values c0 = RoundAll(DType::kF32, rng.Uniforms(s.m * s.n, -1, 1));
-              Tensor ta = d.Up(DType::kF32, {s.m, s.k}, a);
-              Tensor tc = d.Up(DType::kF32, {s.m, s.n}, c0);
-              GemmOptions o{false, true, 1.0f, 0.0f};
-              d.backend().Gemm(ta, tb, tc, o);
-              c.Compare("c", d.Down(tc), reference::Gemm(s.m, s.n, s.k, a, b, c0, o));
-            },
-            kInt8Activations));
-      }
+    for (const Spec& s : {specs[0], specs[3], specs[8]}) {
+      cases.push_back(MakeQuantizedCase(
+          "Gemm", s.name + "_vs_f32",
+          [s, w](DeviceIo& d, Rng& rng, Checker& c) {
+            Values a = RoundAll(DType::kF32, rng.Uniforms(s.m * s.k, -1, 1));
+            Values b;
+            Tensor tb = d.UpQuantized(w, {s.n, s.k}, rng, b);
+            Values c0 = RoundAll(DType::kF32, rng.Uniforms(s.m * s.n, -1, 1));
+            Tensor ta = d.Up(DType::kF32, {s.m, s.k}, a);
+            Tensor tc = d.Up(DType::kF32, {s.m, s.n}, c0);
+            GemmOptions o{false, true, 1.0f, 0.0f};
+            d.backend().Gemm(ta, tb, tc, o);
+            c.Compare("c", d.Down(tc), reference::Gemm(s.m, s.n, s.k, a, b, c0, o));
+          },
+          kInt8Activations));
     }
     struct GroupSpec {
       std::string name;

@@ -1,10 +1,12 @@
 // The portable (no AVX2) build of the int8 kernels (runtime/cpu/cpu_quant.cc compiled into this
 // binary with -mno-avx2 -mno-fma -mno-f16c, tests/runtime/CMakeLists.txt): the activation layout
 // and the GEMV against the dequantize-then-f64 product of the blocks with the rounded activations
-// (RoundActivationBlocks, DequantizeBlocks), odd block counts and several activation rows.
+// (RoundActivationBlocks, DequantizeBlocks), odd block counts and several activation rows; q4_k
+// (which has no quantizer) on random blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -18,10 +20,26 @@
 namespace sy {
 namespace {
 
+// n * k / 256 q4_k blocks of random bytes, with d and dmin random f16 in [2^-8, 2^-6).
+std::vector<uint8_t> RandomQ4_K(std::mt19937& rng, int64_t n, int64_t k) {
+  std::vector<uint8_t> blocks(DTypeBytes(DType::kQ4_K, n * k));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& v : blocks) v = static_cast<uint8_t>(byte(rng));
+  for (size_t b = 0; b < blocks.size(); b += 144) {
+    for (size_t h = 0; h < 2; ++h) {
+      const F16 scale =
+          F32ToF16(std::ldexp(1.0f + static_cast<float>(byte(rng)) / 256.0f, -8 + byte(rng) % 2));
+      std::memcpy(&blocks[b + 2 * h], &scale.bits, 2);
+    }
+  }
+  return blocks;
+}
+
 TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
-  for (int64_t k : {32, 96, 224, 1024}) {
+  for (int64_t k : {32, 96, 224, 256, 1024}) {
     for (int64_t rows : {1, 3, 5}) {
-      for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+      for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+        if (k % DTypeBlockSize(t) != 0) continue;
         const int64_t n = 37, nb = k / 32;
         std::mt19937 rng(static_cast<uint32_t>(k * 7 + rows));
         std::normal_distribution<float> dist;
@@ -29,7 +47,11 @@ TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
         for (float& v : w) v = dist(rng);
         for (float& v : a) v = dist(rng);
         std::vector<uint8_t> wq(DTypeBytes(t, n * k));
-        QuantizeBlocks(t, w.data(), wq.data(), n * k);
+        if (t == DType::kQ4_K) {
+          wq = RandomQ4_K(rng, n, k);
+        } else {
+          QuantizeBlocks(t, w.data(), wq.data(), n * k);
+        }
         std::vector<float> wd(w.size());
         DequantizeBlocks(t, wq.data(), wd.data(), n * k);
         std::vector<int8_t> q_ref(a.size());
@@ -39,9 +61,11 @@ TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
         std::vector<int8_t> q(a.size());
         std::vector<float> d(a.size() / 32), d4(a.size() / 8);
         std::vector<int16_t> offsets(a.size() / 4);
-        cpu::QuantizeActivations(a.data(), rows, k, q.data(), d.data(), d4.data(), offsets.data());
+        std::vector<float> sums(a.size() / 32);
+        cpu::QuantizeActivations(a.data(), rows, k, q.data(), d.data(), d4.data(), offsets.data(),
+                                 sums.data());
         std::vector<float> c(static_cast<size_t>(rows * n));
-        cpu::QuantGemvRows(t, nullptr, {q.data(), d.data(), d4.data(), offsets.data()}, rows, k,
+        cpu::QuantGemvRows(t, {q.data(), d.data(), d4.data(), offsets.data(), sums.data()}, rows, k,
                            wq.data(), c.data(), n, 1.0f, 0.0f, 0, n);
         for (int64_t m = 0; m < rows; ++m) {
           for (int64_t b = 0; b < nb; ++b) {
