@@ -3,6 +3,7 @@
 # CMAKE_CUDA_ARCHITECTURES (default 80;90, cmake/SyDependencies.cmake).
 
 target_sources(sy_runtime PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/cublas_library.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_backend.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_gemm.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_handles.cc
@@ -17,9 +18,14 @@ target_sources(sy_runtime PRIVATE
 )
 
 # PRIVATE keeps the CUDA include directories away from consumers (no public header includes a CUDA
-# header). sy_runtime is a static library, so CMake still carries cudart and cuBLAS onto every
-# consumer's link line ($<LINK_ONLY:...>).
-target_link_libraries(sy_runtime PRIVATE CUDA::cudart CUDA::cublas)
+# header). sy_runtime is a static library, so CMake still carries cudart onto every consumer's link
+# line ($<LINK_ONLY:...>). cuBLAS is not linked: runtime/cuda/cublas_library.h loads it with dlopen
+# when the first CUDA backend is made (its soname follows the toolkit's major version), so a
+# process that never makes one does not pay for cuBLASLt's initializers; only its headers are used.
+target_link_libraries(sy_runtime PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
+target_include_directories(sy_runtime PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cublas_library.cc PROPERTIES
+  COMPILE_DEFINITIONS "SY_CUBLAS_LIBRARY=\"libcublas.so.${CUDAToolkit_VERSION_MAJOR}\"")
 
 target_compile_options(sy_runtime PRIVATE
   # Host-side warnings as errors (cmake/SyCompileOptions.cmake).

@@ -57,7 +57,8 @@ Result<std::unique_ptr<Backend>> CreateCudaBackend(int index, const BackendOptio
   info.shared_memory_optin = prop.sharedMemPerBlockOptin;
   info.compute_major = prop.major;
   info.compute_minor = prop.minor;
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(info));
+  SY_ASSIGN_OR_RETURN(const CublasLibrary* cublas, LoadCublas());
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(info, *cublas));
 }
 
 void* CudaComputeStream(Backend& backend) {
@@ -67,7 +68,7 @@ void* CudaComputeStream(Backend& backend) {
   return cuda->stream();
 }
 
-CudaBackend::CudaBackend(const CudaDeviceInfo& info) : info_(info) {
+CudaBackend::CudaBackend(const CudaDeviceInfo& info, const CublasLibrary& cublas) : info_(info) {
   ScopedCudaDevice guard(info_.index);
   const int device = info_.index;
   allocator_ = std::make_unique<CachingAllocator>(
@@ -91,8 +92,8 @@ CudaBackend::CudaBackend(const CudaDeviceInfo& info) : info_(info) {
   compute_ = std::make_unique<CudaStream>(device);
   cublas_workspace_ =
       std::make_unique<CudaDeviceMemory>(device, CublasWorkspaceBytes(info_.compute_major));
-  cublas_ = std::make_unique<CublasHandle>(device, compute_->get(), cublas_workspace_->get(),
-                                           cublas_workspace_->bytes());
+  cublas_ = std::make_unique<CublasHandle>(cublas, device, compute_->get(),
+                                           cublas_workspace_->get(), cublas_workspace_->bytes());
 }
 
 CudaBackend::~CudaBackend() {

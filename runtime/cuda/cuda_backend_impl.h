@@ -48,7 +48,8 @@ struct CudaDeviceInfo {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const CudaDeviceInfo& info);
+  // `cublas`: the loaded library (LoadCublas), which outlives the backend.
+  CudaBackend(const CudaDeviceInfo& info, const CublasLibrary& cublas);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;

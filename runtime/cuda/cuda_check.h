@@ -10,10 +10,11 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/core/vendor_check.h"
+#include "runtime/cuda/cublas_library.h"
 
 #define SY_CUDA_CHECK(expr) SY_VENDOR_CHECK_GEN(expr, cudaSuccess, cudaGetErrorString, "CUDA")
 #define SY_CUBLAS_CHECK(expr) \
-  SY_VENDOR_CHECK_GEN(expr, CUBLAS_STATUS_SUCCESS, cublasGetStatusString, "cuBLAS")
+  SY_VENDOR_CHECK_GEN(expr, CUBLAS_STATUS_SUCCESS, ::sy::CublasStatusString, "cuBLAS")
 
 // For destructors and release functions, which may run during process exit after the CUDA runtime
 // has begun unloading: the handle went with the context then, so that one error is not a failure.

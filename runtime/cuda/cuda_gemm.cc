@@ -123,11 +123,11 @@ void CudaBackend::RunGemm(const GemmCall& call) {
   const int ld_b = call.trans_b ? k : n;
   const int ld_a = call.lda != 0 ? CheckedInt(call.lda, "GEMM lda") : (call.trans_a ? m : k);
   if (call.batch == 1) {
-    SY_CUBLAS_CHECK(cublasGemmEx(cublas_->get(), op_b, op_a, n, m, k, &call.alpha, call.b, type,
-                                 ld_b, call.a, type, ld_a, &call.beta, call.c, CUDA_R_32F, n,
-                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    SY_CUBLAS_CHECK(cublas_->library().gemm_ex(
+        cublas_->get(), op_b, op_a, n, m, k, &call.alpha, call.b, type, ld_b, call.a, type, ld_a,
+        &call.beta, call.c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
-    SY_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    SY_CUBLAS_CHECK(cublas_->library().gemm_strided_batched_ex(
         cublas_->get(), op_b, op_a, n, m, k, &call.alpha, call.b, type, ld_b, call.stride_b, call.a,
         type, ld_a, call.stride_a, &call.beta, call.c, CUDA_R_32F, n, call.stride_c,
         CheckedInt(call.batch, "GEMM batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

@@ -51,22 +51,23 @@ bool CudaEvent::Query() {
   return true;
 }
 
-CublasHandle::CublasHandle(int device, cudaStream_t stream, void* workspace, size_t workspace_bytes)
-    : device_(device) {
+CublasHandle::CublasHandle(const CublasLibrary& cublas, int device, cudaStream_t stream,
+                           void* workspace, size_t workspace_bytes)
+    : cublas_(cublas), device_(device) {
   ScopedCudaDevice guard(device_);
-  SY_CUBLAS_CHECK(cublasCreate(&handle_));
+  SY_CUBLAS_CHECK(cublas_.create(&handle_));
   // cublasSetStream resets the workspace to cuBLAS's own pool, so the workspace is set after it.
-  SY_CUBLAS_CHECK(cublasSetStream(handle_, stream));
-  SY_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace, workspace_bytes));
+  SY_CUBLAS_CHECK(cublas_.set_stream(handle_, stream));
+  SY_CUBLAS_CHECK(cublas_.set_workspace(handle_, workspace, workspace_bytes));
   // Plain FP32 math: no TF32 for f32 GEMMs, so results track the CPU reference closely.
-  SY_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH));
+  SY_CUBLAS_CHECK(cublas_.set_math_mode(handle_, CUBLAS_DEFAULT_MATH));
 }
 
 CublasHandle::~CublasHandle() {
   ScopedCudaDevice guard(device_);
   // Not checked: at process exit the context may already be gone, and a handle that cannot be
   // destroyed then is no longer anyone's problem.
-  static_cast<void>(cublasDestroy(handle_));
+  static_cast<void>(cublas_.destroy(handle_));
 }
 
 CudaDeviceMemory::CudaDeviceMemory(int device, size_t bytes) : device_(device), bytes_(bytes) {

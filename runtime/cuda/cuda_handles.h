@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/backend/backend.h"
+#include "runtime/cuda/cublas_library.h"
 
 namespace sy {
 
@@ -68,17 +69,22 @@ class CudaEvent final : public Event {
   cudaEvent_t event_ = nullptr;
 };
 
-// A cuBLAS handle bound to one stream and to a caller-owned workspace.
+// A cuBLAS handle bound to one stream and to a caller-owned workspace, made through `cublas` (the
+// loaded library, which outlives every handle: LoadCublas never unloads it).
 class CublasHandle {
  public:
-  CublasHandle(int device, cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  CublasHandle(const CublasLibrary& cublas, int device, cudaStream_t stream, void* workspace,
+               size_t workspace_bytes);
   ~CublasHandle();
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
 
   cublasHandle_t get() const { return handle_; }
+  // The entry points to call with get().
+  const CublasLibrary& library() const { return cublas_; }
 
  private:
+  const CublasLibrary& cublas_;
   int device_;
   cublasHandle_t handle_ = nullptr;
 };
