@@ -18,6 +18,8 @@ inline float Finish(float acc, float alpha, float beta, const float* c) {
   return beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
 }
 
+#if !defined(__AVX2__) || !defined(__FMA__)
+
 // The weights of q4_k super-block `block` as the integer kernels take them: per sub-block j (0..7),
 // scale[j] = d * sc_j and min[j] = dmin * m_j, and the 256 unsigned 4-bit values q in order, so
 // that value i of sub-block j is scale[j] * q[32 j + i] - min[j].
@@ -85,6 +87,8 @@ void RowInt8Generic(DType dtype, const Int8Activations& a, int64_t k, const uint
     }
   }
 }
+
+#endif
 
 #if defined(__AVX2__) && defined(__FMA__)
 
