@@ -1,6 +1,7 @@
 // switchyard: the command-line entry point. Every subcommand is a launcher/cmd_*.cc file that
 // registers itself (launcher/command.h); this file only builds the CLI from the registry.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include <cstdio>
 #include <map>
@@ -35,7 +36,14 @@ int main(int argc, char** argv) {
   };
   std::vector<Built> built;
   std::map<std::string, CLI::App*> groups;  // "bench" -> its CLI node
-  for (const auto& entry : sy::launcher::CommandRegistry()) {
+  // In the order of their names, whatever order the command files registered in (the unity
+  // build batches them).
+  std::vector<const sy::launcher::CommandEntry*> entries;
+  for (const auto& entry : sy::launcher::CommandRegistry()) entries.push_back(&entry);
+  std::sort(entries.begin(), entries.end(),
+            [](const auto* a, const auto* b) { return a->path < b->path; });
+  for (const sy::launcher::CommandEntry* e : entries) {
+    const sy::launcher::CommandEntry& entry = *e;
     std::vector<std::string> parts = SplitPath(entry.path);
     CLI::App* parent = &app;
     std::string prefix;

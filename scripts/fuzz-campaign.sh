@@ -5,7 +5,8 @@
 # stay under $build_dir/fuzz-artifacts/<target>/ (turn each into a regression test).
 # Prints one line per target (executions, coverage edges and features, seconds) and writes them to
 # $build_dir/fuzz-campaign.txt for docs/reliability.md. ONLY=REGEX runs just the matching targets.
-# scripts/fuzz-smoke.sh is this with a few seconds per target.
+# scripts/fuzz-smoke.sh is this with a few seconds per target. FUZZ_JOBS targets run at once
+# (default: the number of cores), each a single-threaded libFuzzer process.
 # FUZZ_CORPUS_DIR=DIR keeps each target's working corpus in DIR/<target> (seeded from the checked-in
 # corpus on first use) instead of a temporary directory, so a campaign can run in pieces, as
 # ClusterFuzz runs its sessions: each piece starts from everything the earlier ones found, and
@@ -35,7 +36,8 @@ limit=(-runs="$runs")
 [ -n "$seconds" ] && limit=(-max_total_time="$seconds")
 report="$build_dir/fuzz-campaign.txt"
 : >"$report"
-for f in "${fuzzers[@]}"; do
+run_target() {
+  local f=$1 src corpus_seed work artifacts exe t0 rc stopped execs cov line total
   src=$(find fuzz -name "$f.cc" | head -1)
   corpus_seed="$(dirname "$src")/corpus"
   if [ -n "$corpus_root" ]; then
@@ -51,7 +53,7 @@ for f in "${fuzzers[@]}"; do
   exe=$(find "$build_dir/fuzz" -type f -name "$f" -perm -u+x | head -1)
   if [ -z "$exe" ]; then
     echo "fuzz-campaign: $f was not built under $build_dir/fuzz (is it in a CMakeLists.txt?)"
-    exit 1
+    return 1
   fi
   echo "fuzz-campaign: $f (${limit[*]}, seeds: $(ls "$work" | wc -l))"
   t0=$(date +%s)
@@ -65,7 +67,7 @@ for f in "${fuzzers[@]}"; do
     tail -n 60 "$artifacts/log"
     echo "fuzz-campaign: $f FAILED; the input and the full log are in $artifacts/"
     [ -z "$corpus_root" ] && rm -rf "$work"
-    exit 1
+    return 1
   fi
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$artifacts/log" | grep -o '[0-9]*$')
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$artifacts/log" | tail -1)
@@ -78,4 +80,19 @@ for f in "${fuzzers[@]}"; do
     rm -rf "$work"
   fi
   echo "$line" | tee -a "$report"
+}
+
+# FUZZ_JOBS targets at a time; each target's outcome lands in $status_dir, read once all are done.
+parallel=${FUZZ_JOBS:-$(nproc)}
+status_dir=$(mktemp -d)
+for f in "${fuzzers[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  (if run_target "$f"; then touch "$status_dir/$f.ok"; fi) &
 done
+wait
+failed=0
+for f in "${fuzzers[@]}"; do
+  [ -e "$status_dir/$f.ok" ] || failed=1
+done
+rm -rf "$status_dir"
+exit "$failed"
