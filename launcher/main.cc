@@ -1,8 +1,8 @@
 // switchyard: the command-line entry point. Every subcommand is a launcher/cmd_*.cc file that
 // registers itself (launcher/command.h); this file only builds the CLI from the registry.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>

@@ -21,9 +21,9 @@ target_sources(sy_runtime PRIVATE
 # header). sy_runtime is a static library, so CMake still carries cudart onto every consumer's link
 # line ($<LINK_ONLY:...>). cuBLAS is not linked: runtime/cuda/cublas_library.h loads it with dlopen
 # when the first CUDA backend is made (its soname follows the toolkit's major version), so a
-# process that never makes one does not pay for cuBLASLt's initializers; only its headers are used.
+# process that never makes one does not pay for cuBLASLt's initializers; only its headers (in the
+# toolkit's include directory, which CUDA::cudart brings) are used.
 target_link_libraries(sy_runtime PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
-target_include_directories(sy_runtime PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/cublas_library.cc PROPERTIES
   COMPILE_DEFINITIONS "SY_CUBLAS_LIBRARY=\"libcublas.so.${CUDAToolkit_VERSION_MAJOR}\"")
 
