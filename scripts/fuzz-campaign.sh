@@ -11,13 +11,20 @@
 # corpus on first use) instead of a temporary directory, so a campaign can run in pieces, as
 # ClusterFuzz runs its sessions: each piece starts from everything the earlier ones found, and
 # DIR/<target>.executions keeps one line per piece; the report adds them up. A piece stopped with
-# SIGINT (libFuzzer prints its final statistics then) counts what it ran.
+# SIGINT (libFuzzer prints its final statistics then) counts what it ran. Without FUZZ_RUNS or
+# FUZZ_SECONDS a piece runs what its target still lacks of the campaign's goal (FUZZ_GOAL, default
+# 10000000 executions on its corpus), and a target already there is skipped. After each piece the
+# corpus is minimized (libFuzzer's -merge=1: the smallest subset with the same coverage features).
+# FUZZ_CORPUS_DIR=fuzz/campaign keeps the corpora and ledgers in the checkout: committed, they carry
+# a campaign from one machine to the next (fuzz/campaign/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
-runs=${FUZZ_RUNS:-10000000}
+goal=${FUZZ_GOAL:-10000000}
+runs=${FUZZ_RUNS:-}
 seconds=${FUZZ_SECONDS:-}
 corpus_root=${FUZZ_CORPUS_DIR:-}
+[ -z "$runs" ] && [ -z "$corpus_root" ] && runs=$goal
 # -O1 with line tables, as libFuzzer's documentation builds: fast to compile, crash reports with
 # file:line.
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -32,12 +39,13 @@ if [ ${#fuzzers[@]} -eq 0 ]; then
 fi
 cmake --build "$build_dir" -j "$(nproc)" --target "${fuzzers[@]}"
 built_at=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)  # the ledger's commit column
-limit=(-runs="$runs")
-[ -n "$seconds" ] && limit=(-max_total_time="$seconds")
 report="$build_dir/fuzz-campaign.txt"
 : >"$report"
+# executions_on_corpus LEDGER: the executions its pieces add up to (0 without a ledger).
+executions_on_corpus() { [ -f "$1" ] && awk '{ n += $2 } END { print n + 0 }' "$1" || echo 0; }
 run_target() {
-  local f=$1 src corpus_seed work artifacts exe t0 rc stopped execs cov line total
+  local f=$1 src corpus_seed work artifacts exe t0 rc stopped execs cov line total ledger limit
+  local before after
   src=$(find fuzz -name "$f.cc" | head -1)
   corpus_seed="$(dirname "$src")/corpus"
   if [ -n "$corpus_root" ]; then
@@ -47,6 +55,19 @@ run_target() {
   else
     work=$(mktemp -d)
     [ -d "$corpus_seed" ] && cp -r "$corpus_seed/." "$work/"
+  fi
+  limit=(-runs="$runs")
+  if [ -n "$seconds" ]; then
+    limit=(-max_total_time="$seconds")
+  elif [ -z "$runs" ]; then  # the rest of the goal on this corpus
+    ledger="$corpus_root/$f.executions"
+    total=$(executions_on_corpus "$ledger")
+    if [ "$total" -ge "$goal" ]; then
+      echo "$f: already at $total executions over $(wc -l <"$ledger") pieces on this corpus" \
+        "(goal $goal), skipped" | tee -a "$report"
+      return 0
+    fi
+    limit=(-runs=$((goal - total)))
   fi
   artifacts="$build_dir/fuzz-artifacts/$f"
   mkdir -p "$artifacts"
@@ -74,8 +95,22 @@ run_target() {
   line="$f: $execs executions$stopped, $cov, $(( $(date +%s) - t0 ))s, 0 crashes"
   if [ -n "$corpus_root" ]; then
     echo "$(date -u +%FT%TZ) $execs $built_at" >>"$corpus_root/$f.executions"
-    total=$(awk '{ n += $2 } END { print n }' "$corpus_root/$f.executions")
+    total=$(executions_on_corpus "$corpus_root/$f.executions")
     line="$line; $total executions over $(wc -l <"$corpus_root/$f.executions") pieces on this corpus"
+    # Minimize: a merge into an empty directory keeps the inputs that add coverage features.
+    before=$(ls "$work" | wc -l)
+    rm -rf "$work.min"
+    mkdir "$work.min"
+    if "$exe" -merge=1 -artifact_prefix="$artifacts/" "$work.min" "$work" >"$artifacts/merge.log" 2>&1 &&
+       [ -n "$(ls -A "$work.min")" ]; then
+      rm -rf "$work"
+      mv "$work.min" "$work"
+    else
+      rm -rf "$work.min"
+      echo "fuzz-campaign: $f: the corpus was not minimized (see $artifacts/merge.log)"
+    fi
+    after=$(ls "$work" | wc -l)
+    line="$line; corpus $before -> $after inputs"
   else
     rm -rf "$work"
   fi
