@@ -16,7 +16,10 @@
 # 10000000 executions on its corpus), and a target already there is skipped. After each piece the
 # corpus is minimized (libFuzzer's -merge=1: the smallest subset with the same coverage features).
 # FUZZ_CORPUS_DIR=fuzz/campaign keeps the corpora and ledgers in the checkout: committed, they carry
-# a campaign from one machine to the next (fuzz/campaign/README.md).
+# a campaign from one machine to the next (fuzz/campaign/README.md). FUZZ_FORK=N runs each target
+# in libFuzzer's fork mode, N processes on one corpus (a slow target on all cores); such a piece
+# ends at FUZZ_RUNS, FUZZ_SECONDS or its goal, not at SIGINT, and counts the executions its last
+# status line reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
@@ -45,7 +48,9 @@ report="$build_dir/fuzz-campaign.txt"
 executions_on_corpus() { [ -f "$1" ] && awk '{ n += $2 } END { print n + 0 }' "$1" || echo 0; }
 run_target() {
   local f=$1 src corpus_seed work artifacts exe t0 rc stopped execs cov line total ledger limit
-  local before after
+  local before after merged
+  local fork=()
+  [ -n "${FUZZ_FORK:-}" ] && fork=(-fork="$FUZZ_FORK")
   src=$(find fuzz -name "$f.cc" | head -1)
   corpus_seed="$(dirname "$src")/corpus"
   if [ -n "$corpus_root" ]; then
@@ -79,7 +84,7 @@ run_target() {
   echo "fuzz-campaign: $f (${limit[*]}, seeds: $(ls "$work" | wc -l))"
   t0=$(date +%s)
   rc=0
-  "$exe" "${limit[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" \
+  "$exe" "${fork[@]}" "${limit[@]}" -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" \
     >"$artifacts/log" 2>&1 || rc=$?
   # 72 is libFuzzer's exit code for a run stopped by SIGINT or SIGTERM (-interrupted_exitcode).
   stopped=""
@@ -90,7 +95,12 @@ run_target() {
     [ -z "$corpus_root" ] && rm -rf "$work"
     return 1
   fi
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$artifacts/log" | grep -o '[0-9]*$')
+  if [ ${#fork[@]} -eq 0 ]; then
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$artifacts/log" | grep -o '[0-9]*$')
+  else  # the fork mode's parent prints no final statistics; its status lines count every child
+    execs=$(grep -oE '^#[0-9]+:' "$artifacts/log" | tail -1 | tr -d '#:')
+    execs=${execs:-0}
+  fi
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$artifacts/log" | tail -1)
   line="$f: $execs executions$stopped, $cov, $(( $(date +%s) - t0 ))s, 0 crashes"
   if [ -n "$corpus_root" ]; then
@@ -111,6 +121,10 @@ run_target() {
     fi
     after=$(ls "$work" | wc -l)
     line="$line; corpus $before -> $after inputs"
+    # The minimized corpus's coverage, the same measure in fork mode as out of it.
+    merged=$(grep -oE '[0-9]+ new features added; [0-9]+ new coverage edges' \
+               "$artifacts/merge.log" | tail -1 || true)
+    [ -n "$merged" ] && line="$line ($(awk '{ print $5 " edges / " $1 " features" }' <<<"$merged"))"
   else
     rm -rf "$work"
   fi
