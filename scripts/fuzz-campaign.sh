@@ -53,18 +53,11 @@ run_target() {
   [ -n "${FUZZ_FORK:-}" ] && fork=(-fork="$FUZZ_FORK")
   src=$(find fuzz -name "$f.cc" | head -1)
   corpus_seed="$(dirname "$src")/corpus"
-  if [ -n "$corpus_root" ]; then
-    work="$corpus_root/$f"
-    mkdir -p "$work"
-    if [ -z "$(ls -A "$work")" ] && [ -d "$corpus_seed" ]; then cp -r "$corpus_seed/." "$work/"; fi
-  else
-    work=$(mktemp -d)
-    [ -d "$corpus_seed" ] && cp -r "$corpus_seed/." "$work/"
-  fi
-  limit=(-runs="$runs")
   if [ -n "$seconds" ]; then
     limit=(-max_total_time="$seconds")
-  elif [ -z "$runs" ]; then  # the rest of the goal on this corpus
+  elif [ -n "$runs" ]; then
+    limit=(-runs="$runs")
+  else  # the rest of the goal on this corpus (runs is only empty with a corpus directory)
     ledger="$corpus_root/$f.executions"
     total=$(executions_on_corpus "$ledger")
     if [ "$total" -ge "$goal" ]; then
@@ -73,6 +66,14 @@ run_target() {
       return 0
     fi
     limit=(-runs=$((goal - total)))
+  fi
+  if [ -n "$corpus_root" ]; then
+    work="$corpus_root/$f"
+    mkdir -p "$work"
+    if [ -z "$(ls -A "$work")" ] && [ -d "$corpus_seed" ]; then cp -r "$corpus_seed/." "$work/"; fi
+  else
+    work=$(mktemp -d)
+    [ -d "$corpus_seed" ] && cp -r "$corpus_seed/." "$work/"
   fi
   artifacts="$build_dir/fuzz-artifacts/$f"
   mkdir -p "$artifacts"
