@@ -730,9 +730,12 @@ void ExpertStateStore::IssueRest(Staged& staged) {
   store_->ReadRestAsync(
       Key(staged.entry), storage::ExtentKind::kTrainState, staged.prefix,
       std::span<std::byte>(static_cast<std::byte*>(staged.extent->data()), staged.extent->bytes()),
-      [promise, clock](Status s) {
+      [promise, clock, landed = staged_reads_landed_](Status s) {
         clock->Stop();
         promise->set_value(std::move(s));
+        // After the value: once an observer counts the read, the trainer finds it ready. Held by
+        // the callback, so the count outlives a store destroyed once the value is set.
+        landed->fetch_add(1, std::memory_order_release);
       });
 }
 
@@ -1180,6 +1183,7 @@ ExpertStoreStats ExpertStateStore::stats() const {
   out.write_seconds = static_cast<double>(c.write_busy_ns) * 1e-9 + staged_writes_->seconds();
   out.staged = staged_;
   out.staged_ready = staged_ready_;
+  out.staged_reads_landed = staged_reads_landed_->load(std::memory_order_acquire);
   out.update_seconds = update_seconds_;
   out.end_step_seconds = end_step_seconds_;
   out.prefetch_unused = prefetch_unused_;

@@ -116,6 +116,7 @@
 // Thread-safety: none; the trainer's thread (the cache and the store run their own threads).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -199,6 +200,8 @@ struct ExpertStoreStats {
   uint64_t staged = 0;              // experts whose state was staged (above) after a store read
   // Of them, those whose m and v had landed when Update took them (read during the backward).
   uint64_t staged_ready = 0;
+  // Staged reads of m and v completed so far, each counted once Update can take it without a wait.
+  uint64_t staged_reads_landed = 0;
 };
 
 // The fraction of `read_seconds` the trainer did not wait through (1 when nothing was read).
@@ -421,6 +424,9 @@ class ExpertStateStore {
   // Wall time with a staged read (or write) in flight, from the store's completion threads.
   class BusyClock;
   std::unique_ptr<BusyClock> staged_reads_, staged_writes_;
+  // Staged reads completed (stats().staged_reads_landed), from the store's completion threads.
+  std::shared_ptr<std::atomic<uint64_t>> staged_reads_landed_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 }  // namespace sy::launcher

@@ -415,6 +415,17 @@ uint64_t AwaitBytesRead(Fixture& f, uint64_t from, uint64_t bytes) {
   return read;
 }
 
+// Waits (at most 30 s) until `count` staged reads have landed since `from`; how many did.
+uint64_t AwaitStagedReadsLanded(Fixture& f, uint64_t from, uint64_t count) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  uint64_t landed = f.store->stats().staged_reads_landed - from;
+  while (landed < count && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    landed = f.store->stats().staged_reads_landed - from;
+  }
+  return landed;
+}
+
 // The optimizer phase waits on no read: the m and v of the experts the forward activated are read
 // behind the forward and the backward (issued with their masters), so that by Update the store
 // has read each of them whole, once; Update reads nothing and writes every state (durable by the
@@ -431,8 +442,10 @@ TEST(ExpertStateStoreTest, StagedMomentsAreReadBeforeTheUpdate) {
   for (Tensors& t : f.tensors) {
     for (std::vector<float>& g : t.grad) std::fill(g.begin(), g.end(), 0.5f);
   }
-  // Before the optimizer phase: every expert's whole extent (master, m, v, the counts).
+  // Before the optimizer phase: every expert's whole extent (master, m, v, the counts). The store
+  // counts its bytes just before it hands a read over, so wait for the hand-overs as well.
   EXPECT_EQ(AwaitBytesRead(f, before.bytes_read, 8 * kPayload), 8 * kPayload);
+  EXPECT_EQ(AwaitStagedReadsLanded(f, before.staged_reads_landed, 8), 8u);
   const ExpertStoreStats forward = f.store->stats();
   ASSERT_TRUE(f.store->Update(0.1).ok());
   const ExpertStoreStats updated = f.store->stats();
