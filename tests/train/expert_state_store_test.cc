@@ -404,26 +404,16 @@ TEST(ExpertStateStoreTest, StagedStatesEqualTheOracle) {
   }
 }
 
-// Waits (at most 30 s) until the store has read `bytes` since `from`; what it read.
-uint64_t AwaitBytesRead(Fixture& f, uint64_t from, uint64_t bytes) {
+// Waits (at most 30 s) until the counter `field` of the store's stats has grown by `amount` since
+// `from`; how much it grew.
+uint64_t AwaitStat(Fixture& f, uint64_t ExpertStoreStats::*field, uint64_t from, uint64_t amount) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  uint64_t read = f.store->stats().bytes_read - from;
-  while (read < bytes && std::chrono::steady_clock::now() < deadline) {
+  uint64_t grown = f.store->stats().*field - from;
+  while (grown < amount && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    read = f.store->stats().bytes_read - from;
+    grown = f.store->stats().*field - from;
   }
-  return read;
-}
-
-// Waits (at most 30 s) until `count` staged reads have landed since `from`; how many did.
-uint64_t AwaitStagedReadsLanded(Fixture& f, uint64_t from, uint64_t count) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  uint64_t landed = f.store->stats().staged_reads_landed - from;
-  while (landed < count && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    landed = f.store->stats().staged_reads_landed - from;
-  }
-  return landed;
+  return grown;
 }
 
 // The optimizer phase waits on no read: the m and v of the experts the forward activated are read
@@ -444,8 +434,10 @@ TEST(ExpertStateStoreTest, StagedMomentsAreReadBeforeTheUpdate) {
   }
   // Before the optimizer phase: every expert's whole extent (master, m, v, the counts). The store
   // counts its bytes just before it hands a read over, so wait for the hand-overs as well.
-  EXPECT_EQ(AwaitBytesRead(f, before.bytes_read, 8 * kPayload), 8 * kPayload);
-  EXPECT_EQ(AwaitStagedReadsLanded(f, before.staged_reads_landed, 8), 8u);
+  EXPECT_EQ(AwaitStat(f, &ExpertStoreStats::bytes_read, before.bytes_read, 8 * kPayload),
+            8 * kPayload);
+  EXPECT_EQ(AwaitStat(f, &ExpertStoreStats::staged_reads_landed, before.staged_reads_landed, 8),
+            8u);
   const ExpertStoreStats forward = f.store->stats();
   ASSERT_TRUE(f.store->Update(0.1).ok());
   const ExpertStoreStats updated = f.store->stats();
