@@ -18,6 +18,7 @@
 #include "runtime/core/thread_pool.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/memory_bandwidth.h"
+#include "runtime/cpu/weight_prefetch.h"
 #include "runtime/model/dense_matrices.h"
 
 namespace sy {
@@ -110,11 +111,11 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
                DescribeMatrixDTypes(model.options().matrix_dtypes).c_str());
   std::fprintf(stderr,
                "weights %s: %.1f MiB, of which experts %.1f MiB (%lld experts of %.2f MiB on "
-               "average); %d threads\n",
+               "average); %d threads; weights prefetched with %s\n",
                std::string(DTypeName(options.dtype)).c_str(), weights.total / kMiB,
                weights.expert_total / kMiB, static_cast<long long>(weights.num_experts),
                weights.num_experts > 0 ? weights.expert_total / kMiB / weights.num_experts : 0.0,
-               cpu->pool().num_threads());
+               cpu->pool().num_threads(), cpu::WeightPrefetchName(cpu::ChosenWeightPrefetch()));
 
   const int64_t stream_bytes = options.stream_mib * (int64_t{1} << 20);
   const cpu::MemoryBandwidth before =
@@ -275,6 +276,7 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   out["dtype"] = std::string(DTypeName(options.dtype));
   out["expert_dtype"] = expert_dtype;
   out["threads"] = cpu->pool().num_threads();
+  out["weight_prefetch"] = cpu::WeightPrefetchName(cpu::ChosenWeightPrefetch());
   out["prompt_len"] = options.prompt_len;
   out["gen_len"] = options.gen_len;
   out["warmup"] = options.warmup;

@@ -163,11 +163,13 @@ void GemvTransBRange(const float* a, int64_t n_dim, int64_t k_dim, const W* b, f
 
 constexpr int64_t kPairStep = 2 * kLanes;
 
-// Each weight stream is prefetched once per 64-byte line, this far ahead, with the non-temporal
-// hint (cpu::PrefetchOnce). The hardware prefetchers already keep the streams fed (a prefetch
-// with the ordinary hint, 0.5-2 KiB ahead, only cost: session 18); what this one adds is that the
-// weights no longer evict the rest of the step from L2 and L3. 256 B to 1 KiB ahead measured
-// alike, 2 KiB less well (benchmarks/inference-results.md, session 20).
+// Each weight stream is prefetched once per 64-byte line, this far ahead, with the hint chosen for
+// the CPU (cpu::PrefetchOnce, weight_prefetch.h). On the Zen 1 test machine the hardware
+// prefetchers already kept the streams fed (a prefetch with the ordinary hint, 0.5-2 KiB ahead,
+// only cost: session 18), and what the non-temporal one added is that the weights no longer evict
+// the rest of the step from L2 and L3; 256 B to 1 KiB ahead measured alike, 2 KiB less well
+// (benchmarks/inference-results.md, session 20). On an Intel Xeon the ordinary hint at 512 B
+// doubled the step's weight rate against the non-temporal one (session 23).
 constexpr int64_t kBf16PrefetchBytes = 512;
 constexpr int64_t kLineValues = 64 / static_cast<int64_t>(sizeof(BF16));
 

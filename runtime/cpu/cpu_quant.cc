@@ -159,9 +159,10 @@ inline __m256i DotI8(__m256i abs_x, __m256i x, __m256i y) {
 // `runtime_ops_bench` BM_GemmBackend/q8_0/1/32768/1024 vs /256/1024, SY_NUM_THREADS=1; 1, 1.5,
 // 2 and 3 KiB measured, 2-3 KiB best). RowQ4_0 prefetches as far: a one-thread q4_0 GEMV from
 // DRAM went from ~3.4 to ~2.75 ns a block with it (session 17; L2 rate unchanged, ~2.8). Both
-// prefetch with the non-temporal hint (PrefetchOnce), so that the weights do not evict the rest of
-// the step from L2 and L3 (session 20: a q8_0 decode step's time outside its parallel regions
-// went from 1.2 to 0.75-0.9 ms).
+// prefetch with the hint chosen for the CPU (PrefetchOnce): on the Zen 1 the non-temporal one, so
+// that the weights do not evict the rest of the step from L2 and L3 (session 20: a q8_0 decode
+// step's time outside its parallel regions went from 1.2 to 0.75-0.9 ms); on an Intel Xeon the
+// ordinary one, which made a q8_0 decode step 2x faster than the non-temporal (session 23).
 constexpr int64_t kQ8_0PrefetchBytes = 2048;
 
 template <int MR>

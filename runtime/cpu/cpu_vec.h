@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "runtime/core/dtype.h"
+#include "runtime/cpu/weight_prefetch.h"
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -186,20 +187,29 @@ inline VecF VLdexp(VecF v, VecF n) { return std::ldexp(v, static_cast<int>(n)); 
 
 #endif
 
-// Prefetches the cache line `ahead` bytes past p with the non-temporal hint (prefetchnta), for
-// weights that a decode step reads once. How a CPU keeps such a line out of the other caches is
-// its own (AMD's optimization guides: into L1, and not evicted into L2 when it came from memory);
-// the point is that streaming hundreds of megabytes of weights stops evicting what the rest of the
-// step reuses: the activations, the KV cache, the code, the tensors' bookkeeping. On this
-// repository's Zen 1 test machine the time a decode step spends outside its parallel regions fell
-// from 1.1-1.4 to 0.6-1.0 ms, and every alternated run got faster: bf16 2-26%, q8_0 5-9%, q4_0 1-5%
-// (benchmarks/inference-results.md, session 20).
+// Prefetches the cache line `ahead` bytes past p, for weights that a decode step reads once, with
+// the hint chosen for this CPU (weight_prefetch.h). With the non-temporal hint (prefetchnta, AMD)
+// streaming hundreds of megabytes of weights stops evicting what the rest of the step reuses: the
+// activations, the KV cache, the code, the tensors' bookkeeping. On this repository's Zen 1 test
+// machine the time a decode step spends outside its parallel regions fell from 1.1-1.4 to
+// 0.6-1.0 ms, and every alternated run got faster: bf16 2-26%, q8_0 5-9%, q4_0 1-5%
+// (benchmarks/inference-results.md, session 20). On an Intel Xeon the same hint halved the
+// weights' DRAM rate, and the ordinary one (prefetcht0) is the fastest (session 23).
 // The address is formed as an integer, so no pointer leaves its array; past the end of the
 // weights it pulls in a few unrelated lines, harmlessly (a prefetch never faults).
 inline void PrefetchOnce(const void* p, int64_t ahead) {
-  __builtin_prefetch(
-      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(ahead)),
-      0, 0);
+  const void* line =
+      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(ahead));
+  switch (internal::kWeightPrefetch) {
+    case WeightPrefetch::kNonTemporal:
+      __builtin_prefetch(line, 0, 0);
+      return;
+    case WeightPrefetch::kTemporal:
+      __builtin_prefetch(line, 0, 3);
+      return;
+    case WeightPrefetch::kNone:
+      return;
+  }
 }
 
 // Scalar loads matching VLoad, for loop tails.
