@@ -11,11 +11,14 @@
 //    groups are all GEMVs (a decode step's experts) runs every group's rows in one such region.
 //  - larger M widens one panel of the weight at a time (at most kPanelBytes of f32, contiguous in
 //    both layouts) into a per-thread scratch and hands the panel to cblas_sgemm.
+// A bf16 b [N,K] stays on its GEMV kernel up to kBf16GemvMaxRows rows (a short prefill's
+// attention, and its tokens grouped per expert): past 4 rows each thread's range of weights is cut
+// into L2-sized tiles, and each tile meets the rows 4 at a time, so each weight byte is still read
+// once from memory, where a widened panel writes and reads 4 bytes of f32 per weight.
 // Quantized weights (q8_0, q4_0, q4_k, always b [N,K]) take the same two paths: the GEMV kernels
-// of cpu_quant.h in the same row ranges, and dequantized panels for larger M. They round the
-// activations to 8 bits once per operator and run the integer kernels up to
-// kQuantGemvMaxRows rows per group (a prefill's tokens grouped per expert): each weight byte is
-// read once from memory, where a dequantized panel writes and reads 4 bytes of f32 per weight.
+// of cpu_quant.h in the same row ranges and tiles, and dequantized panels for larger M. They round
+// the activations to 8 bits once per operator and run the integer kernels up to
+// kQuantGemvMaxRows rows per group.
 // OpenBLAS is multithreaded by itself, so it is only ever called from the operator's thread, never
 // from inside a ParallelFor body.
 #include <cblas.h>
@@ -40,6 +43,18 @@ using cpu::kLanes;
 using cpu::VecF;
 
 constexpr int64_t kGemvMaxRows = 4;
+// Rows per group up to which a bf16 b [N,K] takes the GEMV kernel rather than widened panels and
+// OpenBLAS: each weight byte is read once from memory and met in L2 by the rows 4 at a time
+// (GemvTransB's tiles), where a panel writes and reads 4 bytes of f32 per weight. On an Intel Xeon
+// (2 threads, the decode-bench model, session 23) a 32-token prefill, whose experts get about 8
+// rows each and attention 32, ran 2.2-2.5x faster with a bound of 32 or 64 than with 4; a
+// 512-token prefill (about 128 rows an expert) ran alike with 64 and slower with 128 (0.86x),
+// 256 (0.70x) or every row (0.63x), where OpenBLAS's blocking wins.
+constexpr int64_t kBf16GemvMaxRows = 64;
+// Weights per tile of a GEMV with more than 4 rows: a tile is met by every 4 rows in turn while
+// it stays in L2. 32, 64 and 128 KiB ran alike on a 32-token prefill; 64 KiB was the fastest on a
+// 512-token one (session 23).
+constexpr int64_t kGemvTileBytes = int64_t{64} << 10;
 // Rows per group up to which quantized weights take the integer GEMV kernels rather than
 // dequantized panels and OpenBLAS: the backend contract's bound (quant_blocks.h).
 constexpr int64_t kQuantGemvMaxRows = kInt8ActivationMaxRows;
@@ -59,8 +74,11 @@ struct GemmArgs {
   float* c = nullptr;  // [m, n], ldc = n
 };
 
-int64_t GemvMaxRows(DType b_dtype) {
-  return IsQuantized(b_dtype) ? kQuantGemvMaxRows : kGemvMaxRows;
+// The most rows of a whose product with b runs on the GEMV kernels.
+int64_t GemvMaxRows(DType b_dtype, bool trans_b) {
+  if (IsQuantized(b_dtype)) return kQuantGemvMaxRows;
+  if (b_dtype == DType::kBF16 && trans_b) return kBf16GemvMaxRows;
+  return kGemvMaxRows;
 }
 
 // Scratch that lives as long as the calling thread, so steady-state decoding allocates nothing.
@@ -402,7 +420,7 @@ void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
   const int64_t blocks = (n + kTransBNr - 1) / kTransBNr;
   const DType dtype = groups[0].b_dtype;
   for (const GemmArgs& g : groups) {
-    SY_CHECK(g.n == n && g.k == k && g.m <= GemvMaxRows(dtype) && g.trans_b && !g.trans_a)
+    SY_CHECK(g.n == n && g.k == k && g.m <= GemvMaxRows(dtype, true) && g.trans_b && !g.trans_a)
         << "GemvTransB: groups differ in shape";
     SY_CHECK(g.b_dtype == dtype) << "GemvTransB: groups differ in dtype";
   }
@@ -430,22 +448,35 @@ void GemvTransB(ThreadPool& pool, std::span<const GemmArgs> groups) {
   }
   // The thread_locals are the calling thread's: the workers reach them through these pointers.
   const int64_t* offsets = pairs_offset.data();
+  const int64_t tile_rows =
+      std::max<int64_t>(1, kGemvTileBytes / static_cast<int64_t>(DTypeBytes(dtype, k)));
   ClaimRanges(pool, count * blocks, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo / blocks; i < count && i * blocks < hi; ++i) {
       const GemmArgs& g = groups[static_cast<size_t>(i)];
       const int64_t begin = std::max(lo, i * blocks) - i * blocks;
       const int64_t end = std::min(hi, (i + 1) * blocks) - i * blocks;
-      if (IsQuantized(dtype)) {
-        cpu::QuantGemvRows(dtype, int8_a[static_cast<size_t>(i)], g.m, k, g.b, g.c, n, g.alpha,
-                           g.beta, begin * kTransBNr, std::min(n, end * kTransBNr));
-        continue;
-      }
-      if (dtype == DType::kBF16) {
-        const float* group_pairs = pairs + offsets[i];
-        DispatchRows(g.m, [&]<int MR>() {
-          GemvBf16Rows<MR>(g.a, group_pairs, k, static_cast<const BF16*>(g.b), g.c, n, g.alpha,
-                           g.beta, begin * kTransBNr, std::min(n, end * kTransBNr));
-        });
+      const int64_t row_begin = begin * kTransBNr, row_end = std::min(n, end * kTransBNr);
+      if (IsQuantized(dtype) || dtype == DType::kBF16) {
+        // Up to 4 rows of a: the whole range at once (GemvBf16Rows reads it as several streams).
+        // More: tiles that stay in L2 while each 4 rows of a meet them.
+        const int64_t tile = g.m <= 4 ? row_end - row_begin : tile_rows;
+        for (int64_t t0 = row_begin; t0 < row_end; t0 += tile) {
+          const int64_t t1 = std::min(row_end, t0 + tile);
+          if (IsQuantized(dtype)) {
+            cpu::QuantGemvRows(dtype, int8_a[static_cast<size_t>(i)], g.m, k, g.b, g.c, n, g.alpha,
+                               g.beta, t0, t1);
+            continue;
+          }
+          for (int64_t m0 = 0; m0 < g.m; m0 += 4) {
+            const float* a = g.a + m0 * k;
+            const float* group_pairs = pairs + offsets[i] + m0 * PairBody(k);
+            float* c = g.c + m0 * n;
+            DispatchRows(std::min<int64_t>(4, g.m - m0), [&]<int MR>() {
+              GemvBf16Rows<MR>(a, group_pairs, k, static_cast<const BF16*>(g.b), c, n, g.alpha,
+                               g.beta, t0, t1);
+            });
+          }
+        }
         continue;
       }
       cpu::DispatchWeight(g.b_dtype, g.b, [&](auto* b) {
@@ -545,7 +576,7 @@ void GemmImpl(ThreadPool& pool, const GemmArgs& g) {
     ScaleMatrix(g.c, g.m, g.n, g.n, g.beta);
     return;
   }
-  if (g.m <= GemvMaxRows(g.b_dtype)) {
+  if (g.m <= GemvMaxRows(g.b_dtype, g.trans_b)) {
     // The GEMV kernels read a as [M,K] rows; a transposed a is small here, so copy it.
     static thread_local std::vector<float> a_storage;
     const float* a_rows = g.a;
@@ -556,7 +587,7 @@ void GemmImpl(ThreadPool& pool, const GemmArgs& g) {
       }
       a_rows = t;
     }
-    if (IsQuantized(g.b_dtype)) {
+    if (IsQuantized(g.b_dtype) || (g.b_dtype == DType::kBF16 && g.trans_b)) {
       GemmArgs rows = g;
       rows.a = a_rows;
       rows.trans_a = false;
@@ -698,7 +729,7 @@ void AppendGemmGroups(const Tensor& a, const Tensor& b, const Tensor& c,
     grp.b_dtype = b.dtype();
     grp.c = c.data<float>() + row * g.n;
     groups.push_back(grp);
-    all_gemv = all_gemv && rows <= GemvMaxRows(b.dtype());
+    all_gemv = all_gemv && rows <= GemvMaxRows(b.dtype(), options.trans_b);
     row += rows;
   }
 }

@@ -464,8 +464,9 @@ void QuantGemvRows(DType dtype, const Int8Activations& qa, int64_t rows, int64_t
            (dtype != DType::kQ4_K || qa.sums != nullptr))
       << "QuantGemvRows: " << DTypeName(dtype) << " without its activations";
   const auto* wb = static_cast<const uint8_t*>(w);
-  // Up to 4 activation rows per pass over the row range; the caller's range (about 64 KiB of
-  // weights) is still in L2 for the next 4.
+  // Up to 4 activation rows per pass over the row range; the caller (cpu_gemm.cc GemvTransB)
+  // hands over ranges of at most 64 KiB of weights when there are more than 4 rows, so the range is
+  // still in L2 for the next 4.
   const int64_t nb = k / 32;
   for (int64_t m0 = 0; m0 < rows; m0 += 4) {
     const Int8Activations qm{qa.q + m0 * k, qa.d + m0 * nb, qa.d4 + m0 * nb * 4,

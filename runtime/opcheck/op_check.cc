@@ -422,6 +422,12 @@ void AddGemmCases(std::vector<OpCheckCase>& cases) {
         {t + "_panel_alpha_beta_trans_b", w, 16, 40, 64, false, true, 0.5f, -1.0f},
         {t + "_panels_trans_b", w, 8, 1100, 2048, false, true, 1.0f, 0.5f},
         {t + "_panels", w, 6, 2048, 1100, false, false, 1.0f, 0.5f},
+        // bf16 b [N,K] up to 64 rows (a short prefill): the GEMV kernel over tiles of 64 KiB of
+        // weights (32 rows of K = 1000 here), each met by the rows 4 at a time, with a last
+        // partial pass of 1 row; 65 rows go to the panels. f16 takes the panels throughout.
+        {t + "_m37_tiles_alpha_beta_trans_b", w, 37, 70, 1000, false, true, 0.5f, -1.0f},
+        {t + "_m64_trans_b", w, 64, 33, 70, false, true},
+        {t + "_m65_trans_b", w, 65, 33, 70, false, true},
     };
     specs.insert(specs.end(), ws.begin(), ws.end());
   }
@@ -505,6 +511,10 @@ void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
       // leaves a partial block per group.
       {"bf16_decode_trans_b", DType::kBF16, {1, 2, 0, 3}, 10, 4096, true, 1.0f, 0.0f},
       {"f16_decode_alpha_beta_trans_b", DType::kF16, {2, 0, 1, 4}, 10, 4096, true, 0.5f, 1.0f},
+      // Prefill shapes: bf16 groups of up to 64 rows share one region of tiled GEMVs; a group of
+      // 65 sends every group through its own GEMM (GEMV or panels).
+      {"bf16_prefill_alpha_beta_trans_b", DType::kBF16, {7, 0, 64, 5}, 40, 1100, true, 0.5f, 1.0f},
+      {"bf16_prefill_panel_trans_b", DType::kBF16, {7, 65, 0, 2}, 40, 1100, true, 1.0f, 0.0f},
   };
   for (const Spec& s : specs) {
     cases.push_back(
@@ -527,6 +537,7 @@ void AddGroupedGemmCases(std::vector<OpCheckCase>& cases) {
   const Spec shared_specs[] = {
       {"bf16_decode_trans_b", DType::kBF16, {1, 2, 0, 3}, 10, 4096, true, 1.0f, 0.0f},
       {"f32_prefill_trans_b", DType::kF32, {7, 0, 5}, 12, 20, true, 1.0f, 0.0f},
+      {"bf16_prefill_trans_b", DType::kBF16, {9, 0, 5}, 40, 1100, true, 1.0f, 0.0f},
       {"f16_alpha_beta", DType::kF16, {2, 0, 3}, 9, 14, false, 0.5f, 1.0f},
   };
   for (const Spec& s : shared_specs) {
