@@ -8,7 +8,8 @@
 #   scripts/build-llamacpp.sh          # prints the directory holding bin/ and convert_hf_to_gguf.py
 #
 # Environment: LLAMACPP_CACHE (default ~/.cache/switchyard/llama.cpp), LLAMACPP_PY_VERSION (the
-# pinned llama-cpp-python release, default 0.3.36), JOBS (default nproc), PYTHON (default
+# pinned llama-cpp-python release, default 0.3.36), JOBS (default nproc), LLAMACPP_AMX (1: keep
+# llama.cpp's AMX kernels on a CPU that has AMX; default 0, see below), PYTHON (default
 # /usr/bin/python3: pip for the download, and the base of the converter's virtual environment).
 # convert_hf_to_gguf.py needs numpy, torch and transformers (Debian's, from PYTHON's site
 # packages) and sentencepiece (its Llama/Mixtral path imports it even without a tokenizer.model):
@@ -67,9 +68,19 @@ if ((${#missing[@]})) && [[ ! -f $stamp || $(cat "$stamp") != "${tools[*]}" ]]; 
   # build uses, so that the comparison is like for like. LLAMA_BUILD_SERVER=OFF leaves out the
   # server and, in recent releases, the chat llama-cli built on it; llama-completion is the
   # classic one-shot CLI there.
+  # On a CPU with AMX, GGML_NATIVE compiles llama.cpp's AMX matmul, which in this release dies
+  # with SIGSEGV in ggml_backend_amx_mul_mat on Q8_0 and Q4_0 models (an Intel Xeon, 2026-11-28):
+  # build without AMX there (its AVX-512 BF16 / VNNI kernels stay), unless LLAMACPP_AMX=1.
+  isa_flags=()
+  if grep -qw amx_tile /proc/cpuinfo 2>/dev/null && [[ ${LLAMACPP_AMX:-0} != 1 ]]; then
+    log "this CPU has AMX: building without it (-mno-amx-*; LLAMACPP_AMX=1 keeps it)"
+    isa_flags=(-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+               -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+  fi
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DLLAMA_CURL=OFF -DGGML_CUDA=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DBUILD_SHARED_LIBS=OFF >"$root/cmake.log" 2>&1 || { cat "$root/cmake.log" >&2; exit 1; }
+    -DBUILD_SHARED_LIBS=OFF "${isa_flags[@]}" >"$root/cmake.log" 2>&1 ||
+    { cat "$root/cmake.log" >&2; exit 1; }
   # Build only the targets that exist in this release (llama-cli moved to tools/ and some
   # examples were renamed over time).
   # (The list is captured first: grep -q closing the pipe early would fail it under pipefail.)
