@@ -137,14 +137,26 @@ inline __m256 TwoBlockScales(const uint8_t* p0, const uint8_t* p1) {
 #endif
 }
 
-// ggml's mul_sum_i8_pairs_float before its conversion: the 32 products x[i] * y[i] of two int8
-// vectors, summed in groups of 4 into 8 int32. vpmaddubsw multiplies unsigned by signed bytes, so
-// x's sign moves onto y (|x| * sign(x) y); |-128| reads as 128 unsigned, and a pair sums to at
-// most 2 * 128 * 127, inside int16 (so two such results cannot be added in int16).
-inline __m256i DotI8(__m256i abs_x, __m256i x, __m256i y) {
-  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+// acc plus ggml's mul_sum_i8_pairs_float before its conversion: the 32 products x[i] * y[i] of two
+// int8 vectors, summed in groups of 4 into 8 int32. The byte multiplies take unsigned by signed
+// bytes, so x's sign moves onto y (|x| * sign(x) y); |-128| reads as 128 unsigned. With VNNI
+// (AVX512-VNNI on 256-bit registers, or AVX-VNNI) one vpdpbusd multiplies and adds all four into
+// acc. Without it vpmaddubsw sums pairs in int16 (at most 2 * 128 * 127, inside int16, so two such
+// results cannot be added in int16) and vpmaddwd the pairs of pairs; both give the exact sums.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+inline __m256i AddDotI8(__m256i acc, __m256i abs_x, __m256i x, __m256i y) {
+  return _mm256_dpbusd_epi32(acc, abs_x, _mm256_sign_epi8(y, x));
 }
+#elif defined(__AVXVNNI__)
+inline __m256i AddDotI8(__m256i acc, __m256i abs_x, __m256i x, __m256i y) {
+  return _mm256_dpbusd_avx_epi32(acc, abs_x, _mm256_sign_epi8(y, x));
+}
+#else
+inline __m256i AddDotI8(__m256i acc, __m256i abs_x, __m256i x, __m256i y) {
+  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+#endif
 
 // One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations in their pair
 // layout (Note [int8 activations]), two blocks per step: one register holds values 0..15 of both
@@ -184,9 +196,10 @@ void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
       const int8_t* y = a.q + m * k + b * 32;
-      const __m256i dot = _mm256_add_epi32(
-          DotI8(abs_lo, lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y))),
-          DotI8(abs_hi, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32))));
+      const __m256i dot =
+          AddDotI8(AddDotI8(_mm256_setzero_si256(), abs_lo, lo,
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y))),
+                   abs_hi, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32)));
       const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(a.d4 + (m * nb + b) * 4));
       acc[m][slot] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[m][slot]);
     }
@@ -201,7 +214,8 @@ void RowQ8_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
     const float dw = BlockScale(p);
     for (int m = 0; m < MR; ++m) {
       const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * k + b * 32));
-      sums[m] += dw * a.d[m * nb + b] * HorizontalSum(_mm256_cvtepi32_ps(DotI8(abs_x, x, y)));
+      sums[m] += dw * a.d[m * nb + b] *
+                 HorizontalSum(_mm256_cvtepi32_ps(AddDotI8(_mm256_setzero_si256(), abs_x, x, y)));
     }
   }
 }

@@ -1,8 +1,11 @@
-// The portable (no AVX2) build of the int8 kernels (runtime/cpu/cpu_quant.cc compiled into this
-// binary with -mno-avx2 -mno-fma -mno-f16c, tests/runtime/CMakeLists.txt): the activation layout
-// and the GEMV against the dequantize-then-f64 product of the blocks with the rounded activations
-// (RoundActivationBlocks, DequantizeBlocks), odd block counts and several activation rows; q4_k
-// (which has no quantizer) on random blocks.
+// The int8 kernels of runtime/cpu/cpu_quant.cc compiled into this binary with fewer instructions
+// than the build's (tests/runtime/CMakeLists.txt), so that paths the main build never runs are
+// tested too: sy_cpu_quant_portable_test without AVX2 (-mno-avx2 -mno-fma -mno-f16c: the scalar
+// kernels), sy_cpu_quant_no_vnni_test without VNNI (-mno-avx512vnni -mno-avxvnni: the AVX2 kernels'
+// vpmaddubsw / vpmaddwd dot where the build's target has vpdpbusd). Each checks the activation
+// layout and the GEMV against the dequantize-then-f64 product of the blocks with the rounded
+// activations (RoundActivationBlocks, DequantizeBlocks), odd block counts and several activation
+// rows; q4_k (which has no quantizer) on random blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,8 +16,11 @@
 #include "runtime/core/quant_blocks.h"
 #include "runtime/cpu/cpu_quant.h"
 
-#if defined(__AVX2__)
-#error "cpu_quant_portable_test must be compiled without AVX2"
+#if defined(SY_EXPECT_NO_AVX2) && defined(__AVX2__)
+#error "sy_cpu_quant_portable_test must be compiled without AVX2"
+#endif
+#if defined(SY_EXPECT_NO_VNNI) && (defined(__AVX512VNNI__) || defined(__AVXVNNI__))
+#error "sy_cpu_quant_no_vnni_test must be compiled without VNNI"
 #endif
 
 namespace sy {
