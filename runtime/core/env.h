@@ -1,5 +1,5 @@
 // The one place Switchyard reads environment variables (as NCCL_PARAM does). Each variable is
-// documented where it is used and in docs/environment.md.
+// documented where it is used and in the README's "Environment" paragraph.
 // Thread-safety: reads only; safe from any thread.
 #pragma once
 
