@@ -143,20 +143,17 @@ inline __m256 TwoBlockScales(const uint8_t* p0, const uint8_t* p1) {
 // (AVX512-VNNI on 256-bit registers, or AVX-VNNI) one vpdpbusd multiplies and adds all four into
 // acc. Without it vpmaddubsw sums pairs in int16 (at most 2 * 128 * 127, inside int16, so two such
 // results cannot be added in int16) and vpmaddwd the pairs of pairs; both give the exact sums.
+inline __m256i AddDotI8(__m256i acc, __m256i abs_x, __m256i x, __m256i y) {
+  const __m256i signed_y = _mm256_sign_epi8(y, x);
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-inline __m256i AddDotI8(__m256i acc, __m256i abs_x, __m256i x, __m256i y) {
-  return _mm256_dpbusd_epi32(acc, abs_x, _mm256_sign_epi8(y, x));
-}
+  return _mm256_dpbusd_epi32(acc, abs_x, signed_y);
 #elif defined(__AVXVNNI__)
-inline __m256i AddDotI8(__m256i acc, __m256i abs_x, __m256i x, __m256i y) {
-  return _mm256_dpbusd_avx_epi32(acc, abs_x, _mm256_sign_epi8(y, x));
-}
+  return _mm256_dpbusd_avx_epi32(acc, abs_x, signed_y);
 #else
-inline __m256i AddDotI8(__m256i acc, __m256i abs_x, __m256i x, __m256i y) {
-  const __m256i pairs = _mm256_maddubs_epi16(abs_x, _mm256_sign_epi8(y, x));
+  const __m256i pairs = _mm256_maddubs_epi16(abs_x, signed_y);
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
 #endif
+}
 
 // One q8_0 weight row { f16 d; i8 qs[32]; } against MR rows of int8 activations in their pair
 // layout (Note [int8 activations]), two blocks per step: one register holds values 0..15 of both
