@@ -15,9 +15,19 @@
 // Tensors. Arguments are views (runtime/core/tensor.h). Outputs are preallocated by the caller
 // with the documented shape and are overwritten, except where an operator says it accumulates.
 // With beta == 0 a GEMM output is not read (the BLAS rule), so it may hold garbage or NaN.
-// All tensors must be contiguous and on this backend's device (checked). Activations are f32;
-// weights may be f32, bf16 or f16 where noted, and are converted inside the kernel, so a model
-// runs on bf16 weights without expanding them to f32. Index tensors are i32.
+// All tensors must be contiguous and on this backend's device (checked). Index tensors are i32.
+//
+// Note [16-bit operands]. Every floating-point operand (weights and activations alike) may be f32,
+// bf16 or f16, each independently, unless an operator says otherwise (the operands marked "f32"
+// below: the statistics lse and rstd, TopK's values, CrossEntropy's losses, ScatterAddRows'
+// weights, and the weight gradients of GroupedGemmWeightGrad and RmsNormBackward). Operators
+// compute in f32: a 16-bit input is read as its exact f32 value, every sum accumulates in f32, and
+// each output is rounded once to its dtype (nearest even). So a model keeps its activations in
+// bf16 (mixed-precision training: ModelOptions::compute_dtype in runtime/model/moe_model.h) or runs
+// on bf16 weights without expanding them.
+// The GEMMs multiply the operands' exact values (a product of two 16-bit values is exact in f32)
+// and accumulate in f32; a backend may use 16-bit dot-product hardware for two 16-bit operands of
+// one dtype (the CPU's AVX512-BF16, tensor cores), which changes only the order of the f32 sums.
 //
 // Thread-safety: memory, stream and event calls are thread-safe. Operators may be called from one
 // thread at a time per backend (the thread that owns the compute stream); copy streams may be
@@ -170,8 +180,8 @@ class Backend {
   // Floating-point dtype conversion, round to nearest even (runtime/core/dtype.h).
   virtual void Convert(const Tensor& src, const Tensor& out) = 0;
 
-  // c[M,N] = alpha * op(a) * op(b) + beta * c.  a: f32 [M,K] ([K,M] if trans_a).
-  // b: f32/bf16/f16 [K,N] ([N,K] if trans_b, the layout of a PyTorch Linear weight). c: f32.
+  // c[M,N] = alpha * op(a) * op(b) + beta * c.  a [M,K] ([K,M] if trans_a), b [K,N] ([N,K] if
+  // trans_b, the layout of a PyTorch Linear weight), c [M,N]: each f32, bf16 or f16.
   // Where caps().quantized_weights, b (here and in BatchedGemm and the GroupedGemms) may also be
   // q8_0, q4_0 or q4_k, always [N,K] with trans_b and rows of whole blocks: the dequantized
   // weight's product (small a's rows are rounded to 8 bits: runtime/core/quant_blocks.h).
@@ -196,7 +206,7 @@ class Backend {
     }
   }
   // The weight gradient of GroupedGemm with trans_b: dw[g] = beta * dw[g] + dy_g^T * x_g, with
-  // x [R,K], dy [R,N], dw f32 [G,N,K]. Empty groups give beta * dw[g].
+  // x [R,K], dy [R,N] (each f32, bf16 or f16), dw f32 [G,N,K]. Empty groups give beta * dw[g].
   virtual void GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw,
                                      std::span<const int64_t> group_rows, float beta) = 0;
 
@@ -257,9 +267,9 @@ class Backend {
                                  const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                  const AttentionOptions& options) = 0;
 
-  // out[n] = table[ids[n]]: table [V,H] f32/bf16/f16, ids i32 [N] in [0,V), out f32 [N,H].
+  // out[n] = table[ids[n]]: table [V,H], ids i32 [N] in [0,V), out [N,H].
   virtual void EmbeddingGather(const Tensor& table, const Tensor& ids, const Tensor& out) = 0;
-  // dtable[ids[n]] += dout[n] (accumulates; repeated ids add up). dtable f32 [V,H].
+  // dtable[ids[n]] += dout[n] (accumulates; repeated ids add up). dtable [V,H].
   virtual void EmbeddingScatterAdd(const Tensor& dout, const Tensor& ids, const Tensor& dtable) = 0;
 
   // Per-row cross-entropy: losses[n] = lse(logits[n]) - logits[n, targets[n]]; a target of -1 is
@@ -271,10 +281,11 @@ class Backend {
   virtual void CrossEntropyBackward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
                                     const Tensor& dlosses, const Tensor& dlogits) = 0;
 
-  // Token permutation for MoE dispatch: out[m] = src[indices[m]], src [N,H], out [M,H], any dtype.
+  // Token permutation for MoE dispatch: out[m] = src[indices[m]], src [N,H], out [M,H], any dtype
+  // (the same for both).
   virtual void GatherRows(const Tensor& src, const Tensor& indices, const Tensor& out) = 0;
   // Un-permutation and combine: out[indices[m]] += weights[m] * src[m] (accumulates), src [M,H],
-  // out [N,H], all f32; weights f32 [M] or undefined (all 1).
+  // out [N,H]; weights f32 [M] or undefined (all 1).
   virtual void ScatterAddRows(const Tensor& src, const Tensor& indices, const Tensor& weights,
                               const Tensor& out) = 0;
 

@@ -21,6 +21,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_op_util.h"
 #include "runtime/cpu/cpu_vec.h"
+#include "runtime/cpu/cpu_widened.h"
 
 namespace sy {
 namespace {
@@ -75,6 +76,10 @@ std::vector<int64_t> KvLens(const AttentionDims& dims, const AttentionOptions& o
 
 void CpuBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                            const Tensor& lse, const AttentionOptions& options) {
+  if (cpu::AnySixteenBit({&q, &k, &v, &out})) {
+    cpu::Widened w(*this);
+    return Attention(w.In(q), w.In(k), w.In(v), w.Out(out), lse, options);
+  }
   for (const Tensor* t : {&q, &k, &v, &out}) CheckOperand(*t, "Attention");
   const AttentionDims dims = CheckAttention(q, k, v, "Attention");
   cpu::CheckDType(out, DType::kF32, "Attention", "out");
@@ -205,6 +210,11 @@ void CpuBackend::AttentionBackward(const Tensor& q, const Tensor& k, const Tenso
                                    const Tensor& out, const Tensor& lse, const Tensor& dout,
                                    const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                    const AttentionOptions& options) {
+  if (cpu::AnySixteenBit({&q, &k, &v, &out, &dout, &dq, &dk, &dv})) {
+    cpu::Widened w(*this);
+    return AttentionBackward(w.In(q), w.In(k), w.In(v), w.In(out), lse, w.In(dout), w.Out(dq),
+                             w.Out(dk), w.Out(dv), options);
+  }
   for (const Tensor* t : {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv}) {
     CheckOperand(*t, "AttentionBackward");
   }

@@ -7,6 +7,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_op_util.h"
 #include "runtime/cpu/cpu_vec.h"
+#include "runtime/cpu/cpu_widened.h"
 
 namespace sy {
 namespace {
@@ -94,6 +95,10 @@ void CpuBackend::Convert(const Tensor& src, const Tensor& out) {
 }
 
 void CpuBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (cpu::AnySixteenBit({&a, &b, &out})) {
+    cpu::Widened w(*this);
+    return Add(w.In(a), w.In(b), w.Out(out));
+  }
   for (const Tensor* t : {&a, &b, &out}) {
     CheckOperand(*t, "Add");
     cpu::CheckDType(*t, DType::kF32, "Add", "operand");
@@ -109,6 +114,10 @@ void CpuBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void CpuBackend::Mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (cpu::AnySixteenBit({&a, &b, &out})) {
+    cpu::Widened w(*this);
+    return Mul(w.In(a), w.In(b), w.Out(out));
+  }
   for (const Tensor* t : {&a, &b, &out}) {
     CheckOperand(*t, "Mul");
     cpu::CheckDType(*t, DType::kF32, "Mul", "operand");
@@ -124,6 +133,10 @@ void CpuBackend::Mul(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void CpuBackend::Scale(const Tensor& x, float alpha, const Tensor& out) {
+  if (cpu::AnySixteenBit({&x, &out})) {
+    cpu::Widened w(*this);
+    return Scale(w.In(x), alpha, w.Out(out));
+  }
   for (const Tensor* t : {&x, &out}) {
     CheckOperand(*t, "Scale");
     cpu::CheckDType(*t, DType::kF32, "Scale", "operand");
@@ -137,6 +150,10 @@ void CpuBackend::Scale(const Tensor& x, float alpha, const Tensor& out) {
 }
 
 void CpuBackend::Axpy(float alpha, const Tensor& x, const Tensor& y) {
+  if (cpu::AnySixteenBit({&x, &y})) {
+    cpu::Widened w(*this);
+    return Axpy(alpha, w.In(x), w.Out(y, /*accumulate=*/true));
+  }
   for (const Tensor* t : {&x, &y}) {
     CheckOperand(*t, "Axpy");
     cpu::CheckDType(*t, DType::kF32, "Axpy", "operand");
@@ -150,6 +167,10 @@ void CpuBackend::Axpy(float alpha, const Tensor& x, const Tensor& y) {
 }
 
 void CpuBackend::AddBias(const Tensor& x, const Tensor& bias, const Tensor& out) {
+  if (cpu::AnySixteenBit({&x, &bias, &out})) {
+    cpu::Widened w(*this);
+    return AddBias(w.In(x), w.In(bias), w.Out(out));
+  }
   for (const Tensor* t : {&x, &bias, &out}) {
     CheckOperand(*t, "AddBias");
     cpu::CheckDType(*t, DType::kF32, "AddBias", "operand");
@@ -172,6 +193,10 @@ void CpuBackend::AddBias(const Tensor& x, const Tensor& bias, const Tensor& out)
 }
 
 void CpuBackend::Silu(const Tensor& x, const Tensor& out) {
+  if (cpu::AnySixteenBit({&x, &out})) {
+    cpu::Widened w(*this);
+    return Silu(w.In(x), w.Out(out));
+  }
   for (const Tensor* t : {&x, &out}) {
     CheckOperand(*t, "Silu");
     cpu::CheckDType(*t, DType::kF32, "Silu", "operand");
@@ -190,6 +215,10 @@ void CpuBackend::Silu(const Tensor& x, const Tensor& out) {
 }
 
 void CpuBackend::SiluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  if (cpu::AnySixteenBit({&x, &dout, &dx})) {
+    cpu::Widened w(*this);
+    return SiluBackward(w.In(x), w.In(dout), w.Out(dx));
+  }
   for (const Tensor* t : {&x, &dout, &dx}) {
     CheckOperand(*t, "SiluBackward");
     cpu::CheckDType(*t, DType::kF32, "SiluBackward", "operand");
@@ -209,6 +238,10 @@ void CpuBackend::SiluBackward(const Tensor& x, const Tensor& dout, const Tensor&
 }
 
 void CpuBackend::Gelu(const Tensor& x, const Tensor& out) {
+  if (cpu::AnySixteenBit({&x, &out})) {
+    cpu::Widened w(*this);
+    return Gelu(w.In(x), w.Out(out));
+  }
   for (const Tensor* t : {&x, &out}) {
     CheckOperand(*t, "Gelu");
     cpu::CheckDType(*t, DType::kF32, "Gelu", "operand");
@@ -225,6 +258,10 @@ void CpuBackend::Gelu(const Tensor& x, const Tensor& out) {
 }
 
 void CpuBackend::GeluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  if (cpu::AnySixteenBit({&x, &dout, &dx})) {
+    cpu::Widened w(*this);
+    return GeluBackward(w.In(x), w.In(dout), w.Out(dx));
+  }
   for (const Tensor* t : {&x, &dout, &dx}) {
     CheckOperand(*t, "GeluBackward");
     cpu::CheckDType(*t, DType::kF32, "GeluBackward", "operand");
@@ -246,6 +283,10 @@ void CpuBackend::GeluBackward(const Tensor& x, const Tensor& dout, const Tensor&
 }
 
 void CpuBackend::Relu(const Tensor& x, const Tensor& out) {
+  if (cpu::AnySixteenBit({&x, &out})) {
+    cpu::Widened w(*this);
+    return Relu(w.In(x), w.Out(out));
+  }
   for (const Tensor* t : {&x, &out}) {
     CheckOperand(*t, "Relu");
     cpu::CheckDType(*t, DType::kF32, "Relu", "operand");
@@ -259,6 +300,10 @@ void CpuBackend::Relu(const Tensor& x, const Tensor& out) {
 }
 
 void CpuBackend::ReluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
+  if (cpu::AnySixteenBit({&x, &dout, &dx})) {
+    cpu::Widened w(*this);
+    return ReluBackward(w.In(x), w.In(dout), w.Out(dx));
+  }
   for (const Tensor* t : {&x, &dout, &dx}) {
     CheckOperand(*t, "ReluBackward");
     cpu::CheckDType(*t, DType::kF32, "ReluBackward", "operand");
@@ -274,6 +319,10 @@ void CpuBackend::ReluBackward(const Tensor& x, const Tensor& dout, const Tensor&
 }
 
 void CpuBackend::Swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
+  if (cpu::AnySixteenBit({&gate, &up, &out})) {
+    cpu::Widened w(*this);
+    return Swiglu(w.In(gate), w.In(up), w.Out(out));
+  }
   for (const Tensor* t : {&gate, &up, &out}) {
     CheckOperand(*t, "Swiglu");
     cpu::CheckDType(*t, DType::kF32, "Swiglu", "operand");
@@ -295,6 +344,10 @@ void CpuBackend::Swiglu(const Tensor& gate, const Tensor& up, const Tensor& out)
 
 void CpuBackend::SwigluBackward(const Tensor& gate, const Tensor& up, const Tensor& dout,
                                 const Tensor& dgate, const Tensor& dup) {
+  if (cpu::AnySixteenBit({&gate, &up, &dout, &dgate, &dup})) {
+    cpu::Widened w(*this);
+    return SwigluBackward(w.In(gate), w.In(up), w.In(dout), w.Out(dgate), w.Out(dup));
+  }
   for (const Tensor* t : {&gate, &up, &dout, &dgate, &dup}) {
     CheckOperand(*t, "SwigluBackward");
     cpu::CheckDType(*t, DType::kF32, "SwigluBackward", "operand");

@@ -35,6 +35,7 @@
 #include "runtime/cpu/cpu_op_util.h"
 #include "runtime/cpu/cpu_quant.h"
 #include "runtime/cpu/cpu_vec.h"
+#include "runtime/cpu/cpu_widened.h"
 
 namespace sy {
 namespace {
@@ -646,6 +647,11 @@ GemmArgs MakeArgs(int64_t a_rows, int64_t a_cols, int64_t b_rows, int64_t b_cols
 }  // namespace
 
 void CpuBackend::Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) {
+  if (cpu::AnySixteenBit({&a, &c})) {
+    // A 16-bit output is computed in f32 and rounded once; a 16-bit a is read exactly.
+    cpu::Widened w(*this);
+    return Gemm(w.In(a), b, w.Out(c, options.beta != 0.0f), options);
+  }
   CheckOperand(a, "Gemm");
   CheckOperand(b, "Gemm");
   CheckOperand(c, "Gemm");
@@ -666,6 +672,10 @@ void CpuBackend::Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOpt
 
 void CpuBackend::BatchedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
                              GemmOptions options) {
+  if (cpu::AnySixteenBit({&a, &c})) {
+    cpu::Widened w(*this);
+    return BatchedGemm(w.In(a), b, w.Out(c, options.beta != 0.0f), options);
+  }
   CheckOperand(a, "BatchedGemm");
   CheckOperand(b, "BatchedGemm");
   CheckOperand(c, "BatchedGemm");
@@ -747,6 +757,10 @@ void RunGemmGroups(ThreadPool& pool, std::span<const GemmArgs> groups, bool all_
 
 void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
                              std::span<const int64_t> group_rows, GemmOptions options) {
+  if (cpu::AnySixteenBit({&a, &c})) {
+    cpu::Widened w(*this);
+    return GroupedGemm(w.In(a), b, w.Out(c, options.beta != 0.0f), group_rows, options);
+  }
   CheckOperand(a, "GroupedGemm");
   CheckOperand(b, "GroupedGemm");
   CheckOperand(c, "GroupedGemm");
@@ -759,6 +773,14 @@ void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
 void CpuBackend::GroupedGemmShared(const Tensor& a, std::span<const Tensor> bs,
                                    std::span<const Tensor> cs, std::span<const int64_t> group_rows,
                                    GemmOptions options) {
+  bool sixteen_bit = cpu::AnySixteenBit({&a});
+  for (const Tensor& c : cs) sixteen_bit = sixteen_bit || cpu::AnySixteenBit({&c});
+  if (sixteen_bit) {
+    cpu::Widened w(*this);
+    std::vector<Tensor> wide_cs;
+    for (const Tensor& c : cs) wide_cs.push_back(w.Out(c, options.beta != 0.0f));
+    return GroupedGemmShared(w.In(a), bs, wide_cs, group_rows, options);
+  }
   CheckOperand(a, "GroupedGemmShared");
   SY_CHECK_EQ(bs.size(), cs.size())
       << "GroupedGemmShared: " << bs.size() << " weights for " << cs.size() << " outputs";
@@ -777,6 +799,10 @@ void CpuBackend::GroupedGemmShared(const Tensor& a, std::span<const Tensor> bs,
 
 void CpuBackend::GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw,
                                        std::span<const int64_t> group_rows, float beta) {
+  if (cpu::AnySixteenBit({&x, &dy})) {
+    cpu::Widened w(*this);
+    return GroupedGemmWeightGrad(w.In(x), w.In(dy), dw, group_rows, beta);
+  }
   CheckOperand(x, "GroupedGemmWeightGrad");
   CheckOperand(dy, "GroupedGemmWeightGrad");
   CheckOperand(dw, "GroupedGemmWeightGrad");

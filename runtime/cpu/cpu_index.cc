@@ -8,6 +8,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_op_util.h"
 #include "runtime/cpu/cpu_vec.h"
+#include "runtime/cpu/cpu_widened.h"
 
 namespace sy {
 namespace {
@@ -29,6 +30,10 @@ void CheckIndices(const int32_t* ids, int64_t n, int64_t limit, const char* op) 
 }  // namespace
 
 void CpuBackend::EmbeddingGather(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  if (cpu::AnySixteenBit({&out})) {
+    cpu::Widened w(*this);
+    return EmbeddingGather(table, ids, w.Out(out));
+  }
   CheckOperand(table, "EmbeddingGather");
   CheckOperand(ids, "EmbeddingGather");
   CheckOperand(out, "EmbeddingGather");
@@ -52,6 +57,10 @@ void CpuBackend::EmbeddingGather(const Tensor& table, const Tensor& ids, const T
 }
 
 void CpuBackend::EmbeddingScatterAdd(const Tensor& dout, const Tensor& ids, const Tensor& dtable) {
+  if (cpu::AnySixteenBit({&dout, &dtable})) {
+    cpu::Widened w(*this);
+    return EmbeddingScatterAdd(w.In(dout), ids, w.Out(dtable, /*accumulate=*/true));
+  }
   CheckOperand(dout, "EmbeddingScatterAdd");
   CheckOperand(ids, "EmbeddingScatterAdd");
   CheckOperand(dtable, "EmbeddingScatterAdd");
@@ -102,6 +111,10 @@ void CpuBackend::GatherRows(const Tensor& src, const Tensor& indices, const Tens
 
 void CpuBackend::ScatterAddRows(const Tensor& src, const Tensor& indices, const Tensor& weights,
                                 const Tensor& out) {
+  if (cpu::AnySixteenBit({&src, &weights, &out})) {
+    cpu::Widened w(*this);
+    return ScatterAddRows(w.In(src), indices, w.In(weights), w.Out(out, /*accumulate=*/true));
+  }
   CheckOperand(src, "ScatterAddRows");
   CheckOperand(indices, "ScatterAddRows");
   CheckOperand(out, "ScatterAddRows");

@@ -10,6 +10,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_op_util.h"
 #include "runtime/cpu/cpu_vec.h"
+#include "runtime/cpu/cpu_widened.h"
 
 namespace sy {
 namespace {
@@ -139,6 +140,10 @@ void CheckRope(const Tensor& x, const Tensor& positions, const Tensor& out, cons
 
 void CpuBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, const Tensor& out,
                          const Tensor& rstd) {
+  if (cpu::AnySixteenBit({&x, &out})) {
+    cpu::Widened w(*this);
+    return RmsNorm(w.In(x), weight, eps, w.Out(out), rstd);
+  }
   CheckOperand(x, "RmsNorm");
   CheckOperand(weight, "RmsNorm");
   CheckOperand(out, "RmsNorm");
@@ -174,6 +179,10 @@ void CpuBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, const
 
 void CpuBackend::RmsNormBackward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                  const Tensor& dout, const Tensor& dx, const Tensor& dweight) {
+  if (cpu::AnySixteenBit({&x, &dout, &dx})) {
+    cpu::Widened w(*this);
+    return RmsNormBackward(w.In(x), weight, rstd, w.In(dout), w.Out(dx), dweight);
+  }
   CheckOperand(x, "RmsNormBackward");
   CheckOperand(weight, "RmsNormBackward");
   CheckOperand(rstd, "RmsNormBackward");
@@ -224,6 +233,10 @@ void CpuBackend::RmsNormBackward(const Tensor& x, const Tensor& weight, const Te
 }
 
 void CpuBackend::Rope(const Tensor& x, const Tensor& positions, float theta, const Tensor& out) {
+  if (cpu::AnySixteenBit({&x, &out})) {
+    cpu::Widened w(*this);
+    return Rope(w.In(x), positions, theta, w.Out(out));
+  }
   CheckOperand(x, "Rope");
   CheckOperand(positions, "Rope");
   CheckOperand(out, "Rope");
@@ -236,6 +249,10 @@ void CpuBackend::Rope(const Tensor& x, const Tensor& positions, float theta, con
 
 void CpuBackend::RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
                               const Tensor& dx) {
+  if (cpu::AnySixteenBit({&dout, &dx})) {
+    cpu::Widened w(*this);
+    return RopeBackward(w.In(dout), positions, theta, w.Out(dx));
+  }
   CheckOperand(dout, "RopeBackward");
   CheckOperand(positions, "RopeBackward");
   CheckOperand(dx, "RopeBackward");

@@ -9,6 +9,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/cpu_op_util.h"
 #include "runtime/cpu/cpu_vec.h"
+#include "runtime/cpu/cpu_widened.h"
 
 namespace sy {
 namespace {
@@ -36,6 +37,10 @@ inline bool Before(float va, int32_t ia, float vb, int32_t ib) {
 }  // namespace
 
 void CpuBackend::Reduce(const Tensor& x, const Tensor& out, ReduceOp op, ReduceAxis axis) {
+  if (cpu::AnySixteenBit({&x, &out})) {
+    cpu::Widened w(*this);
+    return Reduce(w.In(x), w.Out(out), op, axis);
+  }
   CheckOperand(x, "Reduce");
   CheckOperand(out, "Reduce");
   cpu::CheckDType(x, DType::kF32, "Reduce", "x");
@@ -99,6 +104,10 @@ void CpuBackend::Reduce(const Tensor& x, const Tensor& out, ReduceOp op, ReduceA
 }
 
 void CpuBackend::Softmax(const Tensor& x, const Tensor& out) {
+  if (cpu::AnySixteenBit({&x, &out})) {
+    cpu::Widened w(*this);
+    return Softmax(w.In(x), w.Out(out));
+  }
   CheckOperand(x, "Softmax");
   CheckOperand(out, "Softmax");
   cpu::CheckDType(x, DType::kF32, "Softmax", "x");
@@ -122,6 +131,10 @@ void CpuBackend::Softmax(const Tensor& x, const Tensor& out) {
 }
 
 void CpuBackend::SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  if (cpu::AnySixteenBit({&y, &dy, &dx})) {
+    cpu::Widened w(*this);
+    return SoftmaxBackward(w.In(y), w.In(dy), w.Out(dx));
+  }
   for (const Tensor* t : {&y, &dy, &dx}) {
     CheckOperand(*t, "SoftmaxBackward");
     cpu::CheckDType(*t, DType::kF32, "SoftmaxBackward", "operand");
@@ -145,6 +158,10 @@ void CpuBackend::SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor
 }
 
 void CpuBackend::TopK(const Tensor& x, int k, const Tensor& values, const Tensor& indices) {
+  if (cpu::AnySixteenBit({&x})) {
+    cpu::Widened w(*this);
+    return TopK(w.In(x), k, values, indices);
+  }
   CheckOperand(x, "TopK");
   CheckOperand(values, "TopK");
   CheckOperand(indices, "TopK");
@@ -200,6 +217,10 @@ void CpuBackend::TopK(const Tensor& x, int k, const Tensor& values, const Tensor
 
 void CpuBackend::CrossEntropy(const Tensor& logits, const Tensor& targets, const Tensor& losses,
                               const Tensor& lse) {
+  if (cpu::AnySixteenBit({&logits})) {
+    cpu::Widened w(*this);
+    return CrossEntropy(w.In(logits), targets, losses, lse);
+  }
   CheckOperand(logits, "CrossEntropy");
   CheckOperand(targets, "CrossEntropy");
   CheckOperand(losses, "CrossEntropy");
@@ -239,6 +260,10 @@ void CpuBackend::CrossEntropy(const Tensor& logits, const Tensor& targets, const
 void CpuBackend::CrossEntropyBackward(const Tensor& logits, const Tensor& targets,
                                       const Tensor& lse, const Tensor& dlosses,
                                       const Tensor& dlogits) {
+  if (cpu::AnySixteenBit({&logits, &dlosses, &dlogits})) {
+    cpu::Widened w(*this);
+    return CrossEntropyBackward(w.In(logits), targets, lse, w.In(dlosses), w.Out(dlogits));
+  }
   CheckOperand(logits, "CrossEntropyBackward");
   CheckOperand(targets, "CrossEntropyBackward");
   CheckOperand(lse, "CrossEntropyBackward");

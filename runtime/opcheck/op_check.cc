@@ -41,6 +41,18 @@ constexpr double kF32Accumulate = 1e-10;
 // nmse is about 1.5e-5 (weights independent of the errors; observed 1.2e-5 to 2.5e-5). ggml's
 // test-backend-ops holds its quantized mul_mat to 5e-4.
 constexpr double kInt8Activations = 1e-4;
+// A 16-bit output (Note [16-bit operands] in runtime/backend/backend.h): its final rounding, at
+// most half an ulp, a relative error of 2^-8 for bf16 (8 significant bits) and 2^-11 for f16 (11),
+// so an nmse of at most 2^-16 and 2^-22, plus the f32 computation's (~1e-10). Truncating instead
+// of rounding to nearest gives up to twice that error in every element, and fails.
+constexpr double kBf16Output = 0x1p-16 + 1e-10;
+constexpr double kF16Output = 0x1p-22 + 1e-10;
+
+// The threshold of a case whose lowest-precision output has dtype `out`, computed with `f32`
+// (the op's own f32 threshold) otherwise.
+double OutputThreshold(DType out, double f32) {
+  return out == DType::kBF16 ? kBf16Output : out == DType::kF16 ? kF16Output : f32;
+}
 
 // ---- seeded host data ----
 
@@ -1144,67 +1156,78 @@ std::vector<AttentionSpec> AttentionSpecs() {
   };
 }
 
+// The attention cases in f32 (every spec), and with 16-bit q, k, v, out and their gradients
+// (Note [16-bit operands]; three specs, named "act_<dtype>_<spec>", the output thresholds of
+// OutputThreshold below).
 void AddAttentionCases(std::vector<OpCheckCase>& cases) {
-  for (const AttentionSpec& spec : AttentionSpecs()) {
-    cases.push_back(
-        MakeCase("Attention", spec.name, kF32Accumulate, [spec](DeviceIo& d, Rng& rng, Checker& c) {
-          const reference::AttentionShape& s = spec.shape;
-          const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
-          const int64_t nkv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
-          const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-          Values q = RoundAll(DType::kF32, rng.Uniforms(nq, -2, 2));
-          Values k = RoundAll(DType::kF32, rng.Uniforms(nkv, -2, 2));
-          Values v = RoundAll(DType::kF32, rng.Uniforms(nkv, -2, 2));
-          Tensor tq = d.Up(DType::kF32, {s.batch, s.q_len, s.q_heads, s.head_dim}, q);
-          Tensor tk = d.Up(DType::kF32, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, k);
-          Tensor tv = d.Up(DType::kF32, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, v);
-          Tensor out = d.Up(DType::kF32, {s.batch, s.q_len, s.q_heads, s.head_dim}, NaNs(nq));
-          const int64_t nl = s.batch * s.q_heads * s.q_len;
-          Tensor lse =
-              spec.with_lse ? d.Up(DType::kF32, {s.batch, s.q_heads, s.q_len}, NaNs(nl)) : Tensor();
-          AttentionOptions o;
-          o.scale = static_cast<float>(scale);
-          o.kv_lens = spec.kv_lens;
-          d.backend().Attention(tq, tk, tv, out, lse, o);
-          reference::AttentionResult ref =
-              reference::Attention(s, q, k, v, static_cast<float>(scale), spec.kv_lens);
-          c.Compare("out", d.Down(out), ref.out);
-          if (spec.with_lse) c.Compare("lse", d.Down(lse), ref.lse);
-        }));
-  }
-  for (const AttentionSpec& spec : AttentionSpecs()) {
-    if (!spec.with_lse) continue;
-    cases.push_back(MakeCase(
-        "AttentionBackward", spec.name, kF32Accumulate, [spec](DeviceIo& d, Rng& rng, Checker& c) {
-          const reference::AttentionShape& s = spec.shape;
-          const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
-          const int64_t nkv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
-          const double scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-          Values q = RoundAll(DType::kF32, rng.Uniforms(nq, -2, 2));
-          Values k = RoundAll(DType::kF32, rng.Uniforms(nkv, -2, 2));
-          Values v = RoundAll(DType::kF32, rng.Uniforms(nkv, -2, 2));
-          reference::AttentionResult fwd = reference::Attention(s, q, k, v, scale, spec.kv_lens);
-          Values out = RoundAll(DType::kF32, fwd.out);
-          Values lse = RoundAll(DType::kF32, fwd.lse);
-          Values dout = RoundAll(DType::kF32, rng.Uniforms(nq, -1, 1));
-          Shape qs{s.batch, s.q_len, s.q_heads, s.head_dim};
-          Shape kvs{s.batch, s.kv_len, s.kv_heads, s.head_dim};
-          Tensor tq = d.Up(DType::kF32, qs, q), tk = d.Up(DType::kF32, kvs, k);
-          Tensor tv = d.Up(DType::kF32, kvs, v), to = d.Up(DType::kF32, qs, out);
-          Tensor tl = d.Up(DType::kF32, {s.batch, s.q_heads, s.q_len}, lse);
-          Tensor td = d.Up(DType::kF32, qs, dout);
-          Tensor dq = d.Up(DType::kF32, qs, NaNs(nq));
-          Tensor dk = d.Up(DType::kF32, kvs, NaNs(nkv)), dv = d.Up(DType::kF32, kvs, NaNs(nkv));
-          AttentionOptions o;
-          o.scale = static_cast<float>(scale);
-          o.kv_lens = spec.kv_lens;
-          d.backend().AttentionBackward(tq, tk, tv, to, tl, td, dq, dk, dv, o);
-          reference::AttentionGrads ref =
-              reference::AttentionBackward(s, q, k, v, out, lse, dout, scale, spec.kv_lens);
-          c.Compare("dq", d.Down(dq), ref.dq);
-          c.Compare("dk", d.Down(dk), ref.dk);
-          c.Compare("dv", d.Down(dv), ref.dv);
-        }));
+  for (DType h : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (const AttentionSpec& spec : AttentionSpecs()) {
+      const bool wide = h == DType::kF32;
+      if (!wide && spec.name != "prefill_gqa2" && spec.name != "prefill_gqa4" &&
+          spec.name != "decode_gqa2_kv_lens") {
+        continue;
+      }
+      const std::string name = wide ? spec.name : "act_" + DTypeTag(h) + "_" + spec.name;
+      const double threshold = OutputThreshold(h, kF32Accumulate);
+      cases.push_back(
+          MakeCase("Attention", name, threshold, [spec, h](DeviceIo& d, Rng& rng, Checker& c) {
+            const reference::AttentionShape& s = spec.shape;
+            const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
+            const int64_t nkv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
+            const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+            Values q = RoundAll(h, rng.Uniforms(nq, -2, 2));
+            Values k = RoundAll(h, rng.Uniforms(nkv, -2, 2));
+            Values v = RoundAll(h, rng.Uniforms(nkv, -2, 2));
+            Tensor tq = d.Up(h, {s.batch, s.q_len, s.q_heads, s.head_dim}, q);
+            Tensor tk = d.Up(h, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, k);
+            Tensor tv = d.Up(h, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, v);
+            Tensor out = d.Up(h, {s.batch, s.q_len, s.q_heads, s.head_dim}, NaNs(nq));
+            const int64_t nl = s.batch * s.q_heads * s.q_len;
+            Tensor lse = spec.with_lse ? d.Up(DType::kF32, {s.batch, s.q_heads, s.q_len}, NaNs(nl))
+                                       : Tensor();
+            AttentionOptions o;
+            o.scale = static_cast<float>(scale);
+            o.kv_lens = spec.kv_lens;
+            d.backend().Attention(tq, tk, tv, out, lse, o);
+            reference::AttentionResult ref =
+                reference::Attention(s, q, k, v, static_cast<float>(scale), spec.kv_lens);
+            c.Compare("out", d.Down(out), ref.out);
+            if (spec.with_lse) c.Compare("lse", d.Down(lse), ref.lse);
+          }));
+      if (!spec.with_lse) continue;
+      cases.push_back(MakeCase(
+          "AttentionBackward", name, threshold, [spec, h](DeviceIo& d, Rng& rng, Checker& c) {
+            const reference::AttentionShape& s = spec.shape;
+            const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
+            const int64_t nkv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
+            const double scale =
+                static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+            Values q = RoundAll(h, rng.Uniforms(nq, -2, 2));
+            Values k = RoundAll(h, rng.Uniforms(nkv, -2, 2));
+            Values v = RoundAll(h, rng.Uniforms(nkv, -2, 2));
+            reference::AttentionResult fwd = reference::Attention(s, q, k, v, scale, spec.kv_lens);
+            Values out = RoundAll(h, fwd.out);
+            Values lse = RoundAll(DType::kF32, fwd.lse);
+            Values dout = RoundAll(h, rng.Uniforms(nq, -1, 1));
+            Shape qs{s.batch, s.q_len, s.q_heads, s.head_dim};
+            Shape kvs{s.batch, s.kv_len, s.kv_heads, s.head_dim};
+            Tensor tq = d.Up(h, qs, q), tk = d.Up(h, kvs, k);
+            Tensor tv = d.Up(h, kvs, v), to = d.Up(h, qs, out);
+            Tensor tl = d.Up(DType::kF32, {s.batch, s.q_heads, s.q_len}, lse);
+            Tensor td = d.Up(h, qs, dout);
+            Tensor dq = d.Up(h, qs, NaNs(nq));
+            Tensor dk = d.Up(h, kvs, NaNs(nkv)), dv = d.Up(h, kvs, NaNs(nkv));
+            AttentionOptions o;
+            o.scale = static_cast<float>(scale);
+            o.kv_lens = spec.kv_lens;
+            d.backend().AttentionBackward(tq, tk, tv, to, tl, td, dq, dk, dv, o);
+            reference::AttentionGrads ref =
+                reference::AttentionBackward(s, q, k, v, out, lse, dout, scale, spec.kv_lens);
+            c.Compare("dq", d.Down(dq), ref.dq);
+            c.Compare("dk", d.Down(dk), ref.dk);
+            c.Compare("dv", d.Down(dv), ref.dv);
+          }));
+    }
   }
 }
 
@@ -1281,6 +1304,464 @@ void AddIndexCases(std::vector<OpCheckCase>& cases) {
   }
 }
 
+// ---- 16-bit operands (Note [16-bit operands] in runtime/backend/backend.h) ----
+//
+// Every operator again with its floating-point operands in bf16 or f16, mixed with f32 where a
+// mixed-precision model mixes them (an f32 residual stream normalised into a bf16 activation, a
+// bf16 activation scattered into an f32 sum). The inputs are rounded to their dtype before the
+// reference sees them, so the reference is exact; the one error allowed on a 16-bit output is its
+// final rounding (kBf16Output, kF16Output). An f32 output of 16-bit inputs keeps its f32
+// threshold: a product of two 16-bit values is exact in f32, so only the order of the f32 sums may
+// differ.
+// MakeCase for a case of this section: its name starts with "act_" (16-bit activations).
+OpCheckCase MakeActivationCase(std::string op, std::string case_name, double threshold,
+                               CaseBody body) {
+  return MakeCase(std::move(op), "act_" + case_name, threshold, std::move(body));
+}
+
+// "bf16" or "f16", and "_to_f32" style suffixes for an f32 output.
+std::string Tag(DType in, DType out) {
+  return DTypeTag(in) + (out == in ? "" : "_to_" + DTypeTag(out));
+}
+
+void AddSixteenBitGemmCases(std::vector<OpCheckCase>& cases, DType h) {
+  struct Spec {
+    std::string name;
+    DType a, b, c;
+    int64_t m, n, k;
+    bool ta, tb;
+    float alpha, beta;
+  };
+  const DType f = DType::kF32;
+  const std::string t = DTypeTag(h);
+  const Spec specs[] = {
+      // Training shapes: 16-bit activations times 16-bit weights, into f32 or 16-bit outputs.
+      {t + "_trans_b_to_f32", h, h, f, 70, 130, 200, false, true, 1.0f, 0.0f},
+      {t + "_trans_b", h, h, h, 70, 130, 200, false, true, 1.0f, 0.0f},
+      {t + "_nn_alpha_beta", h, h, h, 33, 65, 47, false, false, 0.5f, -1.0f},
+      {t + "_trans_a_to_f32_beta1", h, h, f, 40, 31, 90, true, false, 1.0f, 1.0f},
+      {t + "_trans_a_trans_b", h, h, h, 17, 23, 29, true, true, 1.0f, 0.0f},
+      {t + "_gemv_m1_trans_b", h, h, h, 1, 301, 257, false, true, 1.0f, 0.0f},
+      {t + "_m3_nn_beta1", h, h, f, 3, 150, 70, false, false, 1.0f, 1.0f},
+      {t + "_k1", h, h, h, 6, 5, 1, false, false, 1.0f, 0.0f},
+      {t + "_k0_beta", h, h, h, 3, 4, 0, false, true, 1.0f, 0.25f},
+      // Mixed: a 16-bit activation with f32 weights, an f32 activation into a 16-bit output.
+      {t + "_a_f32_b", h, f, f, 9, 11, 17, false, true, 1.0f, 0.0f},
+      {t + "_out_of_f32", f, f, h, 9, 11, 17, false, false, 1.0f, 0.0f},
+      {t + "_out_of_f32_weight_" + t, f, h, h, 12, 40, 64, false, true, 1.0f, 0.5f},
+  };
+  for (const Spec& s : specs) {
+    cases.push_back(MakeActivationCase(
+        "Gemm", s.name, OutputThreshold(s.c, kF32Accumulate),
+        [s](DeviceIo& d, Rng& rng, Checker& c) {
+          Values a = RoundAll(s.a, rng.Uniforms(s.m * s.k, -1, 1));
+          Values b = RoundAll(s.b, rng.Uniforms(s.k * s.n, -1, 1));
+          Values c0 =
+              s.beta == 0.0f ? NaNs(s.m * s.n) : RoundAll(s.c, rng.Uniforms(s.m * s.n, -1, 1));
+          Tensor ta = d.Up(s.a, s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, a);
+          Tensor tb = d.Up(s.b, s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, b);
+          Tensor tc = d.Up(s.c, {s.m, s.n}, c0);
+          GemmOptions o{s.ta, s.tb, s.alpha, s.beta};
+          d.backend().Gemm(ta, tb, tc, o);
+          c.Compare("c", d.Down(tc), reference::Gemm(s.m, s.n, s.k, a, b, c0, o));
+        }));
+  }
+  cases.push_back(MakeActivationCase(
+      "BatchedGemm", t + "_alpha_beta_trans_b", OutputThreshold(h, kF32Accumulate),
+      [h](DeviceIo& d, Rng& rng, Checker& c) {
+        const int64_t bt = 3, m = 6, n = 20, k = 17;
+        Values a = RoundAll(h, rng.Uniforms(bt * m * k, -1, 1));
+        Values b = RoundAll(h, rng.Uniforms(bt * k * n, -1, 1));
+        Values c0 = RoundAll(h, rng.Uniforms(bt * m * n, -1, 1));
+        Tensor ta = d.Up(h, {bt, m, k}, a), tb = d.Up(h, {bt, n, k}, b);
+        Tensor tc = d.Up(h, {bt, m, n}, c0);
+        GemmOptions o{false, true, -2.0f, 0.5f};
+        d.backend().BatchedGemm(ta, tb, tc, o);
+        c.Compare("c", d.Down(tc), reference::BatchedGemm(bt, m, n, k, a, b, c0, o));
+      }));
+  struct GroupSpec {
+    std::string name;
+    DType c;
+    std::vector<int64_t> groups;
+    int64_t n, k;
+    bool tb;
+    float alpha, beta;
+  };
+  const GroupSpec group_specs[] = {
+      {t + "_trans_b", h, {3, 0, 50, 1}, 40, 64, true, 1.0f, 0.0f},
+      {t + "_trans_b_to_f32", f, {70, 0, 5}, 33, 65, true, 1.0f, 0.0f},
+      {t + "_beta1", h, {2, 6, 0, 9}, 19, 21, false, 1.0f, 1.0f},
+      {t + "_to_f32_beta1", f, {4, 0, 7}, 37, 30, false, 1.0f, 1.0f},
+      {t + "_decode_trans_b", h, {1, 2, 0, 3}, 10, 1024, true, 1.0f, 0.0f},
+  };
+  for (const GroupSpec& s : group_specs) {
+    cases.push_back(MakeActivationCase(
+        "GroupedGemm", s.name, OutputThreshold(s.c, kF32Accumulate),
+        [s, h](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t rows = Sum(s.groups), g = static_cast<int64_t>(s.groups.size());
+          Values a = RoundAll(h, rng.Uniforms(rows * s.k, -1, 1));
+          Values b = RoundAll(h, rng.Uniforms(g * s.k * s.n, -1, 1));
+          Values c0 =
+              s.beta == 0.0f ? NaNs(rows * s.n) : RoundAll(s.c, rng.Uniforms(rows * s.n, -1, 1));
+          Tensor ta = d.Up(h, {rows, s.k}, a);
+          Tensor tb = d.Up(h, s.tb ? Shape{g, s.n, s.k} : Shape{g, s.k, s.n}, b);
+          Tensor tc = d.Up(s.c, {rows, s.n}, c0);
+          GemmOptions o{false, s.tb, s.alpha, s.beta};
+          d.backend().GroupedGemm(ta, tb, tc, s.groups, o);
+          c.Compare("c", d.Down(tc), reference::GroupedGemm(s.groups, s.n, s.k, a, b, c0, o));
+        }));
+  }
+  cases.push_back(MakeActivationCase(
+      "GroupedGemmShared", t + "_trans_b", OutputThreshold(h, kF32Accumulate),
+      [h](DeviceIo& d, Rng& rng, Checker& c) {
+        const std::vector<int64_t> groups = {9, 0, 40, 2};
+        const int64_t rows = Sum(groups), g = 4, n = 48, k = 64;
+        Values a = RoundAll(h, rng.Uniforms(rows * k, -1, 1));
+        Values b0 = RoundAll(h, rng.Uniforms(g * k * n, -1, 1));
+        Values b1 = RoundAll(h, rng.Uniforms(g * k * n, -1, 1));
+        Tensor ta = d.Up(h, {rows, k}, a);
+        const Tensor bs[] = {d.Up(h, {g, n, k}, b0), d.Up(h, {g, n, k}, b1)};
+        const Tensor cs[] = {d.Up(h, {rows, n}, NaNs(rows * n)),
+                             d.Up(h, {rows, n}, NaNs(rows * n))};
+        GemmOptions o{false, true, 1.0f, 0.0f};
+        d.backend().GroupedGemmShared(ta, bs, cs, groups, o);
+        c.Compare("c0", d.Down(cs[0]),
+                  reference::GroupedGemm(groups, n, k, a, b0, NaNs(rows * n), o));
+        c.Compare("c1", d.Down(cs[1]),
+                  reference::GroupedGemm(groups, n, k, a, b1, NaNs(rows * n), o));
+      }));
+  for (float beta : {0.0f, 1.0f}) {
+    cases.push_back(MakeActivationCase(
+        "GroupedGemmWeightGrad", t + (beta == 0.0f ? "_beta0" : "_beta1"), kF32Accumulate,
+        [h, beta](DeviceIo& d, Rng& rng, Checker& c) {
+          const std::vector<int64_t> groups = {40, 0, 70, 3};
+          const int64_t rows = Sum(groups), g = 4, n = 33, k = 65;
+          Values x = RoundAll(h, rng.Uniforms(rows * k, -1, 1));
+          Values dy = RoundAll(h, rng.Uniforms(rows * n, -1, 1));
+          Values dw0 = beta == 0.0f ? NaNs(g * n * k)
+                                    : RoundAll(DType::kF32, rng.Uniforms(g * n * k, -1, 1));
+          Tensor tx = d.Up(h, {rows, k}, x), tdy = d.Up(h, {rows, n}, dy);
+          Tensor tdw = d.Up(DType::kF32, {g, n, k}, dw0);
+          d.backend().GroupedGemmWeightGrad(tx, tdy, tdw, groups, beta);
+          c.Compare("dw", d.Down(tdw),
+                    reference::GroupedGemmWeightGrad(groups, n, k, x, dy, dw0, beta));
+        }));
+  }
+}
+
+void AddSixteenBitElementwiseCases(std::vector<OpCheckCase>& cases, DType h) {
+  const DType f = DType::kF32;
+  const int64_t n = 40000;
+  // Add: the residual stream (f32) plus a 16-bit branch, and all 16-bit; in place.
+  for (auto [a_dtype, b_dtype, o_dtype] :
+       {std::tuple{f, h, f}, std::tuple{h, h, h}, std::tuple{h, h, f}}) {
+    const std::string name =
+        DTypeTag(a_dtype) + "_" + DTypeTag(b_dtype) + "_to_" + DTypeTag(o_dtype);
+    cases.push_back(MakeActivationCase(
+        "Add", name, OutputThreshold(o_dtype, kF32Simple),
+        [n, a_t = a_dtype, b_t = b_dtype, o_t = o_dtype](DeviceIo& d, Rng& rng, Checker& c) {
+          Values a = RoundAll(a_t, rng.Uniforms(n, -2, 2));
+          Values b = RoundAll(b_t, rng.Uniforms(n, -2, 2));
+          Tensor out = d.Up(o_t, {n}, NaNs(n));
+          d.backend().Add(d.Up(a_t, {n}, a), d.Up(b_t, {n}, b), out);
+          c.Compare("out", d.Down(out), reference::Add(a, b));
+        }));
+  }
+  cases.push_back(MakeActivationCase("Add", DTypeTag(h) + "_in_place",
+                                     OutputThreshold(h, kF32Simple),
+                                     [h](DeviceIo& d, Rng& rng, Checker& c) {
+                                       Values a = RoundAll(h, rng.Uniforms(1000, -2, 2));
+                                       Values b = RoundAll(h, rng.Uniforms(1000, -2, 2));
+                                       Tensor ta = d.Up(h, {10, 100}, a);
+                                       d.backend().Add(ta, d.Up(h, {10, 100}, b), ta);
+                                       c.Compare("a", d.Down(ta), reference::Add(a, b));
+                                     }));
+  cases.push_back(
+      MakeActivationCase("Mul", Tag(h, f), kF32Simple, [h](DeviceIo& d, Rng& rng, Checker& c) {
+        Values a = RoundAll(h, rng.Uniforms(n, -2, 2)), b = RoundAll(h, rng.Uniforms(n, -2, 2));
+        Tensor out = d.Up(DType::kF32, {n}, NaNs(n));
+        d.backend().Mul(d.Up(h, {n}, a), d.Up(h, {n}, b), out);
+        c.Compare("out", d.Down(out), reference::Mul(a, b));
+      }));
+  cases.push_back(MakeActivationCase("Scale", Tag(h, h), OutputThreshold(h, kF32Simple),
+                                     [h](DeviceIo& d, Rng& rng, Checker& c) {
+                                       Values x = RoundAll(h, rng.Uniforms(n, -2, 2));
+                                       Tensor out = d.Up(h, {n}, NaNs(n));
+                                       d.backend().Scale(d.Up(h, {n}, x), -0.3f, out);
+                                       c.Compare("out", d.Down(out), reference::Scale(x, -0.3f));
+                                     }));
+  for (DType y_t : {h, f}) {
+    cases.push_back(MakeActivationCase("Axpy", Tag(h, y_t), OutputThreshold(y_t, kF32Simple),
+                                       [h, y_t](DeviceIo& d, Rng& rng, Checker& c) {
+                                         Values x = RoundAll(h, rng.Uniforms(n, -2, 2));
+                                         Values y = RoundAll(y_t, rng.Uniforms(n, -2, 2));
+                                         Tensor ty = d.Up(y_t, {n}, y);
+                                         d.backend().Axpy(1.75f, d.Up(h, {n}, x), ty);
+                                         c.Compare("y", d.Down(ty), reference::Axpy(1.75f, x, y));
+                                       }));
+  }
+  cases.push_back(MakeActivationCase(
+      "AddBias", Tag(h, h) + "_f32_bias", OutputThreshold(h, kF32Simple),
+      [h](DeviceIo& d, Rng& rng, Checker& c) {
+        const int64_t rows = 37, cols = 130;
+        Values x = RoundAll(h, rng.Uniforms(rows * cols, -2, 2));
+        Values bias = RoundAll(DType::kF32, rng.Uniforms(cols, -2, 2));
+        Tensor out = d.Up(h, {rows, cols}, NaNs(rows * cols));
+        d.backend().AddBias(d.Up(h, {rows, cols}, x), d.Up(DType::kF32, {cols}, bias), out);
+        c.Compare("out", d.Down(out), reference::AddBias(rows, cols, x, bias));
+      }));
+  struct Unary {
+    const char* op;
+    void (Backend::*fn)(const Tensor&, const Tensor&);
+    Values (*ref)(reference::ConstValues);
+    void (Backend::*backward)(const Tensor&, const Tensor&, const Tensor&);
+    Values (*backward_ref)(reference::ConstValues, reference::ConstValues);
+  };
+  for (Unary u : {Unary{"Silu", &Backend::Silu, &reference::Silu, &Backend::SiluBackward,
+                        &reference::SiluBackward},
+                  Unary{"Gelu", &Backend::Gelu, &reference::Gelu, &Backend::GeluBackward,
+                        &reference::GeluBackward},
+                  Unary{"Relu", &Backend::Relu, &reference::Relu, &Backend::ReluBackward,
+                        &reference::ReluBackward}}) {
+    cases.push_back(MakeActivationCase(u.op, Tag(h, h), OutputThreshold(h, kF32Math),
+                                       [h, u](DeviceIo& d, Rng& rng, Checker& c) {
+                                         Values x = RoundAll(h, rng.Uniforms(n, -9, 9));
+                                         Tensor out = d.Up(h, {n}, NaNs(n));
+                                         (d.backend().*u.fn)(d.Up(h, {n}, x), out);
+                                         c.Compare("out", d.Down(out), u.ref(x));
+                                       }));
+    cases.push_back(
+        MakeActivationCase(std::string(u.op) + "Backward", Tag(h, h), OutputThreshold(h, kF32Math),
+                           [h, u](DeviceIo& d, Rng& rng, Checker& c) {
+                             Values x = RoundAll(h, rng.Uniforms(n, -9, 9));
+                             Values dout = RoundAll(h, rng.Uniforms(n, -1, 1));
+                             Tensor dx = d.Up(h, {n}, NaNs(n));
+                             (d.backend().*u.backward)(d.Up(h, {n}, x), d.Up(h, {n}, dout), dx);
+                             c.Compare("dx", d.Down(dx), u.backward_ref(x, dout));
+                           }));
+  }
+  cases.push_back(MakeActivationCase("Swiglu", Tag(h, h), OutputThreshold(h, kF32Math),
+                                     [h](DeviceIo& d, Rng& rng, Checker& c) {
+                                       Values g = RoundAll(h, rng.Uniforms(n, -8, 8));
+                                       Values u = RoundAll(h, rng.Uniforms(n, -2, 2));
+                                       Tensor out = d.Up(h, {n}, NaNs(n));
+                                       d.backend().Swiglu(d.Up(h, {n}, g), d.Up(h, {n}, u), out);
+                                       c.Compare("out", d.Down(out), reference::Swiglu(g, u));
+                                     }));
+  cases.push_back(MakeActivationCase(
+      "SwigluBackward", Tag(h, h), OutputThreshold(h, kF32Math),
+      [h](DeviceIo& d, Rng& rng, Checker& c) {
+        Values g = RoundAll(h, rng.Uniforms(n, -8, 8));
+        Values u = RoundAll(h, rng.Uniforms(n, -2, 2));
+        Values dout = RoundAll(h, rng.Uniforms(n, -1, 1));
+        Tensor dg = d.Up(h, {n}, NaNs(n)), du = d.Up(h, {n}, NaNs(n));
+        d.backend().SwigluBackward(d.Up(h, {n}, g), d.Up(h, {n}, u), d.Up(h, {n}, dout), dg, du);
+        reference::SwigluGrads ref = reference::SwigluBackward(g, u, dout);
+        c.Compare("dgate", d.Down(dg), ref.dgate);
+        c.Compare("dup", d.Down(du), ref.dup);
+      }));
+}
+
+void AddSixteenBitRowCases(std::vector<OpCheckCase>& cases, DType h) {
+  const DType f = DType::kF32;
+  for (ReduceAxis axis : {ReduceAxis::kLast, ReduceAxis::kFirst}) {
+    const std::string an = axis == ReduceAxis::kLast ? "_sum_last" : "_sum_first";
+    cases.push_back(MakeActivationCase(
+        "Reduce", Tag(h, f) + an, kF32Math, [h, axis](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t rows = 33, n = 1001;
+          Values x = RoundAll(h, rng.Uniforms(rows * n, -3, 3));
+          const int64_t out_n = axis == ReduceAxis::kLast ? rows : n;
+          Tensor out = d.Up(DType::kF32, {out_n}, NaNs(out_n));
+          d.backend().Reduce(d.Up(h, {rows, n}, x), out, ReduceOp::kSum, axis);
+          c.Compare("out", d.Down(out), reference::Reduce(rows, n, x, ReduceOp::kSum, axis));
+        }));
+  }
+  cases.push_back(MakeActivationCase(
+      "Softmax", Tag(h, h), OutputThreshold(h, kF32Math), [h](DeviceIo& d, Rng& rng, Checker& c) {
+        const int64_t rows = 17, n = 1000;
+        Values x = RoundAll(h, rng.Uniforms(rows * n, -10, 10));
+        Tensor out = d.Up(h, {rows, n}, NaNs(rows * n));
+        d.backend().Softmax(d.Up(h, {rows, n}, x), out);
+        c.Compare("out", d.Down(out), reference::Softmax(rows, n, x));
+      }));
+  cases.push_back(MakeActivationCase(
+      "SoftmaxBackward", Tag(h, h), OutputThreshold(h, kF32Math),
+      [h](DeviceIo& d, Rng& rng, Checker& c) {
+        const int64_t rows = 17, n = 100;
+        Values y = RoundAll(h, reference::Softmax(rows, n, rng.Uniforms(rows * n, -3, 3)));
+        Values dy = RoundAll(h, rng.Uniforms(rows * n, -1, 1));
+        Tensor dx = d.Up(h, {rows, n}, NaNs(rows * n));
+        d.backend().SoftmaxBackward(d.Up(h, {rows, n}, y), d.Up(h, {rows, n}, dy), dx);
+        c.Compare("dx", d.Down(dx), reference::SoftmaxBackward(rows, n, y, dy));
+      }));
+  cases.push_back(MakeActivationCase(
+      "TopK", Tag(h, f) + "_ties", kExact, [h](DeviceIo& d, Rng& rng, Checker& c) {
+        const int64_t rows = 33, n = 64;
+        const int k = 6;
+        Values x(static_cast<size_t>(rows * n));
+        for (double& v : x) v = static_cast<double>(rng.Int(-8, 8)) * 0.25;
+        Tensor values = d.Up(DType::kF32, {rows, k}, NaNs(rows * k));
+        Tensor indices = d.UpI32({rows, k}, std::vector<int32_t>(rows * k, -7));
+        d.backend().TopK(d.Up(h, {rows, n}, x), k, values, indices);
+        reference::TopKResult ref = reference::TopK(rows, n, x, k);
+        c.Compare("values", d.Down(values), ref.values);
+        c.RequireEqual("indices", d.DownI32(indices), ref.indices);
+      }));
+  // The loss of 16-bit logits, and the gradient of f32 or 16-bit logits into a 16-bit dlogits (the
+  // LM head's backward).
+  const int64_t ce_rows = 12, ce_v = 300;
+  cases.push_back(MakeActivationCase(
+      "CrossEntropy", Tag(h, f), kF32Math, [h, ce_rows, ce_v](DeviceIo& d, Rng& rng, Checker& c) {
+        Values logits = RoundAll(h, rng.Uniforms(ce_rows * ce_v, -5, 5));
+        std::vector<int32_t> targets = Targets(rng, ce_rows, ce_v, true);
+        Tensor losses = d.Up(DType::kF32, {ce_rows}, NaNs(ce_rows));
+        Tensor lse = d.Up(DType::kF32, {ce_rows}, NaNs(ce_rows));
+        d.backend().CrossEntropy(d.Up(h, {ce_rows, ce_v}, logits), d.UpI32({ce_rows}, targets),
+                                 losses, lse);
+        reference::CrossEntropyResult ref = reference::CrossEntropy(ce_rows, ce_v, logits, targets);
+        c.Compare("losses", d.Down(losses), ref.losses);
+        c.Compare("lse", d.Down(lse), ref.lse);
+      }));
+  for (DType logits_t : {f, h}) {
+    cases.push_back(MakeActivationCase(
+        "CrossEntropyBackward", Tag(logits_t, h), OutputThreshold(h, kF32Math),
+        [h, logits_t, ce_rows, ce_v](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t rows = ce_rows, v = ce_v;
+          Values logits = RoundAll(logits_t, rng.Uniforms(rows * v, -5, 5));
+          std::vector<int32_t> targets = Targets(rng, rows, v, true);
+          Values lse = RoundAll(DType::kF32, reference::CrossEntropy(rows, v, logits, targets).lse);
+          Values dl = RoundAll(DType::kF32, rng.Uniforms(rows, 0.1, 2));
+          Tensor dlogits = d.Up(h, {rows, v}, NaNs(rows * v));
+          d.backend().CrossEntropyBackward(d.Up(logits_t, {rows, v}, logits),
+                                           d.UpI32({rows}, targets), d.Up(DType::kF32, {rows}, lse),
+                                           d.Up(DType::kF32, {rows}, dl), dlogits);
+          c.Compare("dlogits", d.Down(dlogits),
+                    reference::CrossEntropyBackward(rows, v, logits, targets, lse, dl));
+        }));
+  }
+  // RMSNorm: the f32 residual normalised into a 16-bit activation (the decoder layer's norms), and
+  // 16-bit to 16-bit (qk-norm); the backward likewise, dweight always f32.
+  for (auto [x_dtype, o_dtype] : {std::pair{f, h}, std::pair{h, h}}) {
+    const DType x_t = x_dtype, o_t = o_dtype;
+    const int64_t rows = 19, n = 1000;
+    cases.push_back(MakeActivationCase(
+        "RmsNorm", Tag(x_t, o_t) + "_weight_" + DTypeTag(h), OutputThreshold(o_t, kF32Math),
+        [=](DeviceIo& d, Rng& rng, Checker& c) {
+          Values x = RoundAll(x_t, rng.Uniforms(rows * n, -3, 3));
+          Values weight = RoundAll(h, rng.Uniforms(n, 0.5, 1.5));
+          Tensor out = d.Up(o_t, {rows, n}, NaNs(rows * n));
+          Tensor rstd = d.Up(DType::kF32, {rows}, NaNs(rows));
+          d.backend().RmsNorm(d.Up(x_t, {rows, n}, x), d.Up(h, {n}, weight), 1e-5f, out, rstd);
+          reference::RmsNormResult ref = reference::RmsNorm(rows, n, x, weight, 1e-5);
+          c.Compare("out", d.Down(out), ref.out);
+          c.Compare("rstd", d.Down(rstd), ref.rstd);
+        }));
+    // x_t is also the dx dtype: an f32 residual takes an f32 gradient from a 16-bit or f32 dout.
+    for (DType dout_t : {h, f}) {
+      if (x_t == h && dout_t == f) continue;
+      cases.push_back(MakeActivationCase(
+          "RmsNormBackward",
+          "x_" + DTypeTag(x_t) + "_dout_" + DTypeTag(dout_t) + "_weight_" + DTypeTag(h),
+          OutputThreshold(x_t, kF32Math), [=](DeviceIo& d, Rng& rng, Checker& c) {
+            Values x = RoundAll(x_t, rng.Uniforms(rows * n, -3, 3));
+            Values weight = RoundAll(h, rng.Uniforms(n, 0.5, 1.5));
+            Values rstd = RoundAll(DType::kF32, reference::RmsNorm(rows, n, x, weight, 1e-5).rstd);
+            Values dout = RoundAll(dout_t, rng.Uniforms(rows * n, -1, 1));
+            Tensor dx = d.Up(x_t, {rows, n}, NaNs(rows * n));
+            Tensor dw = d.Up(DType::kF32, {n}, NaNs(n));
+            d.backend().RmsNormBackward(d.Up(x_t, {rows, n}, x), d.Up(h, {n}, weight),
+                                        d.Up(DType::kF32, {rows}, rstd),
+                                        d.Up(dout_t, {rows, n}, dout), dx, dw);
+            reference::RmsNormGrads ref =
+                reference::RmsNormBackward(rows, n, x, weight, rstd, dout);
+            c.Compare("dx", d.Down(dx), ref.dx);
+            c.Compare("dweight", d.Down(dw), ref.dweight);
+          }));
+    }
+  }
+  const int64_t t = 33, heads = 4, dim = 64;
+  cases.push_back(MakeActivationCase(
+      "Rope", Tag(h, h), OutputThreshold(h, kF32Math), [=](DeviceIo& d, Rng& rng, Checker& c) {
+        Values x = RoundAll(h, rng.Uniforms(t * heads * dim, -2, 2));
+        std::vector<int32_t> pos(static_cast<size_t>(t));
+        for (int32_t& p : pos) p = rng.Int(0, 4096);
+        Tensor out = d.Up(h, {t, heads, dim}, NaNs(t * heads * dim));
+        d.backend().Rope(d.Up(h, {t, heads, dim}, x), d.UpI32({t}, pos), 10000.0f, out);
+        c.Compare("out", d.Down(out), reference::Rope(t, heads, dim, x, pos, 10000.0f));
+      }));
+  cases.push_back(MakeActivationCase(
+      "RopeBackward", Tag(h, h), OutputThreshold(h, kF32Math),
+      [=](DeviceIo& d, Rng& rng, Checker& c) {
+        Values dout = RoundAll(h, rng.Uniforms(t * heads * dim, -2, 2));
+        std::vector<int32_t> pos(static_cast<size_t>(t));
+        for (int32_t& p : pos) p = rng.Int(0, 4096);
+        Tensor dx = d.Up(h, {t, heads, dim}, NaNs(t * heads * dim));
+        d.backend().RopeBackward(d.Up(h, {t, heads, dim}, dout), d.UpI32({t}, pos), 10000.0f, dx);
+        c.Compare("dx", d.Down(dx), reference::RopeBackward(t, heads, dim, dout, pos, 10000.0f));
+      }));
+}
+
+void AddSixteenBitIndexCases(std::vector<OpCheckCase>& cases, DType h) {
+  const DType f = DType::kF32;
+  const int64_t vocab = 50, width = 67, n = 23;
+  for (DType out_t : {h, f}) {
+    cases.push_back(MakeActivationCase(
+        "EmbeddingGather", Tag(h, out_t), kExact, [=](DeviceIo& d, Rng& rng, Checker& c) {
+          Values table = RoundAll(h, rng.Uniforms(vocab * width, -1, 1));
+          std::vector<int32_t> ids = Ids(rng, n, vocab);
+          Tensor out = d.Up(out_t, {n, width}, NaNs(n * width));
+          d.backend().EmbeddingGather(d.Up(h, {vocab, width}, table), d.UpI32({n}, ids), out);
+          c.Compare("out", d.Down(out), reference::EmbeddingGather(vocab, width, table, ids));
+        }));
+  }
+  cases.push_back(MakeActivationCase(
+      "EmbeddingScatterAdd", Tag(h, f), kF32Simple, [=](DeviceIo& d, Rng& rng, Checker& c) {
+        const int64_t m = 700;
+        Values dout = RoundAll(h, rng.Uniforms(m * width, -1, 1));
+        Values dtable = RoundAll(DType::kF32, rng.Uniforms(vocab * width, -1, 1));
+        std::vector<int32_t> ids = Ids(rng, m, vocab);
+        Tensor tt = d.Up(DType::kF32, {vocab, width}, dtable);
+        d.backend().EmbeddingScatterAdd(d.Up(h, {m, width}, dout), d.UpI32({m}, ids), tt);
+        c.Compare("dtable", d.Down(tt),
+                  reference::EmbeddingScatterAdd(vocab, width, dout, ids, dtable));
+      }));
+  cases.push_back(
+      MakeActivationCase("GatherRows", Tag(h, h), kExact, [=](DeviceIo& d, Rng& rng, Checker& c) {
+        const int64_t rows = 40, m = 1000;
+        Values src = RoundAll(h, rng.Uniforms(rows * width, -1, 1));
+        std::vector<int32_t> idx = Ids(rng, m, rows);
+        Tensor out = d.Up(h, {m, width}, NaNs(m * width));
+        d.backend().GatherRows(d.Up(h, {rows, width}, src), d.UpI32({m}, idx), out);
+        c.Compare("out", d.Down(out), reference::GatherRows(rows, width, src, idx));
+      }));
+  // The MoE combine: 16-bit expert outputs weighted into the f32 residual branch, or into a 16-bit
+  // gradient (each row added once to zeros: one rounding).
+  for (DType out_t : {f, h}) {
+    cases.push_back(MakeActivationCase(
+        "ScatterAddRows", "weighted_" + Tag(h, out_t), OutputThreshold(out_t, kF32Simple),
+        [=](DeviceIo& d, Rng& rng, Checker& c) {
+          const int64_t rows = 64, m = 128;
+          Values src = RoundAll(h, rng.Uniforms(m * width, -1, 1));
+          Values out0 = RoundAll(out_t, rng.Uniforms(rows * width, -1, 1));
+          Values w = RoundAll(DType::kF32, rng.Uniforms(m, 0, 1));
+          std::vector<int32_t> idx = Ids(rng, m, rows);
+          Tensor out = d.Up(out_t, {rows, width}, out0);
+          d.backend().ScatterAddRows(d.Up(h, {m, width}, src), d.UpI32({m}, idx),
+                                     d.Up(DType::kF32, {m}, w), out);
+          c.Compare("out", d.Down(out), reference::ScatterAddRows(rows, width, src, idx, w, out0));
+        }));
+  }
+}
+
+void AddSixteenBitCases(std::vector<OpCheckCase>& cases) {
+  for (DType h : {DType::kBF16, DType::kF16}) {
+    AddSixteenBitGemmCases(cases, h);
+    AddSixteenBitElementwiseCases(cases, h);
+    AddSixteenBitRowCases(cases, h);
+    AddSixteenBitIndexCases(cases, h);
+  }
+}
+
 std::vector<OpCheckCase> BuildAllOpChecks() {
   std::vector<OpCheckCase> cases;
   AddFillCases(cases);
@@ -1299,6 +1780,7 @@ std::vector<OpCheckCase> BuildAllOpChecks() {
   AddRopeCases(cases);
   AddAttentionCases(cases);
   AddIndexCases(cases);
+  AddSixteenBitCases(cases);
   return cases;
 }
 
