@@ -56,7 +56,7 @@ Status AttentionBlock::NormRope(Backend& backend, const TokenBatch& batch, RmsNo
   const int64_t n = raw.dim(0);
   Tensor to_rotate = raw;
   if (qk_norm_) {
-    SY_ASSIGN_OR_RETURN(Tensor normed, backend.Allocate(DType::kF32, raw.shape()));
+    SY_ASSIGN_OR_RETURN(Tensor normed, backend.Allocate(raw.dtype(), raw.shape()));
     Shape rows = qk_norm_per_head_ ? Shape{n * heads, head_dim_} : raw.shape();
     SY_RETURN_IF_ERROR(norm->Forward(backend, raw.Reshape(rows), normed.Reshape(rows)));
     to_rotate = normed;
@@ -75,7 +75,7 @@ Status AttentionBlock::NormRopeBackward(Backend& backend, const TokenBatch& batc
     backend.RopeBackward(drot.Reshape(thd), batch.positions, rope_theta_, draw.Reshape(thd));
     return Status::Ok();
   }
-  SY_ASSIGN_OR_RETURN(Tensor dnormed, backend.Allocate(DType::kF32, drot.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dnormed, backend.Allocate(drot.dtype(), drot.shape()));
   backend.RopeBackward(drot.Reshape(thd), batch.positions, rope_theta_, dnormed.Reshape(thd));
   Shape rows = qk_norm_per_head_ ? Shape{n * heads, head_dim_} : drot.shape();
   return norm->Backward(backend, dnormed.Reshape(rows), draw.Reshape(rows));
@@ -87,19 +87,21 @@ Status AttentionBlock::Forward(Backend& backend, const TokenBatch& batch, const 
   SY_CHECK_EQ(n, batch.num_tokens()) << "AttentionBlock input " << x.ToString();
   const int64_t q_out = num_heads_ * head_dim_;
   const int64_t kv_out = num_kv_heads_ * head_dim_;
-  SY_ASSIGN_OR_RETURN(q_raw_, backend.Allocate(DType::kF32, Shape{n, q_out}));
-  SY_ASSIGN_OR_RETURN(k_raw_, backend.Allocate(DType::kF32, Shape{n, kv_out}));
-  SY_ASSIGN_OR_RETURN(v_, backend.Allocate(DType::kF32, Shape{n, kv_out}));
+  // The activations take the dtype of the input (the model's compute dtype).
+  const DType act = x.dtype();
+  SY_ASSIGN_OR_RETURN(q_raw_, backend.Allocate(act, Shape{n, q_out}));
+  SY_ASSIGN_OR_RETURN(k_raw_, backend.Allocate(act, Shape{n, kv_out}));
+  SY_ASSIGN_OR_RETURN(v_, backend.Allocate(act, Shape{n, kv_out}));
   SY_RETURN_IF_ERROR(wq_.Forward(backend, x, q_raw_));
   SY_RETURN_IF_ERROR(wk_.Forward(backend, x, k_raw_));
   SY_RETURN_IF_ERROR(wv_.Forward(backend, x, v_));
 
-  SY_ASSIGN_OR_RETURN(q_rot_, backend.Allocate(DType::kF32, Shape{n, q_out}));
-  SY_ASSIGN_OR_RETURN(k_rot_, backend.Allocate(DType::kF32, Shape{n, kv_out}));
+  SY_ASSIGN_OR_RETURN(q_rot_, backend.Allocate(act, Shape{n, q_out}));
+  SY_ASSIGN_OR_RETURN(k_rot_, backend.Allocate(act, Shape{n, kv_out}));
   SY_RETURN_IF_ERROR(NormRope(backend, batch, &q_norm_, num_heads_, q_raw_, q_rot_));
   SY_RETURN_IF_ERROR(NormRope(backend, batch, &k_norm_, num_kv_heads_, k_raw_, k_rot_));
 
-  SY_ASSIGN_OR_RETURN(attn_, backend.Allocate(DType::kF32, Shape{n, q_out}));
+  SY_ASSIGN_OR_RETURN(attn_, backend.Allocate(act, Shape{n, q_out}));
   if (batch.kv_cache != nullptr) {
     SY_RETURN_IF_ERROR(batch.kv_cache->Attend(backend, layer_, q_rot_, k_rot_, v_, attn_));
     SY_RETURN_IF_ERROR(wo_.Forward(backend, attn_, y));
@@ -122,12 +124,12 @@ Status AttentionBlock::Backward(Backend& backend, const TokenBatch& batch, const
   SY_CHECK(x_.defined()) << "AttentionBlock::Backward without a Forward";
   const int64_t n = x_.dim(0);
   const int64_t b = batch.batch, t = batch.seq_len;
-  SY_ASSIGN_OR_RETURN(Tensor dattn, backend.Allocate(DType::kF32, attn_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dattn, backend.Allocate(attn_.dtype(), attn_.shape()));
   SY_RETURN_IF_ERROR(wo_.Backward(backend, attn_, dy, dattn, 0.0f));
 
-  SY_ASSIGN_OR_RETURN(Tensor dq_rot, backend.Allocate(DType::kF32, q_rot_.shape()));
-  SY_ASSIGN_OR_RETURN(Tensor dk_rot, backend.Allocate(DType::kF32, k_rot_.shape()));
-  SY_ASSIGN_OR_RETURN(Tensor dv, backend.Allocate(DType::kF32, v_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dq_rot, backend.Allocate(q_rot_.dtype(), q_rot_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dk_rot, backend.Allocate(k_rot_.dtype(), k_rot_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dv, backend.Allocate(v_.dtype(), v_.shape()));
   backend.AttentionBackward(q_rot_.Reshape({b, t, num_heads_, head_dim_}),
                             k_rot_.Reshape({b, t, num_kv_heads_, head_dim_}),
                             v_.Reshape({b, t, num_kv_heads_, head_dim_}),
@@ -137,8 +139,8 @@ Status AttentionBlock::Backward(Backend& backend, const TokenBatch& batch, const
                             dk_rot.Reshape({b, t, num_kv_heads_, head_dim_}),
                             dv.Reshape({b, t, num_kv_heads_, head_dim_}), Options());
 
-  SY_ASSIGN_OR_RETURN(Tensor dq_raw, backend.Allocate(DType::kF32, q_raw_.shape()));
-  SY_ASSIGN_OR_RETURN(Tensor dk_raw, backend.Allocate(DType::kF32, k_raw_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dq_raw, backend.Allocate(q_raw_.dtype(), q_raw_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dk_raw, backend.Allocate(k_raw_.dtype(), k_raw_.shape()));
   SY_RETURN_IF_ERROR(NormRopeBackward(backend, batch, &q_norm_, num_heads_, dq_rot, dq_raw));
   SY_RETURN_IF_ERROR(NormRopeBackward(backend, batch, &k_norm_, num_kv_heads_, dk_rot, dk_raw));
 

@@ -54,13 +54,13 @@ Status DecoderLayer::ForwardImpl(Backend& backend, const TokenBatch& batch, cons
                                  const Tensor& routed_logits, const Tensor& stats,
                                  const Tensor& out) {
   const Shape shape = x.shape();
-  SY_ASSIGN_OR_RETURN(Tensor h1, backend.Allocate(DType::kF32, shape));
+  SY_ASSIGN_OR_RETURN(Tensor h1, backend.Allocate(compute_dtype_, shape));
   SY_RETURN_IF_ERROR(input_norm_.Forward(backend, x, h1));
   SY_ASSIGN_OR_RETURN(Tensor a, backend.Allocate(DType::kF32, shape));
   SY_RETURN_IF_ERROR(attention_.Forward(backend, batch, h1, a));
   SY_ASSIGN_OR_RETURN(x2_, backend.Allocate(DType::kF32, shape));
   backend.Add(x, a, x2_);
-  SY_ASSIGN_OR_RETURN(Tensor h2, backend.Allocate(DType::kF32, shape));
+  SY_ASSIGN_OR_RETURN(Tensor h2, backend.Allocate(compute_dtype_, shape));
   SY_RETURN_IF_ERROR(post_norm_.Forward(backend, x2_, h2));
   SY_ASSIGN_OR_RETURN(Tensor f, backend.Allocate(DType::kF32, shape));
   if (moe_) {
@@ -81,10 +81,11 @@ Status DecoderLayer::Backward(Backend& backend, const TokenBatch& batch, const T
     SY_RETURN_IF_ERROR(ForwardImpl(backend, batch, x_, routed_logits_, stats_, out));
   }
   SY_ASSIGN_OR_RETURN(Tensor dh2, backend.Allocate(DType::kF32, shape));
+  SY_ASSIGN_OR_RETURN(const Tensor dout_branch, InComputeDType(backend, dout));
   if (moe_) {
-    SY_RETURN_IF_ERROR(moe_->Backward(backend, dout, d_pregate_logits, dh2));
+    SY_RETURN_IF_ERROR(moe_->Backward(backend, dout_branch, d_pregate_logits, dh2));
   } else {
-    SY_RETURN_IF_ERROR(mlp_.Backward(backend, dout, dh2, 0.0f));
+    SY_RETURN_IF_ERROR(mlp_.Backward(backend, dout_branch, dh2, 0.0f));
   }
   SY_ASSIGN_OR_RETURN(Tensor dx2_norm, backend.Allocate(DType::kF32, shape));
   SY_RETURN_IF_ERROR(post_norm_.Backward(backend, dh2, dx2_norm));
@@ -92,11 +93,19 @@ Status DecoderLayer::Backward(Backend& backend, const TokenBatch& batch, const T
   backend.Add(dout, dx2_norm, dx2);
 
   SY_ASSIGN_OR_RETURN(Tensor dh1, backend.Allocate(DType::kF32, shape));
-  SY_RETURN_IF_ERROR(attention_.Backward(backend, batch, dx2, dh1));
+  SY_ASSIGN_OR_RETURN(const Tensor dx2_branch, InComputeDType(backend, dx2));
+  SY_RETURN_IF_ERROR(attention_.Backward(backend, batch, dx2_branch, dh1));
   SY_ASSIGN_OR_RETURN(Tensor dx_norm, backend.Allocate(DType::kF32, shape));
   SY_RETURN_IF_ERROR(input_norm_.Backward(backend, dh1, dx_norm));
   backend.Add(dx2, dx_norm, dx);
   return Status::Ok();
+}
+
+Result<Tensor> DecoderLayer::InComputeDType(Backend& backend, const Tensor& t) const {
+  if (t.dtype() == compute_dtype_) return t;
+  SY_ASSIGN_OR_RETURN(Tensor rounded, backend.Allocate(compute_dtype_, t.shape()));
+  backend.Convert(t, rounded);
+  return rounded;
 }
 
 void DecoderLayer::Release() {

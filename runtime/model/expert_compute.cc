@@ -95,9 +95,10 @@ Status LocalExpertCompute::Forward(Backend& backend, const Tensor& xs,
   }
   const int64_t r = xs.dim(0);
   const int64_t inter = cur_.w_gate.dim(1);
-  SY_ASSIGN_OR_RETURN(g_, backend.Allocate(DType::kF32, Shape{r, inter}));
-  SY_ASSIGN_OR_RETURN(u_, backend.Allocate(DType::kF32, Shape{r, inter}));
-  SY_ASSIGN_OR_RETURN(act_, backend.Allocate(DType::kF32, Shape{r, inter}));
+  // The activations take the dtype of the rows (the model's compute dtype).
+  SY_ASSIGN_OR_RETURN(g_, backend.Allocate(xs.dtype(), Shape{r, inter}));
+  SY_ASSIGN_OR_RETURN(u_, backend.Allocate(xs.dtype(), Shape{r, inter}));
+  SY_ASSIGN_OR_RETURN(act_, backend.Allocate(xs.dtype(), Shape{r, inter}));
   const Tensor weights[] = {cur_.w_gate, cur_.w_up};
   const Tensor outputs[] = {g_, u_};
   backend.GroupedGemmShared(xs, weights, outputs, cur_.group_rows, GemmOptions{.trans_b = true});
@@ -112,16 +113,22 @@ Status LocalExpertCompute::Backward(Backend& backend, const Tensor& d_ys, const 
   SY_CHECK(cur_.dw_gate.defined()) << "LocalExpertCompute::Backward on forward-only experts";
   const std::vector<int64_t>& rows = cur_.group_rows;
   // w_down [E, H, I] read as [G, K=H, N=I]: d_act = d_ys W_down.
-  SY_ASSIGN_OR_RETURN(Tensor dact, backend.Allocate(DType::kF32, act_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dact, backend.Allocate(act_.dtype(), act_.shape()));
   backend.GroupedGemm(d_ys, cur_.w_down, dact, rows, GemmOptions{});
   backend.GroupedGemmWeightGrad(act_, d_ys, cur_.dw_down, rows, 1.0f);
-  SY_ASSIGN_OR_RETURN(Tensor dg, backend.Allocate(DType::kF32, g_.shape()));
-  SY_ASSIGN_OR_RETURN(Tensor du, backend.Allocate(DType::kF32, u_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dg, backend.Allocate(g_.dtype(), g_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor du, backend.Allocate(u_.dtype(), u_.shape()));
   backend.SwigluBackward(g_, u_, dact, dg, du);
   backend.GroupedGemmWeightGrad(xs_, dg, cur_.dw_gate, rows, 1.0f);
   backend.GroupedGemmWeightGrad(xs_, du, cur_.dw_up, rows, 1.0f);
-  backend.GroupedGemm(dg, cur_.w_gate, d_xs, rows, GemmOptions{});
-  backend.GroupedGemm(du, cur_.w_up, d_xs, rows, GemmOptions{.beta = 1.0f});
+  // d_xs sums two products: in f32, rounded once to a 16-bit d_xs.
+  Tensor sum = d_xs;
+  if (d_xs.dtype() != DType::kF32) {
+    SY_ASSIGN_OR_RETURN(sum, backend.Allocate(DType::kF32, d_xs.shape()));
+  }
+  backend.GroupedGemm(dg, cur_.w_gate, sum, rows, GemmOptions{});
+  backend.GroupedGemm(du, cur_.w_up, sum, rows, GemmOptions{.beta = 1.0f});
+  if (sum.data() != d_xs.data()) backend.Convert(sum, d_xs);
   return Status::Ok();
 }
 

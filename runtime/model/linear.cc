@@ -40,7 +40,7 @@ Status Linear::Forward(Backend& backend, const Tensor& x, const Tensor& y) const
     return Status::Ok();
   }
   // The contract does not promise that AddBias may write over its input, so go through a temp.
-  SY_ASSIGN_OR_RETURN(Tensor tmp, backend.Allocate(DType::kF32, y.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor tmp, backend.Allocate(y.dtype(), y.shape()));
   backend.Gemm(x, w_, tmp, GemmOptions{.trans_b = true});
   backend.AddBias(tmp, b_, y);
   return Status::Ok();

@@ -86,9 +86,10 @@ Status MoeLayer::Forward(Backend& backend, const Tensor& h, const Tensor& routed
   // N >= 1 and capacity >= 1, so at least one row survives.
   const int64_t r = plan_.num_rows();
   SY_RETURN_IF_ERROR(permutation_.Setup(backend, plan_));
-  SY_ASSIGN_OR_RETURN(xs_, backend.Allocate(DType::kF32, Shape{r, hidden}));
+  // The experts' rows take the dtype of the input (the model's compute dtype).
+  SY_ASSIGN_OR_RETURN(xs_, backend.Allocate(h.dtype(), Shape{r, hidden}));
   permutation_.Permute(backend, h, xs_);
-  SY_ASSIGN_OR_RETURN(ys_, backend.Allocate(DType::kF32, Shape{r, hidden}));
+  SY_ASSIGN_OR_RETURN(ys_, backend.Allocate(h.dtype(), Shape{r, hidden}));
   SY_RETURN_IF_ERROR(experts_->Forward(backend, xs_, plan_.group_rows, ys_));
   SY_RETURN_IF_ERROR(permutation_.Unpermute(backend, ys_, router_.weights(), out));
 
@@ -113,10 +114,10 @@ Status MoeLayer::Backward(Backend& backend, const Tensor& dout, const Tensor& d_
     return Status::Ok();
   }
 
-  SY_ASSIGN_OR_RETURN(Tensor d_ys, backend.Allocate(DType::kF32, ys_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor d_ys, backend.Allocate(ys_.dtype(), ys_.shape()));
   SY_ASSIGN_OR_RETURN(Tensor d_weights, backend.Allocate(DType::kF32, Shape{n, top_k_}));
   SY_RETURN_IF_ERROR(permutation_.UnpermuteBackward(backend, dout, d_ys, d_weights));
-  SY_ASSIGN_OR_RETURN(Tensor d_xs, backend.Allocate(DType::kF32, Shape{r, h_.dim(1)}));
+  SY_ASSIGN_OR_RETURN(Tensor d_xs, backend.Allocate(xs_.dtype(), Shape{r, h_.dim(1)}));
   SY_RETURN_IF_ERROR(experts_->Backward(backend, d_ys, d_xs));
   backend.Fill(dh, 0.0f);
   permutation_.PermuteBackward(backend, d_xs, dh);
@@ -151,8 +152,8 @@ Status MoeLayer::ForwardEmpty(Backend& backend, int64_t hidden, const Tensor& st
                              .slot_experts = {},
                              .plan = &plan_,
                              .next_pregate_logits = has_pregate_ ? pregate_logits_ : Tensor()}));
-  SY_ASSIGN_OR_RETURN(xs_, backend.Allocate(DType::kF32, Shape{0, hidden}));
-  SY_ASSIGN_OR_RETURN(ys_, backend.Allocate(DType::kF32, Shape{0, hidden}));
+  SY_ASSIGN_OR_RETURN(xs_, backend.Allocate(h_.dtype(), Shape{0, hidden}));
+  SY_ASSIGN_OR_RETURN(ys_, backend.Allocate(h_.dtype(), Shape{0, hidden}));
   SY_RETURN_IF_ERROR(experts_->Forward(backend, xs_, plan_.group_rows, ys_));
   return Status::Ok();
 }

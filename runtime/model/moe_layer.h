@@ -81,6 +81,8 @@ class MoeLayer {
 
   bool has_gate() const { return has_gate_; }
   bool has_pregate() const { return has_pregate_; }
+  // Router::set_loss_scale of this layer's router.
+  void set_router_loss_scale(float scale) { router_.set_loss_scale(scale); }
   // The routing of the last Forward (kept after Release).
   const DispatchPlan& plan() const { return plan_; }
   // Replaces the expert computation (expert parallelism, inference expert providers) and returns

@@ -30,14 +30,22 @@ Result<std::vector<int32_t>> ReadIds(Backend& backend, const Tensor& t, const ch
 Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const ModelConfig& config,
                                                    const ModelOptions& options) {
   SY_RETURN_IF_ERROR(config.Validate());
-  if (options.with_grad && options.weight_dtype != DType::kF32) {
+  const auto plain_float = [](DType d) {
+    return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16;
+  };
+  if (!plain_float(options.weight_dtype)) {
+    return InvalidArgumentError("model options: weight_dtype must be f32, bf16 or f16");
+  }
+  if (!plain_float(options.compute_dtype)) {
+    return InvalidArgumentError("model options: compute_dtype must be f32, bf16 or f16");
+  }
+  if (options.with_grad && options.weight_dtype != DType::kF32 &&
+      options.weight_dtype != options.compute_dtype) {
     return InvalidArgumentError(
         "model options: weight_dtype " + std::string(DTypeName(options.weight_dtype)) +
-        " is forward-only; set with_grad = false, or train with f32 master weights");
-  }
-  if (options.weight_dtype != DType::kF32 && options.weight_dtype != DType::kBF16 &&
-      options.weight_dtype != DType::kF16) {
-    return InvalidArgumentError("model options: weight_dtype must be f32, bf16 or f16");
+        " with gradients is the compute copy of mixed-precision training and needs compute_dtype " +
+        std::string(DTypeName(options.weight_dtype)) + " (it is " +
+        std::string(DTypeName(options.compute_dtype)) + "); or set with_grad = false");
   }
   if (const DType e = options.expert_dtype(); e != options.weight_dtype) {
     const bool plain = e == DType::kF32 || e == DType::kBF16 || e == DType::kF16;
@@ -52,10 +60,11 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
                                   " backend has no kernels for quantized weights; keep the "
                                   "experts in a float dtype, or run on the cpu device");
     }
-    if (options.with_grad && e != DType::kF32) {
+    if (options.with_grad) {
       return InvalidArgumentError("model options: expert_weight_dtype " +
-                                  std::string(DTypeName(e)) +
-                                  " is forward-only; set with_grad = false");
+                                  std::string(DTypeName(e)) + " differs from weight_dtype " +
+                                  std::string(DTypeName(options.weight_dtype)) +
+                                  ", which training needs; set with_grad = false");
     }
     const int64_t block = DTypeBlockSize(e);
     if (config.hidden_size % block != 0 || config.moe_intermediate_size % block != 0) {
@@ -113,6 +122,7 @@ Status MoeModel::Build() {
   for (int l = 0; l < config_.num_layers; ++l) {
     SY_ASSIGN_OR_RETURN(auto layer,
                         DecoderLayer::Create(backend_, params_, config_, l, wd, grad, experts));
+    layer->set_compute_dtype(options_.compute_dtype);
     layers_.push_back(std::move(layer));
     if (config_.IsMoeLayer(l)) moe_layer_ids_.push_back(l);
   }
@@ -127,6 +137,12 @@ Status MoeModel::Build() {
                                        config_.vocab_size, wd, grad, -1));
   }
   return Status::Ok();
+}
+
+void MoeModel::set_router_loss_scale(float scale) {
+  for (int m = 0; m < static_cast<int>(moe_layer_ids_.size()); ++m) {
+    moe_layer(m).set_router_loss_scale(scale);
+  }
 }
 
 MoeLayer& MoeModel::moe_layer(int m) {
@@ -229,7 +245,7 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
     }
   }
 
-  SY_ASSIGN_OR_RETURN(final_hidden_, backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_ASSIGN_OR_RETURN(final_hidden_, backend_.Allocate(options_.compute_dtype, Shape{n, h}));
   SY_ASSIGN_OR_RETURN(logits_, backend_.Allocate(DType::kF32, Shape{n, config_.vocab_size}));
   SY_RETURN_IF_ERROR(HookBeforeForward(num_units() - 1));
   SY_RETURN_IF_ERROR(final_norm_.Forward(
@@ -276,6 +292,11 @@ Result<LossReport> MoeModel::Forward(const Tensor& tokens, const Tensor& targets
 
 Status MoeModel::ForwardCached(const Tensor& ids, const TokenBatch& batch, const Tensor& logits) {
   SY_CHECK(batch.kv_cache != nullptr) << "MoeModel::ForwardCached without a KV cache";
+  if (options_.compute_dtype != DType::kF32) {
+    return FailedPreconditionError(
+        "incremental decoding computes in f32; this model's compute_dtype is " +
+        std::string(DTypeName(options_.compute_dtype)));
+  }
   const int64_t n = batch.num_tokens(), h = config_.hidden_size;
   SY_CHECK(ids.dtype() == DType::kI32 && ids.numel() == n &&
            logits.shape() == (Shape{n, config_.vocab_size}))
@@ -361,9 +382,11 @@ Status MoeModel::Backward() {
     SY_ASSIGN_OR_RETURN(dlosses, backend_.Allocate(DType::kF32, Shape{n}));
     backend_.Fill(dlosses, num_targets_ > 0 ? 1.0f / static_cast<float>(num_targets_) : 0.0f);
   }
-  SY_ASSIGN_OR_RETURN(Tensor dlogits, backend_.Allocate(DType::kF32, logits_.shape()));
+  // Note [mixed precision]: the LM head's gradients in the compute dtype, the stream's in f32.
+  const DType act = options_.compute_dtype;
+  SY_ASSIGN_OR_RETURN(Tensor dlogits, backend_.Allocate(act, logits_.shape()));
   backend_.CrossEntropyBackward(logits_, targets_, ce_lse_, dlosses, dlogits);
-  SY_ASSIGN_OR_RETURN(Tensor dfinal, backend_.Allocate(DType::kF32, Shape{n, h}));
+  SY_ASSIGN_OR_RETURN(Tensor dfinal, backend_.Allocate(act, Shape{n, h}));
   SY_ASSIGN_OR_RETURN(Tensor dx, backend_.Allocate(DType::kF32, Shape{n, h}));
   SY_RETURN_IF_ERROR(HookBeforeBackward(num_units() - 1));
   SY_RETURN_IF_ERROR(lm_head_.Backward(backend_, final_hidden_, dlogits, dfinal, 0.0f));

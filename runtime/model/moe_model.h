@@ -27,6 +27,23 @@
 // own keys and values; ForwardCached is the same layers in incremental mode, over a KV cache
 // (prefill and decode; inference/kv_cache_decoder.h drives it).
 //
+// Note [mixed precision]. ModelOptions::compute_dtype bf16 or f16 trains as torch.autocast does
+// with an f32 residual stream (Megatron's fp32_residual_connection):
+//   - weights (matrices, embeddings, norms) are held in the compute dtype (weight_dtype): the
+//     compute copy, which the optimizer rewrites from f32 master weights it keeps elsewhere
+//     (launcher/training/param_state.h); biases stay f32;
+//   - the residual stream x_l and its gradient are f32; each branch (attention, FFN) takes its
+//     input normalised into the compute dtype and computes in it: q, k, v, the attention output,
+//     the experts' rows and their SwiGLU, the gradients inside the branch; the branch's last GEMM
+//     (wo, w_down, the experts' combine) accumulates into the f32 stream;
+//   - the router's logits and probabilities, the LM head's logits, the loss, the norms' and the
+//     softmaxes' statistics, and every parameter gradient are f32; gradients that sum several
+//     products (dW, the input gradient of a branch) accumulate in f32 (Note [16-bit operands] in
+//     runtime/backend/backend.h);
+//   - the backward rounds the f32 residual gradient to the compute dtype once per branch, and the
+//     LM head's gradient dlogits is written in it.
+// Incremental decoding (ForwardCached) computes in f32 only.
+//
 // Layer hooks (runtime/model/layer_hooks.h): with set_layer_hooks, Forward and Backward call the
 // hooks around the embedding, every decoder layer and the head (ZeRO-3 uses them to gather and free
 // sharded parameters). Without hooks (the default) nothing changes.
@@ -66,8 +83,12 @@ namespace sy {
 
 struct ModelOptions {
   // Storage dtype of weight matrices, embeddings and norm weights (biases are always f32).
-  // Default: f32. bf16/f16 need with_grad = false.
+  // Default: f32. bf16/f16 with with_grad need compute_dtype equal to it: the weights are then
+  // the compute copy of mixed-precision training (Note [mixed precision]).
   DType weight_dtype = DType::kF32;
+  // The dtype of the activations inside each layer's branches (Note [mixed precision]): f32, bf16
+  // or f16. Default: f32.
+  DType compute_dtype = DType::kF32;
   // Allocate gradients and keep activations for Backward. Default: true.
   bool with_grad = true;
   // Allocate and register the routed experts of every MoE layer. false (forward-only): the model
@@ -149,6 +170,10 @@ class MoeModel {
   // Gradient of the last Forward's loss; adds into every parameter's grad. Needs targets and
   // with_grad. FailedPrecondition otherwise.
   Status Backward();
+  // A factor on the gradient of every MoE layer's aux and z terms, from the next Forward on (the
+  // reported losses are unscaled): a micro-batch's share of a step's router losses, times a loss
+  // scale (Router::set_loss_scale). Default: 1.
+  void set_router_loss_scale(float scale);
   void ZeroGrads() { params_.ZeroGrads(backend_); }
   // Drops every saved activation (Backward is then unavailable until the next Forward).
   void ReleaseActivations();

@@ -86,26 +86,32 @@ void InitialValues(std::string_view name, ParamInit init, uint64_t seed, float s
   }
 }
 
-Status ParameterStore::Initialize(Backend& backend, uint64_t seed, float stddev) {
-  for (const Parameter& p : params_) {
-    std::vector<float> values(static_cast<size_t>(p.value.numel()));
-    if (p.init == ParamInit::kNormal && p.is_column_shard()) {
-      // The whole parameter's values in row-major order, keeping this shard's columns.
-      std::mt19937_64 rng(seed ^ NameSeed(p.name));
-      std::normal_distribution<float> normal(0.0f, stddev);
-      const int64_t cols = p.value.dim(1);
-      for (int64_t r = 0; r < p.value.dim(0); ++r) {
-        for (int64_t c = 0; c < p.full_cols; ++c) {
-          const float v = normal(rng);
-          if (c >= p.col_begin && c < p.col_begin + cols) {
-            values[static_cast<size_t>(r * cols + c - p.col_begin)] = v;
-          }
+std::vector<float> ParameterStore::InitialValuesOf(const Parameter& p, uint64_t seed,
+                                                   float stddev) {
+  std::vector<float> values(static_cast<size_t>(p.value.numel()));
+  if (p.init == ParamInit::kNormal && p.is_column_shard()) {
+    // The whole parameter's values in row-major order, keeping this shard's columns.
+    std::mt19937_64 rng(seed ^ NameSeed(p.name));
+    std::normal_distribution<float> normal(0.0f, stddev);
+    const int64_t cols = p.value.dim(1);
+    for (int64_t r = 0; r < p.value.dim(0); ++r) {
+      for (int64_t c = 0; c < p.full_cols; ++c) {
+        const float v = normal(rng);
+        if (c >= p.col_begin && c < p.col_begin + cols) {
+          values[static_cast<size_t>(r * cols + c - p.col_begin)] = v;
         }
       }
-    } else {
-      InitialValues(p.name, p.init, seed, stddev, values);
     }
-    SY_RETURN_IF_ERROR(CopyFromHost(backend, values, p.value).WithContext(p.name));
+  } else {
+    InitialValues(p.name, p.init, seed, stddev, values);
+  }
+  return values;
+}
+
+Status ParameterStore::Initialize(Backend& backend, uint64_t seed, float stddev) {
+  for (const Parameter& p : params_) {
+    SY_RETURN_IF_ERROR(
+        CopyFromHost(backend, InitialValuesOf(p, seed, stddev), p.value).WithContext(p.name));
   }
   return Status::Ok();
 }

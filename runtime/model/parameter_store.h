@@ -37,6 +37,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
@@ -119,8 +120,11 @@ class ParameterStore {
   // Fills every parameter by its ParamInit: kNormal ~ N(0, stddev^2), kOnes, kZeros. A
   // parameter's values depend only on (seed, its name), not on what else is registered, so an
   // expert-parallel rank holding a subset of the experts gets the same values, and a column shard
-  // gets its columns of the whole parameter's values.
+  // gets its columns of the whole parameter's values. A 16-bit value gets them rounded.
   Status Initialize(Backend& backend, uint64_t seed, float stddev);
+  // The f32 values Initialize gives `p` (before any rounding to p.value's dtype): the initial
+  // master weights of mixed-precision training.
+  static std::vector<float> InitialValuesOf(const Parameter& p, uint64_t seed, float stddev);
 
  private:
   std::deque<Parameter> params_;  // deque: references stay valid as parameters are added

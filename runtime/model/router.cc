@@ -58,8 +58,8 @@ Status Router::Forward(Backend& backend, const Tensor& logits, const Tensor& sta
   if (options_.aux_loss_coef > 0.0f) {
     std::vector<float> g(f.size());
     for (size_t i = 0; i < f.size(); ++i) {
-      g[i] = static_cast<float>(static_cast<double>(options_.aux_loss_coef) * e * f[i] /
-                                static_cast<double>(n));
+      g[i] = static_cast<float>(static_cast<double>(options_.aux_loss_coef) * loss_scale_ * e *
+                                f[i] / static_cast<double>(n));
     }
     SY_ASSIGN_OR_RETURN(aux_grad_, UploadF32(backend, g, Shape{e}));
   }
@@ -115,7 +115,8 @@ Status Router::Backward(Backend& backend, const Tensor& d_weights, const Tensor&
   // done as a scatter-add onto the same rows.
   if (options_.z_loss_coef > 0.0f) {
     SY_ASSIGN_OR_RETURN(Tensor row_scale, backend.Allocate(DType::kF32, Shape{n}));
-    backend.Scale(lse_, 2.0f * options_.z_loss_coef / static_cast<float>(n), row_scale);
+    backend.Scale(lse_, 2.0f * options_.z_loss_coef * loss_scale_ / static_cast<float>(n),
+                  row_scale);
     SY_ASSIGN_OR_RETURN(Tensor rows, Iota(backend, n));
     backend.ScatterAddRows(probs_, rows, row_scale, d_logits);
   }

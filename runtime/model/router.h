@@ -52,14 +52,19 @@ class Router {
   const Tensor& probs() const { return probs_; }
 
   // d_weights f32 [N, k] (zero for dropped slots) -> d_logits f32 [N, E] (overwritten), including
-  // the aux and z terms scaled by their coefficients.
+  // the aux and z terms scaled by their coefficients and by loss_scale().
   Status Backward(Backend& backend, const Tensor& d_weights, const Tensor& d_logits);
+  // A factor on the gradient of the aux and z terms (not on what Forward reports), for the next
+  // Forward and Backward: a micro-batch's share of a step, times a loss scale. Default: 1.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
+  float loss_scale() const { return loss_scale_; }
   void Release();
 
   const RouterOptions& options() const { return options_; }
 
  private:
   RouterOptions options_;
+  float loss_scale_ = 1.0f;
   std::vector<int32_t> slot_experts_;
   Tensor logits_, probs_, top_logits_, weights_, flat_index_, lse_, aux_grad_;
 };

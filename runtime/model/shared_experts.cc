@@ -27,7 +27,8 @@ Result<SharedExperts> SharedExperts::Create(Backend& backend, ParameterStore& st
 
 Status SharedExperts::Forward(Backend& backend, const Tensor& h, const Tensor& out) {
   const int64_t n = h.dim(0);
-  SY_ASSIGN_OR_RETURN(s_, backend.Allocate(DType::kF32, h.shape()));
+  // In the dtype of the sum it is added to (f32 under mixed precision).
+  SY_ASSIGN_OR_RETURN(s_, backend.Allocate(out.dtype(), h.shape()));
   SY_RETURN_IF_ERROR(mlp_.Forward(backend, h, s_));
   h_ = h;
   if (!gated_) {

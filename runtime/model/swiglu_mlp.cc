@@ -20,9 +20,10 @@ Result<SwigluMlp> SwigluMlp::Create(Backend& backend, ParameterStore& store,
 Status SwigluMlp::Forward(Backend& backend, const Tensor& x, const Tensor& y) {
   const int64_t n = x.dim(0);
   const int64_t inter = gate_.out_features();
-  SY_ASSIGN_OR_RETURN(g_, backend.Allocate(DType::kF32, Shape{n, inter}));
-  SY_ASSIGN_OR_RETURN(u_, backend.Allocate(DType::kF32, Shape{n, inter}));
-  SY_ASSIGN_OR_RETURN(act_, backend.Allocate(DType::kF32, Shape{n, inter}));
+  // The activations take the dtype of the input (the model's compute dtype).
+  SY_ASSIGN_OR_RETURN(g_, backend.Allocate(x.dtype(), Shape{n, inter}));
+  SY_ASSIGN_OR_RETURN(u_, backend.Allocate(x.dtype(), Shape{n, inter}));
+  SY_ASSIGN_OR_RETURN(act_, backend.Allocate(x.dtype(), Shape{n, inter}));
   SY_RETURN_IF_ERROR(gate_.Forward(backend, x, g_));
   SY_RETURN_IF_ERROR(up_.Forward(backend, x, u_));
   backend.Swiglu(g_, u_, act_);
@@ -33,10 +34,10 @@ Status SwigluMlp::Forward(Backend& backend, const Tensor& x, const Tensor& y) {
 
 Status SwigluMlp::Backward(Backend& backend, const Tensor& dy, const Tensor& dx, float dx_beta) {
   SY_CHECK(x_.defined()) << "SwigluMlp::Backward without a Forward";
-  SY_ASSIGN_OR_RETURN(Tensor dact, backend.Allocate(DType::kF32, act_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dact, backend.Allocate(act_.dtype(), act_.shape()));
   SY_RETURN_IF_ERROR(down_.Backward(backend, act_, dy, dact, 0.0f));
-  SY_ASSIGN_OR_RETURN(Tensor dg, backend.Allocate(DType::kF32, g_.shape()));
-  SY_ASSIGN_OR_RETURN(Tensor du, backend.Allocate(DType::kF32, u_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor dg, backend.Allocate(g_.dtype(), g_.shape()));
+  SY_ASSIGN_OR_RETURN(Tensor du, backend.Allocate(u_.dtype(), u_.shape()));
   backend.SwigluBackward(g_, u_, dact, dg, du);
   SY_RETURN_IF_ERROR(gate_.Backward(backend, x_, dg, dx, dx_beta));
   SY_RETURN_IF_ERROR(up_.Backward(backend, x_, du, dx, 1.0f));

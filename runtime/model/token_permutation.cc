@@ -42,7 +42,7 @@ Status TokenPermutation::UnpermuteBackward(Backend& backend, const Tensor& dout,
   const int64_t r = num_rows();
   const int64_t h = ys_.dim(1);
   // g[r] = dout[token of r]; d_ys[r] = w_r * g[r]; d_w[slot of r] = <g[r], ys[r]>.
-  SY_ASSIGN_OR_RETURN(Tensor g, backend.Allocate(DType::kF32, Shape{r, h}));
+  SY_ASSIGN_OR_RETURN(Tensor g, backend.Allocate(dout.dtype(), Shape{r, h}));
   backend.GatherRows(dout, row_token_, g);
   backend.Fill(d_ys, 0.0f);
   backend.ScatterAddRows(g, rows_, row_weights_, d_ys);  // a per-row scale

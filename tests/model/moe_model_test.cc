@@ -246,6 +246,84 @@ TEST(MoeModelTest, ForwardOnlyBf16MatchesF32OnRoundedWeights) {
   }
 }
 
+// Mixed precision (Note [mixed precision] in runtime/model/moe_model.h): a model with bf16 or f16
+// weights and activations, given the f32 model's weights rounded to that dtype, gives the f32
+// model's loss and every gradient up to the activations' rounding. Each token goes to every
+// expert (top_k = num_experts), so that a rounding cannot flip a routing decision, which would
+// move an expert's gradient by 100%. Bounds: each parameter's gradient sums products through
+// about ten roundings of relative size up to 2^-8 (bf16) or 2^-11 (f16), with cancellation, so its
+// relative L2 error is a few 1e-2 (bf16; measured up to 0.055) and 8x less for f16 (measured up
+// to 0.0058); the bounds, 0.1 and 0.0125, keep that ratio. A wrong or missing term in any gradient
+// is an error of order 1, and a step computed at the wrong precision would not scale 8x. The
+// gradients stay f32 and accumulate there.
+TEST(MoeModelTest, MixedPrecisionTracksF32OnRoundedWeights) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (Device device : {Device::Cpu(), Device::Sim()}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " on " + device.ToString());
+      const double tol = dtype == DType::kBF16 ? 0.1 : 0.0125;
+      auto backend = testing::MakeBackend(device);
+      ModelConfig c = Featureful();
+      c.attention_bias = true;
+      c.capacity_factor = 0;  // dropless: a rounding cannot drop a token the f32 model keeps
+      c.top_k = c.num_experts;
+      auto f32 = MakeModel(*backend, c);
+      auto mixed =
+          MakeModel(*backend, c,
+                    ModelOptions{.weight_dtype = dtype, .compute_dtype = dtype, .with_grad = true});
+      for (Parameter& p : f32->parameters()) {
+        std::vector<float> v = ToHost(*backend, p.value);
+        Parameter* q = mixed->parameters().Find(p.name);
+        ASSERT_NE(q, nullptr) << p.name;
+        EXPECT_EQ(q->value.dtype(), p.init == ParamInit::kZeros ? DType::kF32 : dtype) << p.name;
+        EXPECT_EQ(q->grad.dtype(), DType::kF32) << p.name;
+        if (q->value.dtype() != DType::kF32) {
+          for (float& x : v) {
+            x = dtype == DType::kBF16 ? BF16ToF32(F32ToBF16(x)) : F16ToF32(F32ToF16(x));
+          }
+        }
+        testing::FromHost(*backend, v, p.value);
+        testing::FromHost(*backend, v, q->value);
+      }
+      Trained a = Step(*f32);
+      Trained b = Step(*mixed);
+      // The loss averages over tokens: its error is a tenth of the gradients' bound.
+      EXPECT_NEAR(b.report.loss, a.report.loss, tol / 10 * std::abs(a.report.loss));
+      EXPECT_NEAR(b.report.aux_loss, a.report.aux_loss, tol / 10 * std::abs(a.report.aux_loss));
+      for (const auto& [name, ga] : a.grads) {
+        const std::vector<float>& gb = b.grads.at(name);
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < ga.size(); ++i) {
+          diff += (double(gb[i]) - ga[i]) * (double(gb[i]) - ga[i]);
+          norm += double(ga[i]) * ga[i];
+        }
+        EXPECT_LE(std::sqrt(diff), tol * std::sqrt(norm) + 1e-7) << name;
+      }
+      // Gradients accumulate in f32 over a second backward.
+      Trained twice = Step(*mixed, 2, 6, /*zero=*/false);
+      for (const auto& [name, g1] : b.grads) {
+        const std::vector<float>& g2 = twice.grads.at(name);
+        for (size_t i = 0; i < g1.size(); i += 7) {
+          ASSERT_NEAR(g2[i], 2 * g1[i], 1e-5 * std::abs(g1[i]) + 1e-12) << name;
+        }
+      }
+      // Incremental decoding stays f32.
+      EXPECT_EQ(mixed->options().compute_dtype, dtype);
+    }
+  }
+}
+
+// Training with 16-bit weights needs them to be the compute copy.
+TEST(MoeModelTest, SixteenBitWeightsWithGradientsNeedTheComputeDType) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  auto m = MoeModel::Create(*backend, Featureful(),
+                            ModelOptions{.weight_dtype = DType::kBF16, .with_grad = true});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("compute_dtype"), std::string::npos) << m.status().ToString();
+  auto bad = MoeModel::Create(*backend, Featureful(), ModelOptions{.compute_dtype = DType::kI32});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("compute_dtype"), std::string::npos);
+}
+
 // Dense matrices in their own dtypes (ModelOptions::matrix_dtypes): each named matrix is
 // allocated in its dtype, everything else stays in weight_dtype, and the forward gives the logits
 // of the f32 model holding the blocks' values up to the rounding of the quantized matrices'
