@@ -105,4 +105,28 @@ float ClipGradNorm(std::span<const std::span<float>> grads, float max_norm, Thre
   return norm;
 }
 
+float UnscaleAndClipFactor(float scaled_norm, float inv_scale, float max_norm, float* norm) {
+  SY_CHECK(inv_scale > 0.0f && std::isfinite(inv_scale))
+      << "UnscaleAndClipFactor inv_scale " << inv_scale << " must be finite and > 0";
+  SY_CHECK(max_norm >= 0.0f && std::isfinite(max_norm))
+      << "UnscaleAndClipFactor max_norm " << max_norm << " must be finite and >= 0";
+  *norm = scaled_norm * inv_scale;
+  if (!std::isfinite(*norm)) return 1.0f;
+  float factor = inv_scale;
+  if (max_norm > 0.0f) {
+    const float coef = max_norm / (*norm + 1e-6f);  // as ClipGradNorm
+    if (coef < 1.0f) factor *= coef;
+  }
+  return factor;
+}
+
+float UnscaleAndClipGradNorm(std::span<const std::span<float>> grads, float inv_scale,
+                             float max_norm, ThreadPool* pool) {
+  float norm = 0.0f;
+  const float factor =
+      UnscaleAndClipFactor(GlobalGradNorm(grads, pool), inv_scale, max_norm, &norm);
+  if (factor != 1.0f) ScaleGrads(grads, factor, pool);
+  return norm;
+}
+
 }  // namespace sy

@@ -30,4 +30,17 @@ float ClipGradNorm(std::span<const std::span<float>> grads, float max_norm, Thre
 // Multiplies every element of `grads` by `factor` in float32.
 void ScaleGrads(std::span<const std::span<float>> grads, float factor, ThreadPool* pool);
 
+// Loss-scaled gradients (optim/loss_scaler.h) are unscaled and clipped by one multiplication, as
+// torch's scaler.unscale_ followed by clip_grad_norm_ computes them. Given the norm of the scaled
+// gradients and inv_scale (DynamicLossScaler::inv_scale(); 1 without loss scaling), *norm
+// receives the unscaled norm, scaled_norm * inv_scale (exact for the scaler's powers of two), and
+// the result is the factor to multiply the gradients by: inv_scale, times max_norm / (norm +
+// 1e-6) when that is below 1 (max_norm > 0; 0 turns clipping off). A non-finite norm gives 1: the
+// gradients stay as they are and the caller skips the step.
+float UnscaleAndClipFactor(float scaled_norm, float inv_scale, float max_norm, float* norm);
+// GlobalGradNorm, then every gradient times UnscaleAndClipFactor (when it is not 1); returns the
+// unscaled norm. With inv_scale 1 this is ClipGradNorm (GlobalGradNorm when max_norm is 0).
+float UnscaleAndClipGradNorm(std::span<const std::span<float>> grads, float inv_scale,
+                             float max_norm, ThreadPool* pool);
+
 }  // namespace sy

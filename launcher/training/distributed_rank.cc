@@ -149,7 +149,7 @@ void DistributedRank::SetLossShare(float share) {
 
 Result<GlobalStepLoss> DistributedRank::ReduceGradients(
     std::span<ParamState> states, std::span<const std::vector<std::span<float>>> bound_experts,
-    const LossReport& local, float share, double grad_clip) {
+    const LossReport& local, float share, double grad_clip, float inv_loss_scale) {
   std::vector<std::span<float>> dense, shards;
   // Per expert its parts' gradients: the bound ones, then those of `states` (an expert's parts
   // are consecutive there, in parameter order).
@@ -208,18 +208,15 @@ Result<GlobalStepLoss> DistributedRank::ReduceGradients(
   global.loss = static_cast<float>(sums[0]);
   global.ce_loss = static_cast<float>(sums[1]);
   global.aux_loss = static_cast<float>(sums[2]);
-  // As ClipGradNorm (optim/grad_clip.h), on the norm of the whole model.
-  const float norm = static_cast<float>(std::sqrt(squares));
-  global.grad_norm = norm;
-  if (grad_clip > 0 && std::isfinite(norm)) {
-    const float coef = static_cast<float>(grad_clip) / (norm + 1e-6f);
-    if (coef < 1.0f) {
-      std::vector<std::span<float>> all = dense;
-      all.insert(all.end(), experts.begin(), experts.end());
-      all.insert(all.end(), shards.begin(), shards.end());
-      ScaleGrads(all, coef, pool_);
-      if (zero_) zero_->ScaleGradients(coef);
-    }
+  // As UnscaleAndClipGradNorm (optim/grad_clip.h), on the norm of the whole model.
+  const float factor = UnscaleAndClipFactor(static_cast<float>(std::sqrt(squares)), inv_loss_scale,
+                                            static_cast<float>(grad_clip), &global.grad_norm);
+  if (factor != 1.0f) {
+    std::vector<std::span<float>> all = dense;
+    all.insert(all.end(), experts.begin(), experts.end());
+    all.insert(all.end(), shards.begin(), shards.end());
+    ScaleGrads(all, factor, pool_);
+    if (zero_) zero_->ScaleGradients(factor);
   }
   return global;
 }

@@ -93,7 +93,7 @@ class DistributedRank {
   // The step, in order:
   // Zeroes the gradients: ZeRO-3's shards or the model's, and this rank's experts'.
   void ZeroGrads();
-  // After Forward: this rank's share n_r / N of the world's `local_targets`, set on the expert
+  // Before Backward: this rank's share n_r / N of the world's `local_targets`, set on the expert
   // layers, ZeRO-3 and the embedding partition, whose gradients carry it.
   Result<float> ShareLoss(int64_t local_targets);
   // As ShareLoss with the share given (per-task batches compute it with their own reduction).
@@ -102,7 +102,9 @@ class DistributedRank {
   // After Backward (the gradients in `states`, this rank's, on the host): scales the dense
   // gradients by `share` and sums them over the world, sums the expert gradients over their
   // replicas, reduces the loss terms and the squared gradient norm of the whole model, and clips
-  // every gradient (ZeRO-3's shards too) to `grad_clip` when it is > 0, as ClipGradNorm does.
+  // every gradient (ZeRO-3's shards too) to `grad_clip` when it is > 0, unscaling them by
+  // `inv_loss_scale` in the same multiplication, as UnscaleAndClipGradNorm does (the returned norm
+  // is the unscaled one).
   // `bound_experts`: per bound expert of this rank (the expert store's working set), its parts'
   // gradients, in parameter order; taken as expert gradients before those in `states`. The
   // experts left out have zero gradients on every replica, so they count nothing. With replicas
@@ -111,7 +113,7 @@ class DistributedRank {
   // packed call, a + b in any order), so the sums are the same bits whichever experts are passed.
   Result<GlobalStepLoss> ReduceGradients(
       std::span<ParamState> states, std::span<const std::vector<std::span<float>>> bound_experts,
-      const LossReport& local, float share, double grad_clip);
+      const LossReport& local, float share, double grad_clip, float inv_loss_scale = 1.0f);
   // Sums `counts` elementwise over this rank's expert-data-parallel group (the ranks holding the
   // same experts); nothing to do without replicas (ep_size == world).
   Status SumOverReplicas(std::span<int64_t> counts);

@@ -18,6 +18,7 @@ namespace {
 
 constexpr std::string_view kStepsTensor = "optim/steps";
 constexpr std::string_view kChecksumsKey = "tensor_crc32c";
+constexpr std::string_view kLossScalerKey = "loss_scaler";
 
 uint32_t TensorCrc(const std::vector<float>& data) {
   return storage::Crc32c(data.data(), data.size() * sizeof(float));
@@ -93,6 +94,11 @@ Status FinishCheckpoint(CheckpointWriter& writer, const TrainCheckpoint& header,
   SY_RETURN_IF_ERROR(writer.SetBytes(kCheckpointRngStateKey, seed));
   SY_RETURN_IF_ERROR(writer.SetText(kCheckpointDataPositionKey, header.data_position));
   SY_RETURN_IF_ERROR(writer.SetText(kChecksumsKey, crcs.dump()));
+  if (header.loss_scale > 0) {
+    const nlohmann::json scaler = {{"scale", header.loss_scale},
+                                   {"growth_tracker", header.loss_scale_growth_tracker}};
+    SY_RETURN_IF_ERROR(writer.SetText(kLossScalerKey, scaler.dump()));
+  }
   return writer.Commit();
 }
 
@@ -147,6 +153,18 @@ Result<TrainCheckpoint> ReadTrainCheckpoint(const std::string& path,
   SY_ASSIGN_OR_RETURN(std::string crc_text, reader->ReadText(kChecksumsKey));
   const nlohmann::json crcs = nlohmann::json::parse(crc_text, nullptr, false);
   if (!crcs.is_object()) return DataLossError(where + "meta/tensor_crc32c is not a JSON object");
+  if (reader->HasMetadata(kLossScalerKey)) {
+    SY_ASSIGN_OR_RETURN(std::string text, reader->ReadText(kLossScalerKey));
+    const nlohmann::json scaler = nlohmann::json::parse(text, nullptr, false);
+    if (!scaler.is_object() || !scaler.contains("scale") || !scaler["scale"].is_number() ||
+        !scaler.contains("growth_tracker") || !scaler["growth_tracker"].is_number_integer()) {
+      return DataLossError(where +
+                           "meta/loss_scaler is not {\"scale\": number, \"growth_tracker\": "
+                           "integer}; the file is corrupt");
+    }
+    ckpt.loss_scale = scaler["scale"].get<float>();
+    ckpt.loss_scale_growth_tracker = scaler["growth_tracker"].get<int64_t>();
+  }
 
   const int64_t n = static_cast<int64_t>(param_names.size());
   const CheckpointTensorInfo* steps = reader->FindTensor(kStepsTensor);

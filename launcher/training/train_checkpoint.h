@@ -13,9 +13,11 @@
 //   meta/data_position             Batcher::SavePosition of the train split
 //   meta/tensor_crc32c             JSON {name: crc32c of the tensor's bytes}; HDF5 keeps no
 //                                  checksum of raw data, so a flipped bit would otherwise load
+//   meta/loss_scaler               JSON {"scale": s, "growth_tracker": n}: the dynamic loss
+//                                  scale of train.precision f16 (absent in other precisions)
 //   root attribute step            optimizer steps taken
-// The parameters are fp32 and are the optimizer's masters, so no separate optim/master copy is
-// written (a bf16-weight model would add one).
+// The parameters are fp32 and are the optimizer's masters in every train.precision (a bf16 or
+// f16 run's compute copy is their rounding), so a checkpoint resumes in any precision.
 //
 // Writes are atomic (CheckpointWriter: temp file, fsync, rename, fsync dir): a crash during a save
 // never destroys the previous checkpoint.
@@ -41,10 +43,13 @@ struct CheckpointTensor {
 };
 
 struct TrainCheckpoint {
-  std::string config_json;               // the effective config of the run that wrote it
-  int64_t step = 0;                      // optimizer steps taken
-  uint64_t seed = 0;                     // the run's RNG seed
-  std::string data_position;             // Batcher::SavePosition of the train split
+  std::string config_json;    // the effective config of the run that wrote it
+  int64_t step = 0;           // optimizer steps taken
+  uint64_t seed = 0;          // the run's RNG seed
+  std::string data_position;  // Batcher::SavePosition of the train split
+  // train.precision f16: the loss scaler's state (DynamicLossScaler::State); scale 0 = none.
+  float loss_scale = 0;
+  int64_t loss_scale_growth_tracker = 0;
   std::vector<int64_t> optimizer_steps;  // per parameter, in `params` order
   std::vector<CheckpointTensor> params;  // model parameters, by the model's names
   // Same order and names as params; empty vectors when the optimizer keeps no such moment.

@@ -8,6 +8,20 @@
 
 namespace sy::launcher {
 
+DType ComputeDType(Precision precision) {
+  switch (precision) {
+    case Precision::kF32:
+      return DType::kF32;
+    case Precision::kBF16:
+      return DType::kBF16;
+    case Precision::kF16:
+      return DType::kF16;
+  }
+  return DType::kF32;
+}
+
+std::string_view PrecisionName(Precision precision) { return DTypeName(ComputeDType(precision)); }
+
 const ConfigSchema<ModelConfig>& ModelConfigSchema() {
   using M = ModelConfig;
   static const auto* schema = [] {
@@ -95,7 +109,13 @@ const ConfigSchema<TrainOptions>& TrainOptionsSchema() {
         .Min(0)
         .Field("sim_link_latency_us", &T::sim_link_latency_us,
                "Sim link latency per copy, us (0 = the backend's 10)")
-        .Min(0);
+        .Min(0)
+        .Enum("precision", &T::precision,
+              {{"f32", Precision::kF32}, {"bf16", Precision::kBF16}, {"f16", Precision::kF16}},
+              "Compute precision: f32, or bf16 / f16 with f32 master weights")
+        .Field("micro_batches", &T::micro_batches,
+               "Micro-batches per step, gradients accumulated before one update")
+        .Min(1);
     return s;
   }();
   return *schema;
@@ -271,6 +291,31 @@ const ConfigSchema<ExpertStoreOptions>& ExpertStoreOptionsSchema() {
   return *schema;
 }
 
+const ConfigSchema<LossScalerOptions>& LossScalerOptionsSchema() {
+  using L = LossScalerOptions;
+  static const auto* schema = [] {
+    auto* s = new ConfigSchema<L>();
+    s->Field("init_scale", &L::init_scale, "The first loss scale (train.precision f16)")
+        .Field("growth_factor", &L::growth_factor, "Scale multiplier after growth_interval")
+        .Field("backoff_factor", &L::backoff_factor, "Scale multiplier on an inf/NaN gradient")
+        .Field("growth_interval", &L::growth_interval,
+               "Consecutive finite steps before the scale grows")
+        .Check([](const L& l) -> std::optional<ConfigIssue> {
+          const Status valid = ValidateLossScalerOptions(l);
+          if (valid.ok()) return std::nullopt;
+          // "loss_scaler.<field> ...": the field and the message after it.
+          const std::string& m = valid.message();
+          const size_t dot = m.find('.'), space = m.find(' ');
+          if (dot == std::string::npos || space == std::string::npos || space < dot) {
+            return ConfigIssue{"init_scale", m};
+          }
+          return ConfigIssue{m.substr(dot + 1, space - dot - 1), m.substr(space + 1)};
+        });
+    return s;
+  }();
+  return *schema;
+}
+
 const ConfigSchema<ElasticOptions>& ElasticOptionsSchema() {
   using E = ElasticOptions;
   static const auto* schema = [] {
@@ -309,8 +354,9 @@ LrScheduleOptions TrainConfig::schedule_options() const {
 }
 
 Result<TrainConfig> LoadTrainConfig(Config& config) {
-  SY_RETURN_IF_ERROR(config.CheckKnownBlocks({"model", "data", "train", "optim", "checkpoint",
-                                              "log", "parallel", "expert_store", "elastic"}));
+  SY_RETURN_IF_ERROR(
+      config.CheckKnownBlocks({"model", "data", "train", "optim", "checkpoint", "log", "parallel",
+                               "expert_store", "elastic", "loss_scaler"}));
   TrainConfig out;
   SY_RETURN_IF_ERROR(DataOptionsSchema().Bind(config, "data", &out.data));
   SY_RETURN_IF_ERROR(TrainOptionsSchema().Bind(config, "train", &out.train));
@@ -321,6 +367,7 @@ Result<TrainConfig> LoadTrainConfig(Config& config) {
   SY_RETURN_IF_ERROR(ModelConfigSchema().Bind(config, "model", &out.model));
   SY_RETURN_IF_ERROR(ExpertStoreOptionsSchema().Bind(config, "expert_store", &out.expert_store));
   SY_RETURN_IF_ERROR(ElasticOptionsSchema().Bind(config, "elastic", &out.elastic));
+  SY_RETURN_IF_ERROR(LossScalerOptionsSchema().Bind(config, "loss_scaler", &out.loss_scaler));
   if (out.train.placement != Placement::kUniform && out.data.source != DataSource::kSynthetic) {
     return InvalidArgumentError(config.Where("train.placement") +
                                 ": 'train.placement' per_task and elastic place the synthetic "

@@ -5,7 +5,10 @@
 //     "model": {...ModelConfig fields...},          // runtime/model/model_config.h
 //     "data": {...},                                // runtime/data/data_options.h
 //     "train": {"device": "cpu", "steps": 300, "seed": 1, "grad_clip": 1.0,
-//               "eval_every": 100, "eval_batches": 4, "threads": 0, "placement": "uniform"},
+//               "eval_every": 100, "eval_batches": 4, "threads": 0, "placement": "uniform",
+//               "precision": "f32", "micro_batches": 1},
+//     "loss_scaler": {"init_scale": 65536, "growth_factor": 2, "backoff_factor": 0.5,
+//                     "growth_interval": 2000},       // train.precision f16 only
 //     "elastic": {"rebalance_every": 0, "min_gain": 0.05},
 //     "optim": {"kind": "adamw", "lr": 3e-3, "min_lr": 0, "warmup_steps": 20,
 //               "schedule": "cosine", "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
@@ -32,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer_options.h"
 #include "runtime/config/config.h"
@@ -47,6 +51,16 @@ enum class Placement : uint8_t {
   kPerTask,  // one task per group of world / tasks consecutive ranks, in config order
   kElastic,  // the planner's: heavy tasks over several ranks, light ones merged, rebalanced
 };
+
+// What a training step computes in (docs/training.md, "Precision"). In every precision the
+// master weights, the optimizer's moments and the gradients the optimizer reads are f32; bf16 and
+// f16 hold the compute copy of the weights and the activations in 16 bits (Note [mixed precision]
+// in runtime/model/moe_model.h). f16 scales the loss dynamically (the loss_scaler block).
+enum class Precision : uint8_t { kF32, kBF16, kF16 };
+// f32, bf16 or f16: the dtype of the compute copy and the activations.
+DType ComputeDType(Precision precision);
+// "f32", "bf16", "f16".
+std::string_view PrecisionName(Precision precision);
 
 // The "train" block.
 struct TrainOptions {
@@ -69,6 +83,15 @@ struct TrainOptions {
   // (us). Default: 0 = the backend's (SimOptions: 25 GB/s, 10 us).
   double sim_link_gbps = 0;
   double sim_link_latency_us = 0;
+  // Default: f32. f32, bf16 or f16 (Precision).
+  Precision precision = Precision::kF32;
+  // Default: 1. Each step's batch on a rank is cut into this many micro-batches of equal rows,
+  // run forward and backward one after the other with their gradients summed in f32 before one
+  // clipping and update, so that a step's batch need not fit in memory at once. The
+  // cross-entropy is the step's mean over all its targets, exactly; the router's auxiliary and z
+  // losses are each micro-batch's, averaged (as Megatron-LM does). Must divide this rank's rows
+  // (data.batch_size / ranks).
+  int64_t micro_batches = 1;
 };
 
 // The "elastic" block: live rebalancing under train.placement elastic
@@ -199,6 +222,7 @@ struct TrainConfig {
   ParallelOptions parallel;
   ExpertStoreOptions expert_store;
   ElasticOptions elastic;
+  LossScalerOptions loss_scaler;  // train.precision f16 only
   // The effective config (every block with its defaults), as written into checkpoints.
   std::string effective_json;
 
@@ -214,6 +238,7 @@ const ConfigSchema<LogOptions>& LogOptionsSchema();
 const ConfigSchema<ParallelOptions>& ParallelOptionsSchema();
 const ConfigSchema<ExpertStoreOptions>& ExpertStoreOptionsSchema();
 const ConfigSchema<ElasticOptions>& ElasticOptionsSchema();
+const ConfigSchema<LossScalerOptions>& LossScalerOptionsSchema();
 
 // Binds every block of `config` (rejecting unknown blocks with a suggestion), validates the model,
 // checks the model against the data (vocabulary) and parallel.ep_size against model.num_experts.

@@ -94,6 +94,32 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
     backend_options.sim.link_latency_us = config_.train.sim_link_latency_us;
   }
   SY_ASSIGN_OR_RETURN(backend_, CreateBackend(device, backend_options));
+  const Precision precision = config_.train.precision;
+  if (precision != Precision::kF32) {
+    // Where mixed precision is not built yet, say so rather than train at another precision.
+    const std::string name(PrecisionName(precision));
+    if (device.type == DeviceType::kCuda) {
+      return InvalidArgumentError(
+          "config: 'train.precision' " + name +
+          " is not available on cuda yet (the CUDA kernels take f32 activations only); train in "
+          "f32 on cuda (train.precision=f32), or in " +
+          name + " on cpu or sim");
+    }
+    if (world != nullptr) {
+      return InvalidArgumentError("config: 'train.precision' " + name +
+                                  " is not available under mpirun yet; set train.precision=f32, "
+                                  "or run in one process");
+    }
+    if (config_.expert_store.enabled()) {
+      return InvalidArgumentError("config: 'train.precision' " + name +
+                                  " is not available with expert_store.dir yet; set "
+                                  "train.precision=f32, or keep the expert states in memory");
+    }
+  }
+  if (precision == Precision::kF16) {
+    SY_ASSIGN_OR_RETURN(DynamicLossScaler scaler, DynamicLossScaler::Create(config_.loss_scaler));
+    loss_scaler_ = scaler;
+  }
   const int threads = config_.train.threads > 0
                           ? config_.train.threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -127,6 +153,15 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
     train_options.num_shards = w;
     train_options.shard = world->rank();
   }
+  const int64_t micro = config_.train.micro_batches;
+  if (!per_task && train_options.batch_size % micro != 0) {
+    return InvalidArgumentError(
+        "config: 'train.micro_batches' " + std::to_string(micro) + " must divide the " +
+        std::to_string(train_options.batch_size) + " rows each rank takes of a step (" +
+        (world != nullptr ? "data.batch_size / ranks" : "data.batch_size") +
+        "); choose a divisor of it, or set data.batch_size to a multiple of " +
+        std::to_string(micro * world_size));
+  }
   SY_ASSIGN_OR_RETURN(Batcher train, Batcher::Create(dataset_.get(), train_options));
   train_batcher_ = std::make_unique<Batcher>(std::move(train));
   SY_ASSIGN_OR_RETURN(
@@ -147,6 +182,9 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
   // experts a step activates (the working set; Note [working set over ranks], Note [working set
   // on a device]).
   ModelOptions model_options;
+  // Mixed precision: the model holds the compute copy (the masters are the trainer's).
+  model_options.weight_dtype = ComputeDType(precision);
+  model_options.compute_dtype = ComputeDType(precision);
   model_options.bound_experts = UsesExpertWorkingSet(config_);
   // ZeRO-3 drops the memory of the dense full copies between uses (parallel/zero3.h).
   model_options.releasable_parameters = world != nullptr && config_.parallel.zero_stage == 3;
@@ -198,6 +236,7 @@ Status Trainer::InitParamStates() {
   // On a GPU in one process the optimizer steps on the device (DeviceAdam): the gradients never
   // come to the host, and the moments live on the device until a checkpoint asks for them.
   const bool on_device = !dist_ && !config_.expert_store.enabled() &&
+                         config_.train.precision == Precision::kF32 &&
                          DeviceAdam::Supported(*backend_, config_.optimizer_options());
   for (Parameter& model_param : model_->parameters()) {
     Parameter* param = &model_param;
@@ -208,10 +247,18 @@ Status Trainer::InitParamStates() {
       continue;  // sharded by Zero3
     }
     Parameter& p = *param;
-    SY_CHECK(p.value.dtype() == DType::kF32) << "trainer needs f32 parameters: " << p.name;
+    SY_CHECK(p.grad.dtype() == DType::kF32) << "trainer needs f32 gradients: " << p.name;
     ParamState s;
     s.param = &p;
-    if (host_backend()) {
+    if (p.value.dtype() != DType::kF32) {
+      // Mixed precision: the f32 master is the initial value itself, not the rounded copy.
+      const std::vector<float> initial = ParameterStore::InitialValuesOf(
+          p, config_.train.seed, static_cast<float>(config_.train.init_stddev));
+      s.host_value = Tensor::Host(DType::kF32, p.value.shape());
+      std::copy(initial.begin(), initial.end(), s.host_value.data<float>());
+      s.host_grad = host_backend() ? p.grad : Tensor::Host(DType::kF32, p.grad.shape());
+      s.host_compute = host_backend() ? p.value : Tensor::Host(p.value.dtype(), p.value.shape());
+    } else if (host_backend()) {
       s.host_value = p.value;
       s.host_grad = p.grad;
     } else {

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -56,6 +57,7 @@
 #include "launcher/training/task_placement.h"
 #include "launcher/training/train_checkpoint.h"
 #include "launcher/training/train_options.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/communicator.h"
@@ -71,6 +73,7 @@
 namespace sy::launcher {
 
 class DistributedRank;
+class StepTimer;  // trainer_step.cc
 
 struct StepReport {
   int64_t step = 0;  // steps taken after this one
@@ -80,6 +83,8 @@ struct StepReport {
   double lr = 0;
   float grad_norm = 0;           // before clipping
   bool skipped = false;          // non-finite gradient: no update
+  int64_t skipped_steps = 0;     // steps skipped so far in this run (this one included)
+  float loss_scale = 0;          // train.precision f16: the loss scale this step ran with; else 0
   int64_t tokens = 0;            // tokens in the (global) batch
   double seconds = 0;            // wall time of the step, and its phases:
   double data_seconds = 0;       // next batch
@@ -256,8 +261,16 @@ class Trainer {
   Status NextTaskBatch(std::vector<float>* row_weights, float* share);
   Status EndTaskStep(StepReport* report);
   Status Rebalance(StepReport* report);
-  // Appends the routing of the last Forward's first log.routing_trace_tokens tokens to trace_.
-  void RecordRouting();
+  // Forward and Backward of this rank's batch (batch_, row_weights_) in train.micro_batches
+  // pieces, the loss multiplied by `loss_scale` (f16); the step's loss, unscaled, in *loss, each
+  // pass's time charged to its phase of `timer`, and the step's routing in step_expert_load_ (and
+  // the trace).
+  Status ForwardBackward(float loss_scale, LossReport* loss, StepTimer& timer);
+  // Targets != -1 of a host i32 tensor.
+  static int64_t CountTargets(const Tensor& targets);
+  // Appends the routing of the last Forward's first log.routing_trace_tokens tokens (of its
+  // `tokens`) to trace_.
+  void RecordRouting(int64_t tokens);
   // SaveCheckpoint once the expert states are in states_ (one process).
   Status SaveCheckpointOfStates(const std::string& path);
   // The distributed save (collective): rank 0 streams the file, each expert tensor sent by its
@@ -293,6 +306,9 @@ class Trainer {
                            TrainCheckpoint* ckpt);
   // Copies `ckpt` (every parameter of the model, in ParameterStore order) into this trainer.
   Status RestoreState(TrainCheckpoint& ckpt);
+  // Says (in the log) when `saved_json`, the config of the checkpoint at `path`, trained in
+  // another train.precision than this run: allowed, the masters are f32 in every precision.
+  void NoteResumedPrecision(const std::string& path, const std::string& saved_json) const;
   // FailedPrecondition naming the first model or data key in which `saved_json` (a
   // checkpoint's config) differs from this run's.
   Status CheckCheckpointConfig(const std::string& path, const std::string& saved_json);
@@ -317,7 +333,12 @@ class Trainer {
   Batch batch_;
   std::vector<float> row_weights_;  // per-task batches: each row's loss weight (empty otherwise)
   int64_t step_ = 0;
+  int64_t skipped_steps_ = 0;   // in this run
   storage::AccessTrace trace_;  // with log.routing_trace
+  // The routing of the step's micro-batches so far: per MoE layer, token-slots per expert.
+  std::vector<std::vector<int64_t>> step_expert_load_;
+  // train.precision f16: the dynamic loss scale (empty otherwise).
+  std::optional<DynamicLossScaler> loss_scaler_;
   // Per-task batches: the streams (null: one mixed batch per step from train_batcher_), where
   // the tasks are, and the elastic planner's cost model and measurement window.
   std::unique_ptr<TaskStreams> task_streams_;

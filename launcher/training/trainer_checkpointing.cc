@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "launcher/training/distributed_rank.h"
 #include "launcher/training/rank_collectives.h"
 #include "parallel/embedding_partition.h"
@@ -67,6 +69,10 @@ TrainCheckpoint Trainer::CheckpointHeader() {
   ckpt.seed = config_.train.seed;
   ckpt.data_position =
       task_streams_ ? task_streams_->SavePosition() : train_batcher_->SavePosition();
+  if (loss_scaler_) {
+    ckpt.loss_scale = loss_scaler_->state().scale;
+    ckpt.loss_scale_growth_tracker = loss_scaler_->state().growth_tracker;
+  }
   return ckpt;
 }
 
@@ -350,6 +356,23 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path, Status consol
   return mine.ok() ? agreed : mine;
 }
 
+void Trainer::NoteResumedPrecision(const std::string& path, const std::string& saved_json) const {
+  const nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
+  // Checkpoints older than train.precision were f32 runs.
+  std::string was = "f32";
+  if (saved.is_object() && saved.contains("train") && saved["train"].is_object() &&
+      saved["train"].contains("precision") && saved["train"]["precision"].is_string()) {
+    was = saved["train"]["precision"].get<std::string>();
+  }
+  const std::string now(PrecisionName(config_.train.precision));
+  if (was == now) return;
+  spdlog::info(
+      "checkpoint {} was trained in {}; resuming in {}: its f32 master weights and optimizer "
+      "moments carry over exactly, the compute copy is {}{}",
+      path, was, now, now == "f32" ? "the masters themselves" : "their rounding to " + now,
+      config_.train.precision == Precision::kF16 ? ", and the loss scale starts afresh" : "");
+}
+
 Status Trainer::CheckCheckpointConfig(const std::string& path, const std::string& saved_json) {
   nlohmann::json saved = nlohmann::json::parse(saved_json, nullptr, false);
   nlohmann::json ours = nlohmann::json::parse(config_.effective_json, nullptr, false);
@@ -387,6 +410,7 @@ Status Trainer::CheckCheckpointConfig(const std::string& path, const std::string
 Status Trainer::LoadCheckpointOnRoot(const std::string& path, TrainCheckpoint* ckpt) {
   SY_ASSIGN_OR_RETURN(std::string saved_config, ReadTrainCheckpointConfig(path));
   SY_RETURN_IF_ERROR(CheckCheckpointConfig(path, saved_config));
+  NoteResumedPrecision(path, saved_config);
   // Every parameter of the model (distributed: every expert too, as the file holds them).
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
@@ -601,11 +625,17 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
     s.m = std::move(ckpt.optimizer_m[i].data);
     s.v = std::move(ckpt.optimizer_v[i].data);
     s.opt_step = ckpt.optimizer_steps[i];
-    if (!host_backend()) {
+    if (s.host_compute.defined()) {
+      // Mixed precision: the compute copy is the masters' rounding, as the optimizer writes it.
+      SY_RETURN_IF_ERROR(CopyFromHost(*backend_, ckpt.params[i].data, s.param->value));
+    } else if (!host_backend()) {
       backend_->CopyAsync(s.host_value, s.param->value, backend_->compute_stream());
     }
   }
   backend_->Synchronize();
+  if (loss_scaler_ && ckpt.loss_scale > 0) {
+    SY_RETURN_IF_ERROR(loss_scaler_->Restore({ckpt.loss_scale, ckpt.loss_scale_growth_tracker}));
+  }
   if (device_adam_) device_adam_->SyncToDevice();
   if (dist_ && dist_->zero()) {
     // The dense values go into the model's tensors (every rank the same), from which each rank

@@ -314,6 +314,7 @@ class TrainingLoop {
                            {"grad_norm", r.grad_norm},
                            {"tokens_per_s", tok_s},
                            {"skipped", r.skipped},
+                           {"skipped_steps", r.skipped_steps},
                            {"expert_load", r.expert_load},
                            {"step_seconds", r.seconds},
                            {"task_rows", r.task_rows},
@@ -323,6 +324,7 @@ class TrainingLoop {
                              {"backward", r.backward_seconds},
                              {"optimizer", r.optimizer_seconds},
                              {"communication", r.communication_seconds}}}};
+    if (r.loss_scale > 0) line["loss_scale"] = r.loss_scale;
     if (r.has_expert_store) {
       const uint64_t accesses = r.expert_cache_hits + r.expert_cache_misses;
       line["expert_store"] = {
