@@ -24,12 +24,19 @@ Counts CountParameters(const ModelConfig& model) {
 }
 
 std::vector<CapacityCheck> Check(const Counts& n, int moe_layers, double alpha,
-                                 const MachineGroup& g) {
+                                 const MachineGroup& g, Precision precision) {
   const double d = static_cast<double>(n.dense), s = static_cast<double>(n.experts);
   const double l = std::max(1, moe_layers);
+  // Bytes per parameter on the device in this build (docs/training.md, "Precision"): a dense
+  // parameter's value, f32 gradient, m and v, plus the f32 master beside a 16-bit value; an
+  // activated expert's value and f32 gradient. (MoESys's fp16 layout, with fp16 gradients, has
+  // 16 and 4.)
+  const bool mixed = precision != Precision::kF32;
+  const int dense = mixed ? 18 : 16, active = mixed ? 6 : 8;
   return {
-      {"device", "16 D + 4 alpha S / L <= M_device x N", 16 * d + 4 * alpha * s / l,
-       g.device_bytes * g.ranks},
+      {"device",
+       std::to_string(dense) + " D + " + std::to_string(active) + " alpha S / L <= M_device x N",
+       dense * d + active * alpha * s / l, g.device_bytes * g.ranks},
       {"cpu", "16 alpha S <= M_cpu x N", 16 * alpha * s, g.cpu_bytes * g.ranks},
       {"ssd", "12 S <= M_ssd x N", 12 * s, g.ssd_bytes * g.ranks},
   };
@@ -77,13 +84,15 @@ Result<CapacityPlan> PlanCapacity(const TrainConfig& config, const MachineGroup&
   plan.moe_layers = config.model.NumMoeLayers();
   plan.num_experts = config.model.num_experts;
   plan.alpha = alpha;
-  plan.checks = Check(counts, plan.moe_layers, alpha, group);
+  const Precision precision = config.train.precision;
+  plan.checks = Check(counts, plan.moe_layers, alpha, group, precision);
 
   // The rule is monotonic in the expert count: search for the largest that fits.
   auto fits_with = [&](int64_t experts, std::string* failing) {
     ModelConfig model = config.model;
     model.num_experts = experts;
-    for (const CapacityCheck& c : Check(CountParameters(model), plan.moe_layers, alpha, group)) {
+    for (const CapacityCheck& c :
+         Check(CountParameters(model), plan.moe_layers, alpha, group, precision)) {
       if (!c.fits()) {
         if (failing != nullptr) *failing = c.tier;
         return false;

@@ -11,6 +11,11 @@
 //   cpu:     16 alpha S            <=  M_cpu * N
 //   ssd:     12 S                  <=  M_ssd * N
 //
+// The device's coefficients are this build's in the configured train.precision, which keeps f32
+// gradients: f32 has 16 D (value, gradient, m, v) + 8 alpha S / L (an activated expert's f32
+// value and gradient); bf16 and f16 have 18 D (the 16-bit compute copy beside the f32 master,
+// gradient, m, v) + 6 alpha S / L.
+//
 // PlanCapacity evaluates the three, says which fail, and finds the largest model.num_experts for
 // which all three hold (everything else as configured).
 //

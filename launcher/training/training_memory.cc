@@ -116,11 +116,21 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
   const bool adam = config.optim.kind != OptimizerKind::kSgd;
   const bool momentum = !adam && config.optim.momentum != 0;
   const bool host = config.train.device == "cpu" || config.train.device == "sim";
-  // Value and gradient, the moments, and host copies of both for a device backend.
-  const double copies = 2 + (adam ? 2 : momentum ? 1 : 0) + (host ? 0 : 2);
+  // Value and gradient, the moments, and host copies of both for a device backend; in bf16 / f16
+  // (docs/training.md, "Precision") the value is the 2-byte compute copy beside an f32 master on
+  // the host (and a 2-byte staging copy for a device backend).
+  const bool mixed = config.train.precision != Precision::kF32;
+  const double act = mixed ? 2 : kF32;  // bytes of an activation, and of the compute copy
+  const double per_parameter = (2 +
+                                (adam       ? 2
+                                 : momentum ? 1
+                                            : 0) +
+                                (host ? 0 : 2)) *
+                                   kF32 +
+                               (mixed ? act + (host ? 0 : act) : 0);
 
   TrainingMemoryEstimate out;
-  out.parameter_bytes = (dense_params + expert_params) * copies * kF32;
+  out.parameter_bytes = (dense_params + expert_params) * per_parameter;
   const double rows_per_rank = static_cast<double>(config.data.batch_size) / w;
   if (config.expert_store.enabled()) {
     // The store holds the experts' master, m and v; memory holds its cache (the prefetch's
@@ -130,7 +140,7 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
     if (UsesExpertWorkingSet(config)) {
       compute_copy = ExpertWorkingSetBytes(config, moe_layers, world_size);
     }
-    out.parameter_bytes = dense_params * copies * kF32 + compute_copy + cache;
+    out.parameter_bytes = dense_params * per_parameter + compute_copy + cache;
   }
   // Per token, what the forward keeps: the decoder layer's norms, attention input and output and
   // the residual (6 h), q/k/v and their rotated copies with the attention output (3 q + 3 kv),
@@ -153,8 +163,13 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
   per_token_floats += h + 2 * v + 2;
   out.tokens_per_step = rows_per_rank * static_cast<double>(config.data.seq_len);
   const double data_per_token = 2 * 2 * 4;  // i32 tokens and targets, a train and an eval batch
-  out.bytes_per_token = per_token_floats * kF32 + data_per_token;
-  out.activation_bytes = out.tokens_per_step * per_token_floats * kF32;
+  // One micro-batch's activations are alive at a time; bf16 / f16 hold them in 2 bytes (the
+  // residual stream and the logits stay f32: counted at 4 bytes here, a bound).
+  const double micro = static_cast<double>(std::max<int64_t>(1, config.train.micro_batches));
+  const double per_token_bytes =
+      per_token_floats * (mixed ? act : kF32) + (mixed ? (layers * h + 2 * v) * (kF32 - act) : 0);
+  out.bytes_per_token = per_token_bytes / micro + data_per_token;
+  out.activation_bytes = out.tokens_per_step * per_token_bytes / micro;
   out.data_bytes = out.tokens_per_step * data_per_token;
   return out;
 }

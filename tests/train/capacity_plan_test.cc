@@ -32,7 +32,8 @@ TEST(CapacityPlanTest, TheThreeInequalitiesAsTheDigestWritesThem) {
   const double d = static_cast<double>(plan->dense_parameters);
   EXPECT_GT(d, 0);
   ASSERT_EQ(plan->checks.size(), 3u);
-  EXPECT_DOUBLE_EQ(plan->checks[0].need_bytes, 16 * d + 4 * alpha * s / 2);
+  // The device's coefficients are this build's f32 ones (capacity_plan.h).
+  EXPECT_DOUBLE_EQ(plan->checks[0].need_bytes, 16 * d + 8 * alpha * s / 2);
   EXPECT_DOUBLE_EQ(plan->checks[0].have_bytes, 2e6);
   EXPECT_DOUBLE_EQ(plan->checks[1].need_bytes, 16 * alpha * s);
   EXPECT_DOUBLE_EQ(plan->checks[1].have_bytes, 4e6);
@@ -41,6 +42,14 @@ TEST(CapacityPlanTest, TheThreeInequalitiesAsTheDigestWritesThem) {
   // 12 S = 2.36 MB of 6 MB fits; 16 alpha S = 0.79 MB of 4 MB fits; the device's 16 D + ... is
   // about 0.74 MB of 2 MB.
   EXPECT_TRUE(plan->fits());
+
+  // In bf16 the compute copy is 2 bytes beside the f32 master: 18 D + 6 alpha S / L.
+  const TrainConfig bf16 = LoadTiny({"train.precision=bf16"});
+  Result<CapacityPlan> mixed = PlanCapacity(bf16, group, alpha);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_DOUBLE_EQ(mixed->checks[0].need_bytes, 18 * d + 6 * alpha * s / 2);
+  EXPECT_EQ(mixed->checks[0].inequality, "18 D + 6 alpha S / L <= M_device x N");
+  EXPECT_DOUBLE_EQ(mixed->checks[2].need_bytes, 12 * s);
 }
 
 TEST(CapacityPlanTest, SaysWhichTierFailsAndTheLargestExpertCountThatFits) {
