@@ -74,6 +74,9 @@ struct BackendCaps {
   bool host_accessible = false;  // host code may dereference device memory directly
   // The GEMM operators take quantized weights (q8_0, q4_0, q4_k; runtime/core/dtype.h).
   bool quantized_weights = false;
+  // Every operator takes 16-bit activations (Note [16-bit operands]): cpu and sim; not cuda yet,
+  // whose operators take 16-bit weights only.
+  bool sixteen_bit_activations = false;
 };
 
 struct MemoryStats {

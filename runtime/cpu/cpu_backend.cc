@@ -42,7 +42,8 @@ BackendCaps CpuBackend::caps() const {
   return BackendCaps{.async_copies = false,
                      .pinned_host = false,
                      .host_accessible = true,
-                     .quantized_weights = true};
+                     .quantized_weights = true,
+                     .sixteen_bit_activations = true};
 }
 
 std::string CpuBackend::name() const {

@@ -39,6 +39,13 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
   if (!plain_float(options.compute_dtype)) {
     return InvalidArgumentError("model options: compute_dtype must be f32, bf16 or f16");
   }
+  if (options.compute_dtype != DType::kF32 && !backend.caps().sixteen_bit_activations) {
+    return InvalidArgumentError("model options: compute_dtype " +
+                                std::string(DTypeName(options.compute_dtype)) + ": the " +
+                                backend.name() +
+                                " backend's operators take f32 activations only; compute in f32 "
+                                "there, or run on the cpu or sim device");
+  }
   if (options.with_grad && options.weight_dtype != DType::kF32 &&
       options.weight_dtype != options.compute_dtype) {
     return InvalidArgumentError(

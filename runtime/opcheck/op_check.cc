@@ -313,21 +313,27 @@ OpCheckCase MakeCase(std::string op, std::string case_name, double threshold, Ca
   return c;
 }
 
-// MakeCase for quantized weights: skipped on a backend without them (BackendCaps).
-OpCheckCase MakeQuantizedCase(std::string op, std::string case_name, CaseBody body,
-                              double threshold = kF32Accumulate) {
-  OpCheckCase c = MakeCase(op, case_name, threshold, std::move(body));
-  c.run = [op, case_name, run = std::move(c.run)](Backend& backend) {
-    if (backend.caps().quantized_weights) return run(backend);
+// `c`, skipped on a backend without the capability `cap` (BackendCaps), which `what` names.
+OpCheckCase RequireCap(OpCheckCase c, bool BackendCaps::*cap, std::string what) {
+  c.run = [op = c.op, case_name = c.case_name, cap, what = std::move(what),
+           run = std::move(c.run)](Backend& backend) {
+    if (backend.caps().*cap) return run(backend);
     OpCheckResult skipped;
     skipped.op = op;
     skipped.case_name = case_name;
     skipped.passed = true;
     skipped.skipped = true;
-    skipped.detail = backend.name() + " has no quantized weights (BackendCaps)";
+    skipped.detail = backend.name() + " has no " + what + " (BackendCaps)";
     return skipped;
   };
   return c;
+}
+
+// MakeCase for quantized weights: skipped on a backend without them.
+OpCheckCase MakeQuantizedCase(std::string op, std::string case_name, CaseBody body,
+                              double threshold = kF32Accumulate) {
+  return RequireCap(MakeCase(op, case_name, threshold, std::move(body)),
+                    &BackendCaps::quantized_weights, "quantized weights");
 }
 
 std::string DTypeTag(DType dtype) { return std::string(DTypeName(dtype)); }
@@ -1169,33 +1175,37 @@ void AddAttentionCases(std::vector<OpCheckCase>& cases) {
       }
       const std::string name = wide ? spec.name : "act_" + DTypeTag(h) + "_" + spec.name;
       const double threshold = OutputThreshold(h, kF32Accumulate);
-      cases.push_back(
-          MakeCase("Attention", name, threshold, [spec, h](DeviceIo& d, Rng& rng, Checker& c) {
-            const reference::AttentionShape& s = spec.shape;
-            const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
-            const int64_t nkv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
-            const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-            Values q = RoundAll(h, rng.Uniforms(nq, -2, 2));
-            Values k = RoundAll(h, rng.Uniforms(nkv, -2, 2));
-            Values v = RoundAll(h, rng.Uniforms(nkv, -2, 2));
-            Tensor tq = d.Up(h, {s.batch, s.q_len, s.q_heads, s.head_dim}, q);
-            Tensor tk = d.Up(h, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, k);
-            Tensor tv = d.Up(h, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, v);
-            Tensor out = d.Up(h, {s.batch, s.q_len, s.q_heads, s.head_dim}, NaNs(nq));
-            const int64_t nl = s.batch * s.q_heads * s.q_len;
-            Tensor lse = spec.with_lse ? d.Up(DType::kF32, {s.batch, s.q_heads, s.q_len}, NaNs(nl))
-                                       : Tensor();
-            AttentionOptions o;
-            o.scale = static_cast<float>(scale);
-            o.kv_lens = spec.kv_lens;
-            d.backend().Attention(tq, tk, tv, out, lse, o);
-            reference::AttentionResult ref =
-                reference::Attention(s, q, k, v, static_cast<float>(scale), spec.kv_lens);
-            c.Compare("out", d.Down(out), ref.out);
-            if (spec.with_lse) c.Compare("lse", d.Down(lse), ref.lse);
-          }));
+      const auto add = [&cases, wide](OpCheckCase c) {
+        cases.push_back(wide ? std::move(c)
+                             : RequireCap(std::move(c), &BackendCaps::sixteen_bit_activations,
+                                          "16-bit activations"));
+      };
+      add(MakeCase("Attention", name, threshold, [spec, h](DeviceIo& d, Rng& rng, Checker& c) {
+        const reference::AttentionShape& s = spec.shape;
+        const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
+        const int64_t nkv = s.batch * s.kv_len * s.kv_heads * s.head_dim;
+        const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+        Values q = RoundAll(h, rng.Uniforms(nq, -2, 2));
+        Values k = RoundAll(h, rng.Uniforms(nkv, -2, 2));
+        Values v = RoundAll(h, rng.Uniforms(nkv, -2, 2));
+        Tensor tq = d.Up(h, {s.batch, s.q_len, s.q_heads, s.head_dim}, q);
+        Tensor tk = d.Up(h, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, k);
+        Tensor tv = d.Up(h, {s.batch, s.kv_len, s.kv_heads, s.head_dim}, v);
+        Tensor out = d.Up(h, {s.batch, s.q_len, s.q_heads, s.head_dim}, NaNs(nq));
+        const int64_t nl = s.batch * s.q_heads * s.q_len;
+        Tensor lse =
+            spec.with_lse ? d.Up(DType::kF32, {s.batch, s.q_heads, s.q_len}, NaNs(nl)) : Tensor();
+        AttentionOptions o;
+        o.scale = static_cast<float>(scale);
+        o.kv_lens = spec.kv_lens;
+        d.backend().Attention(tq, tk, tv, out, lse, o);
+        reference::AttentionResult ref =
+            reference::Attention(s, q, k, v, static_cast<float>(scale), spec.kv_lens);
+        c.Compare("out", d.Down(out), ref.out);
+        if (spec.with_lse) c.Compare("lse", d.Down(lse), ref.lse);
+      }));
       if (!spec.with_lse) continue;
-      cases.push_back(MakeCase(
+      add(MakeCase(
           "AttentionBackward", name, threshold, [spec, h](DeviceIo& d, Rng& rng, Checker& c) {
             const reference::AttentionShape& s = spec.shape;
             const int64_t nq = s.batch * s.q_len * s.q_heads * s.head_dim;
@@ -1313,10 +1323,12 @@ void AddIndexCases(std::vector<OpCheckCase>& cases) {
 // final rounding (kBf16Output, kF16Output). An f32 output of 16-bit inputs keeps its f32
 // threshold: a product of two 16-bit values is exact in f32, so only the order of the f32 sums may
 // differ.
-// MakeCase for a case of this section: its name starts with "act_" (16-bit activations).
+// MakeCase for a case of this section: its name starts with "act_" (16-bit activations), and it is
+// skipped on a backend without them.
 OpCheckCase MakeActivationCase(std::string op, std::string case_name, double threshold,
                                CaseBody body) {
-  return MakeCase(std::move(op), "act_" + case_name, threshold, std::move(body));
+  return RequireCap(MakeCase(std::move(op), "act_" + case_name, threshold, std::move(body)),
+                    &BackendCaps::sixteen_bit_activations, "16-bit activations");
 }
 
 // "bf16" or "f16", and "_to_f32" style suffixes for an f32 output.

@@ -71,7 +71,8 @@ BackendCaps SimBackend::caps() const {
   return BackendCaps{.async_copies = true,
                      .pinned_host = true,
                      .host_accessible = false,
-                     .quantized_weights = true};
+                     .quantized_weights = true,
+                     .sixteen_bit_activations = true};
 }
 
 std::string SimBackend::name() const {
