@@ -1,7 +1,8 @@
 // Microbenchmarks of the CPU backend: GEMM (f32 through our backend next to OpenBLAS called
-// directly, bf16, f16, q8_0 and q4_0 weights), grouped GEMM (next to one OpenBLAS call per expert),
-// attention decode over a KV cache, and the dtype conversions. Counters report GFLOP/s (flops) and
-// GB/s (bytes) per second of wall time.
+// directly, bf16, f16, q8_0 and q4_0 weights), bf16 x bf16 on AVX512-BF16 (next to OpenBLAS on f32
+// copies), grouped GEMM (next to one OpenBLAS call per expert), attention decode over a KV cache,
+// and the dtype conversions. Counters report GFLOP/s (flops) and GB/s (bytes) per second of wall
+// time.
 //
 // The memory-bound kernels (decode GEMV, attention decode, conversions) are measured against
 // baselines in the same run: BM_StreamRead reads the same number of bytes on the backend's thread
@@ -19,6 +20,7 @@
 
 #include "runtime/core/quant_blocks.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/cpu_bf16_gemm.h"
 #include "runtime/cpu/memory_bandwidth.h"
 
 namespace sy {
@@ -98,6 +100,93 @@ BENCHMARK_CAPTURE(BM_GemmBackend, f32, DType::kF32)->Apply(GemmShapes);
 BENCHMARK(BM_GemmOpenBlasDirect)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_GemmBackend, bf16, DType::kBF16)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_GemmBackend, f16, DType::kF16)->Apply(GemmShapes);
+
+// bf16 x bf16 -> f32 on AVX512-BF16 (cpu::Bf16Gemm) on a ThreadPool(2), against cblas_sgemm on
+// f32 copies of the same values with OpenBLAS on 2 threads: the products of mixed-precision
+// training at hidden 512, expert width 1024. args: M, N, K, trans_a, trans_b.
+constexpr int kBf16GemmThreads = 2;
+
+struct Bf16GemmOperands {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  Tensor a, b;  // bf16, as stored: a [M,K] or [K,M], b [K,N] or [N,K]
+};
+
+Bf16GemmOperands MakeBf16GemmOperands(const benchmark::State& state) {
+  Bf16GemmOperands o;
+  o.m = state.range(0);
+  o.n = state.range(1);
+  o.k = state.range(2);
+  o.trans_a = state.range(3) != 0;
+  o.trans_b = state.range(4) != 0;
+  o.a = Random(DType::kBF16, o.trans_a ? Shape{o.k, o.m} : Shape{o.m, o.k}, 11);
+  o.b = Random(DType::kBF16, o.trans_b ? Shape{o.n, o.k} : Shape{o.k, o.n}, 12);
+  return o;
+}
+
+void BM_Bf16Gemm(benchmark::State& state) {
+  if (!cpu::Bf16DotProducts()) {
+    state.SkipWithError("no AVX512-BF16 on this CPU (or SY_CPU_BF16_DOT=0)");
+    return;
+  }
+  static ThreadPool* pool = new ThreadPool(kBf16GemmThreads);
+  const Bf16GemmOperands o = MakeBf16GemmOperands(state);
+  Tensor c = Tensor::Host(DType::kF32, {o.m, o.n});
+  const cpu::Bf16GemmArgs args{.m = o.m,
+                               .n = o.n,
+                               .k = o.k,
+                               .a = o.a.data<BF16>(),
+                               .lda = o.trans_a ? o.m : o.k,
+                               .trans_a = o.trans_a,
+                               .b = o.b.data<BF16>(),
+                               .ldb = o.trans_b ? o.k : o.n,
+                               .trans_b = o.trans_b,
+                               .c = c.data<float>(),
+                               .ldc = o.n};
+  for (auto _ : state) {
+    cpu::Bf16Gemm(*pool, args);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(o.m * o.n * o.k) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Bf16GemmOpenBlasF32(benchmark::State& state) {
+  const Bf16GemmOperands o = MakeBf16GemmOperands(state);
+  Tensor a = Tensor::Host(DType::kF32, o.a.shape()), b = Tensor::Host(DType::kF32, o.b.shape());
+  SY_CHECK_OK(ConvertBuffer(o.a.data(), DType::kBF16, a.data(), DType::kF32,
+                            static_cast<size_t>(a.numel())));
+  SY_CHECK_OK(ConvertBuffer(o.b.data(), DType::kBF16, b.data(), DType::kF32,
+                            static_cast<size_t>(b.numel())));
+  Tensor c = Tensor::Host(DType::kF32, {o.m, o.n});
+  const int threads = openblas_get_num_threads();
+  openblas_set_num_threads(kBf16GemmThreads);
+  for (auto _ : state) {
+    cblas_sgemm(
+        CblasRowMajor, o.trans_a ? CblasTrans : CblasNoTrans, o.trans_b ? CblasTrans : CblasNoTrans,
+        static_cast<int>(o.m), static_cast<int>(o.n), static_cast<int>(o.k), 1.0f, a.data<float>(),
+        static_cast<int>(o.trans_a ? o.m : o.k), b.data<float>(),
+        static_cast<int>(o.trans_b ? o.k : o.n), 0.0f, c.data<float>(), static_cast<int>(o.n));
+    benchmark::DoNotOptimize(c.data());
+  }
+  openblas_set_num_threads(threads);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(o.m * o.n * o.k) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void Bf16GemmShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "n", "k", "ta", "tb"});
+  b->Args({1024, 512, 512, 0, 1});    // forward, x [1024,512] W [512,512]^T (a Linear weight)
+  b->Args({256, 1024, 512, 0, 1});    // forward, an expert's up projection: W [1024,512]^T
+  b->Args({1024, 512, 512, 0, 0});    // backward dx = dy W, W [512,512]
+  b->Args({256, 512, 1024, 0, 0});    // backward dx = dy W through the expert's W [1024,512]
+  b->Args({512, 512, 1024, 1, 0});    // dW = dy^T x over 1024 rows, W [512,512]
+  b->Args({1024, 512, 256, 1, 0});    // dW = dy^T x over an expert's 256 rows, W [1024,512]
+  b->Args({1024, 1024, 1024, 0, 1});  // forward, 1024 tokens through W [1024,1024]^T
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK(BM_Bf16Gemm)->Apply(Bf16GemmShapes);
+BENCHMARK(BM_Bf16GemmOpenBlasF32)->Apply(Bf16GemmShapes);
 
 // Quantized weights on an expert's gate projection (N 2048, K 1024): M up to
 // kInt8ActivationMaxRows (64) runs the int8 GEMV kernels, M = 65 and up dequantized panels and

@@ -27,7 +27,8 @@
 // on bf16 weights without expanding them.
 // The GEMMs multiply the operands' exact values (a product of two 16-bit values is exact in f32)
 // and accumulate in f32; a backend may use 16-bit dot-product hardware for two 16-bit operands of
-// one dtype (the CPU's AVX512-BF16, tensor cores), which changes only the order of the f32 sums.
+// one dtype (the CPU's AVX512-BF16, tensor cores), which changes only the order of the f32 sums
+// (and, as that hardware does, may flush subnormal inputs and sums to zero).
 //
 // Thread-safety: memory, stream and event calls are thread-safe. Operators may be called from one
 // thread at a time per backend (the thread that owns the compute stream); copy streams may be

@@ -113,6 +113,8 @@ class CpuBackend : public Backend {
   ThreadPool& pool() { return *pool_; }
 
  protected:
+  // Gemm of a bf16 a and a bf16 b into an f32 c on the bf16 dot products (cpu_gemm.cc).
+  void Bf16DotGemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options);
   Result<Tensor> AllocateDevice(DType dtype, Shape shape) override;
   Result<Tensor> AllocatePinnedHost(DType dtype, Shape shape) override;
   // Aborts unless `t` is defined, contiguous and on device(); `what` names the operator.

@@ -19,6 +19,10 @@
 // of cpu_quant.h in the same row ranges and tiles, and dequantized panels for larger M. They round
 // the activations to 8 bits once per operator and run the integer kernels up to
 // kQuantGemvMaxRows rows per group.
+// A 16-bit a (mixed-precision training's activations, Note [16-bit operands]) times a bf16 b runs
+// on the bf16 dot products (cpu_bf16_gemm.h) where the CPU has them and op(a) has at least
+// kBf16DotMinRows rows; otherwise a is widened to f32 (exactly) and takes the paths above. A 16-bit
+// c is computed in f32 and rounded once. The grouped GEMMs with bf16 operands run a Gemm per group.
 // OpenBLAS is multithreaded by itself, so it is only ever called from the operator's thread, never
 // from inside a ParallelFor body.
 #include <cblas.h>
@@ -32,6 +36,7 @@
 
 #include "runtime/core/quant_blocks.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/cpu_bf16_gemm.h"
 #include "runtime/cpu/cpu_op_util.h"
 #include "runtime/cpu/cpu_quant.h"
 #include "runtime/cpu/cpu_vec.h"
@@ -646,11 +651,57 @@ GemmArgs MakeArgs(int64_t a_rows, int64_t a_cols, int64_t b_rows, int64_t b_cols
 
 }  // namespace
 
+namespace {
+
+// Rows of op(a) from which a bf16 x bf16 product runs on the bf16 dot products (packing b first)
+// rather than on the GEMV kernels with a widened (which read b once, unpacked).
+constexpr int64_t kBf16DotMinRows = 16;
+
+// Whether Gemm(a, b) runs on the CPU's bf16 dot products (cpu_bf16_gemm.h).
+bool UsesBf16DotProducts(const Tensor& a, const Tensor& b, const GemmOptions& options) {
+  if (a.dtype() != DType::kBF16 || b.dtype() != DType::kBF16 || a.rank() != 2) return false;
+  const int64_t rows = options.trans_a ? a.dim(1) : a.dim(0);
+  return rows >= kBf16DotMinRows && cpu::Bf16DotProducts();
+}
+
+}  // namespace
+
+void CpuBackend::Bf16DotGemm(const Tensor& a, const Tensor& b, const Tensor& c,
+                             const GemmOptions& options) {
+  CheckOperand(a, "Gemm");
+  CheckOperand(b, "Gemm");
+  CheckOperand(c, "Gemm");
+  SY_CHECK(b.rank() == 2 && c.rank() == 2) << "Gemm: a " << a.ToString() << ", b " << b.ToString()
+                                           << ", c " << c.ToString() << " must all have rank 2";
+  cpu::CheckDType(c, DType::kF32, "Gemm", "c");
+  const GemmArgs g =
+      MakeArgs(a.dim(0), a.dim(1), b.dim(0), b.dim(1), c.dim(0), c.dim(1), options, "Gemm");
+  cpu::Bf16Gemm(pool(), cpu::Bf16GemmArgs{.m = g.m,
+                                          .n = g.n,
+                                          .k = g.k,
+                                          .a = a.data<BF16>(),
+                                          .lda = a.dim(1),
+                                          .trans_a = options.trans_a,
+                                          .b = b.data<BF16>(),
+                                          .ldb = b.dim(1),
+                                          .trans_b = options.trans_b,
+                                          .alpha = options.alpha,
+                                          .beta = options.beta,
+                                          .c = c.data<float>(),
+                                          .ldc = g.n});
+}
+
 void CpuBackend::Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) {
-  if (cpu::AnySixteenBit({&a, &c})) {
-    // A 16-bit output is computed in f32 and rounded once; a 16-bit a is read exactly.
+  if (cpu::AnySixteenBit({&c})) {
+    // A 16-bit output is computed in f32 and rounded once.
     cpu::Widened w(*this);
-    return Gemm(w.In(a), b, w.Out(c, options.beta != 0.0f), options);
+    return Gemm(a, b, w.Out(c, options.beta != 0.0f), options);
+  }
+  if (cpu::AnySixteenBit({&a})) {
+    // bf16 x bf16 on the bf16 dot products; any other 16-bit a is read exactly, widened.
+    if (UsesBf16DotProducts(a, b, options)) return Bf16DotGemm(a, b, c, options);
+    cpu::Widened w(*this);
+    return Gemm(w.In(a), b, c, options);
   }
   CheckOperand(a, "Gemm");
   CheckOperand(b, "Gemm");
@@ -757,9 +808,36 @@ void RunGemmGroups(ThreadPool& pool, std::span<const GemmArgs> groups, bool all_
 
 void CpuBackend::GroupedGemm(const Tensor& a, const Tensor& b, const Tensor& c,
                              std::span<const int64_t> group_rows, GemmOptions options) {
-  if (cpu::AnySixteenBit({&a, &c})) {
+  if (cpu::AnySixteenBit({&c})) {
     cpu::Widened w(*this);
-    return GroupedGemm(w.In(a), b, w.Out(c, options.beta != 0.0f), group_rows, options);
+    return GroupedGemm(a, b, w.Out(c, options.beta != 0.0f), group_rows, options);
+  }
+  if (a.dtype() == DType::kBF16 && b.dtype() == DType::kBF16 && cpu::Bf16DotProducts()) {
+    // Mixed-precision training's experts: each group a Gemm of its own, on the bf16 dot
+    // products where it has rows enough (Gemm decides).
+    SY_CHECK(!options.trans_a) << "GroupedGemm: trans_a must be false";
+    SY_CHECK(a.rank() == 2 && b.rank() == 3 && c.rank() == 2)
+        << "GroupedGemm: expected a [R,K], b [G,K,N] or [G,N,K], c [R,N]; got a " << a.ToString()
+        << ", b " << b.ToString() << ", c " << c.ToString();
+    SY_CHECK_EQ(static_cast<int64_t>(group_rows.size()), b.dim(0))
+        << "GroupedGemm: group_rows has " << group_rows.size() << " entries for b " << b.ToString();
+    int64_t row = 0;
+    for (size_t g = 0; g < group_rows.size(); ++g) {
+      SY_CHECK_GE(group_rows[g], 0) << "GroupedGemm: negative group row count";
+      const int64_t end = row + group_rows[g];
+      SY_CHECK_LE(end, a.dim(0)) << "GroupedGemm: group_rows exceed the rows of " << a.ToString();
+      if (end > row) {
+        Gemm(a.Slice(row, end), b.Select(static_cast<int64_t>(g)), c.Slice(row, end), options);
+      }
+      row = end;
+    }
+    SY_CHECK_EQ(row, a.dim(0)) << "GroupedGemm: group_rows sum to " << row << " but a is "
+                               << a.ToString();
+    return;
+  }
+  if (cpu::AnySixteenBit({&a})) {
+    cpu::Widened w(*this);
+    return GroupedGemm(w.In(a), b, c, group_rows, options);
   }
   CheckOperand(a, "GroupedGemm");
   CheckOperand(b, "GroupedGemm");
@@ -776,10 +854,12 @@ void CpuBackend::GroupedGemmShared(const Tensor& a, std::span<const Tensor> bs,
   bool sixteen_bit = cpu::AnySixteenBit({&a});
   for (const Tensor& c : cs) sixteen_bit = sixteen_bit || cpu::AnySixteenBit({&c});
   if (sixteen_bit) {
-    cpu::Widened w(*this);
-    std::vector<Tensor> wide_cs;
-    for (const Tensor& c : cs) wide_cs.push_back(w.Out(c, options.beta != 0.0f));
-    return GroupedGemmShared(w.In(a), bs, wide_cs, group_rows, options);
+    // One GroupedGemm per weight (16-bit outputs, and a 16-bit a on the bf16 dot products or
+    // widened, are GroupedGemm's).
+    SY_CHECK_EQ(bs.size(), cs.size())
+        << "GroupedGemmShared: " << bs.size() << " weights for " << cs.size() << " outputs";
+    for (size_t i = 0; i < bs.size(); ++i) GroupedGemm(a, bs[i], cs[i], group_rows, options);
+    return;
   }
   CheckOperand(a, "GroupedGemmShared");
   SY_CHECK_EQ(bs.size(), cs.size())
@@ -799,6 +879,27 @@ void CpuBackend::GroupedGemmShared(const Tensor& a, std::span<const Tensor> bs,
 
 void CpuBackend::GroupedGemmWeightGrad(const Tensor& x, const Tensor& dy, const Tensor& dw,
                                        std::span<const int64_t> group_rows, float beta) {
+  if (x.dtype() == DType::kBF16 && dy.dtype() == DType::kBF16 && cpu::Bf16DotProducts()) {
+    // dw_g [N,K] = dy_g^T x_g + beta dw_g: a Gemm per group (an empty one scales by beta).
+    SY_CHECK(x.rank() == 2 && dy.rank() == 2 && dw.rank() == 3 &&
+             dw.dim(0) == static_cast<int64_t>(group_rows.size()))
+        << "GroupedGemmWeightGrad: expected x [R,K], dy [R,N], dw [G,N,K] with G = "
+        << group_rows.size() << "; got x " << x.ToString() << ", dy " << dy.ToString() << ", dw "
+        << dw.ToString();
+    int64_t row = 0;
+    for (size_t g = 0; g < group_rows.size(); ++g) {
+      SY_CHECK_GE(group_rows[g], 0) << "GroupedGemmWeightGrad: negative group row count";
+      const int64_t end = row + group_rows[g];
+      SY_CHECK_LE(end, x.dim(0)) << "GroupedGemmWeightGrad: group_rows exceed the rows of "
+                                 << x.ToString();
+      Gemm(dy.Slice(row, end), x.Slice(row, end), dw.Select(static_cast<int64_t>(g)),
+           GemmOptions{.trans_a = true, .beta = beta});
+      row = end;
+    }
+    SY_CHECK_EQ(row, x.dim(0)) << "GroupedGemmWeightGrad: group_rows sum to " << row << " but x is "
+                               << x.ToString();
+    return;
+  }
   if (cpu::AnySixteenBit({&x, &dy})) {
     cpu::Widened w(*this);
     return GroupedGemmWeightGrad(w.In(x), w.In(dy), dw, group_rows, beta);
