@@ -129,9 +129,12 @@ Status ExpertParallelCompute::Forward(Backend& backend, const Tensor& xs,
   }
   recv_rows_ = std::accumulate(local_rows_.begin(), local_rows_.end(), int64_t{0});
 
-  // 2. The row plan (one small all-gather), shared by all four exchanges of this step.
-  SY_ASSIGN_OR_RETURN(AllToAllPlan plan,
-                      a2a_.MakePlan(send_rows, static_cast<size_t>(hidden_) * sizeof(float)));
+  // 2. The row plan (one small all-gather), shared by all four exchanges of this step; rows in the
+  // activations' dtype.
+  SY_CHECK(IsFloatingPoint(xs.dtype()) && xs.dtype() != DType::kF64)
+      << "ExpertParallelCompute: rows " << xs.ToString() << " must be f32, bf16 or f16";
+  row_dtype_ = xs.dtype();
+  SY_ASSIGN_OR_RETURN(AllToAllPlan plan, a2a_.MakePlan(send_rows, row_bytes()));
   SY_CHECK_EQ(static_cast<int64_t>(plan.recv_elements()), recv_rows_)
       << "the row plan disagrees with the exchanged per-expert counts";
   plan_.emplace(std::move(plan));
@@ -144,10 +147,10 @@ Status ExpertParallelCompute::Backward(Backend& backend, const Tensor& d_ys, con
   return Exchange(backend, d_ys, d_xs, /*backward=*/true);
 }
 
-void ExpertParallelCompute::Regroup(const std::vector<float>& src, std::vector<float>& dst,
+void ExpertParallelCompute::Regroup(const std::vector<std::byte>& src, std::vector<std::byte>& dst,
                                     bool to_expert_order) const {
   const int p = comm_->size();
-  const size_t row = static_cast<size_t>(hidden_);
+  const size_t row = row_bytes();
   // Offsets of block (source s, local expert j) in source order and in expert order.
   std::vector<size_t> by_source(static_cast<size_t>(p) * num_local_);
   std::vector<size_t> by_expert(by_source.size());
@@ -170,7 +173,7 @@ void ExpertParallelCompute::Regroup(const std::vector<float>& src, std::vector<f
     if (rows == 0) continue;
     const size_t from = to_expert_order ? by_source[b] : by_expert[b];
     const size_t to = to_expert_order ? by_expert[b] : by_source[b];
-    std::memcpy(dst.data() + to * row, src.data() + from * row, rows * row * sizeof(float));
+    std::memcpy(dst.data() + to * row, src.data() + from * row, rows * row);
   }
 }
 
@@ -179,42 +182,52 @@ Status ExpertParallelCompute::Exchange(Backend& backend, const Tensor& in, const
   const AllToAllPlan& plan = *plan_;
   SY_CHECK_EQ(in.numel(), out.numel())
       << "ExpertParallelCompute: " << in.ToString() << " -> " << out.ToString();
+  SY_CHECK(in.dtype() == row_dtype_ && out.dtype() == row_dtype_)
+      << "ExpertParallelCompute: " << in.ToString() << " -> " << out.ToString()
+      << " in another dtype than the step's rows, " << DTypeName(row_dtype_);
   SY_CHECK_EQ(static_cast<size_t>(in.numel()), plan.send_elements() * hidden_)
       << "ExpertParallelCompute: " << in.ToString() << " does not match the step's rows";
-  const size_t row = static_cast<size_t>(hidden_);
+  const size_t row = row_bytes();
   std::vector<std::byte> workspace(plan.workspace_bytes());
   void* work = workspace.empty() ? nullptr : workspace.data();
+  // Host rows <-> device tensors of the step's dtype, byte for byte.
+  const auto host_view = [this](std::vector<std::byte>& bytes, int64_t rows) {
+    return Tensor::Wrap(bytes.data(), row_dtype_, Shape{rows, hidden_});
+  };
+  const auto copy = [&backend](const Tensor& src, const Tensor& dst) {
+    backend.CopyAsync(src, dst, backend.compute_stream());
+    backend.SynchronizeStream(backend.compute_stream());
+  };
 
   // Dispatch: rows in xs order (by global expert = by destination rank) -> rows by source.
-  std::vector<float> send;
-  if (in.numel() > 0) {
-    SY_ASSIGN_OR_RETURN(send, DownloadF32(backend, in));
-  }
-  std::vector<float> recv(static_cast<size_t>(recv_rows_) * row);
+  std::vector<std::byte> send(static_cast<size_t>(in.numel() / hidden_) * row);
+  if (in.numel() > 0) copy(in, host_view(send, in.numel() / hidden_));
+  std::vector<std::byte> recv(static_cast<size_t>(recv_rows_) * row);
   SY_RETURN_IF_ERROR(a2a_.Forward(plan, send.data(), recv.data(), work));
-  std::vector<float> grouped(recv.size());
+  std::vector<std::byte> grouped(recv.size());
   Regroup(recv, grouped, /*to_expert_order=*/true);
 
   // The local experts, one grouped GEMM per weight over all received rows.
-  std::vector<float> result(recv.size());
+  std::vector<std::byte> result(recv.size());
   if (recv_rows_ > 0) {
     const Shape shape{recv_rows_, hidden_};
-    SY_ASSIGN_OR_RETURN(Tensor local_in, UploadF32(backend, grouped, shape));
-    SY_ASSIGN_OR_RETURN(Tensor local_out, backend.Allocate(DType::kF32, shape));
+    SY_ASSIGN_OR_RETURN(Tensor local_in, backend.Allocate(row_dtype_, shape));
+    copy(host_view(grouped, recv_rows_), local_in);
+    SY_ASSIGN_OR_RETURN(Tensor local_out, backend.Allocate(row_dtype_, shape));
     if (backward) {
       SY_RETURN_IF_ERROR(local_->Backward(backend, local_in, local_out));
     } else {
       SY_RETURN_IF_ERROR(local_->Forward(backend, local_in, local_rows_, local_out));
       local_xs_ = local_in;  // LocalExpertCompute keeps a view; keep it alive with ours
     }
-    SY_ASSIGN_OR_RETURN(result, DownloadF32(backend, local_out));
+    copy(local_out, host_view(result, recv_rows_));
   }
 
   // Combine: rows by local expert -> by source -> back to the ranks that sent them.
   Regroup(result, recv, /*to_expert_order=*/false);
-  std::vector<float> back(static_cast<size_t>(out.numel()));
+  std::vector<std::byte> back(send.size());
   SY_RETURN_IF_ERROR(a2a_.Reverse(plan, recv.data(), back.data(), work));
-  if (out.numel() > 0) SY_RETURN_IF_ERROR(CopyFromHost(backend, back, out));
+  if (out.numel() > 0) copy(host_view(back, out.numel() / hidden_), out);
   return Status::Ok();
 }
 

@@ -123,8 +123,11 @@ class ExpertParallelCompute final : public ExpertCompute {
   ExpertParallelCompute(AllToAll a2a, Communicator* comm) : a2a_(std::move(a2a)), comm_(comm) {}
 
   // Host rows by source (recv layout) <-> rows by local expert; `to_expert_order` picks the
-  // direction.
-  void Regroup(const std::vector<float>& src, std::vector<float>& dst, bool to_expert_order) const;
+  // direction. A row is row_bytes() bytes.
+  void Regroup(const std::vector<std::byte>& src, std::vector<std::byte>& dst,
+               bool to_expert_order) const;
+  // Bytes of one exchanged row: hidden_ values of the step's activation dtype.
+  size_t row_bytes() const { return static_cast<size_t>(hidden_) * DTypeSize(row_dtype_); }
   // Dispatch `in` (rows in the send layout) to the local experts, run their forward (or backward)
   // and combine the result back into `out`. Collective.
   Status Exchange(Backend& backend, const Tensor& in, const Tensor& out, bool backward);
@@ -142,6 +145,9 @@ class ExpertParallelCompute final : public ExpertCompute {
   std::vector<int64_t> recv_counts_;  // [P * El]: rows from source s for local expert j
   std::vector<int64_t> local_rows_;   // [El]: rows per local expert
   int64_t recv_rows_ = 0;
+  // The dtype of the rows exchanged this step: the activations' (f32, or the compute dtype of
+  // mixed-precision training: the all-to-all payloads are 16-bit then).
+  DType row_dtype_ = DType::kF32;
   std::optional<AllToAllPlan> plan_;
   Tensor local_xs_;  // [recv_rows, H] grouped by local expert (kept for Backward)
 };

@@ -24,7 +24,8 @@ Status LossShareExpertCompute::Forward(Backend& backend, const Tensor& xs,
 
 Status LossShareExpertCompute::Backward(Backend& backend, const Tensor& d_ys, const Tensor& d_xs) {
   if (share_ == 1.0f || d_ys.numel() == 0) return inner_->Backward(backend, d_ys, d_xs);
-  SY_ASSIGN_OR_RETURN(Tensor scaled, backend.Allocate(DType::kF32, d_ys.shape()));
+  // In the rows' dtype: the exchange carries the activations' (16-bit in mixed precision).
+  SY_ASSIGN_OR_RETURN(Tensor scaled, backend.Allocate(d_ys.dtype(), d_ys.shape()));
   backend.Scale(d_ys, share_, scaled);
   SY_RETURN_IF_ERROR(inner_->Backward(backend, scaled, d_xs));
   backend.Scale(d_xs, share_ > 0.0f ? 1.0f / share_ : 0.0f, d_xs);

@@ -105,10 +105,15 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
           "f32 on cuda (train.precision=f32), or in " +
           name + " on cpu or sim");
     }
-    if (world != nullptr) {
+    if (world != nullptr && config_.parallel.zero_stage == 3) {
       return InvalidArgumentError("config: 'train.precision' " + name +
-                                  " is not available under mpirun yet; set train.precision=f32, "
-                                  "or run in one process");
+                                  " is not available with parallel.zero_stage 3 yet (its shards "
+                                  "gather f32); set train.precision=f32, or parallel.zero_stage=0");
+    }
+    if (world != nullptr && config_.parallel.embedding_partition) {
+      return InvalidArgumentError("config: 'train.precision' " + name +
+                                  " is not available with parallel.embedding_partition yet; set "
+                                  "train.precision=f32, or parallel.embedding_partition=false");
     }
     if (config_.expert_store.enabled()) {
       return InvalidArgumentError("config: 'train.precision' " + name +

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -462,13 +463,20 @@ Status Trainer::LoadCheckpoint(const std::string& path) {
     }
     step_and_steps.insert(step_and_steps.end(), ckpt.optimizer_steps.begin(),
                           ckpt.optimizer_steps.end());
+    // The loss scaler's state last (f16; scale 0 when the file has none).
+    step_and_steps.push_back(std::bit_cast<uint32_t>(ckpt.loss_scale));
+    step_and_steps.push_back(ckpt.loss_scale_growth_tracker);
   }
   SY_RETURN_IF_ERROR(BroadcastVector(world, packed));
   SY_RETURN_IF_ERROR(BroadcastVector(world, position));
   SY_RETURN_IF_ERROR(BroadcastVector(world, step_and_steps));
   if (!is_root()) {
+    SY_CHECK_GE(step_and_steps.size(), 3u) << "broadcast checkpoint header is short";
     ckpt.step = step_and_steps[0];
-    ckpt.optimizer_steps.assign(step_and_steps.begin() + 1, step_and_steps.end());
+    ckpt.optimizer_steps.assign(step_and_steps.begin() + 1, step_and_steps.end() - 2);
+    ckpt.loss_scale =
+        std::bit_cast<float>(static_cast<uint32_t>(step_and_steps[step_and_steps.size() - 2]));
+    ckpt.loss_scale_growth_tracker = step_and_steps.back();
     ckpt.data_position.assign(position.begin(), position.end());
     const bool with_m = optimizer_->NeedsFirstMoment(), with_v = optimizer_->NeedsSecondMoment();
     size_t at = 0;
