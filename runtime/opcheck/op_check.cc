@@ -1471,7 +1471,7 @@ void AddSixteenBitElementwiseCases(std::vector<OpCheckCase>& cases, DType h) {
         DTypeTag(a_dtype) + "_" + DTypeTag(b_dtype) + "_to_" + DTypeTag(o_dtype);
     cases.push_back(MakeActivationCase(
         "Add", name, OutputThreshold(o_dtype, kF32Simple),
-        [n, a_t = a_dtype, b_t = b_dtype, o_t = o_dtype](DeviceIo& d, Rng& rng, Checker& c) {
+        [a_t = a_dtype, b_t = b_dtype, o_t = o_dtype](DeviceIo& d, Rng& rng, Checker& c) {
           Values a = RoundAll(a_t, rng.Uniforms(n, -2, 2));
           Values b = RoundAll(b_t, rng.Uniforms(n, -2, 2));
           Tensor out = d.Up(o_t, {n}, NaNs(n));
@@ -1623,7 +1623,7 @@ void AddSixteenBitRowCases(std::vector<OpCheckCase>& cases, DType h) {
   // LM head's backward).
   const int64_t ce_rows = 12, ce_v = 300;
   cases.push_back(MakeActivationCase(
-      "CrossEntropy", Tag(h, f), kF32Math, [h, ce_rows, ce_v](DeviceIo& d, Rng& rng, Checker& c) {
+      "CrossEntropy", Tag(h, f), kF32Math, [h](DeviceIo& d, Rng& rng, Checker& c) {
         Values logits = RoundAll(h, rng.Uniforms(ce_rows * ce_v, -5, 5));
         std::vector<int32_t> targets = Targets(rng, ce_rows, ce_v, true);
         Tensor losses = d.Up(DType::kF32, {ce_rows}, NaNs(ce_rows));
@@ -1637,7 +1637,7 @@ void AddSixteenBitRowCases(std::vector<OpCheckCase>& cases, DType h) {
   for (DType logits_t : {f, h}) {
     cases.push_back(MakeActivationCase(
         "CrossEntropyBackward", Tag(logits_t, h), OutputThreshold(h, kF32Math),
-        [h, logits_t, ce_rows, ce_v](DeviceIo& d, Rng& rng, Checker& c) {
+        [h, logits_t](DeviceIo& d, Rng& rng, Checker& c) {
           const int64_t rows = ce_rows, v = ce_v;
           Values logits = RoundAll(logits_t, rng.Uniforms(rows * v, -5, 5));
           std::vector<int32_t> targets = Targets(rng, rows, v, true);
