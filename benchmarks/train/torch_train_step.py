@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """PyTorch eager baseline for one training step of Switchyard's MoE decoder (benchmark only).
 
-    torch_train_step.py CONFIG.json --threads T --steps N [--warmup W]
+    torch_train_step.py CONFIG.json --threads T --steps N [--warmup W] [--precision f32|bf16]
 
 Builds the model of CONFIG's "model" block in float32 as a PyTorch user would write it
 (Mixtral-style: a loop over experts with index_select / index_add_, manual causal GQA attention
 since torch 1.13 has no scaled_dot_product_attention), draws random token batches of the config's
 data.batch_size x data.seq_len, and times forward, backward and torch.optim.AdamW (foreach) for N
-steps after W warmup steps on T threads. Prints one JSON line:
+steps after W warmup steps on T threads. With --precision bf16 the forward runs under
+torch.autocast("cpu", dtype=torch.bfloat16) over the float32 parameters (mixed precision as PyTorch
+users write it; the backward follows autocast's casts). Prints one JSON line:
   {"tokens_per_s", "step_seconds", "phase_seconds": {"forward", "backward", "optimizer"}, ...}
 with medians over the timed steps.
 """
@@ -108,7 +110,7 @@ class MoE(nn.Module):
             if tok.numel() == 0:
                 continue
             y = self.experts[e](x.index_select(0, tok)) * w[tok, slot, None]
-            out = out.index_add(0, tok, y)
+            out = out.index_add(0, tok, y.to(out.dtype))  # bf16 under autocast
         if self.shared is not None:
             out = out + self.shared(x)
         f = torch.zeros(self.e).index_add_(0, idx.reshape(-1), torch.ones(idx.numel())) / idx.numel()
@@ -166,6 +168,7 @@ def main():
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32")
     args = ap.parse_args()
     cfg = json.load(open(args.config))
     c, data, optim = cfg["model"], cfg["data"], cfg.get("optim", {})
@@ -188,7 +191,8 @@ def main():
         targets = torch.randint(0, c["vocab_size"], (b, t))
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(tokens, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = model(tokens, targets)
         t1 = time.perf_counter()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -202,6 +206,7 @@ def main():
             steps.append(t3 - t0)
     med = statistics.median(steps)
     print(json.dumps({"impl": "pytorch-eager", "torch": torch.__version__, "threads": args.threads,
+                      "precision": args.precision,
                       "batch": b, "seq_len": t, "tokens_per_s": b * t / med, "step_seconds": med,
                       "phase_seconds": {k: statistics.median(v) for k, v in phases.items()},
                       "parameters": sum(p.numel() for p in model.parameters())}))
