@@ -108,6 +108,11 @@ struct Unit {
   int64_t padded = 0;                     // P_u, a multiple of the group size
   int64_t shard = 0;                      // S_u = P_u / N
   std::vector<float> master, grad, m, v;  // S_u each (m, v empty when not needed)
+  // Mixed precision: the 16-bit dtype of the unit's 16-bit values, and the masters' rounding to
+  // it, S_u values of 2 bytes (what the all-gathers move for those parameters); f32 and empty
+  // when every value of the unit is f32.
+  DType compute_dtype = DType::kF32;
+  std::vector<uint16_t> compute;
   int64_t step = 0;
   // Caller thread only.
   UnitState state = UnitState::kReleased;
@@ -216,9 +221,17 @@ struct Zero3::Impl {
     Account(u, /*grads=*/true, /*commit=*/false);
   }
   bool on_device() const { return copy_stream != nullptr; }
-  // A host tensor viewing `count` floats of the staging from element `offset`.
-  Tensor StagingView(int64_t offset, int64_t count) const {
-    return Tensor::Wrap(static_cast<float*>(staging.data) + offset, DType::kF32, Shape({count}));
+  // A host tensor viewing `count` values of `dtype` of the staging from the unit's element
+  // `offset` (at 4 bytes an element, whatever the dtype, so the slots never overlap).
+  Tensor StagingView(int64_t offset, int64_t count, DType dtype = DType::kF32) const {
+    return Tensor::Wrap(static_cast<char*>(staging.data) + offset * sizeof(float), dtype,
+                        Shape({count}));
+  }
+  // The 16-bit copy of u's shard, rounded from its master.
+  static void RoundCompute(Unit& u) {
+    if (u.compute.empty()) return;
+    SY_CHECK_OK(ConvertBuffer(u.master.data(), DType::kF32, u.compute.data(), u.compute_dtype,
+                              u.master.size()));
   }
 
   // ---- communication-thread tasks ----
@@ -234,14 +247,18 @@ struct Zero3::Impl {
         counts[static_cast<size_t>(r)] = static_cast<size_t>(part.count);
         displs[static_cast<size_t>(r)] = static_cast<size_t>(part.in_param);
       }
-      const float* send = u.master.data() + PartOf(s, u.shard, rank()).in_shard;
+      // A 16-bit value gathers the masters' 16-bit rounding: half the bytes.
+      const DType dtype = s.param->value.dtype();
+      const int64_t at = PartOf(s, u.shard, rank()).in_shard;
+      const void* send = dtype == DType::kF32 ? static_cast<const void*>(u.master.data() + at)
+                                              : static_cast<const void*>(u.compute.data() + at);
       void* full =
-          on_device() ? static_cast<float*>(staging.data) + s.offset : s.param->value.data();
-      SY_RETURN_IF_ERROR(comm->AllGatherV(send, counts[static_cast<size_t>(rank())], full, counts,
-                                          displs, DType::kF32));
+          on_device() ? StagingView(s.offset, s.numel, dtype).data() : s.param->value.data();
+      SY_RETURN_IF_ERROR(
+          comm->AllGatherV(send, counts[static_cast<size_t>(rank())], full, counts, displs, dtype));
       if (on_device()) {
         const Tensor dst = s.param->value.Reshape(Shape({s.numel}));
-        backend->CopyAsync(StagingView(s.offset, s.numel), dst, *copy_stream);
+        backend->CopyAsync(StagingView(s.offset, s.numel, dtype), dst, *copy_stream);
       }
     }
     if (on_device()) backend->SynchronizeStream(*copy_stream);
@@ -334,6 +351,7 @@ struct Zero3::Impl {
         std::copy(values.begin() + part.in_param, values.begin() + part.in_param + part.count,
                   u.master.begin() + part.in_shard);
       }
+      RoundCompute(u);
     }
     return Status::Ok();
   }
@@ -413,14 +431,26 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
   }
   for (Parameter& p : model.parameters()) {
     if (!IsDense(p)) continue;
-    if (p.value.dtype() != DType::kF32 || !p.value.is_contiguous() || !p.grad.defined() ||
+    const DType dtype = p.value.dtype();
+    const bool plain = dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
+    if (!plain || !p.value.is_contiguous() || !p.grad.defined() || p.grad.dtype() != DType::kF32 ||
         p.value.buffer() == nullptr || p.grad.buffer() == nullptr) {
       return FailedPreconditionError("ZeRO-3: dense parameter " + p.name +
-                                     " must be a contiguous f32 tensor with a gradient, got " +
+                                     " must be a contiguous f32, bf16 or f16 tensor with an f32 "
+                                     "gradient, got " +
                                      p.value.ToString());
     }
     const int unit = model.UnitOf(p);
     Unit& u = impl->units[static_cast<size_t>(unit)];
+    if (dtype != DType::kF32) {
+      if (u.compute_dtype != DType::kF32 && u.compute_dtype != dtype) {
+        return FailedPreconditionError("ZeRO-3: dense parameter " + p.name + " is " +
+                                       std::string(DTypeName(dtype)) + " beside " +
+                                       std::string(DTypeName(u.compute_dtype)) +
+                                       " parameters of its unit; use one 16-bit dtype");
+      }
+      u.compute_dtype = dtype;
+    }
     SY_RETURN_IF_ERROR(claim(p.value, unit, &u.value_buffers, &u.value_bytes, p.name));
     SY_RETURN_IF_ERROR(claim(p.grad, unit, &u.grad_buffers, &u.grad_bytes, p.name + " (grad)"));
     u.slots.push_back(Slot{&p, u.size, p.value.numel()});
@@ -450,6 +480,7 @@ Result<std::unique_ptr<Zero3>> Zero3::Create(MoeModel& model, Communicator& comm
     u.shard = u.padded / n;
     max_padded = std::max(max_padded, u.padded);
     u.master.assign(static_cast<size_t>(u.shard), 0.0f);
+    if (u.compute_dtype != DType::kF32) u.compute.assign(static_cast<size_t>(u.shard), 0);
     u.grad.assign(static_cast<size_t>(u.shard), 0.0f);
     if (need_m) u.m.assign(static_cast<size_t>(u.shard), 0.0f);
     if (need_v) u.v.assign(static_cast<size_t>(u.shard), 0.0f);
@@ -551,9 +582,34 @@ Status Zero3::Step(double lr) {
     g.v = u.v.empty() ? nullptr : u.v.data();
     g.n = static_cast<size_t>(u.shard);
     g.step = &u.step;
+    // Mixed precision: the 16-bit copy the next gathers move, rounded in the same pass.
+    if (!u.compute.empty()) g.compute = {u.compute.data(), u.compute_dtype};
     groups.push_back(g);
   }
   impl_->optimizer->Step(groups, lr);
+  return Status::Ok();
+}
+
+Status Zero3::LoadMasters(const std::function<std::vector<float>(const Parameter&)>& full_value) {
+  SY_RETURN_IF_ERROR(impl_->Quiesce());
+  for (Unit& u : impl_->units) {
+    std::fill(u.master.begin(), u.master.end(), 0.0f);
+    for (const Slot& s : u.slots) {
+      const ShardPart part = PartOf(s, u.shard, impl_->rank());
+      if (part.count == 0) continue;
+      const std::vector<float> values = full_value(*s.param);
+      if (static_cast<int64_t>(values.size()) != s.numel) {
+        return InvalidArgumentError("ZeRO-3: " + std::to_string(values.size()) +
+                                    " master values for " + s.param->name + " of " +
+                                    std::to_string(s.numel));
+      }
+      std::copy(values.begin() + part.in_param, values.begin() + part.in_param + part.count,
+                u.master.begin() + part.in_shard);
+    }
+    Impl::RoundCompute(u);
+    if (u.state == UnitState::kPresent) impl_->ReleaseValues(u);
+    u.state = UnitState::kReleased;
+  }
   return Status::Ok();
 }
 
@@ -584,14 +640,16 @@ Result<std::vector<DenseOptimizerState>> Zero3::GatherOptimizerState() {
   std::vector<DenseOptimizerState> states;
   Impl* impl = impl_.get();
   std::future<Status> done = impl_->thread->Post([impl, &states]() -> Status {
-    std::vector<float> full_m, full_v;
+    std::vector<float> full_m, full_v, full_master;
     for (Unit& u : impl->units) {
       if (!u.m.empty()) SY_RETURN_IF_ERROR(impl->AllGatherState(u, u.m, full_m));
       if (!u.v.empty()) SY_RETURN_IF_ERROR(impl->AllGatherState(u, u.v, full_v));
+      SY_RETURN_IF_ERROR(impl->AllGatherState(u, u.master, full_master));
       for (const Slot& s : u.slots) {
         DenseOptimizerState st;
         st.name = s.param->name;
         st.step = u.step;
+        st.master.assign(full_master.begin() + s.offset, full_master.begin() + s.offset + s.numel);
         if (!u.m.empty())
           st.m.assign(full_m.begin() + s.offset, full_m.begin() + s.offset + s.numel);
         if (!u.v.empty())
@@ -664,7 +722,8 @@ Zero3MemoryReport Zero3::memory() const {
     r.padded_elements += u.padded;
     r.shard_elements += u.shard;
     r.shard_bytes += static_cast<int64_t>(
-        (u.master.size() + u.grad.size() + u.m.size() + u.v.size()) * sizeof(float));
+        (u.master.size() + u.grad.size() + u.m.size() + u.v.size()) * sizeof(float) +
+        u.compute.size() * sizeof(uint16_t));
     r.full_copy_bytes += u.value_bytes + u.grad_bytes;
   }
   r.staging_bytes = static_cast<int64_t>(impl_->staging.bytes);
@@ -688,7 +747,8 @@ std::string FormatZero3Memory(const Zero3MemoryReport& r) {
   std::snprintf(
       buf, sizeof(buf),
       "ZeRO-3 rank %d/%d: %lld dense parameters in %d units (%lld with padding), %lld owned\n"
-      "  shards (master + m + v + grad): %.3f MiB = %.2f B x D/N\n"
+      "  shards (master + m + v + grad, and a 16-bit copy in mixed precision): %.3f MiB = %.2f B "
+      "x D/N\n"
       "  full copies committed: %.3f MiB now, %.3f MiB peak, of %.3f MiB for the whole model;"
       " %d units gathered now, %d peak\n"
       "  reduce-scatter staging: %.3f MiB while a reduce-scatter runs",

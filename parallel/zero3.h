@@ -9,6 +9,13 @@
 // only when the optimizer needs them). So the persistent dense state per rank is 16*D/N bytes
 // plus padding, where D = sum of D_u.
 //
+// Mixed precision (Note [mixed precision] in runtime/model/moe_model.h). A dense parameter whose
+// value is bf16 or f16 (the model's compute copy) keeps its f32 master in the shard and, beside
+// it, the master's 16-bit rounding (2 more bytes per owned element), which the optimizer writes in
+// the same pass as the update and the all-gathers move: half the bytes of an f32 gather. Its
+// gradients stay f32 and are reduce-scattered as f32. LoadMasters sets the masters from exact f32
+// values (the model's 16-bit values are their rounding), and GatherOptimizerState returns them.
+//
 // Full copies. The model's own parameter and gradient tensors stay where they are (layers hold
 // views with raw pointers into them), so "freeing" a unit's full copy releases the physical
 // memory behind its tensors and keeps their addresses (Backend::ReleaseBacking / RestoreBacking):
@@ -60,6 +67,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -113,6 +121,9 @@ struct DenseOptimizerState {
   std::vector<float> m;  // numel elements; empty when the optimizer keeps no first moment
   std::vector<float> v;  // numel elements; empty when the optimizer keeps no second moment
   int64_t step = 0;      // optimizer steps (the same for every parameter of a unit)
+  // GatherOptimizerState: the f32 master (numel elements; the parameter's value when f32).
+  // LoadOptimizerState ignores it.
+  std::vector<float> master = {};
 };
 
 class Zero3 final : public LayerHooks {
@@ -121,8 +132,10 @@ class Zero3 final : public LayerHooks {
   // the model's current dense values (every rank must hold the same values, e.g. the same
   // InitializeParameters seed), zeroes the optimizer state and releases the full copies.
   // FailedPrecondition for a model it cannot shard: forward-only, tied embeddings (the table
-  // would belong to two units), non-f32 tensors, or dense tensors whose memory the backend cannot
-  // release (Backend::IsReleasable: sim; cuda without ModelOptions::releasable_parameters).
+  // would belong to two units), values other than f32, bf16 or f16, gradients other than f32, or
+  // dense tensors whose memory the backend cannot release (Backend::IsReleasable: sim; cuda
+  // without ModelOptions::releasable_parameters). 16-bit values give 16-bit masters, their own
+  // values: call LoadMasters with the exact ones.
   static Result<std::unique_ptr<Zero3>> Create(MoeModel& model, Communicator& comm,
                                                const Zero3Options& options, ThreadPool* pool);
   ~Zero3() override;
@@ -161,7 +174,13 @@ class Zero3 final : public LayerHooks {
   // first. On cpu a write commits pages by itself; those are not counted in the memory report
   // meanwhile.
   Status LoadFullParameters();
-  // Collective. The full m, v and step of every dense parameter, in ParameterStore order.
+  // Local. This rank's shard of every dense parameter's f32 master from `full_value(p)` (numel
+  // values, the same on every rank), and of its 16-bit copy, rounded from them; releases the full
+  // copies. Mixed precision's initial masters (ParameterStore::InitialValuesOf) and a resumed
+  // checkpoint's.
+  Status LoadMasters(const std::function<std::vector<float>(const Parameter&)>& full_value);
+  // Collective. The full m, v, step and f32 master of every dense parameter, in ParameterStore
+  // order.
   Result<std::vector<DenseOptimizerState>> GatherOptimizerState();
   // Local. This rank's shards of m, v and step from full states (as GatherOptimizerState returns,
   // matched by name; every dense parameter must be present). InvalidArgument for a missing

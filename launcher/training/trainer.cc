@@ -105,11 +105,6 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
           "f32 on cuda (train.precision=f32), or in " +
           name + " on cpu or sim");
     }
-    if (world != nullptr && config_.parallel.zero_stage == 3) {
-      return InvalidArgumentError("config: 'train.precision' " + name +
-                                  " is not available with parallel.zero_stage 3 yet (its shards "
-                                  "gather f32); set train.precision=f32, or parallel.zero_stage=0");
-    }
     if (world != nullptr && config_.parallel.embedding_partition) {
       return InvalidArgumentError("config: 'train.precision' " + name +
                                   " is not available with parallel.embedding_partition yet; set "
@@ -227,6 +222,14 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
     // AttachModel is torn down in the order the destructor keeps.
     SY_ASSIGN_OR_RETURN(dist_, DistributedRank::Create(config_, *world, *backend_, pool_.get()));
     SY_RETURN_IF_ERROR(dist_->AttachModel(*model_, config_, concurrent_mpi));
+    if (dist_->zero() != nullptr && precision != Precision::kF32) {
+      // ZeRO-3 took its shards from the model's 16-bit values: the masters are the exact ones.
+      const uint64_t seed = config_.train.seed;
+      const float stddev = static_cast<float>(config_.train.init_stddev);
+      SY_RETURN_IF_ERROR(dist_->zero()->LoadMasters([seed, stddev](const Parameter& p) {
+        return ParameterStore::InitialValuesOf(p, seed, stddev);
+      }));
+    }
   }
   SY_ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(config_.optimizer_options(), pool_.get()));
   SY_ASSIGN_OR_RETURN(LrSchedule schedule, LrSchedule::Create(config_.schedule_options()));

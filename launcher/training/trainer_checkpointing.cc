@@ -313,10 +313,14 @@ Status Trainer::SaveDistributedCheckpoint(const std::string& path, Status consol
       }
       const size_t n = static_cast<size_t>(p.numel);
       if (zero) {
-        // The gathered full values.
-        SY_ASSIGN_OR_RETURN(out->value.data,
-                            DownloadF32(*backend_, model_->parameters().Find(p.name)->value));
         DenseOptimizerState& st = dense_state.at(p.name);
+        if (config_.train.precision != Precision::kF32) {
+          out->value.data = std::move(st.master);  // the f32 masters, not the 16-bit values
+        } else {
+          // The gathered full values.
+          SY_ASSIGN_OR_RETURN(out->value.data,
+                              DownloadF32(*backend_, model_->parameters().Find(p.name)->value));
+        }
         out->m.data = std::move(st.m);
         out->v.data = std::move(st.v);
         out->opt_step = st.step;
@@ -648,16 +652,23 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
   if (dist_ && dist_->zero()) {
     // The dense values go into the model's tensors (every rank the same), from which each rank
     // takes its shard; likewise the optimizer state. The tensors hold memory only while gathered.
-    SY_RETURN_IF_ERROR(dist_->zero()->GatherFullParameters());
+    // Mixed precision: the shards take the f32 masters from the file directly.
+    const bool mixed = config_.train.precision != Precision::kF32;
+    if (!mixed) SY_RETURN_IF_ERROR(dist_->zero()->GatherFullParameters());
     std::vector<DenseOptimizerState> states;
     for (Parameter& p : model_->parameters()) {
       if (p.is_expert) continue;
       const size_t i = index.at(p.name);
-      SY_RETURN_IF_ERROR(CopyFromHost(*backend_, ckpt.params[i].data, p.value));
+      if (!mixed) SY_RETURN_IF_ERROR(CopyFromHost(*backend_, ckpt.params[i].data, p.value));
       states.push_back({p.name, std::move(ckpt.optimizer_m[i].data),
                         std::move(ckpt.optimizer_v[i].data), ckpt.optimizer_steps[i]});
     }
-    SY_RETURN_IF_ERROR(dist_->zero()->LoadFullParameters());
+    if (mixed) {
+      SY_RETURN_IF_ERROR(dist_->zero()->LoadMasters(
+          [&](const Parameter& p) { return ckpt.params[index.at(p.name)].data; }));
+    } else {
+      SY_RETURN_IF_ERROR(dist_->zero()->LoadFullParameters());
+    }
     SY_RETURN_IF_ERROR(dist_->zero()->LoadOptimizerState(states));
   }
   step_ = ckpt.step;

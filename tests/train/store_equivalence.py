@@ -96,7 +96,7 @@ def main():
     compare_losses(losses(f"{tmp}/store.jsonl"), losses(f"{tmp}/memory.jsonl"), steps, 0.0,
                    "losses")
     ckpt = f"step-{args.steps:08d}.h5"
-    compare_checkpoints(f"{tmp}/store-ckpt/{ckpt}", f"{tmp}/memory-ckpt/{ckpt}", 0.0)
+    compare_checkpoints(f"{tmp}/store-ckpt/{ckpt}", f"{tmp}/memory-ckpt/{ckpt}", 0.0, 0.0)
     with open(f"{tmp}/store.jsonl") as f:
         records = [json.loads(line) for line in f if '"loss"' in line]
     if len(records) != args.steps:
@@ -133,7 +133,7 @@ def main():
         compare_losses(losses(f"{tmp}/store.jsonl"), losses(f"{tmp}/memory.jsonl"),
                        range(args.steps + 1, more + 1), 0.0, "resumed losses")
         ckpt = f"step-{more:08d}.h5"
-        compare_checkpoints(f"{tmp}/store-ckpt/{ckpt}", f"{tmp}/memory-ckpt/{ckpt}", 0.0)
+        compare_checkpoints(f"{tmp}/store-ckpt/{ckpt}", f"{tmp}/memory-ckpt/{ckpt}", 0.0, 0.0)
         print("resume: 2 more steps from both checkpoints, bit-identical")
     files = sorted(os.listdir(f"{tmp}/store"))
     expected = sorted(f"rank-{r}.store" for r in range(args.np))
