@@ -109,7 +109,9 @@ def tensors(f):
     return sorted(names)
 
 
-def compare_checkpoints(dist_path, single_path, tol, param_tol):
+def compare_checkpoints(dist_path, single_path, tol, param_tol=None):
+    """Every tensor within `tol` (the parameters within `param_tol` when given)."""
+    param_tol = tol if param_tol is None else param_tol
     worst = {"params": 0.0, "optim": 0.0}
     with h5py.File(dist_path, "r") as d, h5py.File(single_path, "r") as s:
         dn, sn = tensors(d), tensors(s)
