@@ -11,9 +11,10 @@ namespace {
 
 // Copies column block [col, col + cols) of rows [rows, stride] at `src` into dense [rows, cols] at
 // `dst`; `to_block` false copies the other way (dense [rows, cols] at `src` into the block of
-// `dst`).
-void CopyColumns(const float* src, float* dst, int64_t rows, int64_t stride, int64_t col,
-                 int64_t cols, bool to_block) {
+// `dst`). T: float, or the 16-bit storage of the looked-up rows in mixed precision.
+template <typename T>
+void CopyColumns(const T* src, T* dst, int64_t rows, int64_t stride, int64_t col, int64_t cols,
+                 bool to_block) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < cols; ++j) {
       if (to_block) {
@@ -23,6 +24,16 @@ void CopyColumns(const float* src, float* dst, int64_t rows, int64_t stride, int
       }
     }
   }
+}
+
+// A device tensor's contents, byte for byte, as `T` (the tensor's element size).
+template <typename T>
+std::vector<T> Download(Backend& backend, const Tensor& t) {
+  SY_CHECK_EQ(DTypeSize(t.dtype()), sizeof(T)) << "download of " << t.ToString();
+  std::vector<T> out(static_cast<size_t>(t.numel()));
+  backend.CopyAsync(t, Tensor::Wrap(out.data(), t.dtype(), t.shape()), backend.compute_stream());
+  backend.SynchronizeStream(backend.compute_stream());
+  return out;
 }
 
 Status CheckDivides(int64_t hidden, int size) {
@@ -37,7 +48,12 @@ Status CheckDivides(int64_t hidden, int size) {
 }  // namespace
 
 Result<std::unique_ptr<EmbeddingPartition>> EmbeddingPartition::Create(
-    Backend& backend, Communicator& comm, int64_t vocab, int64_t hidden, bool with_grad) {
+    Backend& backend, Communicator& comm, int64_t vocab, int64_t hidden, bool with_grad,
+    DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+    return InvalidArgumentError("embedding partition: the table must be f32, bf16 or f16, not " +
+                                std::string(DTypeName(dtype)));
+  }
   SY_RETURN_IF_ERROR(CheckDivides(hidden, comm.size()));
   if (vocab <= 0) {
     return InvalidArgumentError("embedding partition: vocab_size " + std::to_string(vocab) +
@@ -49,16 +65,64 @@ Result<std::unique_ptr<EmbeddingPartition>> EmbeddingPartition::Create(
   }
   const int64_t cols = hidden / comm.size();
   std::unique_ptr<EmbeddingPartition> e(new EmbeddingPartition(&comm, vocab, cols));
-  SY_ASSIGN_OR_RETURN(e->table_, backend.Allocate(DType::kF32, Shape{vocab, cols}));
+  SY_ASSIGN_OR_RETURN(e->table_, backend.Allocate(dtype, Shape{vocab, cols}));
   if (with_grad) {
     SY_ASSIGN_OR_RETURN(e->dtable_, backend.Allocate(DType::kF32, Shape{vocab, cols}));
   }
   return e;
 }
 
+template <typename T>
+Status EmbeddingPartition::ExchangeRows(Backend& backend, size_t total, const Tensor& out) {
+  const int size = comm_->size(), me = comm_->rank();
+  const int64_t n = out.dim(0), h = hidden();
+  const size_t c = static_cast<size_t>(cols_);
+  const DType dtype = table_.dtype();
+  std::vector<T> rows;
+  if (total > 0) {
+    SY_ASSIGN_OR_RETURN(Tensor rows_dev,
+                        backend.Allocate(dtype, Shape{static_cast<int64_t>(total), cols_}));
+    backend.EmbeddingGather(table_, all_ids_, rows_dev);
+    rows = Download<T>(backend, rows_dev);
+  }
+
+  // 3. Rank p's rows go back to p; this rank receives one [n, C] piece per column slice.
+  std::vector<size_t> send_counts(static_cast<size_t>(size)),
+      send_displs(static_cast<size_t>(size));
+  std::vector<size_t> recv_counts(static_cast<size_t>(size)),
+      recv_displs(static_cast<size_t>(size));
+  for (int p = 0; p < size; ++p) {
+    const size_t sp = static_cast<size_t>(p);
+    send_counts[sp] = counts_[sp] * c;
+    send_displs[sp] = displs_[sp] * c;
+    recv_counts[sp] = static_cast<size_t>(n) * c;
+    recv_displs[sp] = sp * static_cast<size_t>(n) * c;
+    if (p != me) traffic_.forward_bytes += static_cast<int64_t>(send_counts[sp] * sizeof(T));
+  }
+  std::vector<T> pieces(static_cast<size_t>(size) * static_cast<size_t>(n) * c);
+  SY_RETURN_IF_ERROR(comm_->AllToAllV(rows.data(), send_counts, send_displs, pieces.data(),
+                                      recv_counts, recv_displs, dtype));
+  if (n > 0) {
+    std::vector<T> full(static_cast<size_t>(n * h));
+    for (int q = 0; q < size; ++q) {
+      CopyColumns(pieces.data() + recv_displs[static_cast<size_t>(q)], full.data(), n, h, q * cols_,
+                  cols_, /*to_block=*/false);
+    }
+    // The rows as the table holds them, widened (exactly) where out is f32.
+    SY_ASSIGN_OR_RETURN(Tensor assembled, backend.Allocate(dtype, out.shape()));
+    backend.CopyAsync(Tensor::Wrap(full.data(), dtype, out.shape()), assembled,
+                      backend.compute_stream());
+    backend.SynchronizeStream(backend.compute_stream());
+    backend.Convert(assembled, out);
+  }
+  local_tokens_ = n;
+  have_forward_ = true;
+  return Status::Ok();
+}
+
 Status EmbeddingPartition::Forward(Backend& backend, const Tensor& ids, const Tensor& out) {
   Release();
-  const int size = comm_->size(), me = comm_->rank();
+  const int size = comm_->size();
   const int64_t n = ids.numel(), h = hidden();
   SY_CHECK(out.rank() == 2 && out.dim(0) == n && out.dim(1) == h)
       << "EmbeddingPartition::Forward: out " << out.ToString() << " for " << n << " ids";
@@ -84,44 +148,12 @@ Status EmbeddingPartition::Forward(Backend& backend, const Tensor& ids, const Te
   traffic_.forward_bytes +=
       static_cast<int64_t>((size - 1) * (sizeof(int64_t) + static_cast<size_t>(n) * 4));
 
-  // 2. The local columns of every gathered id.
-  const size_t c = static_cast<size_t>(cols_);
-  std::vector<float> rows;
+  // 2. The local columns of every gathered id, in the table's dtype (exact: they are its values).
   if (total > 0) {
     SY_ASSIGN_OR_RETURN(all_ids_, UploadI32(backend, all_ids, Shape{static_cast<int64_t>(total)}));
-    SY_ASSIGN_OR_RETURN(Tensor rows_dev,
-                        backend.Allocate(DType::kF32, Shape{static_cast<int64_t>(total), cols_}));
-    backend.EmbeddingGather(table_, all_ids_, rows_dev);
-    SY_ASSIGN_OR_RETURN(rows, DownloadF32(backend, rows_dev));
   }
-
-  // 3. Rank p's rows go back to p; this rank receives one [n, C] piece per column slice.
-  std::vector<size_t> send_counts(static_cast<size_t>(size)),
-      send_displs(static_cast<size_t>(size));
-  std::vector<size_t> recv_counts(static_cast<size_t>(size)),
-      recv_displs(static_cast<size_t>(size));
-  for (int p = 0; p < size; ++p) {
-    const size_t sp = static_cast<size_t>(p);
-    send_counts[sp] = counts_[sp] * c;
-    send_displs[sp] = displs_[sp] * c;
-    recv_counts[sp] = static_cast<size_t>(n) * c;
-    recv_displs[sp] = sp * static_cast<size_t>(n) * c;
-    if (p != me) traffic_.forward_bytes += static_cast<int64_t>(send_counts[sp] * sizeof(float));
-  }
-  std::vector<float> pieces(static_cast<size_t>(size) * static_cast<size_t>(n) * c);
-  SY_RETURN_IF_ERROR(
-      comm_->AllToAllV<float>(rows, send_counts, send_displs, pieces, recv_counts, recv_displs));
-  if (n > 0) {
-    std::vector<float> full(static_cast<size_t>(n * h));
-    for (int q = 0; q < size; ++q) {
-      CopyColumns(pieces.data() + recv_displs[static_cast<size_t>(q)], full.data(), n, h, q * cols_,
-                  cols_, /*to_block=*/false);
-    }
-    SY_RETURN_IF_ERROR(CopyFromHost(backend, full, out));
-  }
-  local_tokens_ = n;
-  have_forward_ = true;
-  return Status::Ok();
+  if (table_.dtype() == DType::kF32) return ExchangeRows<float>(backend, total, out);
+  return ExchangeRows<uint16_t>(backend, total, out);
 }
 
 Status EmbeddingPartition::Backward(Backend& backend, const Tensor& dout) {
@@ -192,14 +224,10 @@ Result<EmbeddingPartition*> InstallEmbeddingPartition(MoeModel& model, Communica
   if (p->is_column_shard()) {
     return FailedPreconditionError("embedding partition: embed_tokens is already partitioned");
   }
-  if (p->value.dtype() != DType::kF32) {
-    return InvalidArgumentError("embedding partition: the table must be f32, got " +
-                                p->value.ToString());
-  }
   Backend& backend = model.backend();
-  SY_ASSIGN_OR_RETURN(auto partition,
-                      EmbeddingPartition::Create(backend, comm, config.vocab_size,
-                                                 config.hidden_size, model.options().with_grad));
+  SY_ASSIGN_OR_RETURN(auto partition, EmbeddingPartition::Create(
+                                          backend, comm, config.vocab_size, config.hidden_size,
+                                          model.options().with_grad, p->value.dtype()));
   SY_ASSIGN_OR_RETURN(std::vector<float> full, DownloadF32(backend, p->value));
   const std::vector<float> mine =
       TakeColumnShard(comm.rank(), comm.size(), config.vocab_size, config.hidden_size, full);

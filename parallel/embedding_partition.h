@@ -59,12 +59,15 @@ struct EmbeddingPartitionTraffic {
 
 class EmbeddingPartition final : public EmbeddingCompute {
  public:
-  // Collective-free. Allocates this rank's [vocab, hidden / comm.size()] slice (uninitialised)
-  // and, when with_grad, its f32 gradient. InvalidArgument when hidden is not a positive multiple
-  // of the group size (naming both) or the communicator does not move host memory.
+  // Collective-free. Allocates this rank's [vocab, hidden / comm.size()] slice (uninitialised) in
+  // `dtype` (f32, or the compute dtype of mixed precision, bf16 or f16: the looked-up rows then
+  // cross the network in it) and, when with_grad, its f32 gradient. InvalidArgument when hidden
+  // is not a positive multiple of the group size (naming both) or the communicator does not move
+  // host memory.
   static Result<std::unique_ptr<EmbeddingPartition>> Create(Backend& backend, Communicator& comm,
                                                             int64_t vocab, int64_t hidden,
-                                                            bool with_grad);
+                                                            bool with_grad,
+                                                            DType dtype = DType::kF32);
 
   // Collective over the group. ids i32 [n] on the backend -> out [n, hidden] (overwritten).
   Status Forward(Backend& backend, const Tensor& ids, const Tensor& out) override;
@@ -90,6 +93,10 @@ class EmbeddingPartition final : public EmbeddingCompute {
  private:
   EmbeddingPartition(Communicator* comm, int64_t vocab, int64_t cols)
       : comm_(comm), vocab_(vocab), cols_(cols) {}
+  // Forward's exchange: the local columns of the `total` gathered ids (all_ids_) go back to
+  // their ranks as elements of the table's storage type T, and `out` receives this rank's rows.
+  template <typename T>
+  Status ExchangeRows(Backend& backend, size_t total, const Tensor& out);
 
   Communicator* comm_;
   int64_t vocab_ = 0;

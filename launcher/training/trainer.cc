@@ -105,11 +105,6 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
           "f32 on cuda (train.precision=f32), or in " +
           name + " on cpu or sim");
     }
-    if (world != nullptr && config_.parallel.embedding_partition) {
-      return InvalidArgumentError("config: 'train.precision' " + name +
-                                  " is not available with parallel.embedding_partition yet; set "
-                                  "train.precision=f32, or parallel.embedding_partition=false");
-    }
     if (config_.expert_store.enabled()) {
       return InvalidArgumentError("config: 'train.precision' " + name +
                                   " is not available with expert_store.dir yet; set "
