@@ -75,8 +75,8 @@ struct BackendCaps {
   bool host_accessible = false;  // host code may dereference device memory directly
   // The GEMM operators take quantized weights (q8_0, q4_0, q4_k; runtime/core/dtype.h).
   bool quantized_weights = false;
-  // Every operator takes 16-bit activations (Note [16-bit operands]): cpu and sim; not cuda yet,
-  // whose operators take 16-bit weights only.
+  // Every operator takes 16-bit activations (Note [16-bit operands]): cpu, sim and cuda (whose
+  // 16-bit paths were compiled without a GPU in session 25 and await validate.sh's op-checks).
   bool sixteen_bit_activations = false;
 };
 

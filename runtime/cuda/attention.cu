@@ -21,19 +21,23 @@ struct KvLens {
   int32_t len[kAttentionBatchPerLaunch];
 };
 
+// kF32: the tensor operands as f32 pointers (the original kernels), or runtime-typed accessors
+// (common.cuh), each operand with its own dtype; lse and delta are f32. Every kernel reads exact
+// values, computes in f32, and writes each output once (rounded to nearest even when 16-bit).
+template <bool kF32>
 struct Args {
-  const float* q;
-  const float* k;
-  const float* v;
-  const float* out;
+  Reader<kF32> q;
+  Reader<kF32> k;
+  Reader<kF32> v;
+  Reader<kF32> out;
   const float* lse;
-  const float* dout;
+  Reader<kF32> dout;
   const float* delta;
-  float* out_w;
+  Writer<kF32> out_w;
   float* lse_w;
-  float* dq;
-  float* dk;
-  float* dv;
+  Writer<kF32> dq;
+  Writer<kF32> dk;
+  Writer<kF32> dv;
   float* delta_w;
   int64_t batch_offset;
   int64_t T;
@@ -44,15 +48,18 @@ struct Args {
   float scale;
 };
 
-__device__ __forceinline__ int64_t QIndex(const Args& a, int64_t b, int64_t t, int64_t h,
+template <bool kF32>
+__device__ __forceinline__ int64_t QIndex(const Args<kF32>& a, int64_t b, int64_t t, int64_t h,
                                           int64_t d) {
   return ((b * a.T + t) * a.Hq + h) * a.D + d;
 }
-__device__ __forceinline__ int64_t KvIndex(const Args& a, int64_t b, int64_t j, int64_t h,
+template <bool kF32>
+__device__ __forceinline__ int64_t KvIndex(const Args<kF32>& a, int64_t b, int64_t j, int64_t h,
                                            int64_t d) {
   return ((b * a.S + j) * a.Hkv + h) * a.D + d;
 }
-__device__ __forceinline__ int64_t RowIndex(const Args& a, int64_t b, int64_t h, int64_t t) {
+template <bool kF32>
+__device__ __forceinline__ int64_t RowIndex(const Args<kF32>& a, int64_t b, int64_t h, int64_t t) {
   return (b * a.Hq + h) * a.T + t;
 }
 
@@ -66,7 +73,8 @@ __device__ __forceinline__ float Dot(const float* x, const float* y, int64_t D) 
 // Rows of a block are r = t * G + g for query head h = hk * G + g; a row's query sits at position
 // offset + t with offset = kv_len - T, and sees keys j <= offset + t.
 
-__global__ void __launch_bounds__(kThreads) AttentionForwardKernel(Args a, KvLens lens) {
+template <bool kF32>
+__global__ void __launch_bounds__(kThreads) AttentionForwardKernel(Args<kF32> a, KvLens lens) {
   extern __shared__ float smem[];
   const int64_t D = a.D;
   // Rows padded to P = D + 1 floats: the lanes of a warp reading different rows hit different
@@ -161,7 +169,9 @@ __global__ void __launch_bounds__(kThreads) AttentionForwardKernel(Args a, KvLen
   for (int64_t e = tid; e < kRowTile * D; e += blockDim.x) {
     const int64_t qi = e / D;
     const int64_t r = r0 + qi;
-    if (r < rows) a.out_w[QIndex(a, b, r / G, hk * G + r % G, e % D)] = sO[e] / sL[qi];
+    if (r < rows) {
+      a.out_w.Store(QIndex(a, b, r / G, hk * G + r % G, e % D), sO[e] / sL[qi]);
+    }
   }
   if (a.lse_w != nullptr && tid < kRowTile && r0 + tid < rows) {
     const int64_t r = r0 + tid;
@@ -170,7 +180,8 @@ __global__ void __launch_bounds__(kThreads) AttentionForwardKernel(Args a, KvLen
 }
 
 // delta[b, h, t] = sum_d dout * out, one warp per (b, t, h).
-__global__ void __launch_bounds__(kThreads) AttentionDeltaKernel(Args a, int64_t batch) {
+template <bool kF32>
+__global__ void __launch_bounds__(kThreads) AttentionDeltaKernel(Args<kF32> a, int64_t batch) {
   const int64_t total = batch * a.T * a.Hq;
   const int lane = threadIdx.x & 31;
   const int64_t warps_per_grid = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
@@ -187,7 +198,8 @@ __global__ void __launch_bounds__(kThreads) AttentionDeltaKernel(Args a, int64_t
   }
 }
 
-__global__ void __launch_bounds__(kThreads) AttentionDqKernel(Args a, KvLens lens) {
+template <bool kF32>
+__global__ void __launch_bounds__(kThreads) AttentionDqKernel(Args<kF32> a, KvLens lens) {
   extern __shared__ float smem[];
   const int64_t D = a.D;
   const int64_t P = D + 1;
@@ -281,11 +293,12 @@ __global__ void __launch_bounds__(kThreads) AttentionDqKernel(Args a, KvLens len
   for (int64_t e = tid; e < kRowTile * D; e += blockDim.x) {
     const int64_t qi = e / D;
     const int64_t r = r0 + qi;
-    if (r < rows) a.dq[QIndex(a, b, r / G, hk * G + r % G, e % D)] = sAcc[e] * a.scale;
+    if (r < rows) a.dq.Store(QIndex(a, b, r / G, hk * G + r % G, e % D), sAcc[e] * a.scale);
   }
 }
 
-__global__ void __launch_bounds__(kThreads) AttentionDkDvKernel(Args a, KvLens lens) {
+template <bool kF32>
+__global__ void __launch_bounds__(kThreads) AttentionDkDvKernel(Args<kF32> a, KvLens lens) {
   extern __shared__ float smem[];
   const int64_t D = a.D;
   const int64_t P = D + 1;
@@ -390,8 +403,8 @@ __global__ void __launch_bounds__(kThreads) AttentionDkDvKernel(Args a, KvLens l
     const int64_t j = j0 + kj;
     if (j < a.S) {
       const int64_t index = KvIndex(a, b, j, hk, e % D);
-      a.dk[index] = sDK[e] * a.scale;
-      a.dv[index] = sDV[e];
+      a.dk.Store(index, sDK[e] * a.scale);
+      a.dv.Store(index, sDV[e]);
     }
   }
 }
@@ -418,8 +431,9 @@ void AllowSharedBytes(Kernel kernel, size_t bytes) {
   }
 }
 
-Args MakeArgs(const AttentionShape& shape) {
-  Args a{};
+template <bool kF32>
+Args<kF32> MakeArgs(const AttentionShape& shape) {
+  Args<kF32> a{};
   a.T = shape.q_len;
   a.S = shape.kv_len;
   a.Hq = shape.q_heads;
@@ -430,8 +444,9 @@ Args MakeArgs(const AttentionShape& shape) {
 }
 
 // Calls launch(args_with_batch_offset, lens, batch_count) per chunk of the batch.
-template <typename Launch>
-void ForEachBatchChunk(Args a, const AttentionShape& shape, const int32_t* kv_lens, Launch launch) {
+template <bool kF32, typename Launch>
+void ForEachBatchChunk(Args<kF32> a, const AttentionShape& shape, const int32_t* kv_lens,
+                       Launch launch) {
   for (int64_t b0 = 0; b0 < shape.batch; b0 += kAttentionBatchPerLaunch) {
     const int64_t count = std::min<int64_t>(kAttentionBatchPerLaunch, shape.batch - b0);
     KvLens lens{};
@@ -453,23 +468,89 @@ size_t AttentionBackwardSharedBytes(int64_t D) {
   return std::max(DqSharedBytes(D), DkDvSharedBytes(D));
 }
 
-void LaunchAttention(const float* q, const float* k, const float* v, float* out, float* lse,
-                     const AttentionShape& shape, const int32_t* kv_lens, cudaStream_t stream) {
+namespace {
+
+template <bool kF32>
+void AttentionForward(FloatIn q, FloatIn k, FloatIn v, FloatOut out, float* lse,
+                      const AttentionShape& shape, const int32_t* kv_lens, cudaStream_t stream) {
   const int64_t rows = shape.q_len * (shape.q_heads / shape.kv_heads);
   if (shape.batch <= 0 || rows <= 0 || shape.head_dim <= 0) return;
-  Args a = MakeArgs(shape);
-  a.q = q;
-  a.k = k;
-  a.v = v;
-  a.out_w = out;
+  Args<kF32> a = MakeArgs<kF32>(shape);
+  a.q = MakeReader<kF32>(q);
+  a.k = MakeReader<kF32>(k);
+  a.v = MakeReader<kF32>(v);
+  a.out_w = MakeWriter<kF32>(out);
   a.lse_w = lse;
   const size_t shared = AttentionForwardSharedBytes(shape.head_dim);
-  AllowSharedBytes(AttentionForwardKernel, shared);
+  AllowSharedBytes(AttentionForwardKernel<kF32>, shared);
   const dim3 grid_xy(static_cast<unsigned int>((rows + kRowTile - 1) / kRowTile),
                      static_cast<unsigned int>(shape.kv_heads));
-  ForEachBatchChunk(a, shape, kv_lens, [&](const Args& args, const KvLens& lens, unsigned int n) {
-    AttentionForwardKernel<<<dim3(grid_xy.x, grid_xy.y, n), kThreads, shared, stream>>>(args, lens);
+  ForEachBatchChunk(a, shape, kv_lens,
+                    [&](const Args<kF32>& args, const KvLens& lens, unsigned int n) {
+                      AttentionForwardKernel<kF32>
+                          <<<dim3(grid_xy.x, grid_xy.y, n), kThreads, shared, stream>>>(args, lens);
+                      SY_CUDA_CHECK_LAUNCH();
+                    });
+}
+
+template <bool kF32>
+void AttentionBackward(FloatIn q, FloatIn k, FloatIn v, FloatIn out, const float* lse, FloatIn dout,
+                       FloatOut dq, FloatOut dk, FloatOut dv, const AttentionShape& shape,
+                       const int32_t* kv_lens, float* workspace, cudaStream_t stream) {
+  if (shape.batch <= 0 || shape.head_dim <= 0) return;
+  Args<kF32> a = MakeArgs<kF32>(shape);
+  a.q = MakeReader<kF32>(q);
+  a.k = MakeReader<kF32>(k);
+  a.v = MakeReader<kF32>(v);
+  a.out = MakeReader<kF32>(out);
+  a.lse = lse;
+  a.dout = MakeReader<kF32>(dout);
+  a.delta = workspace;
+  a.delta_w = workspace;
+  a.dq = MakeWriter<kF32>(dq);
+  a.dk = MakeWriter<kF32>(dk);
+  a.dv = MakeWriter<kF32>(dv);
+  const int64_t rows = shape.q_len * (shape.q_heads / shape.kv_heads);
+  if (rows > 0) {
+    const int64_t total = shape.batch * shape.q_len * shape.q_heads;
+    const int64_t blocks = std::min<int64_t>((total + 3) / 4, int64_t{1} << 20);
+    AttentionDeltaKernel<kF32>
+        <<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(a, shape.batch);
     SY_CUDA_CHECK_LAUNCH();
+    const size_t shared = DqSharedBytes(shape.head_dim);
+    AllowSharedBytes(AttentionDqKernel<kF32>, shared);
+    const unsigned int row_tiles = static_cast<unsigned int>((rows + kRowTile - 1) / kRowTile);
+    ForEachBatchChunk(
+        a, shape, kv_lens, [&](const Args<kF32>& args, const KvLens& lens, unsigned int n) {
+          AttentionDqKernel<kF32><<<dim3(row_tiles, static_cast<unsigned int>(shape.kv_heads), n),
+                                    kThreads, shared, stream>>>(args, lens);
+          SY_CUDA_CHECK_LAUNCH();
+        });
+  }
+  if (shape.kv_len > 0) {
+    const size_t shared = DkDvSharedBytes(shape.head_dim);
+    AllowSharedBytes(AttentionDkDvKernel<kF32>, shared);
+    const unsigned int key_tiles =
+        static_cast<unsigned int>((shape.kv_len + kKvTile - 1) / kKvTile);
+    ForEachBatchChunk(
+        a, shape, kv_lens, [&](const Args<kF32>& args, const KvLens& lens, unsigned int n) {
+          AttentionDkDvKernel<kF32><<<dim3(key_tiles, static_cast<unsigned int>(shape.kv_heads), n),
+                                      kThreads, shared, stream>>>(args, lens);
+          SY_CUDA_CHECK_LAUNCH();
+        });
+  }
+}
+
+}  // namespace
+
+// Both launchers dispatch on AllF32 of the tensor operands: the original f32 kernels, or the
+// runtime-typed ones (each operand f32, bf16 or f16).
+
+void LaunchAttention(FloatIn q, FloatIn k, FloatIn v, FloatOut out, float* lse,
+                     const AttentionShape& shape, const int32_t* kv_lens, cudaStream_t stream) {
+  DispatchAllF32(AllF32({q.type, k.type, v.type, out.type}), [&](auto tag) {
+    constexpr bool f32 = decltype(tag)::value;
+    AttentionForward<f32>(q, k, v, out, lse, shape, kv_lens, stream);
   });
 }
 
@@ -477,50 +558,16 @@ int64_t AttentionBackwardWorkspaceFloats(const AttentionShape& shape) {
   return shape.batch * shape.q_heads * shape.q_len;
 }
 
-void LaunchAttentionBackward(const float* q, const float* k, const float* v, const float* out,
-                             const float* lse, const float* dout, float* dq, float* dk, float* dv,
+void LaunchAttentionBackward(FloatIn q, FloatIn k, FloatIn v, FloatIn out, const float* lse,
+                             FloatIn dout, FloatOut dq, FloatOut dk, FloatOut dv,
                              const AttentionShape& shape, const int32_t* kv_lens, float* workspace,
                              cudaStream_t stream) {
-  if (shape.batch <= 0 || shape.head_dim <= 0) return;
-  Args a = MakeArgs(shape);
-  a.q = q;
-  a.k = k;
-  a.v = v;
-  a.out = out;
-  a.lse = lse;
-  a.dout = dout;
-  a.delta = workspace;
-  a.delta_w = workspace;
-  a.dq = dq;
-  a.dk = dk;
-  a.dv = dv;
-  const int64_t rows = shape.q_len * (shape.q_heads / shape.kv_heads);
-  if (rows > 0) {
-    const int64_t total = shape.batch * shape.q_len * shape.q_heads;
-    const int64_t blocks = std::min<int64_t>((total + 3) / 4, int64_t{1} << 20);
-    AttentionDeltaKernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(a,
-                                                                                     shape.batch);
-    SY_CUDA_CHECK_LAUNCH();
-    const size_t shared = DqSharedBytes(shape.head_dim);
-    AllowSharedBytes(AttentionDqKernel, shared);
-    const unsigned int row_tiles = static_cast<unsigned int>((rows + kRowTile - 1) / kRowTile);
-    ForEachBatchChunk(a, shape, kv_lens, [&](const Args& args, const KvLens& lens, unsigned int n) {
-      AttentionDqKernel<<<dim3(row_tiles, static_cast<unsigned int>(shape.kv_heads), n), kThreads,
-                          shared, stream>>>(args, lens);
-      SY_CUDA_CHECK_LAUNCH();
-    });
-  }
-  if (shape.kv_len > 0) {
-    const size_t shared = DkDvSharedBytes(shape.head_dim);
-    AllowSharedBytes(AttentionDkDvKernel, shared);
-    const unsigned int key_tiles =
-        static_cast<unsigned int>((shape.kv_len + kKvTile - 1) / kKvTile);
-    ForEachBatchChunk(a, shape, kv_lens, [&](const Args& args, const KvLens& lens, unsigned int n) {
-      AttentionDkDvKernel<<<dim3(key_tiles, static_cast<unsigned int>(shape.kv_heads), n), kThreads,
-                            shared, stream>>>(args, lens);
-      SY_CUDA_CHECK_LAUNCH();
-    });
-  }
+  DispatchAllF32(AllF32({q.type, k.type, v.type, out.type, dout.type, dq.type, dk.type, dv.type}),
+                 [&](auto tag) {
+                   constexpr bool f32 = decltype(tag)::value;
+                   AttentionBackward<f32>(q, k, v, out, lse, dout, dq, dk, dv, shape, kv_lens,
+                                          workspace, stream);
+                 });
 }
 
 }  // namespace sy::cuda

@@ -1,8 +1,10 @@
 // Causal grouped-query attention, forward and backward, for the CUDA backend.
 //
-// Layouts (all f32, contiguous): q, out, dout, dq [B, T, Hq, D]; k, v, dk, dv [B, S, Hkv, D];
-// lse [B, Hq, T]. Query t of batch b sits at position kv_lens[b] - T + t and attends keys
-// 0..position. Query head h reads kv head h / (Hq / Hkv).
+// Layouts (contiguous): q, out, dout, dq [B, T, Hq, D]; k, v, dk, dv [B, S, Hkv, D], each f32,
+// bf16 or f16 independently; lse [B, Hq, T] f32. Scores, softmax statistics
+// and accumulators are f32; each 16-bit output is rounded once (Note [16-bit operands]). Query t of
+// batch b sits at position kv_lens[b] - T + t and attends keys 0..position. Query head h reads kv
+// head h / (Hq / Hkv).
 //
 // Forward: a tiled online-softmax ("flash") kernel. A block owns one kv head of one batch entry and
 // 16 query rows, where the rows run over (token, query head of the group), so decode (T = 1) still
@@ -26,6 +28,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "runtime/cuda/kernel_types.h"
+
 namespace sy::cuda {
 
 inline constexpr int64_t kAttentionBatchPerLaunch = 256;
@@ -47,13 +51,13 @@ size_t AttentionBackwardSharedBytes(int64_t head_dim);  // the larger of the two
 
 // kv_lens: host array of shape.batch valid lengths (validated by the caller: q_len <= len <= S).
 // lse may be null.
-void LaunchAttention(const float* q, const float* k, const float* v, float* out, float* lse,
+void LaunchAttention(FloatIn q, FloatIn k, FloatIn v, FloatOut out, float* lse,
                      const AttentionShape& shape, const int32_t* kv_lens, cudaStream_t stream);
 
 int64_t AttentionBackwardWorkspaceFloats(const AttentionShape& shape);
 // Overwrites dq, dk and dv.
-void LaunchAttentionBackward(const float* q, const float* k, const float* v, const float* out,
-                             const float* lse, const float* dout, float* dq, float* dk, float* dv,
+void LaunchAttentionBackward(FloatIn q, FloatIn k, FloatIn v, FloatIn out, const float* lse,
+                             FloatIn dout, FloatOut dq, FloatOut dk, FloatOut dv,
                              const AttentionShape& shape, const int32_t* kv_lens, float* workspace,
                              cudaStream_t stream);
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "runtime/cuda/kernel_types.h"
 
@@ -77,6 +78,96 @@ void DispatchFloat(FloatType type, F&& f) {
     case FloatType::kF16:
       f(static_cast<__half*>(nullptr));
       return;
+  }
+}
+
+// ---- runtime-typed operands (Note [16-bit operands]) ----
+//
+// Kernels that take operands of independent dtypes read and write them through these accessors,
+// instantiated twice: Reader<true>/Writer<true> are plain f32 pointers (the all-f32 launch, whose
+// arithmetic is that of the original kernels), Reader<false>/Writer<false> switch on the element
+// type at each access. The type is a kernel argument, the same for every thread, so the switch
+// never diverges within a warp. Loads are exact; a store rounds once to nearest even.
+
+__device__ __forceinline__ float LoadAs(const void* p, FloatType type, int64_t i) {
+  switch (type) {
+    case FloatType::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case FloatType::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case FloatType::kF32:
+      break;
+  }
+  return static_cast<const float*>(p)[i];
+}
+
+__device__ __forceinline__ void StoreAs(void* p, FloatType type, int64_t i, float v) {
+  switch (type) {
+    case FloatType::kBF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      return;
+    case FloatType::kF16:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      return;
+    case FloatType::kF32:
+      break;
+  }
+  static_cast<float*>(p)[i] = v;
+}
+
+struct F32Reader {
+  const float* p;
+  __device__ __forceinline__ float operator[](int64_t i) const { return p[i]; }
+};
+struct AnyReader {
+  const void* p;
+  FloatType type;
+  __device__ __forceinline__ float operator[](int64_t i) const { return LoadAs(p, type, i); }
+};
+struct F32Writer {
+  float* p;
+  __device__ __forceinline__ float Load(int64_t i) const { return p[i]; }
+  __device__ __forceinline__ void Store(int64_t i, float v) const { p[i] = v; }
+};
+struct AnyWriter {
+  void* p;
+  FloatType type;
+  __device__ __forceinline__ float Load(int64_t i) const { return LoadAs(p, type, i); }
+  __device__ __forceinline__ void Store(int64_t i, float v) const { StoreAs(p, type, i, v); }
+};
+
+template <bool kF32>
+using Reader = std::conditional_t<kF32, F32Reader, AnyReader>;
+template <bool kF32>
+using Writer = std::conditional_t<kF32, F32Writer, AnyWriter>;
+
+// Host side: the accessor of an operand for a kernel instantiated with kF32 (where kF32, the
+// operand is f32: the launcher checked with AllF32).
+template <bool kF32>
+Reader<kF32> MakeReader(FloatIn in) {
+  if constexpr (kF32) {
+    return F32Reader{static_cast<const float*>(in.data)};
+  } else {
+    return AnyReader{in.data, in.type};
+  }
+}
+template <bool kF32>
+Writer<kF32> MakeWriter(FloatOut out) {
+  if constexpr (kF32) {
+    return F32Writer{static_cast<float*>(out.data)};
+  } else {
+    return AnyWriter{out.data, out.type};
+  }
+}
+
+// Calls f(std::true_type{}) when all_f32 (AllF32 of the launch's operands), else
+// f(std::false_type{}): the lambda instantiates its kernel with decltype(tag)::value.
+template <typename F>
+void DispatchAllF32(bool all_f32, F&& f) {
+  if (all_f32) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
   }
 }
 

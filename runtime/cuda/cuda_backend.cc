@@ -106,7 +106,13 @@ CudaBackend::~CudaBackend() {
 }
 
 BackendCaps CudaBackend::caps() const {
-  return BackendCaps{.async_copies = true, .pinned_host = true, .host_accessible = false};
+  // Every operator takes f32, bf16 and f16 operands (Note [16-bit operands]): runtime/cuda's
+  // kernels read and write through each operand's dtype, and the GEMMs dispatch as
+  // Note [16-bit GEMM operands] in cuda_gemm.cc says.
+  return BackendCaps{.async_copies = true,
+                     .pinned_host = true,
+                     .host_accessible = false,
+                     .sixteen_bit_activations = true};
 }
 
 std::string CudaBackend::name() const {

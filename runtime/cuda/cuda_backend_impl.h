@@ -169,13 +169,14 @@ class CudaBackend final : public Backend {
   void ReclaimRetired() SY_EXCLUDES(retired_mutex_);
 
   // One row-major GEMM (or a strided batch of them) for cuBLAS: c = alpha * op(a) * op(b) +
-  // beta * c, where a and b share `dtype` and c is f32. Strides and leading dimensions are in
-  // elements.
+  // beta * c, where a and b share `dtype` and c has `c_dtype` (f32, or a's 16-bit dtype).
+  // Strides and leading dimensions are in elements.
   struct GemmCall {
     const void* a = nullptr;
     const void* b = nullptr;
-    float* c = nullptr;
+    void* c = nullptr;
     DType dtype = DType::kF32;
+    DType c_dtype = DType::kF32;
     int64_t m = 0;
     int64_t n = 0;
     int64_t k = 0;
@@ -194,6 +195,11 @@ class CudaBackend final : public Backend {
   // Note [mixed-precision GEMM] in cuda_gemm.cc); call.a is ignored. `stacked`, when not null,
   // holds 3 * batch * m * n floats and lets one GEMM read b once for all three terms.
   void RunSplitGemm(const GemmCall& call, const void* pieces, float* stacked);
+  // Gemm and BatchedGemm of operands of any float dtypes (Note [16-bit GEMM operands] in
+  // cuda_gemm.cc): `call` holds the shapes, strides, options and the tensors' data; a, b and c
+  // are the checked operands (a's stored rows are split or widened whole).
+  void RunAnyGemm(GemmCall call, const Tensor& a, const Tensor& b, const Tensor& c,
+                  Scratch& scratch);
 
   CudaDeviceInfo info_;
   std::unique_ptr<CachingAllocator> allocator_;  // declared first: destroyed last

@@ -59,8 +59,13 @@ CublasHandle::CublasHandle(const CublasLibrary& cublas, int device, cudaStream_t
   // cublasSetStream resets the workspace to cuBLAS's own pool, so the workspace is set after it.
   SY_CUBLAS_CHECK(cublas_.set_stream(handle_, stream));
   SY_CUBLAS_CHECK(cublas_.set_workspace(handle_, workspace, workspace_bytes));
-  // Plain FP32 math: no TF32 for f32 GEMMs, so results track the CPU reference closely.
-  SY_CUBLAS_CHECK(cublas_.set_math_mode(handle_, CUBLAS_DEFAULT_MATH));
+  // Plain FP32 math: no TF32 for f32 GEMMs, so results track the CPU reference closely. A GEMM
+  // with a 16-bit output (Note [16-bit GEMM operands] in cuda_gemm.cc) reduces in f32 and rounds
+  // once: cuBLAS may otherwise reduce split-k partial sums in the output's 16-bit type. (The flag
+  // concerns reduced-precision outputs only; f32 GEMMs are unaffected.)
+  SY_CUBLAS_CHECK(cublas_.set_math_mode(
+      handle_, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                         CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
 }
 
 CublasHandle::~CublasHandle() {

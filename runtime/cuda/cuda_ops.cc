@@ -42,6 +42,14 @@ cuda::FloatType ToFloatType(DType dtype, const char* what) {
   return cuda::FloatType::kF32;
 }
 
+// A floating-point operand of a kernel (Note [16-bit operands]): f32, bf16 or f16, checked.
+cuda::FloatIn In(const Tensor& t, const char* what) {
+  return {t.data(), ToFloatType(t.dtype(), what)};
+}
+cuda::FloatOut Out(const Tensor& t, const char* what) {
+  return {t.data(), ToFloatType(t.dtype(), what)};
+}
+
 void CheckDType(const Tensor& t, DType dtype, const char* what) {
   SY_CHECK(t.dtype() == dtype) << what << ": " << t.ToString() << " must be " << DTypeName(dtype);
 }
@@ -119,148 +127,146 @@ void CudaBackend::Convert(const Tensor& src, const Tensor& out) {
   cuda::LaunchConvert(src.data(), from, out.data(), to, src.numel(), stream());
 }
 
+// Every elementwise operand is f32, bf16 or f16 independently (In/Out check the dtype); the
+// launchers pick the f32 kernel or the runtime-typed one.
+
 void CudaBackend::Add(const Tensor& a, const Tensor& b, const Tensor& out) {
   for (const Tensor* t : {&a, &b, &out}) {
     CheckOperand(*t, "Add");
-    CheckDType(*t, DType::kF32, "Add");
     CheckNumel(*t, a.numel(), "Add");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchBinary(cuda::BinaryOp::kAdd, a.data<float>(), b.data<float>(), out.data<float>(),
+  cuda::LaunchBinary(cuda::BinaryOp::kAdd, In(a, "Add a"), In(b, "Add b"), Out(out, "Add out"),
                      a.numel(), stream());
 }
 
 void CudaBackend::Mul(const Tensor& a, const Tensor& b, const Tensor& out) {
   for (const Tensor* t : {&a, &b, &out}) {
     CheckOperand(*t, "Mul");
-    CheckDType(*t, DType::kF32, "Mul");
     CheckNumel(*t, a.numel(), "Mul");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchBinary(cuda::BinaryOp::kMul, a.data<float>(), b.data<float>(), out.data<float>(),
+  cuda::LaunchBinary(cuda::BinaryOp::kMul, In(a, "Mul a"), In(b, "Mul b"), Out(out, "Mul out"),
                      a.numel(), stream());
 }
 
 void CudaBackend::Scale(const Tensor& x, float alpha, const Tensor& out) {
   for (const Tensor* t : {&x, &out}) {
     CheckOperand(*t, "Scale");
-    CheckDType(*t, DType::kF32, "Scale");
     CheckNumel(*t, x.numel(), "Scale");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchScale(x.data<float>(), alpha, out.data<float>(), x.numel(), stream());
+  cuda::LaunchScale(In(x, "Scale x"), alpha, Out(out, "Scale out"), x.numel(), stream());
 }
 
 void CudaBackend::Axpy(float alpha, const Tensor& x, const Tensor& y) {
   for (const Tensor* t : {&x, &y}) {
     CheckOperand(*t, "Axpy");
-    CheckDType(*t, DType::kF32, "Axpy");
     CheckNumel(*t, x.numel(), "Axpy");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchAxpy(alpha, x.data<float>(), y.data<float>(), x.numel(), stream());
+  cuda::LaunchAxpy(alpha, In(x, "Axpy x"), Out(y, "Axpy y"), x.numel(), stream());
 }
 
 void CudaBackend::AddBias(const Tensor& x, const Tensor& bias, const Tensor& out) {
-  for (const Tensor* t : {&x, &bias, &out}) {
-    CheckOperand(*t, "AddBias");
-    CheckDType(*t, DType::kF32, "AddBias");
-  }
+  for (const Tensor* t : {&x, &bias, &out}) CheckOperand(*t, "AddBias");
   const RowView view = LastDimView(x, "AddBias x");
   CheckNumel(bias, view.cols, "AddBias bias");
   CheckNumel(out, x.numel(), "AddBias out");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchAddBias(x.data<float>(), bias.data<float>(), out.data<float>(), view.rows, view.cols,
-                      stream());
+  cuda::LaunchAddBias(In(x, "AddBias x"), In(bias, "AddBias bias"), Out(out, "AddBias out"),
+                      view.rows, view.cols, stream());
 }
 
+namespace {
+
+// The operand checks of a unary activation and of its backward.
+void CheckUnary(const Tensor& x, const Tensor& out, const char* what) {
+  for (const Tensor* t : {&x, &out}) CheckNumel(*t, x.numel(), what);
+}
+
+}  // namespace
+
 void CudaBackend::Silu(const Tensor& x, const Tensor& out) {
-  for (const Tensor* t : {&x, &out}) {
-    CheckOperand(*t, "Silu");
-    CheckDType(*t, DType::kF32, "Silu");
-    CheckNumel(*t, x.numel(), "Silu");
-  }
+  CheckOperand(x, "Silu x");
+  CheckOperand(out, "Silu out");
+  CheckUnary(x, out, "Silu");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchActivation(cuda::Activation::kSilu, x.data<float>(), out.data<float>(), x.numel(),
+  cuda::LaunchActivation(cuda::Activation::kSilu, In(x, "Silu x"), Out(out, "Silu out"), x.numel(),
                          stream());
 }
 
 void CudaBackend::SiluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
   for (const Tensor* t : {&x, &dout, &dx}) {
     CheckOperand(*t, "SiluBackward");
-    CheckDType(*t, DType::kF32, "SiluBackward");
     CheckNumel(*t, x.numel(), "SiluBackward");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchActivationBackward(cuda::Activation::kSilu, x.data<float>(), dout.data<float>(),
-                                 dx.data<float>(), x.numel(), stream());
+  cuda::LaunchActivationBackward(cuda::Activation::kSilu, In(x, "SiluBackward x"),
+                                 In(dout, "SiluBackward dout"), Out(dx, "SiluBackward dx"),
+                                 x.numel(), stream());
 }
 
 void CudaBackend::Gelu(const Tensor& x, const Tensor& out) {
-  for (const Tensor* t : {&x, &out}) {
-    CheckOperand(*t, "Gelu");
-    CheckDType(*t, DType::kF32, "Gelu");
-    CheckNumel(*t, x.numel(), "Gelu");
-  }
+  CheckOperand(x, "Gelu x");
+  CheckOperand(out, "Gelu out");
+  CheckUnary(x, out, "Gelu");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchActivation(cuda::Activation::kGelu, x.data<float>(), out.data<float>(), x.numel(),
+  cuda::LaunchActivation(cuda::Activation::kGelu, In(x, "Gelu x"), Out(out, "Gelu out"), x.numel(),
                          stream());
 }
 
 void CudaBackend::GeluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
   for (const Tensor* t : {&x, &dout, &dx}) {
     CheckOperand(*t, "GeluBackward");
-    CheckDType(*t, DType::kF32, "GeluBackward");
     CheckNumel(*t, x.numel(), "GeluBackward");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchActivationBackward(cuda::Activation::kGelu, x.data<float>(), dout.data<float>(),
-                                 dx.data<float>(), x.numel(), stream());
+  cuda::LaunchActivationBackward(cuda::Activation::kGelu, In(x, "GeluBackward x"),
+                                 In(dout, "GeluBackward dout"), Out(dx, "GeluBackward dx"),
+                                 x.numel(), stream());
 }
 
 void CudaBackend::Relu(const Tensor& x, const Tensor& out) {
-  for (const Tensor* t : {&x, &out}) {
-    CheckOperand(*t, "Relu");
-    CheckDType(*t, DType::kF32, "Relu");
-    CheckNumel(*t, x.numel(), "Relu");
-  }
+  CheckOperand(x, "Relu x");
+  CheckOperand(out, "Relu out");
+  CheckUnary(x, out, "Relu");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchActivation(cuda::Activation::kRelu, x.data<float>(), out.data<float>(), x.numel(),
+  cuda::LaunchActivation(cuda::Activation::kRelu, In(x, "Relu x"), Out(out, "Relu out"), x.numel(),
                          stream());
 }
 
 void CudaBackend::ReluBackward(const Tensor& x, const Tensor& dout, const Tensor& dx) {
   for (const Tensor* t : {&x, &dout, &dx}) {
     CheckOperand(*t, "ReluBackward");
-    CheckDType(*t, DType::kF32, "ReluBackward");
     CheckNumel(*t, x.numel(), "ReluBackward");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchActivationBackward(cuda::Activation::kRelu, x.data<float>(), dout.data<float>(),
-                                 dx.data<float>(), x.numel(), stream());
+  cuda::LaunchActivationBackward(cuda::Activation::kRelu, In(x, "ReluBackward x"),
+                                 In(dout, "ReluBackward dout"), Out(dx, "ReluBackward dx"),
+                                 x.numel(), stream());
 }
 
 void CudaBackend::Swiglu(const Tensor& gate, const Tensor& up, const Tensor& out) {
   for (const Tensor* t : {&gate, &up, &out}) {
     CheckOperand(*t, "Swiglu");
-    CheckDType(*t, DType::kF32, "Swiglu");
     CheckNumel(*t, gate.numel(), "Swiglu");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchSwiglu(gate.data<float>(), up.data<float>(), out.data<float>(), gate.numel(),
-                     stream());
+  cuda::LaunchSwiglu(In(gate, "Swiglu gate"), In(up, "Swiglu up"), Out(out, "Swiglu out"),
+                     gate.numel(), stream());
 }
 
 void CudaBackend::SwigluBackward(const Tensor& gate, const Tensor& up, const Tensor& dout,
                                  const Tensor& dgate, const Tensor& dup) {
   for (const Tensor* t : {&gate, &up, &dout, &dgate, &dup}) {
     CheckOperand(*t, "SwigluBackward");
-    CheckDType(*t, DType::kF32, "SwigluBackward");
     CheckNumel(*t, gate.numel(), "SwigluBackward");
   }
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchSwigluBackward(gate.data<float>(), up.data<float>(), dout.data<float>(),
-                             dgate.data<float>(), dup.data<float>(), gate.numel(), stream());
+  cuda::LaunchSwigluBackward(In(gate, "SwigluBackward gate"), In(up, "SwigluBackward up"),
+                             In(dout, "SwigluBackward dout"), Out(dgate, "SwigluBackward dgate"),
+                             Out(dup, "SwigluBackward dup"), gate.numel(), stream());
 }
 
 // ---- reductions, softmax, top-k, cross-entropy ----
@@ -268,8 +274,8 @@ void CudaBackend::SwigluBackward(const Tensor& gate, const Tensor& up, const Ten
 void CudaBackend::Reduce(const Tensor& x, const Tensor& out, ReduceOp op, ReduceAxis axis) {
   CheckOperand(x, "Reduce x");
   CheckOperand(out, "Reduce out");
-  CheckDType(x, DType::kF32, "Reduce x");
-  CheckDType(out, DType::kF32, "Reduce out");
+  const cuda::FloatIn x_in = In(x, "Reduce x");
+  const cuda::FloatOut out_w = Out(out, "Reduce out");
   cuda::ReduceKind kind = cuda::ReduceKind::kSum;
   switch (op) {
     case ReduceOp::kSum:
@@ -291,8 +297,7 @@ void CudaBackend::Reduce(const Tensor& x, const Tensor& out, ReduceOp op, Reduce
       const RowView view = LastDimView(x, "Reduce x");
       CheckNumel(out, view.rows, "Reduce(kLast) out");
       CheckRowsFitGrid(view.rows, "Reduce");
-      cuda::LaunchReduceRows(x.data<float>(), view.rows, view.cols, kind, out.data<float>(),
-                             stream());
+      cuda::LaunchReduceRows(x_in, view.rows, view.cols, kind, out_w, stream());
       return;
     }
     case ReduceAxis::kFirst: {
@@ -303,8 +308,13 @@ void CudaBackend::Reduce(const Tensor& x, const Tensor& out, ReduceOp op, Reduce
       CheckNumel(out, cols, "Reduce(kFirst) out");
       Scratch scratch(*this);
       float* workspace = scratch.Get<float>(cuda::ReduceColumnsWorkspaceFloats(rows, cols));
-      cuda::LaunchReduceColumns(x.data<float>(), rows, cols, kind, workspace, out.data<float>(),
-                                stream());
+      // The column reduction writes f32: a 16-bit out is reduced into scratch and rounded once.
+      const bool wide = out_w.type == cuda::FloatType::kF32;
+      float* out32 = wide ? out.data<float>() : scratch.Get<float>(cols);
+      cuda::LaunchReduceColumns(x_in, rows, cols, kind, workspace, out32, stream());
+      if (!wide) {
+        cuda::LaunchConvert(out32, cuda::FloatType::kF32, out_w.data, out_w.type, cols, stream());
+      }
       return;
     }
   }
@@ -313,33 +323,31 @@ void CudaBackend::Reduce(const Tensor& x, const Tensor& out, ReduceOp op, Reduce
 void CudaBackend::Softmax(const Tensor& x, const Tensor& out) {
   for (const Tensor* t : {&x, &out}) {
     CheckOperand(*t, "Softmax");
-    CheckDType(*t, DType::kF32, "Softmax");
     CheckNumel(*t, x.numel(), "Softmax");
   }
   const RowView view = LastDimView(x, "Softmax x");
   CheckRowsFitGrid(view.rows, "Softmax");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchSoftmax(x.data<float>(), view.rows, view.cols, out.data<float>(), stream());
+  cuda::LaunchSoftmax(In(x, "Softmax x"), view.rows, view.cols, Out(out, "Softmax out"), stream());
 }
 
 void CudaBackend::SoftmaxBackward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
   for (const Tensor* t : {&y, &dy, &dx}) {
     CheckOperand(*t, "SoftmaxBackward");
-    CheckDType(*t, DType::kF32, "SoftmaxBackward");
     CheckNumel(*t, y.numel(), "SoftmaxBackward");
   }
   const RowView view = LastDimView(y, "SoftmaxBackward y");
   CheckRowsFitGrid(view.rows, "SoftmaxBackward");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchSoftmaxBackward(y.data<float>(), dy.data<float>(), view.rows, view.cols,
-                              dx.data<float>(), stream());
+  cuda::LaunchSoftmaxBackward(In(y, "SoftmaxBackward y"), In(dy, "SoftmaxBackward dy"), view.rows,
+                              view.cols, Out(dx, "SoftmaxBackward dx"), stream());
 }
 
 void CudaBackend::TopK(const Tensor& x, int k, const Tensor& values, const Tensor& indices) {
   CheckOperand(x, "TopK x");
   CheckOperand(values, "TopK values");
   CheckOperand(indices, "TopK indices");
-  CheckDType(x, DType::kF32, "TopK x");
+  const cuda::FloatIn x_in = In(x, "TopK x");
   CheckDType(values, DType::kF32, "TopK values");
   CheckDType(indices, DType::kI32, "TopK indices");
   const RowView view = LastDimView(x, "TopK x");
@@ -349,8 +357,8 @@ void CudaBackend::TopK(const Tensor& x, int k, const Tensor& values, const Tenso
   CheckNumel(indices, view.rows * k, "TopK indices");
   CheckRowsFitGrid(view.rows, "TopK");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchTopK(x.data<float>(), view.rows, view.cols, k, values.data<float>(),
-                   indices.data<int32_t>(), stream());
+  cuda::LaunchTopK(x_in, view.rows, view.cols, k, values.data<float>(), indices.data<int32_t>(),
+                   stream());
 }
 
 void CudaBackend::CrossEntropy(const Tensor& logits, const Tensor& targets, const Tensor& losses,
@@ -358,7 +366,7 @@ void CudaBackend::CrossEntropy(const Tensor& logits, const Tensor& targets, cons
   CheckOperand(logits, "CrossEntropy logits");
   CheckOperand(targets, "CrossEntropy targets");
   CheckOperand(losses, "CrossEntropy losses");
-  CheckDType(logits, DType::kF32, "CrossEntropy logits");
+  const cuda::FloatIn logits_in = In(logits, "CrossEntropy logits");
   CheckDType(targets, DType::kI32, "CrossEntropy targets");
   CheckDType(losses, DType::kF32, "CrossEntropy losses");
   const RowView view = LastDimView(logits, "CrossEntropy logits");
@@ -371,7 +379,7 @@ void CudaBackend::CrossEntropy(const Tensor& logits, const Tensor& targets, cons
   }
   CheckRowsFitGrid(view.rows, "CrossEntropy");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchCrossEntropy(logits.data<float>(), targets.data<int32_t>(), view.rows, view.cols,
+  cuda::LaunchCrossEntropy(logits_in, targets.data<int32_t>(), view.rows, view.cols,
                            losses.data<float>(), Present(lse) ? lse.data<float>() : nullptr,
                            stream());
 }
@@ -384,11 +392,11 @@ void CudaBackend::CrossEntropyBackward(const Tensor& logits, const Tensor& targe
   CheckOperand(lse, "CrossEntropyBackward lse");
   CheckOperand(dlosses, "CrossEntropyBackward dlosses");
   CheckOperand(dlogits, "CrossEntropyBackward dlogits");
-  CheckDType(logits, DType::kF32, "CrossEntropyBackward logits");
+  const cuda::FloatIn logits_in = In(logits, "CrossEntropyBackward logits");
   CheckDType(targets, DType::kI32, "CrossEntropyBackward targets");
   CheckDType(lse, DType::kF32, "CrossEntropyBackward lse");
-  CheckDType(dlosses, DType::kF32, "CrossEntropyBackward dlosses");
-  CheckDType(dlogits, DType::kF32, "CrossEntropyBackward dlogits");
+  const cuda::FloatIn dlosses_in = In(dlosses, "CrossEntropyBackward dlosses");
+  const cuda::FloatOut dlogits_out = Out(dlogits, "CrossEntropyBackward dlogits");
   const RowView view = LastDimView(logits, "CrossEntropyBackward logits");
   CheckNumel(targets, view.rows, "CrossEntropyBackward targets");
   CheckNumel(lse, view.rows, "CrossEntropyBackward lse");
@@ -396,9 +404,8 @@ void CudaBackend::CrossEntropyBackward(const Tensor& logits, const Tensor& targe
   CheckNumel(dlogits, logits.numel(), "CrossEntropyBackward dlogits");
   CheckRowsFitGrid(view.rows, "CrossEntropyBackward");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchCrossEntropyBackward(logits.data<float>(), targets.data<int32_t>(), lse.data<float>(),
-                                   dlosses.data<float>(), view.rows, view.cols,
-                                   dlogits.data<float>(), stream());
+  cuda::LaunchCrossEntropyBackward(logits_in, targets.data<int32_t>(), lse.data<float>(),
+                                   dlosses_in, view.rows, view.cols, dlogits_out, stream());
 }
 
 // ---- normalisation and rotary embedding ----
@@ -408,8 +415,8 @@ void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, cons
   CheckOperand(x, "RmsNorm x");
   CheckOperand(weight, "RmsNorm weight");
   CheckOperand(out, "RmsNorm out");
-  CheckDType(x, DType::kF32, "RmsNorm x");
-  CheckDType(out, DType::kF32, "RmsNorm out");
+  const cuda::FloatIn x_in = In(x, "RmsNorm x");
+  const cuda::FloatOut out_w = Out(out, "RmsNorm out");
   const RowView view = LastDimView(x, "RmsNorm x");
   CheckNumel(weight, view.cols, "RmsNorm weight");
   CheckNumel(out, x.numel(), "RmsNorm out");
@@ -421,8 +428,8 @@ void CudaBackend::RmsNorm(const Tensor& x, const Tensor& weight, float eps, cons
   const cuda::FloatType weight_type = ToFloatType(weight.dtype(), "RmsNorm weight");
   CheckRowsFitGrid(view.rows, "RmsNorm");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchRmsNorm(x.data<float>(), weight.data(), weight_type, view.rows, view.cols, eps,
-                      out.data<float>(), Present(rstd) ? rstd.data<float>() : nullptr, stream());
+  cuda::LaunchRmsNorm(x_in, weight.data(), weight_type, view.rows, view.cols, eps, out_w,
+                      Present(rstd) ? rstd.data<float>() : nullptr, stream());
 }
 
 void CudaBackend::RmsNormBackward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
@@ -434,9 +441,10 @@ void CudaBackend::RmsNormBackward(const Tensor& x, const Tensor& weight, const T
   CheckOperand(dout, "RmsNormBackward dout");
   CheckOperand(dx, "RmsNormBackward dx");
   CheckOperand(dweight, "RmsNormBackward dweight");
-  for (const Tensor* t : {&x, &rstd, &dout, &dx, &dweight}) {
-    CheckDType(*t, DType::kF32, "RmsNormBackward");
-  }
+  for (const Tensor* t : {&rstd, &dweight}) CheckDType(*t, DType::kF32, "RmsNormBackward");
+  const cuda::FloatIn x_in = In(x, "RmsNormBackward x");
+  const cuda::FloatIn dout_in = In(dout, "RmsNormBackward dout");
+  const cuda::FloatOut dx_out = Out(dx, "RmsNormBackward dx");
   const RowView view = LastDimView(x, "RmsNormBackward x");
   CheckNumel(weight, view.cols, "RmsNormBackward weight");
   CheckNumel(rstd, view.rows, "RmsNormBackward rstd");
@@ -448,9 +456,9 @@ void CudaBackend::RmsNormBackward(const Tensor& x, const Tensor& weight, const T
   ScopedCudaDevice guard(info_.index);
   Scratch scratch(*this);
   float* workspace = scratch.Get<float>(cuda::RmsNormBackwardWorkspaceFloats(view.rows, view.cols));
-  cuda::LaunchRmsNormBackward(x.data<float>(), weight.data(), weight_type, rstd.data<float>(),
-                              dout.data<float>(), view.rows, view.cols, dx.data<float>(),
-                              dweight.data<float>(), workspace, stream());
+  cuda::LaunchRmsNormBackward(x_in, weight.data(), weight_type, rstd.data<float>(), dout_in,
+                              view.rows, view.cols, dx_out, dweight.data<float>(), workspace,
+                              stream());
 }
 
 namespace {
@@ -458,8 +466,8 @@ namespace {
 void CheckRope(const Tensor& x, const Tensor& positions, const Tensor& out, const char* what) {
   SY_CHECK_EQ(x.rank(), 3) << what << ": x must be [T,H,D], got " << x.ToString();
   SY_CHECK_EQ(x.dim(2) % 2, 0) << what << ": head dim must be even, got " << x.ToString();
-  CheckDType(x, DType::kF32, what);
-  CheckDType(out, DType::kF32, what);
+  (void)ToFloatType(x.dtype(), what);
+  (void)ToFloatType(out.dtype(), what);
   CheckDType(positions, DType::kI32, what);
   CheckNumel(positions, x.dim(0), what);
   CheckNumel(out, x.numel(), what);
@@ -474,8 +482,8 @@ void CudaBackend::Rope(const Tensor& x, const Tensor& positions, float theta, co
   CheckOperand(out, "Rope out");
   CheckRope(x, positions, out, "Rope");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchRope(x.data<float>(), positions.data<int32_t>(), x.dim(0), x.dim(1), x.dim(2), theta,
-                   /*backward=*/false, out.data<float>(), stream());
+  cuda::LaunchRope(In(x, "Rope x"), positions.data<int32_t>(), x.dim(0), x.dim(1), x.dim(2), theta,
+                   /*backward=*/false, Out(out, "Rope out"), stream());
 }
 
 void CudaBackend::RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
@@ -485,8 +493,9 @@ void CudaBackend::RopeBackward(const Tensor& dout, const Tensor& positions, floa
   CheckOperand(dx, "RopeBackward dx");
   CheckRope(dout, positions, dx, "RopeBackward");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchRope(dout.data<float>(), positions.data<int32_t>(), dout.dim(0), dout.dim(1),
-                   dout.dim(2), theta, /*backward=*/true, dx.data<float>(), stream());
+  cuda::LaunchRope(In(dout, "RopeBackward dout"), positions.data<int32_t>(), dout.dim(0),
+                   dout.dim(1), dout.dim(2), theta, /*backward=*/true, Out(dx, "RopeBackward dx"),
+                   stream());
 }
 
 // ---- attention ----
@@ -501,7 +510,8 @@ void CheckAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
   SY_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4)
       << what << ": q [B,T,Hq,D], k and v [B,S,Hkv,D]; got q " << q.ToString() << ", k "
       << k.ToString() << ", v " << v.ToString();
-  for (const Tensor* t : {&q, &k, &v, &out}) CheckDType(*t, DType::kF32, what);
+  // q, k, v and out: each f32, bf16 or f16.
+  for (const Tensor* t : {&q, &k, &v, &out}) (void)ToFloatType(t->dtype(), what);
   SY_CHECK(k.shape() == v.shape()) << what << ": k " << k.ToString() << " vs v " << v.ToString();
   SY_CHECK(out.shape() == q.shape())
       << what << ": out " << out.ToString() << " vs q " << q.ToString();
@@ -553,9 +563,9 @@ void CudaBackend::Attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   CheckAttention(q, k, v, out, lse, options, cuda::AttentionForwardSharedBytes(q.dim(3)),
                  info_.shared_memory_optin, "Attention", &shape, &kv_lens);
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchAttention(q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
-                        Present(lse) ? lse.data<float>() : nullptr, shape, kv_lens.data(),
-                        stream());
+  cuda::LaunchAttention(In(q, "Attention q"), In(k, "Attention k"), In(v, "Attention v"),
+                        Out(out, "Attention out"), Present(lse) ? lse.data<float>() : nullptr,
+                        shape, kv_lens.data(), stream());
 }
 
 void CudaBackend::AttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -573,7 +583,14 @@ void CudaBackend::AttentionBackward(const Tensor& q, const Tensor& k, const Tens
                                  cuda::AttentionForwardSharedBytes(q.dim(3)));
   CheckAttention(q, k, v, out, lse, options, shared, info_.shared_memory_optin, "AttentionBackward",
                  &shape, &kv_lens);
-  for (const Tensor* t : {&dout, &dq, &dk, &dv}) CheckDType(*t, DType::kF32, "AttentionBackward");
+  const cuda::FloatIn q_in = In(q, "AttentionBackward q");
+  const cuda::FloatIn k_in = In(k, "AttentionBackward k");
+  const cuda::FloatIn v_in = In(v, "AttentionBackward v");
+  const cuda::FloatIn out_in = In(out, "AttentionBackward out");
+  const cuda::FloatIn dout_in = In(dout, "AttentionBackward dout");
+  const cuda::FloatOut dq_out = Out(dq, "AttentionBackward dq");
+  const cuda::FloatOut dk_out = Out(dk, "AttentionBackward dk");
+  const cuda::FloatOut dv_out = Out(dv, "AttentionBackward dv");
   SY_CHECK(dout.shape() == q.shape() && dq.shape() == q.shape())
       << "AttentionBackward: dout " << dout.ToString() << " and dq " << dq.ToString()
       << " must match q " << q.ToString();
@@ -589,15 +606,13 @@ void CudaBackend::AttentionBackward(const Tensor& q, const Tensor& k, const Tens
     const int64_t rows = shape.batch * shape.q_heads * shape.q_len;
     float* lse_scratch = scratch.Get<float>(rows);
     float* out_scratch = scratch.Get<float>(q.numel());
-    cuda::LaunchAttention(q.data<float>(), k.data<float>(), v.data<float>(), out_scratch,
-                          lse_scratch, shape, kv_lens.data(), stream());
+    cuda::LaunchAttention(q_in, k_in, v_in, {out_scratch, cuda::FloatType::kF32}, lse_scratch,
+                          shape, kv_lens.data(), stream());
     lse_data = lse_scratch;
   }
   float* workspace = scratch.Get<float>(cuda::AttentionBackwardWorkspaceFloats(shape));
-  cuda::LaunchAttentionBackward(q.data<float>(), k.data<float>(), v.data<float>(),
-                                out.data<float>(), lse_data, dout.data<float>(), dq.data<float>(),
-                                dk.data<float>(), dv.data<float>(), shape, kv_lens.data(),
-                                workspace, stream());
+  cuda::LaunchAttentionBackward(q_in, k_in, v_in, out_in, lse_data, dout_in, dq_out, dk_out, dv_out,
+                                shape, kv_lens.data(), workspace, stream());
 }
 
 // ---- embeddings and row permutations ----
@@ -608,12 +623,10 @@ void CudaBackend::EmbeddingGather(const Tensor& table, const Tensor& ids, const 
   CheckOperand(out, "EmbeddingGather out");
   SY_CHECK_EQ(table.rank(), 2) << "EmbeddingGather: table must be [V,H], got " << table.ToString();
   CheckDType(ids, DType::kI32, "EmbeddingGather ids");
-  CheckDType(out, DType::kF32, "EmbeddingGather out");
   CheckNumel(out, ids.numel() * table.dim(1), "EmbeddingGather out");
-  const cuda::FloatType table_type = ToFloatType(table.dtype(), "EmbeddingGather table");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchEmbeddingGather(table.data(), table_type, table.dim(0), ids.data<int32_t>(),
-                              ids.numel(), table.dim(1), out.data<float>(), stream());
+  cuda::LaunchEmbeddingGather(In(table, "EmbeddingGather table"), table.dim(0), ids.data<int32_t>(),
+                              ids.numel(), table.dim(1), Out(out, "EmbeddingGather out"), stream());
 }
 
 void CudaBackend::EmbeddingScatterAdd(const Tensor& dout, const Tensor& ids, const Tensor& dtable) {
@@ -622,16 +635,16 @@ void CudaBackend::EmbeddingScatterAdd(const Tensor& dout, const Tensor& ids, con
   CheckOperand(dtable, "EmbeddingScatterAdd dtable");
   SY_CHECK_EQ(dtable.rank(), 2) << "EmbeddingScatterAdd: dtable must be [V,H], got "
                                 << dtable.ToString();
-  CheckDType(dout, DType::kF32, "EmbeddingScatterAdd dout");
+  const cuda::FloatIn dout_in = In(dout, "EmbeddingScatterAdd dout");
   CheckDType(ids, DType::kI32, "EmbeddingScatterAdd ids");
-  CheckDType(dtable, DType::kF32, "EmbeddingScatterAdd dtable");
+  const cuda::FloatOut dtable_out = Out(dtable, "EmbeddingScatterAdd dtable");
   CheckNumel(dout, ids.numel() * dtable.dim(1), "EmbeddingScatterAdd dout");
   ScopedCudaDevice guard(info_.index);
   Scratch scratch(*this);
   const size_t workspace = cuda::ScatterAddWorkspaceBytes(ids.numel(), dtable.dim(0));
   cuda::LaunchEmbeddingScatterAdd(
-      dout.data<float>(), ids.data<int32_t>(), ids.numel(), dtable.dim(1), dtable.data<float>(),
-      dtable.dim(0), workspace > 0 ? scratch.GetBytes(workspace) : nullptr, workspace, stream());
+      dout_in, ids.data<int32_t>(), ids.numel(), dtable.dim(1), dtable_out, dtable.dim(0),
+      workspace > 0 ? scratch.GetBytes(workspace) : nullptr, workspace, stream());
 }
 
 void CudaBackend::GatherRows(const Tensor& src, const Tensor& indices, const Tensor& out) {
@@ -639,13 +652,13 @@ void CudaBackend::GatherRows(const Tensor& src, const Tensor& indices, const Ten
   CheckOperand(indices, "GatherRows indices");
   CheckOperand(out, "GatherRows out");
   SY_CHECK_EQ(src.rank(), 2) << "GatherRows: src must be [N,H], got " << src.ToString();
-  CheckDType(src, DType::kF32, "GatherRows src");
+  const cuda::FloatIn src_in = In(src, "GatherRows src");
   CheckDType(indices, DType::kI32, "GatherRows indices");
-  CheckDType(out, DType::kF32, "GatherRows out");
+  const cuda::FloatOut out_w = Out(out, "GatherRows out");
   CheckNumel(out, indices.numel() * src.dim(1), "GatherRows out");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchGatherRows(src.data<float>(), src.dim(0), indices.data<int32_t>(), indices.numel(),
-                         src.dim(1), out.data<float>(), stream());
+  cuda::LaunchGatherRows(src_in, src.dim(0), indices.data<int32_t>(), indices.numel(), src.dim(1),
+                         out_w, stream());
 }
 
 void CudaBackend::ScatterAddRows(const Tensor& src, const Tensor& indices, const Tensor& weights,
@@ -654,9 +667,9 @@ void CudaBackend::ScatterAddRows(const Tensor& src, const Tensor& indices, const
   CheckOperand(indices, "ScatterAddRows indices");
   CheckOperand(out, "ScatterAddRows out");
   SY_CHECK_EQ(out.rank(), 2) << "ScatterAddRows: out must be [N,H], got " << out.ToString();
-  CheckDType(src, DType::kF32, "ScatterAddRows src");
+  const cuda::FloatIn src_in = In(src, "ScatterAddRows src");
   CheckDType(indices, DType::kI32, "ScatterAddRows indices");
-  CheckDType(out, DType::kF32, "ScatterAddRows out");
+  const cuda::FloatOut out_w = Out(out, "ScatterAddRows out");
   CheckNumel(src, indices.numel() * out.dim(1), "ScatterAddRows src");
   if (Present(weights)) {
     CheckOperand(weights, "ScatterAddRows weights");
@@ -666,11 +679,10 @@ void CudaBackend::ScatterAddRows(const Tensor& src, const Tensor& indices, const
   ScopedCudaDevice guard(info_.index);
   Scratch scratch(*this);
   const size_t workspace = cuda::ScatterAddWorkspaceBytes(indices.numel(), out.dim(0));
-  cuda::LaunchScatterAddRows(src.data<float>(), indices.data<int32_t>(),
-                             Present(weights) ? weights.data<float>() : nullptr, indices.numel(),
-                             out.dim(1), out.data<float>(), out.dim(0),
-                             workspace > 0 ? scratch.GetBytes(workspace) : nullptr, workspace,
-                             stream());
+  cuda::LaunchScatterAddRows(
+      src_in, indices.data<int32_t>(), Present(weights) ? weights.data<float>() : nullptr,
+      indices.numel(), out.dim(1), out_w, out.dim(0),
+      workspace > 0 ? scratch.GetBytes(workspace) : nullptr, workspace, stream());
 }
 
 }  // namespace sy

@@ -36,42 +36,51 @@ struct ConvertOp {
   __device__ void operator()(int64_t i) const { out[i] = FromF32<D>(ToF32(src[i])); }
 };
 
+// The arithmetic ops are templates on kF32: Reader<true>/Writer<true> are the f32 pointers of
+// the original kernels, Reader<false>/Writer<false> the runtime-typed accessors (common.cuh).
+template <bool kF32>
 struct BinaryFn {
   BinaryOp op;
-  const float* a;
-  const float* b;
-  float* out;
+  Reader<kF32> a;
+  Reader<kF32> b;
+  Writer<kF32> out;
   __device__ void operator()(int64_t i) const {
-    out[i] = op == BinaryOp::kAdd ? a[i] + b[i] : a[i] * b[i];
+    out.Store(i, op == BinaryOp::kAdd ? a[i] + b[i] : a[i] * b[i]);
   }
 };
 
+template <bool kF32>
 struct ScaleOp {
-  const float* x;
+  Reader<kF32> x;
   float alpha;
-  float* out;
-  __device__ void operator()(int64_t i) const { out[i] = alpha * x[i]; }
+  Writer<kF32> out;
+  __device__ void operator()(int64_t i) const { out.Store(i, alpha * x[i]); }
 };
 
+template <bool kF32>
 struct BetaScaleOp {
-  float* c;
+  Writer<kF32> c;
   float beta;
-  __device__ void operator()(int64_t i) const { c[i] = beta == 0.0f ? 0.0f : beta * c[i]; }
+  __device__ void operator()(int64_t i) const {
+    c.Store(i, beta == 0.0f ? 0.0f : beta * c.Load(i));
+  }
 };
 
+template <bool kF32>
 struct AxpyOp {
   float alpha;
-  const float* x;
-  float* y;
-  __device__ void operator()(int64_t i) const { y[i] += alpha * x[i]; }
+  Reader<kF32> x;
+  Writer<kF32> y;
+  __device__ void operator()(int64_t i) const { y.Store(i, y.Load(i) + alpha * x[i]); }
 };
 
+template <bool kF32>
 struct AddBiasOp {
-  const float* x;
-  const float* bias;
-  float* out;
+  Reader<kF32> x;
+  Reader<kF32> bias;
+  Writer<kF32> out;
   int64_t cols;
-  __device__ void operator()(int64_t i) const { out[i] = x[i] + bias[i % cols]; }
+  __device__ void operator()(int64_t i) const { out.Store(i, x[i] + bias[i % cols]); }
 };
 
 __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -80,31 +89,33 @@ __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
+template <bool kF32>
 struct ActivationOp {
   Activation act;
-  const float* x;
-  float* out;
+  Reader<kF32> x;
+  Writer<kF32> out;
   __device__ void operator()(int64_t i) const {
     float v = x[i];
     switch (act) {
       case Activation::kSilu:
-        out[i] = v * Sigmoid(v);
+        out.Store(i, v * Sigmoid(v));
         return;
       case Activation::kGelu:
-        out[i] = 0.5f * v * (1.0f + erff(v * kInvSqrt2));
+        out.Store(i, 0.5f * v * (1.0f + erff(v * kInvSqrt2)));
         return;
       case Activation::kRelu:
-        out[i] = v < 0.0f ? 0.0f : v;  // a NaN stays NaN
+        out.Store(i, v < 0.0f ? 0.0f : v);  // a NaN stays NaN
         return;
     }
   }
 };
 
+template <bool kF32>
 struct ActivationBackwardOp {
   Activation act;
-  const float* x;
-  const float* dout;
-  float* dx;
+  Reader<kF32> x;
+  Reader<kF32> dout;
+  Writer<kF32> dx;
   __device__ void operator()(int64_t i) const {
     float v = x[i];
     float grad = 0.0f;
@@ -119,36 +130,38 @@ struct ActivationBackwardOp {
         break;
       case Activation::kRelu:
         // Selects rather than multiplies, so an infinite or NaN dout where x <= 0 gives 0.
-        dx[i] = v > 0.0f ? dout[i] : 0.0f;
+        dx.Store(i, v > 0.0f ? dout[i] : 0.0f);
         return;
     }
-    dx[i] = dout[i] * grad;
+    dx.Store(i, dout[i] * grad);
   }
 };
 
+template <bool kF32>
 struct SwigluOp {
-  const float* gate;
-  const float* up;
-  float* out;
+  Reader<kF32> gate;
+  Reader<kF32> up;
+  Writer<kF32> out;
   __device__ void operator()(int64_t i) const {
     float g = gate[i];
-    out[i] = g * Sigmoid(g) * up[i];
+    out.Store(i, g * Sigmoid(g) * up[i]);
   }
 };
 
+template <bool kF32>
 struct SwigluBackwardOp {
-  const float* gate;
-  const float* up;
-  const float* dout;
-  float* dgate;
-  float* dup;
+  Reader<kF32> gate;
+  Reader<kF32> up;
+  Reader<kF32> dout;
+  Writer<kF32> dgate;
+  Writer<kF32> dup;
   __device__ void operator()(int64_t i) const {
     float g = gate[i];
     float u = up[i];
     float d = dout[i];
     float s = Sigmoid(g);
-    dgate[i] = d * u * s * (1.0f + g * (1.0f - s));
-    dup[i] = d * g * s;
+    dgate.Store(i, d * u * s * (1.0f + g * (1.0f - s)));
+    dup.Store(i, d * g * s);
   }
 };
 
@@ -264,46 +277,80 @@ void LaunchCombineSplit(const float* t, int64_t batch, int64_t m, int64_t n, int
   Map(batch * m * n, CombineSplitOp{t, m, n, row_stride, piece_stride, alpha, beta, c}, stream);
 }
 
-void LaunchBinary(BinaryOp op, const float* a, const float* b, float* out, int64_t n,
-                  cudaStream_t stream) {
-  Map(n, BinaryFn{op, a, b, out}, stream);
+// Each launcher below dispatches on AllF32 of its operands: the f32 instantiation (the original
+// kernel) or the runtime-typed one.
+
+void LaunchBinary(BinaryOp op, FloatIn a, FloatIn b, FloatOut out, int64_t n, cudaStream_t stream) {
+  DispatchAllF32(AllF32({a.type, b.type, out.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(n, BinaryFn<k>{op, MakeReader<k>(a), MakeReader<k>(b), MakeWriter<k>(out)}, stream);
+  });
 }
 
-void LaunchScale(const float* x, float alpha, float* out, int64_t n, cudaStream_t stream) {
-  Map(n, ScaleOp{x, alpha, out}, stream);
+void LaunchScale(FloatIn x, float alpha, FloatOut out, int64_t n, cudaStream_t stream) {
+  DispatchAllF32(AllF32({x.type, out.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(n, ScaleOp<k>{MakeReader<k>(x), alpha, MakeWriter<k>(out)}, stream);
+  });
 }
 
-void LaunchBetaScale(float* c, float beta, int64_t n, cudaStream_t stream) {
+void LaunchBetaScale(FloatOut c, float beta, int64_t n, cudaStream_t stream) {
   if (beta == 1.0f) return;
-  Map(n, BetaScaleOp{c, beta}, stream);
+  DispatchAllF32(AllF32({c.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(n, BetaScaleOp<k>{MakeWriter<k>(c), beta}, stream);
+  });
 }
 
-void LaunchAxpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream) {
-  Map(n, AxpyOp{alpha, x, y}, stream);
+void LaunchAxpy(float alpha, FloatIn x, FloatOut y, int64_t n, cudaStream_t stream) {
+  DispatchAllF32(AllF32({x.type, y.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(n, AxpyOp<k>{alpha, MakeReader<k>(x), MakeWriter<k>(y)}, stream);
+  });
 }
 
-void LaunchAddBias(const float* x, const float* bias, float* out, int64_t rows, int64_t cols,
+void LaunchAddBias(FloatIn x, FloatIn bias, FloatOut out, int64_t rows, int64_t cols,
                    cudaStream_t stream) {
   if (cols <= 0) return;
-  Map(rows * cols, AddBiasOp{x, bias, out, cols}, stream);
+  DispatchAllF32(AllF32({x.type, bias.type, out.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(rows * cols, AddBiasOp<k>{MakeReader<k>(x), MakeReader<k>(bias), MakeWriter<k>(out), cols},
+        stream);
+  });
 }
 
-void LaunchActivation(Activation act, const float* x, float* out, int64_t n, cudaStream_t stream) {
-  Map(n, ActivationOp{act, x, out}, stream);
+void LaunchActivation(Activation act, FloatIn x, FloatOut out, int64_t n, cudaStream_t stream) {
+  DispatchAllF32(AllF32({x.type, out.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(n, ActivationOp<k>{act, MakeReader<k>(x), MakeWriter<k>(out)}, stream);
+  });
 }
 
-void LaunchActivationBackward(Activation act, const float* x, const float* dout, float* dx,
-                              int64_t n, cudaStream_t stream) {
-  Map(n, ActivationBackwardOp{act, x, dout, dx}, stream);
+void LaunchActivationBackward(Activation act, FloatIn x, FloatIn dout, FloatOut dx, int64_t n,
+                              cudaStream_t stream) {
+  DispatchAllF32(AllF32({x.type, dout.type, dx.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(n, ActivationBackwardOp<k>{act, MakeReader<k>(x), MakeReader<k>(dout), MakeWriter<k>(dx)},
+        stream);
+  });
 }
 
-void LaunchSwiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
-  Map(n, SwigluOp{gate, up, out}, stream);
+void LaunchSwiglu(FloatIn gate, FloatIn up, FloatOut out, int64_t n, cudaStream_t stream) {
+  DispatchAllF32(AllF32({gate.type, up.type, out.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(n, SwigluOp<k>{MakeReader<k>(gate), MakeReader<k>(up), MakeWriter<k>(out)}, stream);
+  });
 }
 
-void LaunchSwigluBackward(const float* gate, const float* up, const float* dout, float* dgate,
-                          float* dup, int64_t n, cudaStream_t stream) {
-  Map(n, SwigluBackwardOp{gate, up, dout, dgate, dup}, stream);
+void LaunchSwigluBackward(FloatIn gate, FloatIn up, FloatIn dout, FloatOut dgate, FloatOut dup,
+                          int64_t n, cudaStream_t stream) {
+  DispatchAllF32(AllF32({gate.type, up.type, dout.type, dgate.type, dup.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    Map(n,
+        SwigluBackwardOp<k>{MakeReader<k>(gate), MakeReader<k>(up), MakeReader<k>(dout),
+                            MakeWriter<k>(dgate), MakeWriter<k>(dup)},
+        stream);
+  });
 }
 
 }  // namespace sy::cuda

@@ -21,31 +21,33 @@ void LaunchFill(void* out, int element_bytes, uint64_t bits, int64_t n, cudaStre
 void LaunchConvert(const void* src, FloatType src_type, void* out, FloatType out_type, int64_t n,
                    cudaStream_t stream);
 
+// The arithmetic launchers below take each operand in its own dtype (FloatIn/FloatOut; Note
+// [16-bit operands]): they compute in f32 and round each output once. In-place calls alias
+// operands of one dtype.
 enum class BinaryOp : uint8_t { kAdd, kMul };
-void LaunchBinary(BinaryOp op, const float* a, const float* b, float* out, int64_t n,
-                  cudaStream_t stream);
+void LaunchBinary(BinaryOp op, FloatIn a, FloatIn b, FloatOut out, int64_t n, cudaStream_t stream);
 
 // out = alpha * x.
-void LaunchScale(const float* x, float alpha, float* out, int64_t n, cudaStream_t stream);
+void LaunchScale(FloatIn x, float alpha, FloatOut out, int64_t n, cudaStream_t stream);
 // c = beta * c with the BLAS convention that beta == 0 writes zeros (never reads c).
-void LaunchBetaScale(float* c, float beta, int64_t n, cudaStream_t stream);
+void LaunchBetaScale(FloatOut c, float beta, int64_t n, cudaStream_t stream);
 // y += alpha * x.
-void LaunchAxpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);
+void LaunchAxpy(float alpha, FloatIn x, FloatOut y, int64_t n, cudaStream_t stream);
 // out[r, c] = x[r, c] + bias[c], x [rows, cols].
-void LaunchAddBias(const float* x, const float* bias, float* out, int64_t rows, int64_t cols,
+void LaunchAddBias(FloatIn x, FloatIn bias, FloatOut out, int64_t rows, int64_t cols,
                    cudaStream_t stream);
 
 enum class Activation : uint8_t { kSilu, kGelu, kRelu };  // GELU is the exact (erf) form
-void LaunchActivation(Activation act, const float* x, float* out, int64_t n, cudaStream_t stream);
+void LaunchActivation(Activation act, FloatIn x, FloatOut out, int64_t n, cudaStream_t stream);
 // dx = dout * act'(x).
-void LaunchActivationBackward(Activation act, const float* x, const float* dout, float* dx,
-                              int64_t n, cudaStream_t stream);
+void LaunchActivationBackward(Activation act, FloatIn x, FloatIn dout, FloatOut dx, int64_t n,
+                              cudaStream_t stream);
 
 // out = silu(gate) * up.
-void LaunchSwiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+void LaunchSwiglu(FloatIn gate, FloatIn up, FloatOut out, int64_t n, cudaStream_t stream);
 // dgate = dout * up * silu'(gate), dup = dout * silu(gate).
-void LaunchSwigluBackward(const float* gate, const float* up, const float* dout, float* dgate,
-                          float* dup, int64_t n, cudaStream_t stream);
+void LaunchSwigluBackward(FloatIn gate, FloatIn up, FloatIn dout, FloatOut dgate, FloatOut dup,
+                          int64_t n, cudaStream_t stream);
 
 // Splits each f32 of a [outer, inner] into three bf16 terms hi + mid + lo whose sum equals it to
 // about 2^-24 relative (8 significant bits each; the two differences are exact in f32), written as

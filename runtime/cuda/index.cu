@@ -19,25 +19,33 @@ unsigned int RowBlocks(int64_t rows) {
   return static_cast<unsigned int>(std::min<int64_t>(rows, kMaxRowBlocks));
 }
 
-template <typename T>
+// Templates on the source's type T and on kF32 for the output (an f32 pointer, or runtime-typed:
+// common.cuh).
+template <typename T, bool kF32>
 __global__ void GatherKernel(const T* src, int64_t src_rows, const int32_t* indices, int64_t rows,
-                             int64_t cols, float* out) {
+                             int64_t cols, Writer<kF32> out) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t index = indices[r];
-    float* out_row = out + r * cols;
+    const int64_t out_row = r * cols;
     if (index < 0 || index >= src_rows) {
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out_row[c] = NAN;
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out.Store(out_row + c, NAN);
       continue;
     }
     const T* src_row = src + index * cols;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) out_row[c] = ToF32(src_row[c]);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      out.Store(out_row + c, ToF32(src_row[c]));
+    }
   }
 }
 
 // Scatter of at most kScatterScanRows rows: block per output row; the block reads every index
 // and adds the rows that name its own, in source order.
-__global__ void ScatterAddScanKernel(const float* src, const int32_t* indices, const float* weights,
-                                     int64_t rows, int64_t cols, float* out, int64_t out_rows) {
+// kF32: src and out as f32 pointers (the original kernel) or runtime-typed (common.cuh); the sum
+// is f32 and the output row is rounded once.
+template <bool kF32>
+__global__ void ScatterAddScanKernel(Reader<kF32> src, const int32_t* indices, const float* weights,
+                                     int64_t rows, int64_t cols, Writer<kF32> out,
+                                     int64_t out_rows) {
   __shared__ int32_t index[kScatterScanRows];
   __shared__ int any;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) index[r] = indices[r];
@@ -49,13 +57,13 @@ __global__ void ScatterAddScanKernel(const float* src, const int32_t* indices, c
     }
     __syncthreads();
     if (any) {
-      float* out_row = out + o * cols;
+      const int64_t out_row = o * cols;
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        float sum = out_row[c];
+        float sum = out.Load(out_row + c);
         for (int64_t r = 0; r < rows; ++r) {
           if (index[r] == o) sum += (weights != nullptr ? weights[r] : 1.0f) * src[r * cols + c];
         }
-        out_row[c] = sum;
+        out.Store(out_row + c, sum);
       }
     }
     __syncthreads();  // `any` is reset for the next row only after every thread read it
@@ -76,20 +84,21 @@ __global__ void ScatterKeysKernel(const int32_t* indices, int64_t rows, int64_t 
 
 // Block per run of equal keys (sorted, source rows ascending within a run): the block at a run's
 // first position adds the run's rows into its output row, in source order.
-__global__ void ScatterAddSortedKernel(const float* src, const uint32_t* keys,
+template <bool kF32>
+__global__ void ScatterAddSortedKernel(Reader<kF32> src, const uint32_t* keys,
                                        const int32_t* source, const float* weights, int64_t rows,
-                                       int64_t cols, float* out, int64_t out_rows) {
+                                       int64_t cols, Writer<kF32> out, int64_t out_rows) {
   for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
     const uint32_t key = keys[i];
     if (key >= out_rows || (i > 0 && keys[i - 1] == key)) continue;
-    float* out_row = out + static_cast<int64_t>(key) * cols;
+    const int64_t out_row = static_cast<int64_t>(key) * cols;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      float sum = out_row[c];
+      float sum = out.Load(out_row + c);
       for (int64_t j = i; j < rows && keys[j] == key; ++j) {
         const int64_t r = source[j];
         sum += (weights != nullptr ? weights[r] : 1.0f) * src[r * cols + c];
       }
-      out_row[c] = sum;
+      out.Store(out_row + c, sum);
     }
   }
 }
@@ -141,14 +150,15 @@ SortSpace Carve(void* workspace, size_t workspace_bytes, int64_t rows) {
   return s;
 }
 
-void ScatterAdd(const float* src, const int32_t* indices, const float* weights, int64_t rows,
-                int64_t cols, float* out, int64_t out_rows, void* workspace, size_t workspace_bytes,
-                cudaStream_t stream) {
+template <bool kF32>
+void ScatterAdd(Reader<kF32> src, const int32_t* indices, const float* weights, int64_t rows,
+                int64_t cols, Writer<kF32> out, int64_t out_rows, void* workspace,
+                size_t workspace_bytes, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0 || out_rows <= 0) return;
   const int threads = RowThreads(cols, 256);
   if (rows <= kScatterScanRows) {
-    ScatterAddScanKernel<<<RowBlocks(out_rows), threads, 0, stream>>>(src, indices, weights, rows,
-                                                                      cols, out, out_rows);
+    ScatterAddScanKernel<kF32><<<RowBlocks(out_rows), threads, 0, stream>>>(
+        src, indices, weights, rows, cols, out, out_rows);
     SY_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -164,18 +174,35 @@ void ScatterAdd(const float* src, const int32_t* indices, const float* weights, 
   SY_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.temp, s.temp_bytes, s.keys_in, s.keys_out,
                                                 s.source_in, s.source_out, rows, 0,
                                                 KeyBits(out_rows), stream));
-  ScatterAddSortedKernel<<<RowBlocks(rows), threads, 0, stream>>>(
+  ScatterAddSortedKernel<kF32><<<RowBlocks(rows), threads, 0, stream>>>(
       src, s.keys_out, s.source_out, weights, rows, cols, out, out_rows);
   SY_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void Gather(const T* src, int64_t src_rows, const int32_t* indices, int64_t rows, int64_t cols,
-            float* out, cudaStream_t stream) {
+// Dispatches on the source's type and on whether the output is f32.
+void Gather(FloatIn src, int64_t src_rows, const int32_t* indices, int64_t rows, int64_t cols,
+            FloatOut out, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  GatherKernel<T><<<RowBlocks(rows), RowThreads(cols, 256), 0, stream>>>(src, src_rows, indices,
-                                                                         rows, cols, out);
-  SY_CUDA_CHECK_LAUNCH();
+  DispatchFloat(src.type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    DispatchAllF32(AllF32({out.type}), [&](auto f32_tag) {
+      constexpr bool k = decltype(f32_tag)::value;
+      GatherKernel<T, k><<<RowBlocks(rows), RowThreads(cols, 256), 0, stream>>>(
+          static_cast<const T*>(src.data), src_rows, indices, rows, cols, MakeWriter<k>(out));
+      SY_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+// Dispatches on AllF32 of src and out: the f32 kernels, or the runtime-typed ones.
+void ScatterAddAny(FloatIn src, const int32_t* indices, const float* weights, int64_t rows,
+                   int64_t cols, FloatOut out, int64_t out_rows, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream) {
+  DispatchAllF32(AllF32({src.type, out.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    ScatterAdd<k>(MakeReader<k>(src), indices, weights, rows, cols, MakeWriter<k>(out), out_rows,
+                  workspace, workspace_bytes, stream);
+  });
 }
 
 }  // namespace
@@ -185,30 +212,26 @@ size_t ScatterAddWorkspaceBytes(int64_t m, int64_t n) {
   return 4 * Aligned(static_cast<size_t>(m) * 4) + Aligned(SortTempBytes(m, n));
 }
 
-void LaunchEmbeddingGather(const void* table, FloatType table_type, int64_t vocab,
-                           const int32_t* ids, int64_t n, int64_t cols, float* out,
-                           cudaStream_t stream) {
-  DispatchFloat(table_type, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    Gather(static_cast<const T*>(table), vocab, ids, n, cols, out, stream);
-  });
+void LaunchEmbeddingGather(FloatIn table, int64_t vocab, const int32_t* ids, int64_t n,
+                           int64_t cols, FloatOut out, cudaStream_t stream) {
+  Gather(table, vocab, ids, n, cols, out, stream);
 }
 
-void LaunchEmbeddingScatterAdd(const float* dout, const int32_t* ids, int64_t n, int64_t cols,
-                               float* dtable, int64_t vocab, void* workspace,
+void LaunchEmbeddingScatterAdd(FloatIn dout, const int32_t* ids, int64_t n, int64_t cols,
+                               FloatOut dtable, int64_t vocab, void* workspace,
                                size_t workspace_bytes, cudaStream_t stream) {
-  ScatterAdd(dout, ids, nullptr, n, cols, dtable, vocab, workspace, workspace_bytes, stream);
+  ScatterAddAny(dout, ids, nullptr, n, cols, dtable, vocab, workspace, workspace_bytes, stream);
 }
 
-void LaunchGatherRows(const float* src, int64_t n, const int32_t* indices, int64_t m, int64_t cols,
-                      float* out, cudaStream_t stream) {
+void LaunchGatherRows(FloatIn src, int64_t n, const int32_t* indices, int64_t m, int64_t cols,
+                      FloatOut out, cudaStream_t stream) {
   Gather(src, n, indices, m, cols, out, stream);
 }
 
-void LaunchScatterAddRows(const float* src, const int32_t* indices, const float* weights, int64_t m,
-                          int64_t cols, float* out, int64_t n, void* workspace,
+void LaunchScatterAddRows(FloatIn src, const int32_t* indices, const float* weights, int64_t m,
+                          int64_t cols, FloatOut out, int64_t n, void* workspace,
                           size_t workspace_bytes, cudaStream_t stream) {
-  ScatterAdd(src, indices, weights, m, cols, out, n, workspace, workspace_bytes, stream);
+  ScatterAddAny(src, indices, weights, m, cols, out, n, workspace, workspace_bytes, stream);
 }
 
 }  // namespace sy::cuda

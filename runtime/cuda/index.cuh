@@ -25,10 +25,12 @@
 
 namespace sy::cuda {
 
-// out[n, :] = table[ids[n], :] as f32; table [vocab, cols] f32/bf16/f16.
-void LaunchEmbeddingGather(const void* table, FloatType table_type, int64_t vocab,
-                           const int32_t* ids, int64_t n, int64_t cols, float* out,
-                           cudaStream_t stream);
+// Every FloatIn/FloatOut operand below is f32, bf16 or f16 independently (Note [16-bit operands]);
+// weights are f32.
+
+// out[n, :] = table[ids[n], :]; table [vocab, cols].
+void LaunchEmbeddingGather(FloatIn table, int64_t vocab, const int32_t* ids, int64_t n,
+                           int64_t cols, FloatOut out, cudaStream_t stream);
 // Scatters of at most this many source rows need no workspace.
 inline constexpr int64_t kScatterScanRows = 256;
 // The workspace a scatter-add of `m` source rows into `n` output rows needs (0 up to
@@ -37,17 +39,17 @@ size_t ScatterAddWorkspaceBytes(int64_t m, int64_t n);
 
 // dtable[ids[n], :] += dout[n, :]; `workspace`: `workspace_bytes` =
 // ScatterAddWorkspaceBytes(n, vocab) bytes.
-void LaunchEmbeddingScatterAdd(const float* dout, const int32_t* ids, int64_t n, int64_t cols,
-                               float* dtable, int64_t vocab, void* workspace,
+void LaunchEmbeddingScatterAdd(FloatIn dout, const int32_t* ids, int64_t n, int64_t cols,
+                               FloatOut dtable, int64_t vocab, void* workspace,
                                size_t workspace_bytes, cudaStream_t stream);
 
 // out[m, :] = src[indices[m], :], src [n, cols].
-void LaunchGatherRows(const float* src, int64_t n, const int32_t* indices, int64_t m, int64_t cols,
-                      float* out, cudaStream_t stream);
+void LaunchGatherRows(FloatIn src, int64_t n, const int32_t* indices, int64_t m, int64_t cols,
+                      FloatOut out, cudaStream_t stream);
 // out[indices[m], :] += weights[m] * src[m, :] (weights null: 1), out [n, cols]; `workspace`:
 // `workspace_bytes` = ScatterAddWorkspaceBytes(m, n) bytes.
-void LaunchScatterAddRows(const float* src, const int32_t* indices, const float* weights, int64_t m,
-                          int64_t cols, float* out, int64_t n, void* workspace,
+void LaunchScatterAddRows(FloatIn src, const int32_t* indices, const float* weights, int64_t m,
+                          int64_t cols, FloatOut out, int64_t n, void* workspace,
                           size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace sy::cuda

@@ -11,9 +11,11 @@ namespace {
 
 constexpr int kMaxRowThreads = 512;
 
-template <typename W>
-__global__ void RmsNormKernel(const float* x, const W* weight, int64_t cols, float eps, float* out,
-                              float* rstd) {
+// The kernels are templates on the weight's type W and on kF32 (x, out, dout, dx as f32
+// pointers, or runtime-typed: common.cuh).
+template <typename W, bool kF32>
+__global__ void RmsNormKernel(Reader<kF32> x, const W* weight, int64_t cols, float eps,
+                              Writer<kF32> out, float* rstd) {
   __shared__ float scratch[32];
   const int64_t offset = static_cast<int64_t>(blockIdx.x) * cols;
   float ss = 0.0f;
@@ -24,14 +26,14 @@ __global__ void RmsNormKernel(const float* x, const W* weight, int64_t cols, flo
   ss = BlockSum(ss, scratch);
   const float r = 1.0f / sqrtf(ss / static_cast<float>(cols) + eps);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    out[offset + c] = x[offset + c] * r * ToF32(weight[c]);
+    out.Store(offset + c, x[offset + c] * r * ToF32(weight[c]));
   }
   if (rstd != nullptr && threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
-template <typename W>
-__global__ void RmsNormBackwardKernel(const float* x, const W* weight, const float* rstd,
-                                      const float* dout, int64_t cols, float* dx) {
+template <typename W, bool kF32>
+__global__ void RmsNormBackwardKernel(Reader<kF32> x, const W* weight, const float* rstd,
+                                      Reader<kF32> dout, int64_t cols, Writer<kF32> dx) {
   __shared__ float scratch[32];
   const int64_t offset = static_cast<int64_t>(blockIdx.x) * cols;
   float dot = 0.0f;
@@ -42,13 +44,14 @@ __global__ void RmsNormBackwardKernel(const float* x, const W* weight, const flo
   const float r = rstd[blockIdx.x];
   const float coef = dot * r * r * r / static_cast<float>(cols);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    dx[offset + c] = r * dout[offset + c] * ToF32(weight[c]) - x[offset + c] * coef;
+    dx.Store(offset + c, r * dout[offset + c] * ToF32(weight[c]) - x[offset + c] * coef);
   }
 }
 
+template <bool kF32>
 struct DWeightLoad {
-  const float* x;
-  const float* dout;
+  Reader<kF32> x;
+  Reader<kF32> dout;
   const float* rstd;
   int64_t cols;
   __device__ float operator()(int64_t r, int64_t c) const {
@@ -56,8 +59,9 @@ struct DWeightLoad {
   }
 };
 
-__global__ void RopeKernel(const float* x, const int32_t* positions, int64_t heads, int64_t dim,
-                           float theta, bool backward, float* out) {
+template <bool kF32>
+__global__ void RopeKernel(Reader<kF32> x, const int32_t* positions, int64_t heads, int64_t dim,
+                           float theta, bool backward, Writer<kF32> out) {
   extern __shared__ float table[];  // cos at [0, half), sin at [half, dim)
   const int64_t half = dim / 2;
   const int64_t t = blockIdx.x;
@@ -83,26 +87,32 @@ __global__ void RopeKernel(const float* x, const int32_t* positions, int64_t hea
     const float c = table[i];
     const float s = table[half + i];
     if (backward) {
-      out[lo] = a * c + b * s;
-      out[hi] = b * c - a * s;
+      out.Store(lo, a * c + b * s);
+      out.Store(hi, b * c - a * s);
     } else {
-      out[lo] = a * c - b * s;
-      out[hi] = b * c + a * s;
+      out.Store(lo, a * c - b * s);
+      out.Store(hi, b * c + a * s);
     }
   }
 }
 
 }  // namespace
 
-void LaunchRmsNorm(const float* x, const void* weight, FloatType weight_type, int64_t rows,
-                   int64_t cols, float eps, float* out, float* rstd, cudaStream_t stream) {
+// The launchers dispatch on the weight's type and on AllF32 of the other float operands (the
+// original f32 kernels, or the runtime-typed instantiation).
+
+void LaunchRmsNorm(FloatIn x, const void* weight, FloatType weight_type, int64_t rows, int64_t cols,
+                   float eps, FloatOut out, float* rstd, cudaStream_t stream) {
   if (rows <= 0) return;
   DispatchFloat(weight_type, [&](auto* tag) {
     using W = std::remove_pointer_t<decltype(tag)>;
-    RmsNormKernel<W>
-        <<<static_cast<unsigned int>(rows), RowThreads(cols, kMaxRowThreads), 0, stream>>>(
-            x, static_cast<const W*>(weight), cols, eps, out, rstd);
-    SY_CUDA_CHECK_LAUNCH();
+    DispatchAllF32(AllF32({x.type, out.type}), [&](auto f32_tag) {
+      constexpr bool k = decltype(f32_tag)::value;
+      RmsNormKernel<W, k>
+          <<<static_cast<unsigned int>(rows), RowThreads(cols, kMaxRowThreads), 0, stream>>>(
+              MakeReader<k>(x), static_cast<const W*>(weight), cols, eps, MakeWriter<k>(out), rstd);
+      SY_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
@@ -110,29 +120,37 @@ int64_t RmsNormBackwardWorkspaceFloats(int64_t rows, int64_t cols) {
   return ColumnReduceWorkspaceFloats(rows, cols);
 }
 
-void LaunchRmsNormBackward(const float* x, const void* weight, FloatType weight_type,
-                           const float* rstd, const float* dout, int64_t rows, int64_t cols,
-                           float* dx, float* dweight, float* workspace, cudaStream_t stream) {
-  // dweight first: dx may alias x or dout.
-  LaunchColumnReduce(DWeightLoad{x, dout, rstd, cols}, rows, cols, /*is_max=*/false, 1.0f,
-                     workspace, dweight, stream);
-  if (rows <= 0) return;
-  DispatchFloat(weight_type, [&](auto* tag) {
-    using W = std::remove_pointer_t<decltype(tag)>;
-    RmsNormBackwardKernel<W>
-        <<<static_cast<unsigned int>(rows), RowThreads(cols, kMaxRowThreads), 0, stream>>>(
-            x, static_cast<const W*>(weight), rstd, dout, cols, dx);
-    SY_CUDA_CHECK_LAUNCH();
+void LaunchRmsNormBackward(FloatIn x, const void* weight, FloatType weight_type, const float* rstd,
+                           FloatIn dout, int64_t rows, int64_t cols, FloatOut dx, float* dweight,
+                           float* workspace, cudaStream_t stream) {
+  DispatchAllF32(AllF32({x.type, dout.type, dx.type}), [&](auto f32_tag) {
+    constexpr bool k = decltype(f32_tag)::value;
+    // dweight first: dx may alias x or dout.
+    LaunchColumnReduce(DWeightLoad<k>{MakeReader<k>(x), MakeReader<k>(dout), rstd, cols}, rows,
+                       cols, /*is_max=*/false, 1.0f, workspace, dweight, stream);
+    if (rows <= 0) return;
+    DispatchFloat(weight_type, [&](auto* tag) {
+      using W = std::remove_pointer_t<decltype(tag)>;
+      RmsNormBackwardKernel<W, k>
+          <<<static_cast<unsigned int>(rows), RowThreads(cols, kMaxRowThreads), 0, stream>>>(
+              MakeReader<k>(x), static_cast<const W*>(weight), rstd, MakeReader<k>(dout), cols,
+              MakeWriter<k>(dx));
+      SY_CUDA_CHECK_LAUNCH();
+    });
   });
 }
 
-void LaunchRope(const float* x, const int32_t* positions, int64_t tokens, int64_t heads,
-                int64_t dim, float theta, bool backward, float* out, cudaStream_t stream) {
+void LaunchRope(FloatIn x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t dim,
+                float theta, bool backward, FloatOut out, cudaStream_t stream) {
   if (tokens <= 0 || heads <= 0 || dim <= 0) return;
   const size_t shared_bytes = static_cast<size_t>(dim) * sizeof(float);
-  RopeKernel<<<static_cast<unsigned int>(tokens), RowThreads(heads * (dim / 2), 256), shared_bytes,
-               stream>>>(x, positions, heads, dim, theta, backward, out);
-  SY_CUDA_CHECK_LAUNCH();
+  DispatchAllF32(AllF32({x.type, out.type}), [&](auto tag) {
+    constexpr bool k = decltype(tag)::value;
+    RopeKernel<k>
+        <<<static_cast<unsigned int>(tokens), RowThreads(heads * (dim / 2), 256), shared_bytes,
+           stream>>>(MakeReader<k>(x), positions, heads, dim, theta, backward, MakeWriter<k>(out));
+    SY_CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace sy::cuda

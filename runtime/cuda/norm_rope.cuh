@@ -18,20 +18,21 @@
 
 namespace sy::cuda {
 
-// out = x * rstd * weight per row of x [rows, cols]; weight [cols] f32/bf16/f16. rstd may be null.
-void LaunchRmsNorm(const float* x, const void* weight, FloatType weight_type, int64_t rows,
-                   int64_t cols, float eps, float* out, float* rstd, cudaStream_t stream);
+// out = x * rstd * weight per row of x [rows, cols]; weight [cols]; x, weight and out each
+// f32/bf16/f16 (rstd f32). rstd may be null.
+void LaunchRmsNorm(FloatIn x, const void* weight, FloatType weight_type, int64_t rows, int64_t cols,
+                   float eps, FloatOut out, float* rstd, cudaStream_t stream);
 
 int64_t RmsNormBackwardWorkspaceFloats(int64_t rows, int64_t cols);
 // dx = rstd * dout * w - x * rstd^3 * mean(dout * w * x); dweight = sum_r dout * x * rstd
-// (overwritten).
-void LaunchRmsNormBackward(const float* x, const void* weight, FloatType weight_type,
-                           const float* rstd, const float* dout, int64_t rows, int64_t cols,
-                           float* dx, float* dweight, float* workspace, cudaStream_t stream);
+// (overwritten). x, weight, dout and dx each f32/bf16/f16; rstd and dweight f32.
+void LaunchRmsNormBackward(FloatIn x, const void* weight, FloatType weight_type, const float* rstd,
+                           FloatIn dout, int64_t rows, int64_t cols, FloatOut dx, float* dweight,
+                           float* workspace, cudaStream_t stream);
 
 // Rotate-half rotary embedding of x [tokens, heads, dim]; `backward` applies the inverse rotation
-// (the gradient of the forward). out may alias x.
-void LaunchRope(const float* x, const int32_t* positions, int64_t tokens, int64_t heads,
-                int64_t dim, float theta, bool backward, float* out, cudaStream_t stream);
+// (the gradient of the forward); x and out each f32/bf16/f16. out may alias x (of one dtype).
+void LaunchRope(FloatIn x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t dim,
+                float theta, bool backward, FloatOut out, cudaStream_t stream);
 
 }  // namespace sy::cuda

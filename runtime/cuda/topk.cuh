@@ -13,10 +13,13 @@
 
 #include <cstdint>
 
+#include "runtime/cuda/kernel_types.h"
+
 namespace sy::cuda {
 
-// values[r, i], indices[r, i] for i < k: the i-th largest of x[r, :] (x [rows, cols], k <= cols).
-void LaunchTopK(const float* x, int64_t rows, int64_t cols, int k, float* values, int32_t* indices,
+// values[r, i], indices[r, i] for i < k: the i-th largest of x[r, :] (x [rows, cols] f32, bf16 or
+// f16, k <= cols; values f32, exact).
+void LaunchTopK(FloatIn x, int64_t rows, int64_t cols, int k, float* values, int32_t* indices,
                 cudaStream_t stream);
 
 }  // namespace sy::cuda
