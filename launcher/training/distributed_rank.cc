@@ -84,8 +84,11 @@ Status DistributedRank::AttachModel(MoeModel& model, const TrainConfig& config,
     int m = 0;
     for (int l = 0; l < model_config.num_layers; ++l) {
       if (!model_config.IsMoeLayer(l)) continue;
-      SY_ASSIGN_OR_RETURN(std::unique_ptr<ExpertCompute> experts,
-                          factory(backend_, experts_, l, DType::kF32, /*with_grad=*/true));
+      // In the model's weight dtype: the compute copy in mixed precision (the masters are the
+      // trainer's), the f32 weights otherwise.
+      SY_ASSIGN_OR_RETURN(
+          std::unique_ptr<ExpertCompute> experts,
+          factory(backend_, experts_, l, model.options().weight_dtype, /*with_grad=*/true));
       auto shared = std::make_unique<LossShareExpertCompute>(std::move(experts));
       layers_.push_back(shared.get());
       model.moe_layer(m++).set_expert_compute(std::move(shared));

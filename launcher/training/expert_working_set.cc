@@ -18,21 +18,25 @@ namespace sy::launcher {
 // in either), so the gradients, and the host update on them, are bit-identical (on cuda because
 // its scatter-adds are deterministic: runtime/cuda/index.cuh).
 ExpertWorkingSet::ExpertWorkingSet(ExpertStateStore* store, Backend& backend, int64_t hidden,
-                                   int64_t intermediate)
+                                   int64_t intermediate, DType compute_dtype)
     : store_(store),
       backend_(backend),
       on_device_(!backend.device().is_host()),
       hidden_(hidden),
-      intermediate_(intermediate) {
+      intermediate_(intermediate),
+      compute_dtype_(compute_dtype) {
   SY_CHECK(store != nullptr) << "ExpertWorkingSet needs the store";
 }
 
 ExpertWorkingSet::~ExpertWorkingSet() { Clear(); }
 
-// f32 weights and gradients of `experts` bound experts, and their device copies on a device.
+// f32 weights and gradients of `experts` bound experts, their 16-bit weights in mixed precision,
+// and the device's weights and gradients on a device.
 size_t ExpertWorkingSet::LayerBytes(int64_t experts) const {
-  return static_cast<size_t>(experts * 3 * hidden_ * intermediate_) * 2 * sizeof(float) *
-         (on_device_ ? 2 : 1);
+  const size_t n = static_cast<size_t>(experts * 3 * hidden_ * intermediate_);
+  const size_t narrow = compute_dtype_ == DType::kF32 ? 0 : DTypeSize(compute_dtype_);
+  const size_t device = on_device_ ? (narrow > 0 ? narrow : sizeof(float)) + sizeof(float) : 0;
+  return n * (2 * sizeof(float) + narrow + device);
 }
 
 void ExpertWorkingSet::Drop(int layer) {
@@ -83,17 +87,31 @@ Result<BoundExperts> ExpertWorkingSet::Bind(int layer, int first_expert,
   Layer& kept = layers_.emplace(layer, std::move(bound)).first->second;
   // Fills the weights (and activates the experts for this step's update).
   SY_RETURN_IF_ERROR(store_->Prepare(layer, first_expert, group_rows));
+  // The weights the compute reads, on the host: the filled f32 ones, or their 16-bit rounding.
+  BoundExperts& computed = compute_dtype_ == DType::kF32 ? kept.host : kept.narrow;
+  if (compute_dtype_ != DType::kF32) {
+    computed = kept.host;  // the gradients, and the row counts
+    for (auto [wide, narrow] : {std::pair{&kept.host.w_gate, &computed.w_gate},
+                                std::pair{&kept.host.w_up, &computed.w_up},
+                                std::pair{&kept.host.w_down, &computed.w_down}}) {
+      Result<Tensor> made = Tensor::TryHost(compute_dtype_, wide->shape());
+      if (!made.ok()) return made.status().WithContext(what);
+      *narrow = std::move(*made);
+      SY_RETURN_IF_ERROR(ConvertBuffer(wide->data(), DType::kF32, narrow->data(), compute_dtype_,
+                                       static_cast<size_t>(wide->numel())));
+    }
+  }
   if (!on_device_ || a == 0) {  // nothing to upload without experts
-    kept.device = kept.host;
-    return kept.host;
+    kept.device = computed;
+    return kept.device;
   }
   // Note [working set on a device]: the filled weights go up, the gradients start at zero there.
   BoundExperts& d = kept.device;
   d.group_rows = kept.host.group_rows;
   const std::pair<const Tensor*, Tensor*> weights[] = {
-      {&kept.host.w_gate, &d.w_gate}, {&kept.host.w_up, &d.w_up}, {&kept.host.w_down, &d.w_down}};
+      {&computed.w_gate, &d.w_gate}, {&computed.w_up, &d.w_up}, {&computed.w_down, &d.w_down}};
   for (auto [host, device] : weights) {
-    Result<Tensor> made = backend_.AllocatePersistent(DType::kF32, host->shape());
+    Result<Tensor> made = backend_.AllocatePersistent(host->dtype(), host->shape());
     if (!made.ok()) return made.status().WithContext(what + " on " + backend_.name());
     *device = std::move(*made);
     backend_.CopyAsync(*host, *device, backend_.compute_stream());

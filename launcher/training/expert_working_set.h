@@ -23,6 +23,11 @@
 // device as much again on the host (its copies); 4 B per parameter of each expert bound by
 // BindGradient. The model holds no other expert weights.
 //
+// Mixed precision (a 16-bit compute dtype): the compute's weights are the f32 weights' rounding
+// to it (the compute copy of Note [mixed precision] in runtime/model/moe_model.h), 2 B more per
+// parameter on the host; on a device those go up instead of the f32 ones (half the link's bytes)
+// and take 2 B there. The gradients stay f32.
+//
 // Ownership: borrows the store and the backend, which must outlive it; owns the tensors it binds
 // (the compute keeps views of them until its Release). Thread-safety: none; the trainer's thread.
 // Ordering: Bind returns with the uploads done (it synchronizes the compute stream), and so does
@@ -46,7 +51,9 @@ class ExpertWorkingSet final : public ExpertWeightSource {
  public:
   // Experts of `hidden` x `intermediate` (w_gate, w_up [I, H]; w_down [H, I]: the store entries'
   // three parts in that order), computed on `backend`.
-  ExpertWorkingSet(ExpertStateStore* store, Backend& backend, int64_t hidden, int64_t intermediate);
+  // `compute_dtype`: f32, or the 16-bit dtype of mixed-precision training.
+  ExpertWorkingSet(ExpertStateStore* store, Backend& backend, int64_t hidden, int64_t intermediate,
+                   DType compute_dtype = DType::kF32);
   // Clear: the store's offered masters read the bound weights until withdrawn (its prefetcher's
   // loads may still run), so they are withdrawn before the weights go.
   ~ExpertWorkingSet() override;
@@ -80,6 +87,7 @@ class ExpertWorkingSet final : public ExpertWeightSource {
   struct Layer {
     std::map<int, int64_t> slot;  // global expert -> its index in the stacked tensors
     BoundExperts host;            // the store's view (host memory)
+    BoundExperts narrow;          // mixed precision: the host weights rounded to compute_dtype_
     BoundExperts device;          // the compute's (the host tensors on a host backend)
   };
   void Drop(int layer);
@@ -90,6 +98,7 @@ class ExpertWorkingSet final : public ExpertWeightSource {
   Backend& backend_;
   bool on_device_;  // the backend's memory is not the host's
   int64_t hidden_, intermediate_;
+  DType compute_dtype_;
   std::map<int, Layer> layers_;  // by decoder layer
   // BindGradient's: (decoder layer, expert) -> its three parts' gradients, one after another.
   std::map<std::pair<int, int>, Tensor> gradient_only_;

@@ -101,14 +101,10 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
     if (device.type == DeviceType::kCuda) {
       return InvalidArgumentError(
           "config: 'train.precision' " + name +
-          " is not available on cuda yet (the CUDA kernels take f32 activations only); train in "
-          "f32 on cuda (train.precision=f32), or in " +
+          " is not available on cuda yet (the device optimizer keeps no f32 masters beside a "
+          "16-bit model, and the 16-bit CUDA kernels have not run on a GPU); train in f32 on cuda "
+          "(train.precision=f32), or in " +
           name + " on cpu or sim");
-    }
-    if (config_.expert_store.enabled()) {
-      return InvalidArgumentError("config: 'train.precision' " + name +
-                                  " is not available with expert_store.dir yet; set "
-                                  "train.precision=f32, or keep the expert states in memory");
     }
   }
   if (precision == Precision::kF16) {
@@ -457,9 +453,9 @@ Status Trainer::InitExpertWorkingSet(ExpertStateStoreOptions options) {
   };
   SY_ASSIGN_OR_RETURN(expert_store_,
                       ExpertStateStore::Create(options, optimizer_.get(), entries.Take()));
-  working_set_ =
-      std::make_unique<ExpertWorkingSet>(expert_store_.get(), *backend_, config_.model.hidden_size,
-                                         config_.model.moe_intermediate_size);
+  working_set_ = std::make_unique<ExpertWorkingSet>(
+      expert_store_.get(), *backend_, config_.model.hidden_size,
+      config_.model.moe_intermediate_size, ComputeDType(config_.train.precision));
   for (int m = 0; m < model_->config().NumMoeLayers(); ++m) {
     LocalExpertCompute* local = FindLocalExperts(model_->moe_layer(m).expert_compute());
     SY_CHECK(local != nullptr && local->bound()) << "MoE layer " << m << " is not bound";

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Training on the expert store is bit-identical to in-memory training, under mpirun.
 
-Runs `[MPIRUN -np NP] switchyard train` on CONFIG twice with the same settings: once with the
+Runs `[MPIRUN -np NP] switchyard train` on CONFIG twice with the same settings (train.precision
+bf16 or f16 too: the store keeps the f32 masters, and the working set's compute copy is their
+rounding, as the in-memory model's is): once with the
 expert states in memory (the oracle) and once with expert_store.dir set and a CPU cache of
 FRACTION of each rank's expert states (at most 25%, so experts are evicted and written back every
 step). Checks, exactly (no tolerance):
@@ -58,9 +60,13 @@ def main():
     experts = int(sets.get("model.num_experts", model["num_experts"]))
     layers = int(sets.get("model.num_layers", model["num_layers"]))
     ep = int(sets.get("parallel.ep_size", cfg.get("parallel", {}).get("ep_size", 1)))
-    # The working set's bytes per parameter: weight and gradient, with their host copies on sim.
+    # The working set's bytes per parameter (launcher/training/expert_working_set.h): the f32
+    # weight and gradient, with the device's copies on sim; in bf16 / f16 also the 16-bit weights,
+    # which the device holds instead of the f32 ones.
     device = sets.get("train.device", cfg.get("train", {}).get("device", "cpu"))
-    ws_per_param = 8 * (1 if device == "cpu" else 2)
+    precision = sets.get("train.precision", cfg.get("train", {}).get("precision", "f32"))
+    narrow = 0 if precision == "f32" else 2
+    ws_per_param = 8 + narrow + (0 if device == "cpu" else (narrow or 4) + 4)
     # One expert's extent: master, m, v (AdamW) and 16 bytes of step counts, in 4 KiB pages.
     extent = math.ceil((3 * hidden * inter * 12 + 16) / 4096) * 4096
     local = layers * experts // ep
