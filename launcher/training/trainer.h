@@ -3,8 +3,9 @@
 // metrics, evaluation and checkpoint cadence, resume) is RunTrainingLoop (training_loop.h).
 //
 // One step (Step, trainer_step.cc): the next train batch from the Batcher -> ZeroGrads -> Forward
-// -> Backward -> global gradient-norm clipping -> AdamW (or Adam/SGD) over fp32 master weights at
-// the learning rate of the warmup + decay schedule. On a host backend the model's f32 parameters
+// -> Backward (once per micro-batch with train.micro_batches: Note [micro-batches] below) ->
+// global gradient-norm clipping -> AdamW (or Adam/SGD) over fp32 master weights at the learning
+// rate of the warmup + decay schedule. On a host backend the model's f32 parameters
 // are the masters and are updated in place; on another backend the trainer keeps host masters and
 // copies the updated values back after each step (param_state.h). A step whose gradient norm is
 // inf or NaN is skipped (no update).
@@ -13,6 +14,20 @@
 // [r*B/W, (r+1)*B/W) of the same global batch of B rows (data.batch_size, which W must divide);
 // the experts, ZeRO-3, the embedding partition and the collectives of the step are the
 // DistributedRank's (distributed_rank.h). A world of 1 is the single-process trainer, bit for bit.
+//
+// Note [micro-batches]. With train.micro_batches K each rank's rows are cut into K equal
+// micro-batches, each run forward and backward with the gradients summed in f32. Each row's
+// cross-entropy is weighted by 1 / (the rank's targets in the step) (per-task batches: their own
+// weights), so the K passes sum to the rank's mean, exactly what one pass computes; the router's
+// aux and z gradients are scaled by 1 / K (MoeModel::set_router_loss_scale): z, a mean over
+// tokens, is then exact, and aux is the mean of each micro-batch's own (Megatron-LM's rule).
+//
+// Precision (train.precision, Note [mixed precision] in runtime/model/moe_model.h): in bf16 and
+// f16 the model holds the 16-bit compute copy, ParamState the f32 masters (param_state.h), and the
+// optimizer writes the copy in its update pass; f16 multiplies the loss by the DynamicLossScaler's
+// scale (folded into the row weights and the router scale above), and the unscale rides on the
+// clipping's multiplication (UnscaleAndClipGradNorm); a step with an inf or NaN gradient is
+// skipped and backs the scale off.
 //
 // Evaluation (Evaluate, trainer_evaluation.cc) runs train.eval_batches held-out batches (the
 // batcher is rewound first, so every evaluation sees the same examples) and reports the loss and

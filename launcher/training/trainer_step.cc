@@ -103,9 +103,9 @@ Status Trainer::ForwardBackward(float loss_scale, LossReport* loss, StepTimer& t
     timer.End(StepTimer::kBackward);
     return Status::Ok();
   }
-  // Micro-batches, or a scaled loss: each row's cross-entropy weighted so that the passes' sum is
-  // the batch's loss times loss_scale (the mean over this rank's targets: Note [micro-batches]),
-  // and each pass's router losses weighted by loss_scale / micro.
+  // Micro-batches, or a scaled loss (Note [micro-batches] in trainer.h): each row's cross-entropy
+  // weighted so that the passes' sum is the batch's loss (the mean over this rank's targets)
+  // times loss_scale, and each pass's router losses weighted by loss_scale / micro.
   const int64_t rows = batch_.batch_size(), per = rows / micro;
   if (per * micro != rows) {
     return InvalidArgumentError("step " + std::to_string(step_ + 1) + ": 'train.micro_batches' " +
