@@ -9,6 +9,7 @@
 #if SY_HAVE_CUDA
 #include "optim/cuda/adamw_cuda.h"
 #include "optim/cuda/grad_norm_cuda.h"
+#include "optim/grad_clip.h"
 #include "optim/update_kernels.h"
 #include "runtime/cuda/cuda_backend.h"
 #endif
@@ -54,6 +55,11 @@ Result<std::unique_ptr<DeviceAdam>> DeviceAdam::Create(Backend& backend,
     SY_ASSIGN_OR_RETURN(moments.v, backend.AllocatePersistent(DType::kF32, shape));
     backend.Fill(moments.m, 0.0f);
     backend.Fill(moments.v, 0.0f);
+    if (s.param->value.dtype() != DType::kF32) {
+      // Mixed precision: the trainer's f32 master goes to the device, beside the 16-bit value.
+      SY_ASSIGN_OR_RETURN(moments.master, backend.AllocatePersistent(DType::kF32, shape));
+      backend.CopyAsync(s.host_value, moments.master, backend.compute_stream());
+    }
     adam->moments_.push_back(std::move(moments));
   }
   const int64_t partial_floats =
@@ -61,10 +67,11 @@ Result<std::unique_ptr<DeviceAdam>> DeviceAdam::Create(Backend& backend,
   SY_ASSIGN_OR_RETURN(adam->partials_,
                       backend.AllocatePersistent(DType::kF32, Shape{partial_floats}));
   adam->host_partials_ = Tensor::Host(DType::kF32, Shape{partial_floats});
+  backend.SynchronizeStream(backend.compute_stream());
   return adam;
 }
 
-float DeviceAdam::ClipGradNorm(float max_norm) {
+float DeviceAdam::ClipGradNorm(float max_norm, float inv_scale) {
   void* stream = CudaComputeStream(backend_);
   auto* partials = static_cast<double*>(partials_.data());
   for (size_t i = 0; i < states_.size(); ++i) {
@@ -77,14 +84,13 @@ float DeviceAdam::ClipGradNorm(float max_norm) {
   double total = 0.0;
   const double* host = static_cast<const double*>(host_partials_.data());
   for (size_t k = 0; k < states_.size() * kSquaredNormPartials; ++k) total += host[k];
-  const float norm = static_cast<float>(std::sqrt(total));
-  if (max_norm > 0.0f && std::isfinite(norm)) {
-    // float32 arithmetic, as ClipGradNorm (optim/grad_clip.cc) and torch.
-    const float coef = max_norm / (norm + 1e-6f);
-    if (coef < 1.0f) {
-      for (ParamState& s : states_) {
-        LaunchScaleInPlaceCuda(s.param->grad.data<float>(), Elements(s), coef, stream);
-      }
+  // float32 arithmetic, as UnscaleAndClipGradNorm (optim/grad_clip.cc) and torch.
+  float norm = 0.0f;
+  const float factor =
+      UnscaleAndClipFactor(static_cast<float>(std::sqrt(total)), inv_scale, max_norm, &norm);
+  if (factor != 1.0f) {
+    for (ParamState& s : states_) {
+      LaunchScaleInPlaceCuda(s.param->grad.data<float>(), Elements(s), factor, stream);
     }
   }
   return norm;
@@ -96,9 +102,13 @@ void DeviceAdam::Step(double lr) {
   for (size_t i = 0; i < states_.size(); ++i) {
     ParamState& s = states_[i];
     const AdamStepScalars scalars = MakeAdamStepScalars(options_, lr, ++s.opt_step);
-    LaunchAdamUpdateCuda(scalars, s.param->value.data<float>(), s.param->grad.data<float>(),
-                         moments_[i].m.data<float>(), moments_[i].v.data<float>(), Elements(s),
-                         nullptr, DType::kBF16, stream);
+    // A 16-bit parameter: its device master steps, and the value is its rounding, same pass.
+    const bool mixed = moments_[i].master.defined();
+    float* master = mixed ? moments_[i].master.data<float>() : s.param->value.data<float>();
+    LaunchAdamUpdateCuda(scalars, master, s.param->grad.data<float>(), moments_[i].m.data<float>(),
+                         moments_[i].v.data<float>(), Elements(s),
+                         mixed ? s.param->value.data() : nullptr,
+                         mixed ? s.param->value.dtype() : DType::kBF16, stream);
   }
 }
 
@@ -106,7 +116,8 @@ void DeviceAdam::SyncToHost() {
   for (size_t i = 0; i < states_.size(); ++i) {
     ParamState& s = states_[i];
     const Shape shape = s.param->value.shape();
-    backend_.CopyAsync(s.param->value, s.host_value, backend_.compute_stream());
+    const Tensor& master = moments_[i].master.defined() ? moments_[i].master : s.param->value;
+    backend_.CopyAsync(master, s.host_value, backend_.compute_stream());
     s.m.resize(Elements(s));
     s.v.resize(Elements(s));
     backend_.CopyAsync(moments_[i].m, HostView(s.m, shape), backend_.compute_stream());
@@ -125,6 +136,9 @@ void DeviceAdam::SyncToDevice() {
     if (s.v.size() == Elements(s)) {
       backend_.CopyAsync(HostView(s.v, shape), moments_[i].v, backend_.compute_stream());
     }
+    if (moments_[i].master.defined()) {
+      backend_.CopyAsync(s.host_value, moments_[i].master, backend_.compute_stream());
+    }
   }
   backend_.SynchronizeStream(backend_.compute_stream());
 }
@@ -135,7 +149,7 @@ Result<std::unique_ptr<DeviceAdam>> DeviceAdam::Create(Backend& backend, const O
                                                        std::vector<ParamState>*) {
   return UnimplementedError("DeviceAdam on " + backend.name() + ": this build has no CUDA");
 }
-float DeviceAdam::ClipGradNorm(float) {
+float DeviceAdam::ClipGradNorm(float, float) {
   SY_CHECK(false) << "DeviceAdam without CUDA";
   return 0.0f;
 }

@@ -9,6 +9,10 @@
 // up to date (before a checkpoint is written) and SyncToDevice loads them back (after one is
 // read). The step counters (ParamState::opt_step) are the host's, as on the CPU.
 //
+// Mixed precision (a parameter whose value is the model's 16-bit compute copy, param_state.h):
+// its f32 master lives on the device beside it, the fused kernel updates the master and writes
+// the copy's rounding in the same pass, and SyncToHost / SyncToDevice move the master.
+//
 // Ownership: the states and the backend must outlive the DeviceAdam; it owns the device moments.
 // Thread-safety: none; the trainer's thread. Work is enqueued on the backend's compute stream, in
 // order with the model's operators.
@@ -39,22 +43,25 @@ class DeviceAdam {
   DeviceAdam(const DeviceAdam&) = delete;
   DeviceAdam& operator=(const DeviceAdam&) = delete;
 
-  // The global L2 norm of every parameter's device gradient; with max_norm > 0 and a finite
-  // norm, the gradients are then scaled by max_norm / (norm + 1e-6) where that is below 1, as
-  // ClipGradNorm. Waits for the norm (one synchronization).
-  float ClipGradNorm(float max_norm);
+  // The global L2 norm of every parameter's device gradient, unscaled by `inv_scale` (f16's loss
+  // scale: optim/loss_scaler.h); the gradients are then multiplied by UnscaleAndClipFactor
+  // (optim/grad_clip.h) where it is not 1: the unscale, and max_norm / (norm + 1e-6) where that is
+  // below 1 and max_norm > 0. Waits for the norm (one synchronization).
+  float ClipGradNorm(float max_norm, float inv_scale = 1.0f);
   // One optimizer step of every parameter at learning rate `lr` (increments each opt_step).
   void Step(double lr);
 
   // Copies the device values and moments into the states' host_value, m and v; waits.
   void SyncToHost();
-  // Copies the states' host m and v into the device moments (after a checkpoint is loaded; the
-  // values are the trainer's to copy); waits.
+  // Copies the states' host m and v into the device moments, and a 16-bit parameter's host master
+  // into its device master (after a checkpoint is loaded; the values are the trainer's to copy);
+  // waits.
   void SyncToDevice();
 
  private:
   struct Moments {
-    Tensor m, v;  // device, f32, the parameter's element count; undefined when not needed
+    Tensor m, v;    // device, f32, the parameter's element count; undefined when not needed
+    Tensor master;  // device f32 master of a 16-bit parameter; undefined for an f32 one
   };
   DeviceAdam(Backend& backend, const OptimizerOptions& options, std::vector<ParamState>* states);
 

@@ -95,18 +95,6 @@ Status Trainer::Init(Communicator* world, bool concurrent_mpi) {
   }
   SY_ASSIGN_OR_RETURN(backend_, CreateBackend(device, backend_options));
   const Precision precision = config_.train.precision;
-  if (precision != Precision::kF32) {
-    // Where mixed precision is not built yet, say so rather than train at another precision.
-    const std::string name(PrecisionName(precision));
-    if (device.type == DeviceType::kCuda) {
-      return InvalidArgumentError(
-          "config: 'train.precision' " + name +
-          " is not available on cuda yet (the device optimizer keeps no f32 masters beside a "
-          "16-bit model, and the 16-bit CUDA kernels have not run on a GPU); train in f32 on cuda "
-          "(train.precision=f32), or in " +
-          name + " on cpu or sim");
-    }
-  }
   if (precision == Precision::kF16) {
     SY_ASSIGN_OR_RETURN(DynamicLossScaler scaler, DynamicLossScaler::Create(config_.loss_scaler));
     loss_scaler_ = scaler;
@@ -235,7 +223,6 @@ Status Trainer::InitParamStates() {
   // On a GPU in one process the optimizer steps on the device (DeviceAdam): the gradients never
   // come to the host, and the moments live on the device until a checkpoint asks for them.
   const bool on_device = !dist_ && !config_.expert_store.enabled() &&
-                         config_.train.precision == Precision::kF32 &&
                          DeviceAdam::Supported(*backend_, config_.optimizer_options());
   for (Parameter& model_param : model_->parameters()) {
     Parameter* param = &model_param;
@@ -255,8 +242,12 @@ Status Trainer::InitParamStates() {
           p, config_.train.seed, static_cast<float>(config_.train.init_stddev));
       s.host_value = Tensor::Host(DType::kF32, p.value.shape());
       std::copy(initial.begin(), initial.end(), s.host_value.data<float>());
-      s.host_grad = host_backend() ? p.grad : Tensor::Host(DType::kF32, p.grad.shape());
-      s.host_compute = host_backend() ? p.value : Tensor::Host(p.value.dtype(), p.value.shape());
+      // The optimizer on the device (DeviceAdam) keeps the master there and writes the copy
+      // itself; on the host it writes host_compute.
+      if (!on_device) {
+        s.host_grad = host_backend() ? p.grad : Tensor::Host(DType::kF32, p.grad.shape());
+        s.host_compute = host_backend() ? p.value : Tensor::Host(p.value.dtype(), p.value.shape());
+      }
     } else if (host_backend()) {
       s.host_value = p.value;
       s.host_grad = p.grad;

@@ -637,8 +637,9 @@ Status Trainer::RestoreState(TrainCheckpoint& ckpt) {
     s.m = std::move(ckpt.optimizer_m[i].data);
     s.v = std::move(ckpt.optimizer_v[i].data);
     s.opt_step = ckpt.optimizer_steps[i];
-    if (s.host_compute.defined()) {
-      // Mixed precision: the compute copy is the masters' rounding, as the optimizer writes it.
+    if (s.param->value.dtype() != DType::kF32) {
+      // Mixed precision: the compute copy is the masters' rounding, as the optimizer writes it
+      // (DeviceAdam's device master comes from host_value below).
       SY_RETURN_IF_ERROR(CopyFromHost(*backend_, ckpt.params[i].data, s.param->value));
     } else if (!host_backend()) {
       backend_->CopyAsync(s.host_value, s.param->value, backend_->compute_stream());

@@ -218,7 +218,8 @@ Result<StepReport> Trainer::StepOnce() {
     report.grad_norm = global.grad_norm;
   } else {
     if (device_adam_) {
-      report.grad_norm = device_adam_->ClipGradNorm(static_cast<float>(config_.train.grad_clip));
+      report.grad_norm =
+          device_adam_->ClipGradNorm(static_cast<float>(config_.train.grad_clip), inv_scale);
     } else {
       report.grad_norm = UnscaleAndClipGradNorm(
           ClippedGradients(), inv_scale, static_cast<float>(config_.train.grad_clip), pool_.get());
