@@ -7,8 +7,9 @@ Usage: gpu_mfu.py CONFIG METRICS_CUDA METRICS_ZERO3 TINY_CPU_METRICS TINY_CUDA_M
 FLOPs per token = 6 x (parameters a token passes through: attention projections, the top_k routed
 experts, the shared experts, the router and the LM head) + the causal attention products
 (6 x layers x heads x head_dim x seq_len, half of the full square). The embedding lookup does no
-arithmetic. Peaks: H100/H200 SXM dense FP32 67 TFLOP/s and TF32 tensor 494.7 TFLOP/s (the trainer
-keeps f32 parameters and activations).
+arithmetic. Peaks: H100/H200 SXM dense FP32 67 TFLOP/s, TF32 tensor 494.7 TFLOP/s and BF16 tensor
+989.4 TFLOP/s (an f32 run reports the first two, a train.precision bf16 or f16 run the last). A
+metrics file that is missing counts as not run.
 """
 import json
 import statistics
@@ -51,10 +52,12 @@ def main():
         phases = {k: statistics.median(x["phase_seconds"][k] for x in r)
                   for k in ("forward", "backward", "optimizer")}
         tflops = tok_s * per_token / 1e12
+        precision = cfg.get("train", {}).get("precision", "f32")
+        mfu = (f"MFU {tflops / 989.4:.1%} of BF16 ({precision})" if precision != "f32" else
+               f"MFU {tflops / 67:.1%} of FP32, {tflops / 494.7:.1%} of TF32")
         print(f"{name}: {tok_s:.0f} tokens/s, step {step * 1e3:.1f} ms "
               f"(fwd {phases['forward'] * 1e3:.1f}, bwd {phases['backward'] * 1e3:.1f}, "
-              f"opt {phases['optimizer'] * 1e3:.1f}), {tflops:.2f} TFLOP/s = "
-              f"MFU {tflops / 67:.1%} of FP32, {tflops / 494.7:.1%} of TF32; "
+              f"opt {phases['optimizer'] * 1e3:.1f}), {tflops:.2f} TFLOP/s = {mfu}; "
               f"loss {r[0]['loss']:.4f} -> {r[-1]['loss']:.4f}")
     one, zero3 = rows(sys.argv[2]), rows(sys.argv[3])
     if one and zero3:

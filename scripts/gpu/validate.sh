@@ -15,7 +15,9 @@
 # $OUT/summary.txt and $OUT/logs.tar.gz (or ./gpu-out without OUT).
 #
 #   scripts/gpu/validate.sh [STEP...]
-#   (steps: env tests selftest offload train repro zero3; default all)
+#   (steps: env tests selftest offload train train-bf16 repro zero3; default all)
+# train-bf16: issue 41's bf16 training on one GPU (benchmarks/train/gpu-bf16.json, and gpu.json in
+# bf16), with its MFU against the BF16 tensor peak.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/gpu-out}
@@ -23,7 +25,7 @@ mkdir -p "$out"
 logs=$(mktemp -d)
 summary=$out/summary.txt
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(env tests selftest offload train repro zero3)
+[ ${#steps[@]} -eq 0 ] && steps=(env tests selftest offload train train-bf16 repro zero3)
 export PYTHONUNBUFFERED=1
 work=/tmp/sy-gpu
 mkdir -p "$work"
@@ -154,6 +156,27 @@ if memory and store:
 PY
     env -u LD_LIBRARY_PATH python3 benchmarks/train/gpu_mfu.py "$cfg" "$logs/train_cuda.jsonl" "$logs/train_cuda_zero3.jsonl" \
       "$logs/tiny_cpu.jsonl" "$logs/tiny_cuda.jsonl" 2>&1 | tee -a "$summary"
+    ;;
+  train-bf16)
+    # Issue 41: the Mixtral-layer-shaped config in bf16 on one GPU (benchmarks/train/gpu-bf16.json:
+    # hidden 4096, 8 experts of 14336, top-2, GQA 32/8, 4 layers, sequence 4096; raise
+    # data.batch_size until memory is full), and gpu.json in bf16 beside its f32 run above.
+    run train_bf16_mixtral 600 "$sy" train --config benchmarks/train/gpu-bf16.json \
+      --set log.metrics="$logs/train_bf16_mixtral.jsonl"
+    run train_bf16_gpu_json 300 "$sy" train --config benchmarks/train/gpu.json --set train.precision=bf16 \
+      --set train.device=cuda:0 --set train.steps=12 --set checkpoint.dir= --set log.every=1 \
+      --set log.progress=none --set log.metrics="$logs/train_bf16_gpu_json.jsonl"
+    for pair in "benchmarks/train/gpu-bf16.json:train_bf16_mixtral" \
+                "benchmarks/train/gpu.json:train_bf16_gpu_json"; do
+      env -u LD_LIBRARY_PATH python3 - "${pair%%:*}" "$logs/${pair#*:}.jsonl" "$work/bf16.json" <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+cfg.setdefault("train", {})["precision"] = "bf16"
+json.dump(cfg, open(sys.argv[3], "w"))
+PY
+      env -u LD_LIBRARY_PATH python3 benchmarks/train/gpu_mfu.py "$work/bf16.json" \
+        "$logs/${pair#*:}.jsonl" /nonexistent /nonexistent /nonexistent 2>&1 | tee -a "$summary"
+    done
     ;;
   zero3)
     # Python runs without the bundle's libraries (they clash with its own); the processes it starts
