@@ -103,9 +103,10 @@ class PlanCommand : public Command {
     const double d = static_cast<double>(plan.dense_parameters);
     const double s = static_cast<double>(plan.expert_parameters);
     std::printf(
-        "  device: dense states 16 B/param (%s) + activated experts 4 B/param of alpha S/L "
+        "  device: dense states %d B/param (%s) + activated experts %d B/param of alpha S/L "
         "(%s)\n",
-        Bytes(16 * d).c_str(), Bytes(4 * plan.alpha * s / std::max(1, plan.moe_layers)).c_str());
+        plan.dense_bytes, Bytes(plan.dense_bytes * d).c_str(), plan.active_expert_bytes,
+        Bytes(plan.active_expert_bytes * plan.alpha * s / std::max(1, plan.moe_layers)).c_str());
     std::printf("  cpu:    hot expert states 16 B/param of alpha S (%s)\n",
                 Bytes(16 * plan.alpha * s).c_str());
     std::printf("  ssd:    every expert's master, m and v, 12 B/param (%s)%s\n",

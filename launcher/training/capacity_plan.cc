@@ -23,16 +23,17 @@ Counts CountParameters(const ModelConfig& model) {
   return Counts{model.NumParameters() - experts, experts};
 }
 
+// Bytes per parameter on the device in this build (docs/training.md, "Precision"): a dense
+// parameter's value, f32 gradient, m and v, plus the f32 master beside a 16-bit value; an activated
+// expert's value and f32 gradient. (MoESys's fp16 layout, with fp16 gradients, has 16 and 4.)
+int DenseBytes(Precision precision) { return precision != Precision::kF32 ? 18 : 16; }
+int ActiveExpertBytes(Precision precision) { return precision != Precision::kF32 ? 6 : 8; }
+
 std::vector<CapacityCheck> Check(const Counts& n, int moe_layers, double alpha,
                                  const MachineGroup& g, Precision precision) {
   const double d = static_cast<double>(n.dense), s = static_cast<double>(n.experts);
   const double l = std::max(1, moe_layers);
-  // Bytes per parameter on the device in this build (docs/training.md, "Precision"): a dense
-  // parameter's value, f32 gradient, m and v, plus the f32 master beside a 16-bit value; an
-  // activated expert's value and f32 gradient. (MoESys's fp16 layout, with fp16 gradients, has
-  // 16 and 4.)
-  const bool mixed = precision != Precision::kF32;
-  const int dense = mixed ? 18 : 16, active = mixed ? 6 : 8;
+  const int dense = DenseBytes(precision), active = ActiveExpertBytes(precision);
   return {
       {"device",
        std::to_string(dense) + " D + " + std::to_string(active) + " alpha S / L <= M_device x N",
@@ -85,6 +86,8 @@ Result<CapacityPlan> PlanCapacity(const TrainConfig& config, const MachineGroup&
   plan.num_experts = config.model.num_experts;
   plan.alpha = alpha;
   const Precision precision = config.train.precision;
+  plan.dense_bytes = DenseBytes(precision);
+  plan.active_expert_bytes = ActiveExpertBytes(precision);
   plan.checks = Check(counts, plan.moe_layers, alpha, group, precision);
 
   // The rule is monotonic in the expert count: search for the largest that fits.

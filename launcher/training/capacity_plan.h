@@ -48,11 +48,15 @@ struct CapacityCheck {
 };
 
 struct CapacityPlan {
-  int64_t dense_parameters = 0;       // D: every parameter but the routed experts'
-  int64_t expert_parameters = 0;      // S
-  int moe_layers = 0;                 // L
-  int64_t num_experts = 0;            // per MoE layer, as configured
-  double alpha = 0;                   // the hot fraction of the experts the CPU cache holds
+  int64_t dense_parameters = 0;   // D: every parameter but the routed experts'
+  int64_t expert_parameters = 0;  // S
+  int moe_layers = 0;             // L
+  int64_t num_experts = 0;        // per MoE layer, as configured
+  double alpha = 0;               // the hot fraction of the experts the CPU cache holds
+  // The device's bytes per dense parameter and per activated expert parameter in the configured
+  // train.precision (16 and 8 in f32, 18 and 6 in bf16 / f16).
+  int dense_bytes = 0;
+  int active_expert_bytes = 0;
   std::vector<CapacityCheck> checks;  // device, cpu, ssd
   // The largest num_experts that satisfies all three (0 when not even top_k experts fit), and the
   // tier that stops it from being larger.
