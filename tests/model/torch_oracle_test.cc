@@ -28,6 +28,7 @@
 
 #include "runtime/model/moe_model.h"
 #include "tests/model/model_test_util.h"
+#include "tests/model/torch_oracle_util.h"
 
 #ifndef SY_TORCH_ORACLE_SCRIPT
 #error "SY_TORCH_ORACLE_SCRIPT must name tests/model/torch_moe_oracle.py"
@@ -39,47 +40,8 @@ namespace {
 using json = nlohmann::json;
 using testing::ToHost;
 
-constexpr const char* kPython = "/usr/bin/python3";
 constexpr double kTensorRtol = 1e-4;
 constexpr double kLossRtol = 1e-5;
-
-bool TorchAvailable(std::string* why) {
-  const std::string cmd = std::string(kPython) + " -c 'import torch' > /dev/null 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    *why = std::string(kPython) + " cannot import torch (install Debian's python3-torch)";
-    return false;
-  }
-  return true;
-}
-
-json ConfigJson(const ModelConfig& c) {
-  return json{{"vocab_size", c.vocab_size},
-              {"hidden_size", c.hidden_size},
-              {"num_layers", c.num_layers},
-              {"num_heads", c.num_heads},
-              {"num_kv_heads", c.num_kv_heads},
-              {"head_dim", c.head_dim},
-              {"intermediate_size", c.intermediate_size},
-              {"num_experts", c.num_experts},
-              {"moe_intermediate_size", c.moe_intermediate_size},
-              {"top_k", c.top_k},
-              {"norm_topk_prob", c.norm_topk_prob},
-              {"num_shared_experts", c.num_shared_experts},
-              {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
-              {"shared_expert_gate", c.shared_expert_gate},
-              {"first_k_dense", c.first_k_dense},
-              {"moe_every", c.moe_every},
-              {"capacity_factor", c.capacity_factor},
-              {"router_aux_loss_coef", c.router_aux_loss_coef},
-              {"router_z_loss_coef", c.router_z_loss_coef},
-              {"pregate", c.pregate},
-              {"rope_theta", c.rope_theta},
-              {"rms_norm_eps", c.rms_norm_eps},
-              {"qk_norm", c.qk_norm},
-              {"qk_norm_per_head", c.qk_norm_per_head},
-              {"attention_bias", c.attention_bias},
-              {"tie_word_embeddings", c.tie_word_embeddings}};
-}
 
 struct OracleCase {
   const char* name;
@@ -170,7 +132,7 @@ class TorchOracleTest : public ::testing::TestWithParam<OracleCase> {};
 
 TEST_P(TorchOracleTest, LogitsLossAndEveryGradient) {
   std::string why;
-  if (!TorchAvailable(&why)) GTEST_SKIP() << why;
+  if (!sy::testing::PythonTorchAvailable(&why)) GTEST_SKIP() << why;
   const OracleCase& oc = GetParam();
   const ModelConfig& config = oc.config;
   auto backend = testing::MakeBackend(Device::Cpu());
@@ -205,7 +167,7 @@ TEST_P(TorchOracleTest, LogitsLossAndEveryGradient) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / ("sy_torch_oracle_" + std::string(oc.name));
   std::filesystem::create_directories(dir);
-  json manifest{{"config", ConfigJson(config)},
+  json manifest{{"config", testing::ModelConfigJson(config)},
                 {"batch", b},
                 {"seq_len", t},
                 {"tokens", tokens},
@@ -231,8 +193,8 @@ TEST_P(TorchOracleTest, LogitsLossAndEveryGradient) {
   }
 
   // Run the oracle.
-  const std::string cmd = std::string(kPython) + " " + SY_TORCH_ORACLE_SCRIPT + " " + dir.string() +
-                          " > " + (dir / "oracle.log").string() + " 2>&1";
+  const std::string cmd = std::string(sy::testing::kOraclePython) + " " + SY_TORCH_ORACLE_SCRIPT +
+                          " " + dir.string() + " > " + (dir / "oracle.log").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::string log;
   {

@@ -48,6 +48,7 @@
 #include "runtime/data/batcher.h"
 #include "runtime/data/data_options.h"
 #include "runtime/data/dataset.h"
+#include "tests/model/torch_oracle_util.h"
 #include "tests/temp_dir.h"
 
 #ifndef SY_TORCH_AUTOCAST_ORACLE
@@ -60,47 +61,7 @@ namespace {
 using json = nlohmann::json;
 using TempDir = sy::testing::TempDir;
 
-constexpr const char* kPython = "/usr/bin/python3";
 constexpr int kSteps = 200;
-
-bool TorchAvailable(std::string* why) {
-  const std::string cmd = std::string(kPython) + " -c 'import torch' > /dev/null 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    *why = std::string(kPython) + " cannot import torch (install Debian's python3-torch)";
-    return false;
-  }
-  return true;
-}
-
-json ModelJson(const ModelConfig& c) {
-  return json{{"vocab_size", c.vocab_size},
-              {"hidden_size", c.hidden_size},
-              {"num_layers", c.num_layers},
-              {"num_heads", c.num_heads},
-              {"num_kv_heads", c.num_kv_heads},
-              {"head_dim", c.head_dim},
-              {"intermediate_size", c.intermediate_size},
-              {"num_experts", c.num_experts},
-              {"moe_intermediate_size", c.moe_intermediate_size},
-              {"top_k", c.top_k},
-              {"norm_topk_prob", c.norm_topk_prob},
-              {"num_shared_experts", c.num_shared_experts},
-              {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
-              {"shared_expert_gate", c.shared_expert_gate},
-              {"first_k_dense", c.first_k_dense},
-              {"moe_every", c.moe_every},
-              {"capacity_factor", c.capacity_factor},
-              {"router_aux_loss_coef", c.router_aux_loss_coef},
-              {"router_z_loss_coef", c.router_z_loss_coef},
-              {"pregate", c.pregate},
-              {"rope_theta", c.rope_theta},
-              {"rms_norm_eps", c.rms_norm_eps},
-              {"qk_norm", c.qk_norm},
-              {"qk_norm_per_head", c.qk_norm_per_head},
-              {"attention_bias", c.attention_bias},
-              {"attention_out_bias", c.attention_out_bias},
-              {"tie_word_embeddings", c.tie_word_embeddings}};
-}
 
 template <typename T>
 void WriteRaw(std::ofstream& out, const T* data, size_t count) {
@@ -163,7 +124,7 @@ void RunBoth(const TrainConfig& config, const std::string& precision, const Temp
   const OptimBlock& o = config.optim;
   ASSERT_EQ(o.kind, OptimizerKind::kAdamW);
   const json manifest{
-      {"config", ModelJson(trainer.model().config())},
+      {"config", sy::testing::ModelConfigJson(trainer.model().config())},
       {"optim",
        {{"kind", "adamw"},
         {"lr", o.lr},
@@ -190,8 +151,8 @@ void RunBoth(const TrainConfig& config, const std::string& precision, const Temp
     f << manifest.dump(1);
   }
 
-  const std::string cmd = std::string(kPython) + " " + SY_TORCH_AUTOCAST_ORACLE + " " + dir.path() +
-                          " > " + (dir / "oracle.log") + " 2>&1";
+  const std::string cmd = std::string(sy::testing::kOraclePython) + " " + SY_TORCH_AUTOCAST_ORACLE +
+                          " " + dir.path() + " > " + (dir / "oracle.log") + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::string log;
   {
@@ -288,7 +249,7 @@ std::vector<double> MovingMean(const std::vector<double>& v, int window) {
 // the attention scores in bf16; the embeddings and the norm weights in f32).
 TEST(TorchAutocastTest, Bf16LossesFollowTorchAutocast) {
   std::string why;
-  if (!TorchAvailable(&why)) GTEST_SKIP() << why;
+  if (!sy::testing::PythonTorchAvailable(&why)) GTEST_SKIP() << why;
   TempDir dir("torch-autocast-bf16");
   Losses oracle, ours;
   RunBoth(TinyConfig("bf16"), "bf16", dir, &oracle, &ours);
@@ -322,7 +283,7 @@ TEST(TorchAutocastTest, Bf16LossesFollowTorchAutocast) {
 // gradient norm within 1e-5 (measured 1e-7).
 TEST(TorchAutocastTest, F32LossesFollowTorch) {
   std::string why;
-  if (!TorchAvailable(&why)) GTEST_SKIP() << why;
+  if (!sy::testing::PythonTorchAvailable(&why)) GTEST_SKIP() << why;
   TempDir dir("torch-autocast-f32");
   Losses oracle, ours;
   RunBoth(TinyConfig("f32"), "f32", dir, &oracle, &ours);
