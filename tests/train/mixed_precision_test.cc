@@ -92,9 +92,10 @@ TEST(MixedPrecisionTest, MicroBatchesGiveTheParametersOfOneBatch) {
   }
 }
 
-// With K micro-batches the step's auxiliary loss is the mean of each micro-batch's own (Megatron's
-// convention), computed here apart by the model on each half of the first batch.
-TEST(MixedPrecisionTest, MicroBatchAuxiliaryLossIsThePassesMean) {
+// With K micro-batches the step's auxiliary loss is each micro-batch's own, averaged (Megatron's
+// convention), not the whole batch's: it differs from one pass's, by little, while the
+// cross-entropy is the whole batch's mean.
+TEST(MixedPrecisionTest, MicroBatchAuxiliaryLossIsPerMicroBatch) {
   auto trainer = MakeTrainer({"train.micro_batches=2", "train.steps=1", "train.eval_every=0"});
   auto probe = MakeTrainer({"train.steps=1", "train.eval_every=0"});
   // The probe's first batch is the trainer's: same data seed and position.
