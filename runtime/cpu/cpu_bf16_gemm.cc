@@ -44,6 +44,7 @@
 
 #include "runtime/core/check.h"
 #include "runtime/core/env.h"
+#include "runtime/cpu/cpu_op_util.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SY_BF16_GEMM_X86 1
@@ -420,19 +421,6 @@ SY_BF16_TARGET void RunTile(const Problem& p, const Tiles& tiles, int64_t t) {
   }
 }
 
-// c = beta * c over m x n (beta == 0 writes zeros without reading c).
-void ScaleC(float* c, int64_t m, int64_t n, int64_t ldc, float beta) {
-  if (beta == 1.0f) return;
-  for (int64_t i = 0; i < m; ++i) {
-    float* row = c + i * ldc;
-    if (beta == 0.0f) {
-      std::fill(row, row + n, 0.0f);
-    } else {
-      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
-    }
-  }
-}
-
 void Gemm(ThreadPool& pool, const Bf16GemmArgs& args) {
   Problem whole;
   whole.k = args.k;
@@ -493,7 +481,7 @@ void Bf16Gemm(ThreadPool& pool, const Bf16GemmArgs& args) {
   SY_CHECK(args.c != nullptr);
   SY_CHECK_GE(args.ldc, args.n);
   if (args.k == 0) {
-    ScaleC(args.c, args.m, args.n, args.ldc, args.beta);
+    ScaleMatrix(args.c, args.m, args.n, args.ldc, args.beta);
     return;
   }
   SY_CHECK(args.a != nullptr && args.b != nullptr);

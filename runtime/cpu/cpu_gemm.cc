@@ -94,20 +94,6 @@ T* ThreadScratch(std::vector<T>& storage, size_t n) {
   return storage.data();
 }
 
-// c = beta * c over rows x cols with leading dimension ldc; beta == 0 overwrites (BLAS rule: c is
-// not read, so uninitialised memory is fine).
-void ScaleMatrix(float* c, int64_t rows, int64_t cols, int64_t ldc, float beta) {
-  if (beta == 1.0f) return;
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = c + r * ldc;
-    if (beta == 0.0f) {
-      std::fill(row, row + cols, 0.0f);
-    } else {
-      for (int64_t j = 0; j < cols; ++j) row[j] *= beta;
-    }
-  }
-}
-
 inline float Finish(float acc, float alpha, float beta, const float* c) {
   return beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
 }
@@ -116,7 +102,7 @@ void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
            const float* b, int64_t ldb, bool trans_b, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    ScaleMatrix(c, m, n, ldc, beta);
+    cpu::ScaleMatrix(c, m, n, ldc, beta);
     return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
@@ -579,7 +565,7 @@ void QuantGemmPanels(ThreadPool& pool, const GemmArgs& g) {
 void GemmImpl(ThreadPool& pool, const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) {
-    ScaleMatrix(g.c, g.m, g.n, g.n, g.beta);
+    cpu::ScaleMatrix(g.c, g.m, g.n, g.n, g.beta);
     return;
   }
   if (g.m <= GemvMaxRows(g.b_dtype, g.trans_b)) {

@@ -3,6 +3,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -76,6 +77,20 @@ decltype(auto) DispatchWeight(DType dtype, const void* data, Fn&& fn) {
   SY_CHECK(dtype == DType::kF32) << "weight dtype " << DTypeName(dtype)
                                  << " is not one of f32, bf16, f16";
   return std::forward<Fn>(fn)(static_cast<const float*>(data));
+}
+
+// c = beta * c over rows x cols with leading dimension ldc; beta == 0 overwrites (BLAS rule: c is
+// not read, so uninitialised memory is fine). The GEMMs apply it before accumulating alpha * a @ b.
+inline void ScaleMatrix(float* c, int64_t rows, int64_t cols, int64_t ldc, float beta) {
+  if (beta == 1.0f) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ldc;
+    if (beta == 0.0f) {
+      std::fill(row, row + cols, 0.0f);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) row[j] *= beta;
+    }
+  }
 }
 
 }  // namespace sy::cpu
