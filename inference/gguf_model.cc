@@ -1,15 +1,17 @@
 #include "inference/gguf_model.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <utility>
 
 #include "runtime/core/dtype.h"
+#include "runtime/core/regular_file.h"
 #include "storage/formats/ggml_quants.h"
 #include "storage/formats/gguf_writer.h"
 #include "storage/formats/safetensors.h"
@@ -783,7 +785,7 @@ Status WriteGgufFromHf(const HfModelConfig& hf, std::span<const HfTensorView> te
                                                         : 0;
   metadata.insert(metadata.begin() + 2, {"general.file_type", GgufValue::U32(ftype)});
   for (const GgufKeyValue& kv : options.extra_metadata) metadata.push_back(kv);
-  return storage::WriteGguf(path, metadata, out);
+  return storage::WriteGguf(path, metadata, out, options.replace_existing);
 }
 
 Status ExportHfDirToGguf(const std::string& hf_dir, const std::string& path,
@@ -821,9 +823,11 @@ Result<LoadedModel> LoadGgufModel(Backend& backend, const std::string& path,
 }
 
 bool IsGgufPath(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  // Never blocks: a FIFO or a device there is not a GGUF (its reader then says what it is).
+  Result<UniqueFd> fd = OpenRegularFile(path);
+  if (!fd.ok()) return false;
   char magic[4] = {};
-  return f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+  return ::pread(fd->get(), magic, 4, 0) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
 }  // namespace sy

@@ -147,6 +147,9 @@ struct GgufExportOptions {
   std::string name = "switchyard";
   // Extra metadata appended after the model's (tokenizer.ggml.*). Default: none.
   std::vector<storage::GgufKeyValue> extra_metadata;
+  // Default: true. false: never replace a file at the path, even one that appears while writing
+  // (AlreadyExists; `convert`).
+  bool replace_existing = true;
 };
 
 // Writes `tensors` (every tensor of the model, HF names) as a GGUF at `path` (temporary name, then

@@ -4,6 +4,8 @@
 
 #if SY_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
+
+#include "runtime/core/regular_file.h"
 #endif
 
 namespace sy {
@@ -15,6 +17,8 @@ class SentencePieceTokenizer : public Tokenizer {
   explicit SentencePieceTokenizer(std::string path) : path_(std::move(path)) {}
 
   Status Load() {
+    // sentencepiece opens by name: a FIFO or a device there must not hang it.
+    SY_RETURN_IF_ERROR(CheckRegularFile(path_));
     const auto status = processor_.Load(path_);
     if (!status.ok()) {
       return InvalidArgumentError(path_ + ": not a SentencePiece model (" + status.ToString() +

@@ -5,11 +5,11 @@
 //   switchyard bench decode --model DIR [--prompt-len P --gen-len G --warmup W --threads T
 //                           --dtype bf16 --stream-mib M --stream-repeats R --seed S --json FILE]
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "inference/tools/decode_bench.h"
 #include "launcher/command.h"
+#include "runtime/core/file_creation.h"
 
 namespace sy::launcher {
 namespace {
@@ -52,11 +52,7 @@ class BenchDecodeCommand : public Command {
     SY_ASSIGN_OR_RETURN(DecodeBenchResult result, RunDecodeBench(options_));
     std::fputs(result.report.c_str(), stdout);
     if (json_.empty()) return Status::Ok();
-    std::ofstream file(json_, std::ios::trunc);
-    file << result.json.dump(2) << "\n";
-    file.close();
-    if (!file) return IOError("cannot write " + json_);
-    return Status::Ok();
+    return WriteFileReplacing(json_, result.json.dump(2) + "\n");
   }
 
   DecodeBenchOptions options_;

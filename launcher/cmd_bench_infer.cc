@@ -7,12 +7,12 @@
 //       --device-slots N --device-cache lru --store uring:PATH --host-cache-experts N
 //       --dtype bf16 --repeats R --seed S --threads T --json FILE --plot DIR]
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "inference/tools/infer_bench.h"
 #include "inference/tools/infer_bench_charts.h"
 #include "launcher/command.h"
+#include "runtime/core/file_creation.h"
 
 namespace sy::launcher {
 namespace {
@@ -88,10 +88,7 @@ class BenchInferCommand : public Command {
     std::fputs(result.table.c_str(), stdout);
     std::fflush(stdout);
     if (!json_.empty()) {
-      std::ofstream file(json_, std::ios::trunc);
-      file << result.json.dump(2) << "\n";
-      file.close();
-      if (!file) return IOError("cannot write " + json_);
+      SY_RETURN_IF_ERROR(WriteFileReplacing(json_, result.json.dump(2) + "\n"));
     }
     if (!plot_.empty()) {
       SY_ASSIGN_OR_RETURN(std::vector<std::string> written,

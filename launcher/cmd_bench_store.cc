@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/command.h"
+#include "runtime/core/file_creation.h"
 #include "storage/formats/text_file.h"
 #include "storage/store/checksum.h"
 #include "storage/tools/io_tune.h"
@@ -89,7 +90,7 @@ class BenchStoreCommand : public Command {
     std::string table = storage::FormatStoreBench(*report);
     std::printf("\n%s", table.c_str());
     if (!report->fio_version.empty()) std::printf("fio: %s\n", report->fio_version.c_str());
-    return output_.empty() ? 0 : ExitCode(storage::WriteTextFile(output_, table));
+    return output_.empty() ? 0 : ExitCode(WriteFileReplacing(output_, table));
   }
 
  private:
@@ -138,7 +139,7 @@ class BenchCacheCommand : public Command {
                 options_.lfu.threshold, options_.lfu.beta,
                 static_cast<long long>(options_.lfu.decay_every), options_.warmup_fraction * 100,
                 table.c_str());
-    return output_.empty() ? 0 : ExitCode(storage::WriteTextFile(output_, table));
+    return output_.empty() ? 0 : ExitCode(WriteFileReplacing(output_, table));
   }
 
  private:

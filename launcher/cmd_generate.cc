@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +29,7 @@
 #include "inference/tokenizer.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
+#include "runtime/core/file_creation.h"
 #include "storage/hdf5/hdf5_error_detail.h"
 
 namespace sy::launcher {
@@ -37,16 +37,12 @@ namespace {
 
 // FILE: raw little-endian f32 rows of `vocab`; FILE.json: {"shape": [rows, vocab]}.
 Status WriteLogits(const std::string& file, const std::vector<float>& logits, int64_t vocab) {
-  std::ofstream out(file, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(logits.data()),
-            static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  out.close();
-  if (!out) return IOError("write " + file + " failed");
-  std::ofstream meta(file + ".json");
-  meta << "{\"shape\": [" << logits.size() / static_cast<size_t>(vocab) << ", " << vocab << "]}\n";
-  meta.close();
-  if (!meta) return IOError("write " + file + ".json failed");
-  return Status::Ok();
+  SY_RETURN_IF_ERROR(
+      WriteFileReplacing(file, std::string_view(reinterpret_cast<const char*>(logits.data()),
+                                                logits.size() * sizeof(float))));
+  return WriteFileReplacing(
+      file + ".json", "{\"shape\": [" + std::to_string(logits.size() / static_cast<size_t>(vocab)) +
+                          ", " + std::to_string(vocab) + "]}\n");
 }
 
 class GenerateCommand : public Command {

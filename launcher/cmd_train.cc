@@ -27,6 +27,9 @@ class TrainCommand : public Command {
                    "Continue from this checkpoint file (a step-*.h5 of this config)");
     app.add_flag("--verbose", verbose_,
                  "With an error from a checkpoint file, HDF5's whole error report too");
+    app.add_flag("--wait-for-lock", wait_for_lock_,
+                 "When another run holds checkpoint.dir or the expert store, wait for it to end "
+                 "(the same as --set train.wait_for_lock=true)");
     app.add_flag("--log-all-ranks", options_.log_all_ranks,
                  "Under mpirun, every rank prints its progress, prefixed [rank r]");
     app.add_option("--threads", threads_,
@@ -40,6 +43,7 @@ class TrainCommand : public Command {
     options_.stop = &InstallStopSignalHandlers();
     SetHdf5VerboseErrors(verbose_);
     if (threads_ >= 0) options_.overrides.push_back("train.threads=" + std::to_string(threads_));
+    if (wait_for_lock_) options_.overrides.push_back("train.wait_for_lock=true");
     const TrainingJobResult result = RunTrainingJob(options_);
     if (result.status.ok()) return 0;
     if (result.report_error) PrintError(result.status);
@@ -50,6 +54,7 @@ class TrainCommand : public Command {
   TrainingJobOptions options_;
   int threads_ = -1;  // -1: the config's train.threads
   bool verbose_ = false;
+  bool wait_for_lock_ = false;
 };
 
 SY_REGISTER_COMMAND("train", "Train a model, in one process or under mpirun (cpu or sim)",

@@ -65,6 +65,8 @@ class TuneIoCommand : public Command {
     };
     best("read", result->best_read);
     best("write", result->best_write);
+    if (!result->kept_file.empty())
+      std::printf("kept the scratch file %s\n", result->kept_file.c_str());
     std::printf(
         "set io.block_size / io.queue_depth in the config to the read setting for "
         "inference, the write setting for training write-back\n");

@@ -12,6 +12,7 @@
 
 #include "launcher/command.h"
 #include "launcher/version.h"
+#include "runtime/core/temporary_cleanup.h"
 
 namespace {
 
@@ -25,6 +26,9 @@ std::vector<std::string> SplitPath(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C or SIGTERM of any command removes the temporaries it is writing (a conversion's
+  // staging directory, a report being replaced); `train` and `serve` install their own handlers.
+  sy::InstallTemporaryCleanupOnSignals();
   CLI::App app{"Switchyard: Mixture-of-Experts training and offloaded inference", "switchyard"};
   app.require_subcommand(0, 1);
   bool show_version = false;

@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "runtime/core/temporary_cleanup.h"
+
 namespace sy::launcher {
 namespace {
 
@@ -17,7 +19,9 @@ void Say(const char* text, size_t size) {
 extern "C" void OnStopSignal(int signal) {
   int none = 0;
   if (!g_stop_signal.compare_exchange_strong(none, signal)) {
-    // The second signal: the default action (termination by the signal), now.
+    // The second signal: the default action (termination by the signal), now, without the
+    // temporaries of the save under way.
+    RemoveTemporariesNow();
     ::signal(signal, SIG_DFL);
     ::raise(signal);
     return;

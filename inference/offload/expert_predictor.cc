@@ -1,6 +1,5 @@
 #include "inference/offload/expert_predictor.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 
 #include "optim/optimizer.h"
 #include "runtime/core/check.h"
+#include "runtime/core/file_creation.h"
 #include "runtime/core/hash.h"
 #include "runtime/core/read_file.h"
 #include "runtime/model/host_transfer.h"
@@ -334,39 +334,8 @@ Result<std::unique_ptr<MlpPredictor>> ParseMlpPredictor(std::string_view bytes,
 }
 
 Status SaveMlpPredictor(const MlpPredictor& predictor, const std::string& path) {
-  const std::string bytes = SerializeMlpPredictor(predictor);
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create", tmp, errno);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoError("write", tmp, err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return ErrnoError("fsync", tmp, err);
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError("close", tmp, err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError("rename to " + path, tmp, err);
-  }
-  return Status::Ok();
+  return WriteFileReplacing(path, SerializeMlpPredictor(predictor))
+      .WithContext("predictor file " + path);
 }
 
 Result<std::unique_ptr<MlpPredictor>> LoadMlpPredictor(const std::string& path) {

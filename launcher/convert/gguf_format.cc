@@ -225,6 +225,7 @@ class Gguf final : public ModelFormat {
       hf.max_position_embeddings = source->max_position_embeddings;
     }
     GgufExportOptions gguf;
+    gguf.replace_existing = false;  // convert never overwrites
     if (!options.quantization.empty()) {
       if (options.quantization == "q8_0") {
         gguf.type = GgmlType::kQ8_0;
@@ -237,10 +238,7 @@ class Gguf final : public ModelFormat {
     } else if (options.dtype) {
       SY_ASSIGN_OR_RETURN(gguf.type, ToGgml(*options.dtype, "--dtype"));
     }
-    std::error_code ec;
-    if (fs::exists(out, ec)) {
-      return AlreadyExistsError(out + " exists; choose a new --out (convert never overwrites)");
-    }
+    SY_RETURN_IF_ERROR(RefuseExistingOutput(out));
     Result<std::vector<storage::GgufKeyValue>> tokenizer =
         GgufTokenizerMetadata(image.hf_files, image.config.vocab_size, image.path);
     if (tokenizer.ok()) {

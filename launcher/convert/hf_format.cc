@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "inference/model_loader.h"
-#include "launcher/convert/staging_dir.h"
+#include "runtime/core/file_creation.h"
 #include "runtime/core/read_file.h"
+#include "runtime/core/temporary_cleanup.h"
 #include "storage/formats/safetensors.h"
 #include "storage/formats/safetensors_writer.h"
 #include "storage/hdf5/durable_replace.h"
@@ -250,15 +251,10 @@ class Hf final : public ModelFormat {
       if (parsed.ok()) preferred = parsed->family;
     }
     SY_ASSIGN_OR_RETURN(HfFamily family, ChooseHfFamily(image.config, preferred));
-    std::error_code ec;
-    if (fs::exists(out, ec)) {
-      return AlreadyExistsError(out + " exists; choose a new --out (convert never overwrites)");
-    }
-    const std::string staging = TemporaryPathFor(out);
-    if (!fs::create_directory(staging, ec)) {
-      return IOError("cannot create the staging directory " + staging + ": " + ec.message());
-    }
-    StagingDir guard(staging);
+    SY_RETURN_IF_ERROR(RefuseExistingOutput(out));
+    ScopedTemporary guard(TemporaryPathFor(out));
+    const std::string staging = guard.path();
+    SY_RETURN_IF_ERROR(CreateNewDirectory(staging).WithContext("the staging directory of " + out));
 
     std::vector<storage::SafetensorsTensorSource> sources;
     DType main_dtype = DType::kF32;
@@ -329,11 +325,12 @@ class Hf final : public ModelFormat {
       SY_RETURN_IF_ERROR(WriteSmallFile(staging + "/" + file, text));
     }
     SY_RETURN_IF_ERROR(FsyncParentDirectory(staging + "/config.json"));
-    if (fs::exists(out, ec)) {
-      return AlreadyExistsError(out + " appeared while converting; nothing was written there");
+    if (Status placed = RenameNoReplace(staging, out); !placed.ok()) {
+      if (placed.code() == StatusCode::kAlreadyExists) {
+        return AlreadyExistsError(out + " appeared while converting; nothing was written there");
+      }
+      return placed;
     }
-    fs::rename(staging, out, ec);
-    if (ec) return IOError("cannot rename " + staging + " to " + out + ": " + ec.message());
     guard.Release();
     return FsyncParentDirectoryAfterRename(out);
   }

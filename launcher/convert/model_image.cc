@@ -114,6 +114,15 @@ Result<const ModelFormat*> DetectModelFormat(const std::string& path) {
       "the bytes GGUF");
 }
 
+Status RefuseExistingOutput(const std::string& out) {
+  std::error_code ec;
+  // symlink_status: a link at `out`, even a dangling one, is something there.
+  if (std::filesystem::symlink_status(out, ec).type() != std::filesystem::file_type::not_found) {
+    return AlreadyExistsError(out + " exists; choose a new --out (convert never overwrites)");
+  }
+  return Status::Ok();
+}
+
 Status ReadTensorAs(const ImageTensor& tensor, DType dtype, std::span<uint8_t> out) {
   const size_t n = static_cast<size_t>(tensor.numel());
   if (out.size() != n * DTypeSize(dtype)) {

@@ -138,6 +138,11 @@ Result<const ModelFormat*> FindModelFormat(std::string_view name);
 // The format of `path`; NotFound when it does not exist, InvalidArgument when no format claims it.
 Result<const ModelFormat*> DetectModelFormat(const std::string& path);
 
+// AlreadyExists "<out> exists; choose a new --out (convert never overwrites)" when anything is at
+// `out`, a symbolic link (dangling or not) included. Each Write checks it first; the final rename
+// never replaces either (runtime/core/file_creation.h).
+Status RefuseExistingOutput(const std::string& out);
+
 // `tensor`'s bytes converted to `dtype` (f32, bf16 or f16, from any of those; other dtypes only
 // to themselves). Float widening is exact; narrowing rounds to nearest even.
 Status ReadTensorAs(const ImageTensor& tensor, DType dtype, std::span<uint8_t> out);

@@ -8,12 +8,13 @@
 #include <set>
 #include <utility>
 
-#include "launcher/convert/staging_dir.h"
 #include "launcher/training/train_checkpoint.h"
 #include "launcher/training/train_options.h"
 #include "launcher/training/trained_model.h"
 #include "parallel/expert_parallel_compute.h"
 #include "runtime/config/config.h"
+#include "runtime/core/file_creation.h"
+#include "runtime/core/temporary_cleanup.h"
 #include "storage/hdf5/checkpoint_layout.h"
 #include "storage/hdf5/checkpoint_set.h"
 #include "storage/hdf5/checkpoint_writer.h"
@@ -192,22 +193,18 @@ class Native final : public ModelFormat {
                                   "of " +
                                   divisors);
     }
-    std::error_code ec;
-    if (std::filesystem::exists(out, ec)) {
-      return AlreadyExistsError(out + " exists; choose a new --out (convert never overwrites)");
-    }
+    SY_RETURN_IF_ERROR(RefuseExistingOutput(out));
     if (ep == 1) {
-      SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer, CheckpointWriter::Create(out));
+      SY_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointWriter> writer,
+                          CheckpointWriter::Create(out, {.replace_existing = false}));
       std::vector<CheckpointWriter*> writers = {writer.get()};
       return WriteShards(image, out, options, writers);
     }
     // One file per expert-parallel rank in a staging directory renamed to `out` at the end
     // (storage/hdf5/checkpoint_layout.h).
-    const std::string staging = TemporaryPathFor(out);
-    if (!std::filesystem::create_directory(staging, ec)) {
-      return IOError("cannot create the staging directory " + staging + ": " + ec.message());
-    }
-    StagingDir guard(staging);
+    ScopedTemporary guard(TemporaryPathFor(out));
+    const std::string staging = guard.path();
+    SY_RETURN_IF_ERROR(CreateNewDirectory(staging).WithContext("the staging directory of " + out));
     std::vector<std::unique_ptr<CheckpointWriter>> owned;
     std::vector<CheckpointWriter*> writers;
     for (int i = 0; i < ep; ++i) {
@@ -219,11 +216,12 @@ class Native final : public ModelFormat {
     }
     SY_RETURN_IF_ERROR(WriteShards(image, out, options, writers));
     SY_RETURN_IF_ERROR(FsyncParentDirectory(staging + "/" + CheckpointShardFileName(0, ep)));
-    if (std::filesystem::exists(out, ec)) {
-      return AlreadyExistsError(out + " appeared while converting; nothing was written there");
+    if (Status placed = RenameNoReplace(staging, out); !placed.ok()) {
+      if (placed.code() == StatusCode::kAlreadyExists) {
+        return AlreadyExistsError(out + " appeared while converting; nothing was written there");
+      }
+      return placed;
     }
-    std::filesystem::rename(staging, out, ec);
-    if (ec) return IOError("cannot rename " + staging + " to " + out + ": " + ec.message());
     guard.Release();
     return FsyncParentDirectoryAfterRename(out);
   }

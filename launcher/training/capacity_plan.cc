@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/host_memory.h"
 
 namespace sy::launcher {
 namespace {
@@ -41,17 +41,6 @@ std::vector<CapacityCheck> Check(const Counts& n, int moe_layers, double alpha,
       {"cpu", "16 alpha S <= M_cpu x N", 16 * alpha * s, g.cpu_bytes * g.ranks},
       {"ssd", "12 S <= M_ssd x N", 12 * s, g.ssd_bytes * g.ranks},
   };
-}
-
-double TotalHostMemory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemTotal:") return kib * 1024;
-  }
-  return 0;
 }
 
 }  // namespace

@@ -115,7 +115,10 @@ const ConfigSchema<TrainOptions>& TrainOptionsSchema() {
               "Compute precision: f32, or bf16 / f16 with f32 master weights")
         .Field("micro_batches", &T::micro_batches,
                "Micro-batches per step, gradients accumulated before one update")
-        .Min(1);
+        .Min(1)
+        .Field("wait_for_lock", &T::wait_for_lock,
+               "Wait for another run's lock on checkpoint.dir and the expert store instead of "
+               "failing at once");
     return s;
   }();
   return *schema;

@@ -6,7 +6,7 @@
 //     "data": {...},                                // runtime/data/data_options.h
 //     "train": {"device": "cpu", "steps": 300, "seed": 1, "grad_clip": 1.0,
 //               "eval_every": 100, "eval_batches": 4, "threads": 0, "placement": "uniform",
-//               "precision": "f32", "micro_batches": 1},
+//               "precision": "f32", "micro_batches": 1, "wait_for_lock": false},
 //     "loss_scaler": {"init_scale": 65536, "growth_factor": 2, "backoff_factor": 0.5,
 //                     "growth_interval": 2000},       // train.precision f16 only
 //     "elastic": {"rebalance_every": 0, "min_gain": 0.05},
@@ -92,6 +92,10 @@ struct TrainOptions {
   // losses are each micro-batch's, averaged (as Megatron-LM does). Must divide this rank's rows
   // (data.batch_size / ranks).
   int64_t micro_batches = 1;
+  // Default: false. When another run holds checkpoint.dir or this rank's expert store
+  // (launcher/training/directory_lock.h), wait for it to end, saying so, instead of failing at
+  // once. `switchyard train --wait-for-lock`.
+  bool wait_for_lock = false;
 };
 
 // The "elastic" block: live rebalancing under train.placement elastic

@@ -3,7 +3,10 @@
 // trainer_checkpointing.cc.
 #include "launcher/training/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <map>
 #include <span>
@@ -19,6 +22,7 @@
 #include "launcher/training/rank_collectives.h"
 #include "launcher/training/training_memory.h"
 #include "parallel/expert_parallel_compute.h"
+#include "storage/hdf5/durable_replace.h"
 
 namespace sy::launcher {
 
@@ -290,22 +294,31 @@ std::string StoreFilePath(const std::string& dir, int rank) {
 
 // Removes the store files in `dir` of ranks at or above `world`, left by a run of more ranks (a
 // run resumed at a smaller world size): the states they hold are in the checkpoint, and every
-// state of this run is rewritten at its start, so they would only hold the disk.
+// state of this run is rewritten at its start, so they would only hold the disk. Their lock
+// files go too: no other run can hold them, since this one holds rank 0's.
 Status RemoveStoreFilesBeyond(storage::FileSystem* fs, const std::string& dir, int world) {
   std::error_code ec;
   bool removed = false;
   for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = item.path().filename().string();
-    constexpr std::string_view kPrefix = "rank-", kSuffix = ".store";
-    if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) ||
-        !name.ends_with(kSuffix)) {
+    constexpr std::string_view kPrefix = "rank-";
+    const bool store = name.ends_with(".store");
+    const bool lock = name.ends_with(".lock");
+    const size_t suffix = store ? 6 : lock ? 5 : 0;
+    if (suffix == 0 || name.size() <= kPrefix.size() + suffix || !name.starts_with(kPrefix)) {
       continue;
     }
-    const std::string digits =
-        name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+    const std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - suffix);
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
     const int rank = std::stoi(digits);
-    if (rank < world || name != "rank-" + std::to_string(rank) + ".store") continue;
+    if (rank < world || digits != std::to_string(rank)) continue;
+    if (lock) {
+      if (::unlink(item.path().c_str()) != 0 && errno != ENOENT) {
+        return ErrnoError("remove the lock file of a rank this run does not have",
+                          item.path().string(), errno);
+      }
+      continue;
+    }
     const std::string path = StoreFilePath(dir, rank);
     SY_RETURN_IF_ERROR(fs->Remove(path));
     spdlog::info(
@@ -368,8 +381,23 @@ Status Trainer::InitExpertStore() {
     return InvalidArgumentError("config: 'expert_store.dir' " + o.dir +
                                 " cannot be created: " + ec.message());
   }
+  // Before anything in the directory is touched: a second run on it fails here, at once.
+  DirectoryLockOptions lock;
+  lock.lock_file = "rank-" + std::to_string(rank()) + ".lock";
+  lock.config_key = "expert_store.dir";
+  lock.wait = config_.train.wait_for_lock;
+  std::string warning;
+  SY_ASSIGN_OR_RETURN(store_lock_, DirectoryLock::Acquire(o.dir, lock, &warning));
+  if (!warning.empty()) spdlog::warn("{}", warning);
   SY_ASSIGN_OR_RETURN(store_fs_, storage::MakeFileSystem(StoreFileSystemName(o.filesystem)));
   if (is_root()) SY_RETURN_IF_ERROR(RemoveStoreFilesBeyond(store_fs_.get(), o.dir, world_size()));
+  // What a creation of this rank's store killed mid-way left (its temporary, as large as the
+  // store): no other process can be creating it, since this one holds its lock.
+  SY_ASSIGN_OR_RETURN(std::vector<std::string> stale,
+                      RemoveStaleTemporariesOf(StoreFilePath(o.dir, rank())));
+  for (const std::string& old : stale) {
+    spdlog::info("expert_store: removed {}, left by a run killed while creating the store", old);
+  }
   ExpertStateStoreOptions options;
   options.path = StoreFilePath(o.dir, rank());
   options.fs = store_fs_.get();

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "launcher/training/device_adam.h"
+#include "launcher/training/directory_lock.h"
 #include "launcher/training/elastic_planner.h"
 #include "launcher/training/expert_state_store.h"
 #include "launcher/training/expert_working_set.h"
@@ -363,6 +364,8 @@ class Trainer {
   int64_t window_steps_ = 0;
   std::unique_ptr<DistributedRank> dist_;  // null in one process
   // With expert_store.dir (the file system outlives the store).
+  // This rank's lock on expert_store.dir ("rank-<r>.lock"), taken before its store is touched.
+  std::unique_ptr<DirectoryLock> store_lock_;
   std::unique_ptr<storage::FileSystem> store_fs_;
   std::unique_ptr<ExpertStateStore> expert_store_;
   std::unique_ptr<ExpertWorkingSet> working_set_;  // borrows expert_store_

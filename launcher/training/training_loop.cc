@@ -6,14 +6,15 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "launcher/training/checkpoint_dir_lock.h"
+#include "launcher/training/directory_lock.h"
 #include "launcher/training/expert_state_store.h"
+#include "runtime/core/file_creation.h"
+#include "runtime/core/unique_fd.h"
 #include "storage/cache/access_trace.h"
 #include "storage/hdf5/durable_replace.h"
 
@@ -43,10 +44,14 @@ Status PrepareOutputs(const TrainConfig& config) {
     std::error_code ec;
     const std::filesystem::path parent = std::filesystem::path(*path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    if (ec || !std::ofstream(*path, std::ios::app)) {
+    Result<UniqueFd> opened =
+        ec ? Result<UniqueFd>(ErrnoError("create the directory of", *path, ec.value()))
+           : OpenForAppend(*path);
+    if (!opened.ok()) {
       return InvalidArgumentError("config: '" + *path +
                                   "' (log.metrics or log.routing_trace) cannot be opened for "
-                                  "writing; choose a writable path");
+                                  "writing (" +
+                                  opened.status().message() + "); choose a writable path");
     }
   }
   return Status::Ok();
@@ -106,11 +111,13 @@ class TrainingLoop {
       SY_RETURN_IF_ERROR(Resume());
     }
     if (!config_.log.metrics.empty() && trainer_.is_root()) {
-      metrics_.open(config_.log.metrics, std::ios::app);
-      if (!metrics_) {
+      Result<UniqueFd> opened = OpenForAppend(config_.log.metrics);
+      if (!opened.ok()) {
         return InvalidArgumentError("config: 'log.metrics' " + config_.log.metrics +
-                                    ": cannot open for writing; choose a writable path");
+                                    ": cannot open for writing (" + opened.status().message() +
+                                    "); choose a writable path");
       }
+      metrics_ = std::move(*opened);
     }
     style_ = config_.log.progress;
     if (style_ == ProgressStyle::kAuto) {
@@ -146,10 +153,7 @@ class TrainingLoop {
       if (!r.placement_change.empty()) {
         if (style_ == ProgressStyle::kBar) std::fprintf(out_, "\n");
         std::fprintf(out_, "%s\n", r.placement_change.c_str());
-        if (metrics_.is_open()) {
-          metrics_ << nlohmann::json({{"step", step}, {"rebalance", r.placement_change}}).dump()
-                   << "\n";
-        }
+        AppendMetrics(nlohmann::json({{"step", step}, {"rebalance", r.placement_change}}));
       }
       if (config_.train.eval_every > 0 && step % config_.train.eval_every == 0 && step < total) {
         SY_ASSIGN_OR_RETURN(EvalReport e, trainer_.Evaluate());
@@ -196,7 +200,11 @@ class TrainingLoop {
     const std::string& dir = config_.checkpoint.dir;
     if (dir.empty()) return Status::Ok();
     std::string warning;
-    SY_ASSIGN_OR_RETURN(dir_lock_, CheckpointDirLock::Acquire(dir, &warning));
+    DirectoryLockOptions lock;
+    lock.wait = config_.train.wait_for_lock;
+    lock.out = out_;
+    lock.stop = options_.stop;
+    SY_ASSIGN_OR_RETURN(dir_lock_, DirectoryLock::Acquire(dir, lock, &warning));
     if (!warning.empty()) std::fprintf(out_, "warning: %s\n", warning.c_str());
     SY_ASSIGN_OR_RETURN(std::vector<std::string> removed, RemoveStaleTemporaryFiles(dir));
     for (const std::string& path : removed) {
@@ -305,7 +313,7 @@ class TrainingLoop {
   }
 
   void LogStep(const StepReport& r, double tok_s) {
-    if (!metrics_.is_open()) return;
+    if (!metrics_.valid()) return;
     nlohmann::json line = {{"step", r.step},
                            {"loss", r.loss},
                            {"ce_loss", r.ce_loss},
@@ -344,12 +352,20 @@ class TrainingLoop {
           {"working_set_bytes", r.expert_working_set_bytes},
           {"replica_gradients", r.expert_replica_gradients}};
     }
-    metrics_ << line.dump() << "\n";
-    metrics_.flush();
+    AppendMetrics(line);
   }
 
-  void LogEval(const EvalReport& e) {
-    if (metrics_.is_open()) metrics_ << EvalLine(e, trainer_.dataset()).dump() << "\n";
+  void LogEval(const EvalReport& e) { AppendMetrics(EvalLine(e, trainer_.dataset())); }
+
+  // One line of log.metrics, when it is set (rank 0). A failed write (a full disk) is reported
+  // once and the run goes on: the metrics are a record, not the run's state.
+  void AppendMetrics(const nlohmann::json& line) {
+    if (!metrics_.valid()) return;
+    const Status written = WriteAll(metrics_.get(), config_.log.metrics, line.dump() + "\n");
+    if (!written.ok() && !metrics_failed_) {
+      std::fprintf(out_, "warning: log.metrics: %s\n", written.message().c_str());
+      metrics_failed_ = true;
+    }
   }
 
   void PrintProgress(const StepReport& r, int64_t total, double tok_s, double eta, bool log_now) {
@@ -375,13 +391,14 @@ class TrainingLoop {
   const TrainConfig& config_;
   std::FILE* out_;
   TrainingLoopOptions options_;
-  std::unique_ptr<CheckpointDirLock> dir_lock_;  // rank 0's, with checkpoint.dir
+  std::unique_ptr<DirectoryLock> dir_lock_;  // rank 0's, with checkpoint.dir
   bool resumed_ = false;
   // Resumed from a checkpoint other than the file a save of the resumed step writes
   // (--resume-from a file elsewhere, or a sharded checkpoint's directory).
   bool resumed_elsewhere_ = false;
   ProgressStyle style_ = ProgressStyle::kLines;
-  std::ofstream metrics_;  // rank 0's log.metrics, when set
+  UniqueFd metrics_;  // rank 0's log.metrics (appended to), when set
+  bool metrics_failed_ = false;
   Clock::time_point start_;
 };
 

@@ -12,7 +12,7 @@
 // "eval_loss", "eval_exact_match", "eval_tasks": {task: {"exact_match", "token_accuracy"}}}. A
 // step is logged every log.every steps, at the first step and at the last.
 //
-// checkpoint.dir. Rank 0 locks it for the run (checkpoint_dir_lock.h: a second run on the same
+// checkpoint.dir. Rank 0 locks it for the run (directory_lock.h: a second run on the same
 // directory is refused, naming the first one's pid and host), then removes the temporary files
 // that writers killed mid-save left there ("step-N.h5.tmp.PID" of a process that is gone), saying
 // so.

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 namespace sy::launcher {
@@ -25,42 +24,18 @@ std::string FormatMemory(double bytes) {
   return text;
 }
 
+// A setting as the user wrote it: 2.5 -> "2.5", 10000000 -> "10000000".
+std::string FormatSetting(double value) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.12g", value);
+  return text;
+}
+
 // A number for people: 1234567 -> "1234567", 1.6e9 -> "1.6e+09".
 std::string FormatCount(double n) {
   char text[48];
   std::snprintf(text, sizeof(text), n < 1e7 ? "%.0f" : "%.2g", n);
   return text;
-}
-
-// The value of `key` ("MemAvailable:") in /proc/meminfo, in bytes, or -1.
-double MemInfo(const char* key) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  double kib = 0;
-  std::string unit;
-  while (in >> name >> kib) {
-    std::getline(in, unit);
-    if (name == key) return kib * 1024;
-  }
-  return -1;
-}
-
-// What the cgroup (v2, then v1) still allows, or -1 when it sets no limit.
-double CgroupRoom() {
-  for (const auto& [limit_path, usage_path] :
-       {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-        std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                  "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
-    std::ifstream limit_in(limit_path), usage_in(usage_path);
-    std::string limit_text;
-    double usage = 0;
-    if (!(limit_in >> limit_text) || !(usage_in >> usage)) continue;
-    if (limit_text == "max") return -1;
-    const double limit = std::strtod(limit_text.c_str(), nullptr);
-    if (limit <= 0 || limit >= 1e18) return -1;  // v1 writes a huge number for "no limit"
-    return std::max(0.0, limit - usage);
-  }
-  return -1;
 }
 
 }  // namespace
@@ -141,6 +116,7 @@ TrainingMemoryEstimate EstimateTrainingMemory(const TrainConfig& config, int64_t
       compute_copy = ExpertWorkingSetBytes(config, moe_layers, world_size);
     }
     out.parameter_bytes = dense_params * per_parameter + compute_copy + cache;
+    out.store_cache_bytes = cache;
   }
   // Per token, what the forward keeps: the decoder layer's norms, attention input and output and
   // the residual (6 h), q/k/v and their rotated copies with the attention output (3 q + 3 kv),
@@ -189,6 +165,15 @@ Status CheckTrainingMemory(const TrainConfig& config, const TrainingMemoryEstima
                            FormatCount(static_cast<double>(config.data.batch_size) *
                                        static_cast<double>(config.data.seq_len)) +
                            " tokens a step";
+  const double rest = estimate.total() - estimate.store_cache_bytes;
+  if (estimate.store_cache_bytes > estimate.parameter_bytes - estimate.store_cache_bytes &&
+      rest < available_bytes) {
+    const double most_mib = std::floor((available_bytes - rest) / (1024.0 * 1024.0));
+    return ResourceExhaustedError(
+        "config: expert_store.cache_mib " + FormatSetting(config.expert_store.cache_mib) + " " +
+        need + "; the store's cache does not fit: lower expert_store.cache_mib to at most " +
+        FormatCount(most_mib));
+  }
   if (estimate.parameter_bytes >= available_bytes) {
     return ResourceExhaustedError(
         "config: the model (" + std::to_string(config.model.num_layers) + " layers, hidden " +
@@ -209,18 +194,6 @@ Status CheckTrainingMemory(const TrainConfig& config, const TrainingMemoryEstima
   const double max_rows = std::floor(max_tokens / seq_len) * w;
   return ResourceExhaustedError("config: " + step + " " + need +
                                 "; lower data.batch_size to at most " + FormatCount(max_rows));
-}
-
-double AvailableHostMemory() {
-  double available = MemInfo("MemAvailable:");
-  if (available < 0) return 0;
-  const double cgroup = CgroupRoom();
-  if (cgroup >= 0) available = std::min(available, cgroup);
-  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
-    const int ranks = std::atoi(local);
-    if (ranks > 1) available /= ranks;
-  }
-  return available;
 }
 
 }  // namespace sy::launcher

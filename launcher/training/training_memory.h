@@ -23,23 +23,26 @@
 // (at most min(local experts, global batch tokens x top_k) per MoE layer, 8 B per parameter, 16 B
 // on sim; launcher/training/expert_working_set.h).
 //
-// Ownership: value types. Thread-safety: pure functions, except AvailableHostMemory, which reads
-// /proc and /sys.
+// The memory available to check against: AvailableHostMemory (runtime/core/host_memory.h).
+//
+// Ownership: value types. Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
 
 #include "launcher/training/train_options.h"
+#include "runtime/core/host_memory.h"
 #include "runtime/core/status.h"
 
 namespace sy::launcher {
 
 struct TrainingMemoryEstimate {
-  double parameter_bytes = 0;   // values, gradients, optimizer moments (and host masters)
-  double activation_bytes = 0;  // one step's kept activations and logits, on the device
-  double data_bytes = 0;        // a train and an eval batch of token and target ids
-  double bytes_per_token = 0;   // activation_bytes + data_bytes per token of a step
-  double tokens_per_step = 0;   // this rank's rows x seq_len
+  double parameter_bytes = 0;    // values, gradients, optimizer moments (and host masters)
+  double activation_bytes = 0;   // one step's kept activations and logits, on the device
+  double data_bytes = 0;         // a train and an eval batch of token and target ids
+  double bytes_per_token = 0;    // activation_bytes + data_bytes per token of a step
+  double tokens_per_step = 0;    // this rank's rows x seq_len
+  double store_cache_bytes = 0;  // expert_store.cache_mib, within parameter_bytes
   double total() const { return parameter_bytes + activation_bytes + data_bytes; }
 };
 
@@ -63,14 +66,10 @@ bool UsesExpertWorkingSet(const TrainConfig& config);
 double ExpertWorkingSetBytes(const TrainConfig& config, double moe_layers, int world_size);
 
 // OK when `estimate` fits in `available_bytes`; otherwise ResourceExhausted that names the one
-// key to lower and the largest value that would fit: model.* when the parameters alone do not
-// fit, data.seq_len when one example does not, else data.batch_size.
+// key to lower and the largest value that would fit: expert_store.cache_mib when the store's
+// cache is most of the parameters' memory and a smaller one fits, model.* when the parameters
+// alone do not fit, data.seq_len when one example does not, else data.batch_size.
 Status CheckTrainingMemory(const TrainConfig& config, const TrainingMemoryEstimate& estimate,
                            double available_bytes, int world_size);
-
-// The memory this process can still take: MemAvailable, bounded by the cgroup's limit (a
-// container's), divided among the ranks of this node under mpirun
-// (OMPI_COMM_WORLD_LOCAL_SIZE). 0 when unknown (then nothing is checked).
-double AvailableHostMemory();
 
 }  // namespace sy::launcher

@@ -1,26 +1,19 @@
 #include "runtime/core/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <utility>
 
-#include "runtime/core/unique_fd.h"
+#include "runtime/core/regular_file.h"
 
 namespace sy {
 
 Result<MappedFile> MappedFile::Open(const std::string& path) {
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    const int err = errno;
-    if (err == ENOENT) return NotFoundError(path + " does not exist");
-    return ErrnoError("open", path, err);
-  }
+  SY_ASSIGN_OR_RETURN(const UniqueFd fd, OpenRegularFile(path));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("stat", path, errno);
-  if (!S_ISREG(st.st_mode)) return InvalidArgumentError(path + " is not a regular file");
   const auto size = static_cast<size_t>(st.st_size);
   if (size == 0) return MappedFile(path, nullptr, 0);
   // The mapping keeps the file open after the descriptor closes.

@@ -21,7 +21,8 @@ namespace sy {
 class MappedFile {
  public:
   // Maps all of `path` (MAP_PRIVATE, PROT_READ). NotFound "<path> does not exist";
-  // InvalidArgument "<path> is not a regular file"; IOError naming the failed call. An empty
+  // InvalidArgument "<path> is a directory, not a regular file" (a FIFO, a device: nothing blocks
+  // on them, runtime/core/regular_file.h); IOError naming the failed call. An empty
   // file maps to an empty span.
   static Result<MappedFile> Open(const std::string& path);
 

@@ -1,22 +1,16 @@
 #include "runtime/core/read_file.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-#include "runtime/core/unique_fd.h"
+#include "runtime/core/regular_file.h"
 
 namespace sy {
 
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes, std::string_view what) {
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) {
-    const int err = errno;
-    if (err == ENOENT) return NotFoundError(path + " does not exist");
-    return ErrnoError("open", path, err);
-  }
+  SY_ASSIGN_OR_RETURN(const UniqueFd fd, OpenRegularFile(path));
   auto too_large = [&] {
     std::string message = path + " is larger than " + std::to_string(max_bytes) + " bytes";
     if (!what.empty()) message += "; it is not " + std::string(what);
@@ -24,7 +18,6 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes, std::str
   };
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("stat", path, errno);
-  if (S_ISDIR(st.st_mode)) return InvalidArgumentError(path + " is a directory, not a file");
   // st_size is only a hint (0 for /proc files, and the file may grow): read to the end.
   const auto hinted = static_cast<size_t>(st.st_size > 0 ? st.st_size : 0);
   if (hinted > max_bytes) return too_large();

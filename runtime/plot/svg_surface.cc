@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
+#include "runtime/core/file_creation.h"
 #include "runtime/plot/bitmap_font.h"
 
 namespace sy::plot {
@@ -105,11 +105,7 @@ std::string SvgSurface::Document() const {
 }
 
 Status SvgSurface::Write(const std::string& path) const {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << Document();
-  file.close();
-  if (!file) return IOError("cannot write the SVG " + path);
-  return Status::Ok();
+  return WriteFileReplacing(path, Document()).WithContext("the SVG chart");
 }
 
 }  // namespace sy::plot

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/core/file_creation.h"
 #include "runtime/core/read_file.h"
 
 namespace sy::storage {
@@ -131,12 +132,7 @@ std::string FormatTrace(const AccessTrace& trace) {
 }
 
 Status WriteTraceFile(const std::string& path, const AccessTrace& trace) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return IOError("trace " + path + ": cannot open it for writing");
-  out << FormatTrace(trace);
-  out.flush();
-  if (!out) return IOError("trace " + path + ": write failed (disk full?)");
-  return Status::Ok();
+  return WriteFileReplacing(path, FormatTrace(trace)).WithContext("trace " + path);
 }
 
 Result<AccessTrace> GenerateZipfTrace(const ZipfTraceOptions& o) {

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "runtime/core/temporary_cleanup.h"
 #include "storage/formats/text_file.h"
 #include "storage/hdf5/durable_replace.h"
 
@@ -139,7 +140,7 @@ struct FileCloser {
 }  // namespace
 
 Status WriteGguf(const std::string& path, std::span<const GgufKeyValue> metadata,
-                 std::span<const GgufTensorToWrite> tensors) {
+                 std::span<const GgufTensorToWrite> tensors, bool replace_existing) {
   uint32_t alignment = kGgufDefaultAlignment;
   std::set<std::string> keys;
   for (const GgufKeyValue& kv : metadata) {
@@ -191,16 +192,17 @@ Status WriteGguf(const std::string& path, std::span<const GgufKeyValue> metadata
   }
   header.Pad(alignment);
 
-  const std::string temp = TemporaryPathFor(path);
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(temp.c_str(), "wb"));
-  if (!f) return ErrnoError("cannot create", temp, errno);
+  ScopedTemporary staged(TemporaryPathFor(path));
+  const std::string& temp = staged.path();
+  // "x": O_EXCL, which never opens a file or a symbolic link that is there already.
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(temp.c_str(), "wbx"));
+  if (!f) return CreationError("create", temp, errno);
   auto write = [&](const void* p, size_t n) -> Status {
     if (n > 0 && std::fwrite(p, 1, n, f.get()) != n) return ErrnoError("cannot write", temp, errno);
     return Status::Ok();
   };
   auto fail = [&](Status s) {
     f.reset();
-    std::remove(temp.c_str());
     return s;
   };
   if (Status s = write(header.bytes().data(), header.bytes().size()); !s.ok()) return fail(s);
@@ -221,15 +223,12 @@ Status WriteGguf(const std::string& path, std::span<const GgufKeyValue> metadata
     if (Status s = write(zeros.data(), pad); !s.ok()) return fail(s);
   }
   if (std::fflush(f.get()) != 0) return fail(ErrnoError("cannot write", temp, errno));
-  if (std::fclose(f.release()) != 0) {
-    std::remove(temp.c_str());
-    return ErrnoError("cannot close", temp, errno);
-  }
-  if (Status s = DurablyReplace(temp, path); !s.ok()) {
-    std::remove(temp.c_str());
-    return s;
-  }
-  return Status::Ok();
+  if (std::fclose(f.release()) != 0) return ErrnoError("cannot close", temp, errno);
+  bool renamed = false;
+  const Status placed = replace_existing ? DurablyReplace(temp, path, &renamed)
+                                         : DurablyPlaceNew(temp, path, &renamed);
+  if (renamed) staged.Release();
+  return placed;
 }
 
 }  // namespace sy::storage

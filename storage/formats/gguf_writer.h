@@ -38,7 +38,9 @@ struct GgufTensorToWrite {
   std::function<Status(std::span<uint8_t> out)> fill;
 };
 
+// `replace_existing` false: AlreadyExists "<path> exists" rather than replacing a file that is
+// at `path`, or appears there while writing (`convert` never overwrites).
 Status WriteGguf(const std::string& path, std::span<const GgufKeyValue> metadata,
-                 std::span<const GgufTensorToWrite> tensors);
+                 std::span<const GgufTensorToWrite> tensors, bool replace_existing = true);
 
 }  // namespace sy::storage

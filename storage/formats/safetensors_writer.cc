@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "runtime/core/temporary_cleanup.h"
 #include "storage/formats/text_file.h"
 #include "storage/hdf5/durable_replace.h"
 
@@ -26,21 +27,6 @@ struct FileCloser {
 };
 
 // Removes the temporary file unless released.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  ~TempFile() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-  void Release() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
 Result<uint64_t> TensorBytesOf(const SafetensorsTensorSource& t) {
   uint64_t bytes = SafetensorsDTypeSize(t.dtype);
   bool zero = false;
@@ -86,9 +72,9 @@ Status WriteFile(const std::string& path, const std::vector<SafetensorsTensorSou
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  TempFile temp(TemporaryPathFor(path));
+  ScopedTemporary temp(TemporaryPathFor(path));
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(temp.path().c_str(), "wbx"));
-  if (!f) return ErrnoError("create", temp.path(), errno);
+  if (!f) return CreationError("create", temp.path(), errno);
   uint8_t prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
   SY_RETURN_IF_ERROR(WriteAll(f.get(), prefix, 8, temp.path()));
@@ -113,9 +99,9 @@ Status WriteFile(const std::string& path, const std::vector<SafetensorsTensorSou
 }
 
 Status WriteText(const std::string& path, const std::string& text) {
-  TempFile temp(TemporaryPathFor(path));
+  ScopedTemporary temp(TemporaryPathFor(path));
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(temp.path().c_str(), "wbx"));
-  if (!f) return ErrnoError("create", temp.path(), errno);
+  if (!f) return CreationError("create", temp.path(), errno);
   SY_RETURN_IF_ERROR(WriteAll(f.get(), text.data(), text.size(), temp.path()));
   std::FILE* raw = f.release();
   if (std::fclose(raw) != 0) return ErrnoError("close", temp.path(), errno);

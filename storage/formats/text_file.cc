@@ -1,20 +1,11 @@
 #include "storage/formats/text_file.h"
 
-#include <fstream>
 #include <set>
 #include <vector>
 
 namespace sy::storage {
 
 using nlohmann::json;
-
-Status WriteTextFile(const std::string& path, std::string_view text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) return IOError("cannot write " + path);
-  return Status::Ok();
-}
 
 std::string Quote(std::string_view s) {
   constexpr size_t kMax = 80;

@@ -1,4 +1,3 @@
-// WriteTextFile: a report or table to a file (to read a whole file, runtime/core/read_file.h).
 // ParseStrictJson: JSON from an untrusted file, refusing duplicate keys and deep nesting. Quote: a
 // string from a file, made safe to print.
 //
@@ -13,10 +12,6 @@
 #include "runtime/core/status.h"
 
 namespace sy::storage {
-
-// Writes `text` to `path`, replacing the file (not atomically: a report or a table, not state).
-// IOError naming the path.
-Status WriteTextFile(const std::string& path, std::string_view text);
 
 // Deepest nesting of objects and arrays that ParseStrictJson accepts.
 inline constexpr int kMaxJsonDepth = 64;

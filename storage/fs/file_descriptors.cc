@@ -16,6 +16,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/core/file_creation.h"
+#include "runtime/core/regular_file.h"
+
 namespace sy::storage {
 namespace {
 
@@ -33,14 +36,22 @@ struct FreeDeleter {
 }  // namespace
 
 Result<FilePair> OpenFilePair(const std::string& path, const OpenOptions& options, bool direct) {
-  int flags = O_CLOEXEC | (options.read_only ? O_RDONLY : O_RDWR);
-  if (options.create) flags |= O_CREAT;
-  if (options.truncate) flags |= O_TRUNC;
   FilePair pair;
-  pair.buffered = UniqueFd(::open(path.c_str(), flags, 0644));
-  if (!pair.buffered.valid()) return ErrnoError("open", path, errno);
+  if (options.create && options.exclusive) {
+    SY_ASSIGN_OR_RETURN(pair.buffered, CreateNewFile(path, 0644, !options.read_only));
+  } else if (options.create) {
+    // Created when missing, never through a symbolic link; then checked as any open is.
+    SY_ASSIGN_OR_RETURN(pair.buffered,
+                        OpenNoFollow(path, O_CREAT | O_NONBLOCK | O_NOCTTY |
+                                               (options.read_only ? O_RDONLY : O_RDWR)));
+    SY_RETURN_IF_ERROR(RequireRegularFile(pair.buffered.get(), path));
+  } else {
+    SY_ASSIGN_OR_RETURN(
+        pair.buffered, OpenRegularFile(path, (options.read_only ? O_RDONLY : O_RDWR) | O_NOFOLLOW));
+  }
+  if (options.truncate) SY_RETURN_IF_ERROR(FdTruncate(pair.buffered.get(), path, 0));
   if (!direct) return pair;
-  int direct_flags = O_CLOEXEC | O_DIRECT | (options.read_only ? O_RDONLY : O_RDWR);
+  int direct_flags = O_CLOEXEC | O_NOFOLLOW | O_DIRECT | (options.read_only ? O_RDONLY : O_RDWR);
   pair.direct = UniqueFd(::open(path.c_str(), direct_flags));
   if (!pair.direct.valid()) {
     int err = errno;

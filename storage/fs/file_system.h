@@ -54,6 +54,11 @@ struct OpenOptions {
   bool create = false;     // Default: false. Create the file when it does not exist.
   bool truncate = false;   // Default: false. Truncate it to 0 bytes on open.
   bool read_only = false;  // Default: false. Open for reading only; writes fail.
+  // Default: false. With `create`: the path must not exist, not even as a symbolic link
+  // (AlreadyExists, or FailedPrecondition naming the link). Every file system refuses to follow a
+  // symbolic link where it opens or creates a file (a store file, a scratch file), and to open
+  // anything but a regular file (runtime/core/file_creation.h, runtime/core/regular_file.h).
+  bool exclusive = false;
 };
 
 class File {
@@ -102,7 +107,8 @@ class FileSystem {
 
   virtual Result<std::unique_ptr<File>> Open(const std::string& path,
                                              const OpenOptions& options) = 0;
-  // Atomically replaces `to` with `from` (rename(2) semantics).
+  // Atomically renames `from` to `to`, which must not exist: AlreadyExists "<to> exists" when
+  // anything is there, whenever it appeared (renameat2 RENAME_NOREPLACE). Nothing is replaced.
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   virtual Status Remove(const std::string& path) = 0;
   virtual Result<bool> Exists(const std::string& path) = 0;

@@ -84,6 +84,8 @@ Result<std::unique_ptr<File>> MemFileSystem::Open(const std::string& path,
     if (it == files_.end()) {
       if (!options.create) return NotFoundError("open " + path + ": no such file");
       it = files_.emplace(path, std::make_shared<Data>()).first;
+    } else if (options.create && options.exclusive) {
+      return AlreadyExistsError(path + " exists");
     }
     data = it->second;
   }
@@ -98,6 +100,7 @@ Status MemFileSystem::Rename(const std::string& from, const std::string& to) {
   MutexLock lock(&mutex_);
   auto it = files_.find(from);
   if (it == files_.end()) return NotFoundError("rename " + from + ": no such file");
+  if (files_.count(to) != 0) return AlreadyExistsError(to + " exists");
   std::shared_ptr<Data> data = it->second;
   files_.erase(it);
   files_[to] = std::move(data);

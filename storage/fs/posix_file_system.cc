@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "runtime/core/file_creation.h"
 #include "storage/fs/file_descriptors.h"
 
 namespace sy::storage {
@@ -59,10 +60,7 @@ Result<bool> PosixFileSystem::Exists(const std::string& path) { return PosixExis
 Status PosixFileSystem::SyncDir(const std::string& dir) { return PosixSyncDir(dir); }
 
 Status PosixRename(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    return ErrnoError("rename", from + " -> " + to, errno);
-  }
-  return Status::Ok();
+  return RenameNoReplace(from, to);
 }
 
 Status PosixRemove(const std::string& path) {
@@ -71,8 +69,9 @@ Status PosixRemove(const std::string& path) {
 }
 
 Result<bool> PosixExists(const std::string& path) {
+  // lstat: a symbolic link is something there, even a dangling one (opening it then says so).
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) return true;
+  if (::lstat(path.c_str(), &st) == 0) return true;
   if (errno == ENOENT) return false;
   return ErrnoError("stat", path, errno);
 }

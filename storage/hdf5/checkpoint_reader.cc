@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "runtime/config/edit_distance.h"
+#include "runtime/core/regular_file.h"
 #include "storage/hdf5/checkpoint_layout.h"
 #include "storage/hdf5/hdf5_attributes.h"
 #include "storage/hdf5/hdf5_dtype.h"
@@ -35,11 +36,13 @@ Status CheckLooksLikeHdf5(const std::string& path) {
   if (S_ISDIR(st.st_mode)) {
     return InvalidArgumentError(where + "is a directory; pass a checkpoint file");
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open checkpoint", path, errno);
+  if (!S_ISREG(st.st_mode)) {  // a FIFO would hang the open, a device the reads
+    return InvalidArgumentError(where + "is " + std::string(FileKindName(st.st_mode)) +
+                                ", not a regular file; pass a checkpoint file");
+  }
+  SY_ASSIGN_OR_RETURN(const UniqueFd fd, OpenRegularFile(path));
   std::array<unsigned char, 8> head{};
-  const ssize_t n = ::read(fd, head.data(), head.size());
-  ::close(fd);
+  const ssize_t n = ::read(fd.get(), head.data(), head.size());
   if (n < 0) return ErrnoError("read checkpoint", path, errno);
   if (static_cast<size_t>(n) < head.size()) {
     return DataLossError(where + "only " + std::to_string(st.st_size) +

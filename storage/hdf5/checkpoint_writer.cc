@@ -62,11 +62,12 @@ Status CreateParentGroups(hid_t file, hid_t group_create, const std::string& nam
 
 }  // namespace
 
-CheckpointWriter::CheckpointWriter(std::string path, std::string temp_path,
+CheckpointWriter::CheckpointWriter(std::string path, ScopedTemporary temp,
                                    std::unique_ptr<File> file,
                                    const CheckpointWriterOptions& options)
     : path_(std::move(path)),
-      temp_path_(std::move(temp_path)),
+      temp_path_(temp.path()),
+      temp_(std::move(temp)),
       file_(std::move(file)),
       options_(options) {}
 
@@ -80,13 +81,13 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(
                                 std::to_string(options.shard_index) + " of " +
                                 std::to_string(options.num_shards) + " is out of range");
   }
-  const std::string temp_path = TemporaryPathFor(path);
-  // Creating the file ourselves first gives the OS's own reason when it cannot be created.
-  const int fd = ::open(temp_path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return ErrnoError("checkpoint " + path + ": create temporary file", temp_path, errno);
-  }
-  ::close(fd);
+  // Registered before it exists: a signal at any later instant removes it.
+  ScopedTemporary temp(TemporaryPathFor(path));
+  const std::string& temp_path = temp.path();
+  // Creating the file ourselves first gives the OS's own reason when it cannot be created, and
+  // never opens a file or link that is there already (HDF5 then opens the file just created).
+  SY_RETURN_IF_ERROR(
+      CreateNewFile(temp_path).status().WithContext("checkpoint " + path + ": temporary file"));
 
   Hdf5Lock lock;
   auto file = std::make_unique<File>();
@@ -102,17 +103,15 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(
       H5Pset_obj_track_times(file->group_create.get(), false) < 0 ||
       !file->dataset_create.valid() ||
       H5Pset_obj_track_times(file->dataset_create.get(), false) < 0) {
-    ::unlink(temp_path.c_str());
     return InternalError("checkpoint " + path + ": HDF5 file properties: " + Hdf5ErrorText());
   }
   file->file = Hdf5File(H5Fcreate(temp_path.c_str(), H5F_ACC_TRUNC, create.get(), access.get()));
   if (!file->file.valid()) {
     const std::string detail = Hdf5ErrorText();
-    ::unlink(temp_path.c_str());
     return IOError("checkpoint " + path + ": cannot create HDF5 file " + temp_path + ": " + detail);
   }
   return std::unique_ptr<CheckpointWriter>(
-      new CheckpointWriter(path, temp_path, std::move(file), options));
+      new CheckpointWriter(path, std::move(temp), std::move(file), options));
 }
 
 Status CheckpointWriter::CheckOpen() const {
@@ -280,10 +279,16 @@ Status CheckpointWriter::Commit() {
   }
   file_.reset();
   bool renamed = false;
-  if (status.ok()) status = DurablyReplace(temp_path_, path_, &renamed);
-  if (renamed) return status.WithContext("checkpoint " + path_);
+  if (status.ok()) {
+    status = options_.replace_existing ? DurablyReplace(temp_path_, path_, &renamed)
+                                       : DurablyPlaceNew(temp_path_, path_, &renamed);
+  }
+  if (renamed) {
+    temp_.Release();
+    return status.WithContext("checkpoint " + path_);
+  }
   if (!status.ok()) {
-    ::unlink(temp_path_.c_str());
+    temp_.Remove();
     return status.WithContext("checkpoint " + path_ +
                               ": commit failed, the previous file is "
                               "untouched");
@@ -300,7 +305,7 @@ void CheckpointWriter::Discard() {
     file_->file.Close();
   }
   file_.reset();
-  ::unlink(temp_path_.c_str());
+  temp_.Remove();
 }
 
 }  // namespace sy

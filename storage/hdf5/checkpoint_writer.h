@@ -10,10 +10,12 @@
 //   SY_RETURN_IF_ERROR(writer->SetText(kCheckpointDataPositionKey, batcher.SavePosition()));
 //   SY_RETURN_IF_ERROR(writer->Commit());
 //
-// Atomicity. Everything is written to "<path>.tmp.<pid>"; Commit flushes and closes it, fsyncs
+// Atomicity. Everything is written to a new temporary beside `path` (TemporaryPathFor, created
+// with O_EXCL|O_NOFOLLOW: runtime/core/file_creation.h); Commit flushes and closes it, fsyncs
 // it, renames it over `path` and fsyncs the directory. Until Commit returns OK the file at `path`
 // (the previous checkpoint, if any) is untouched, so a crash or SIGKILL mid-save never destroys
-// it; at worst a stale "<path>.tmp.<pid>" is left behind. The one failure after the rename, the
+// it; at worst a stale temporary is left behind (SIGINT and SIGTERM remove it:
+// runtime/core/temporary_cleanup.h). The one failure after the rename, the
 // directory's fsync, leaves the new file complete at `path` and says so (a power cut may still
 // undo the rename); every earlier failure says the previous file is untouched. A writer destroyed
 // without Commit deletes its temporary file.
@@ -44,6 +46,7 @@
 #include "runtime/core/dtype.h"
 #include "runtime/core/shape.h"
 #include "runtime/core/status.h"
+#include "runtime/core/temporary_cleanup.h"
 #include "runtime/core/tensor.h"
 
 namespace sy {
@@ -52,6 +55,10 @@ struct CheckpointWriterOptions {
   // This file's shard of a sharded save. Default: 0 of 1 (an unsharded checkpoint).
   int shard_index = 0;
   int num_shards = 1;
+  // Default: true (a training run's checkpoint replaces one of the same step). false: Commit
+  // never replaces anything at `path`, even what appeared there during the save (AlreadyExists
+  // "<path> exists"; `convert`, which never overwrites).
+  bool replace_existing = true;
 };
 
 class CheckpointWriter {
@@ -84,7 +91,7 @@ class CheckpointWriter {
 
  private:
   struct File;  // the HDF5 ids, kept out of this header
-  CheckpointWriter(std::string path, std::string temp_path, std::unique_ptr<File> file,
+  CheckpointWriter(std::string path, ScopedTemporary temp, std::unique_ptr<File> file,
                    const CheckpointWriterOptions& options);
 
   Status CheckOpen() const;
@@ -93,6 +100,7 @@ class CheckpointWriter {
 
   std::string path_;
   std::string temp_path_;
+  ScopedTemporary temp_;        // removes temp_path_ unless committed
   std::unique_ptr<File> file_;  // null once committed or discarded
   CheckpointWriterOptions options_;
   int64_t step_ = 0;

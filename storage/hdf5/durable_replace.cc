@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -24,24 +25,10 @@ Status FsyncOpened(const std::string& path, int flags, const char* what) {
   return Status::Ok();
 }
 
-// The pid of a name TemporaryPathFor makes ("x.tmp.1234" -> 1234), or -1.
-pid_t TemporaryFileOwner(const std::string& name) {
-  const size_t at = name.rfind(".tmp.");
-  if (at == std::string::npos || at == 0) return -1;
-  const std::string digits = name.substr(at + 5);
-  if (digits.empty() || digits.size() > 9) return -1;
-  pid_t pid = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return -1;
-    pid = pid * 10 + (c - '0');
-  }
-  return pid > 0 ? pid : -1;
-}
-
 // Whether `name` is a temporary TemporaryPathFor made in a process that is gone from this machine
 // (kill(pid, 0) fails with ESRCH; EPERM means it exists under another user).
 bool OwnerIsGone(const std::string& name) {
-  const pid_t pid = TemporaryFileOwner(name);
+  const pid_t pid = TemporaryPathOwner(name);
   if (pid < 0 || pid == ::getpid()) return false;
   return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
@@ -67,14 +54,18 @@ Status DurablyReplace(const std::string& temp_path, const std::string& final_pat
   return FsyncParentDirectoryAfterRename(final_path);
 }
 
+Status DurablyPlaceNew(const std::string& temp_path, const std::string& final_path, bool* renamed) {
+  if (renamed != nullptr) *renamed = false;
+  SY_RETURN_IF_ERROR(FsyncFile(temp_path));
+  SY_RETURN_IF_ERROR(RenameNoReplace(temp_path, final_path));
+  if (renamed != nullptr) *renamed = true;
+  return FsyncParentDirectoryAfterRename(final_path);
+}
+
 Status FsyncParentDirectoryAfterRename(const std::string& final_path) {
   return FsyncParentDirectory(final_path)
       .WithContext(final_path +
                    " is complete under its name, but a power cut may still undo the rename");
-}
-
-std::string TemporaryPathFor(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
 }
 
 Result<std::vector<std::string>> RemoveStaleTemporaryFiles(const std::string& dir) {
@@ -104,8 +95,11 @@ Result<std::vector<std::string>> RemoveStaleTemporariesOf(const std::string& fin
   if (ec) return removed;  // no directory yet: nothing was staged there
   for (const std::filesystem::directory_entry& entry : it) {
     const std::string name = entry.path().filename().string();
+    // TemporaryPathFor(final_path)'s names only: "<name>.tmp.<pid>[.<hex>]", nothing more.
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
-        name.rfind(".tmp.") != prefix.size() - 5 || !OwnerIsGone(name)) {
+        std::count(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(), '.') >
+            1 ||
+        TemporaryPathOwner(name) < 0 || !OwnerIsGone(name)) {
       continue;
     }
     const std::string path = entry.path().string();

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/core/check.h"
+#include "runtime/core/file_creation.h"
 
 namespace sy::storage {
 namespace {
@@ -29,11 +30,21 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::Create(FileSystem* fs, const s
     return AlreadyExistsError("expert store " + path +
                               " already exists: open it, or remove it to start over");
   }
-  std::string tmp = path + ".tmp";
+  // A new, unpredictable name, created exclusively: nothing planted can be followed or truncated,
+  // and two creators never share it. Removed on every failure below.
+  const std::string tmp = TemporaryPathFor(path);
+  struct RemoveOnFailure {
+    FileSystem* fs;
+    const std::string& tmp;
+    bool keep = false;
+    ~RemoveOnFailure() {
+      if (!keep) fs->Remove(tmp).IgnoreError();
+    }
+  } remove_on_failure{fs, tmp};
   {
     OpenOptions open_options;
     open_options.create = true;
-    open_options.truncate = true;
+    open_options.exclusive = true;
     SY_ASSIGN_OR_RETURN(std::unique_ptr<File> file, fs->Open(tmp, open_options));
     // Reserve every block now: a full disk shows up here, not in the middle of training.
     SY_RETURN_IF_ERROR(file->Preallocate(sb.file_bytes));
@@ -60,7 +71,15 @@ Result<std::unique_ptr<ExpertStore>> ExpertStore::Create(FileSystem* fs, const s
     SY_RETURN_IF_ERROR(file->Write(1 * kStoreBlock, super_buffer->data(), kStoreBlock));
     SY_RETURN_IF_ERROR(file->Sync());
   }
-  SY_RETURN_IF_ERROR(fs->Rename(tmp, path));
+  // Never replaces: a store another process created meanwhile stays, and this one fails.
+  if (Status placed = fs->Rename(tmp, path); !placed.ok()) {
+    if (placed.code() == StatusCode::kAlreadyExists) {
+      return AlreadyExistsError("expert store " + path +
+                                " was created by another process meanwhile; open it instead");
+    }
+    return placed;
+  }
+  remove_on_failure.keep = true;
   // The store is in place; a failed directory sync may still lose the rename in a power cut.
   SY_RETURN_IF_ERROR(fs->SyncDir(DirName(path)).WithContext("create expert store " + path));
   return Open(fs, path, options);

@@ -92,8 +92,10 @@ struct StoreStats {
 class ExpertStore {
  public:
   // Creates a new store file at `path` (AlreadyExists if it is there): preallocated in full
-  // (fallocate, so ENOSPC comes now rather than mid-training), written to `path`.tmp, synced,
-  // renamed into place and the directory synced. Every extent starts unwritten.
+  // (fallocate, so ENOSPC comes now rather than mid-training), written to a new temporary
+  // (TemporaryPathFor, created exclusively), synced, renamed into place without replacing
+  // anything (AlreadyExists when a concurrent creator got there first) and the directory synced.
+  // Every extent starts unwritten.
   static Result<std::unique_ptr<ExpertStore>> Create(FileSystem* fs, const std::string& path,
                                                      const StoreLayout& layout,
                                                      const StoreOptions& options = {});

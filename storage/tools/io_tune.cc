@@ -7,7 +7,12 @@
 #include <memory>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/core/buffer.h"
+#include "runtime/core/file_creation.h"
+#include "runtime/core/temporary_cleanup.h"
+#include "storage/hdf5/durable_replace.h"
 
 namespace sy::storage {
 namespace {
@@ -119,25 +124,21 @@ Result<TuneResult> RunIoTune(const TuneOptions& options,
     std::memcpy(data + i, &x, 8);
   }
 
-  const std::string path = options.dir + "/switchyard-tune-io.dat";
-  // The scratch file goes on every way out (a failed lay-out too), unless keep_file.
-  struct RemoveScratch {
-    const std::string& path;
-    bool keep;
-    ~RemoveScratch() {
-      if (keep) return;
-      Result<std::unique_ptr<FileSystem>> posix = MakeFileSystem("posix");
-      if (!posix.ok()) return;
-      Result<bool> exists = (*posix)->Exists(path);
-      if (exists.ok() && *exists) (*posix)->Remove(path).IgnoreError();
-    }
-  } remove_scratch{path, options.keep_file};
+  // The scratch file: a new, unpredictable name, created exclusively (nothing planted in the
+  // directory is followed or truncated); removed on every way out, Ctrl-C and SIGTERM included,
+  // unless keep_file. What a killed run left is removed first.
+  const std::string base = options.dir + "/switchyard-tune-io.dat";
+  SY_ASSIGN_OR_RETURN(std::vector<std::string> stale, RemoveStaleTemporariesOf(base));
+  for (const std::string& old : stale)
+    spdlog::info("tune-io: removed {}, left by a killed run", old);
+  ScopedTemporary scratch(TemporaryPathFor(base));
+  const std::string& path = scratch.path();
   {
     // Lay the file out once, untimed, so no point pays for block allocation.
     SY_ASSIGN_OR_RETURN(std::unique_ptr<FileSystem> posix, MakeFileSystem("posix"));
     OpenOptions create;
     create.create = true;
-    create.truncate = true;
+    create.exclusive = true;
     SY_ASSIGN_OR_RETURN(std::unique_ptr<File> file, posix->Open(path, create));
     SY_RETURN_IF_ERROR(file->Write(0, data, bytes).WithContext("tune-io: lay out " + path));
     SY_RETURN_IF_ERROR(file->Sync().WithContext("tune-io: lay out " + path));
@@ -183,6 +184,10 @@ Result<TuneResult> RunIoTune(const TuneOptions& options,
     if (!status.ok()) break;
   }
   SY_RETURN_IF_ERROR(status);
+  if (options.keep_file) {
+    result.kept_file = path;
+    scratch.Release();
+  }
   return result;
 }
 

@@ -4,7 +4,9 @@
 //
 // Each point moves `bytes_per_point` bytes sequentially through a UringFileSystem built with
 // that block size and queue depth (O_DIRECT): writes first (then fdatasync, counted), then reads.
-// The scratch file is removed at the end, after a failure too, unless keep_file.
+// The scratch file (a new name each run, "<dir>/switchyard-tune-io.dat.tmp.<pid>.<hex>") is removed
+// at the end, after a failure and on SIGINT/SIGTERM too, unless keep_file (then kept_file names
+// it).
 //
 // Thread-safety: RunIoTune may run concurrently with itself on different directories.
 #pragma once
@@ -49,6 +51,7 @@ struct TuneResult {
   std::vector<TunePoint> points;
   TunePoint best_read;
   TunePoint best_write;
+  std::string kept_file;  // the scratch file's name with keep_file, else empty
 };
 
 Result<TuneResult> RunIoTune(const TuneOptions& options,

@@ -15,11 +15,15 @@
 #include <random>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/buffer.h"
+#include "runtime/core/file_creation.h"
 #include "runtime/core/statistics.h"
+#include "runtime/core/temporary_cleanup.h"
 #include "runtime/core/unique_fd.h"
+#include "storage/hdf5/durable_replace.h"
 #include "storage/store/expert_store.h"
 #include "storage/tools/io_tune.h"
 
@@ -195,6 +199,15 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
   }
   IoOptions setup_io = options.io;
   SY_ASSIGN_OR_RETURN(std::unique_ptr<FileSystem> setup_fs, MakeFileSystem("posix", setup_io));
+  // The stores go in a new scratch directory of their own, removed with everything in it on
+  // every way out (Ctrl-C and SIGTERM included, a store's own creation temporary too). What a
+  // killed run left is removed first.
+  const std::string base = options.dir + "/switchyard-bench";
+  SY_ASSIGN_OR_RETURN(std::vector<std::string> stale, RemoveStaleTemporariesOf(base));
+  for (const std::string& old : stale)
+    spdlog::info("bench store: removed {}, left by a killed run", old);
+  ScopedTemporary scratch(TemporaryPathFor(base));
+  SY_RETURN_IF_ERROR(CreateNewDirectory(scratch.path()).WithContext("bench store"));
 
   for (uint64_t extent : options.extent_bytes) {
     if (extent == 0 || extent % 4096 != 0) {
@@ -202,10 +215,7 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
                                   " must be a positive multiple of 4 KiB");
     }
     auto experts = static_cast<uint32_t>(std::max<uint64_t>(1, options.bytes_per_size / extent));
-    std::string path =
-        options.dir + "/switchyard-bench-" + std::to_string(extent >> 10) + "k.store";
-    SY_ASSIGN_OR_RETURN(bool exists, setup_fs->Exists(path));
-    if (exists) SY_RETURN_IF_ERROR(setup_fs->Remove(path));
+    const std::string path = scratch.path() + "/" + std::to_string(extent >> 10) + "k.store";
 
     StoreLayout layout;
     layout.num_layers = 1;
@@ -344,7 +354,7 @@ Result<StoreBenchReport> RunStoreBench(const StoreBenchOptions& options,
         }
       }
     }
-    SY_RETURN_IF_ERROR(setup_fs->Remove(path));
+    SY_RETURN_IF_ERROR(setup_fs->Remove(path));  // the disk back before the next size
     SY_RETURN_IF_ERROR(status);
   }
   return report;

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -103,8 +104,14 @@ TEST(CheckpointCrashTest, SigkillMidSaveKeepsThePreviousCheckpoint) {
   EXPECT_LT(written, kMaxTensors) << "the kill should land mid-save";
 
   // The interrupted save left its temporary file, partly written; the checkpoint is the old one.
-  const std::string temp = path + ".tmp." + std::to_string(child);
-  ASSERT_TRUE(std::filesystem::exists(temp));
+  std::string temp;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (entry.path().string().starts_with(path + ".tmp." + std::to_string(child) + ".")) {
+      temp = entry.path().string();
+    }
+  }
+  ASSERT_FALSE(temp.empty()) << "the killed save left no temporary";
+  EXPECT_EQ(TemporaryPathOwner(std::filesystem::path(temp).filename().string()), child);
   EXPECT_GT(std::filesystem::file_size(temp), kTensorsBeforeKill * kTensorFloats * sizeof(float));
   ExpectCheckpoint(path, 100, 1.0f);
 
@@ -159,16 +166,20 @@ TEST(CheckpointCrashTest, RemovesOnlyTheTemporariesOfDeadProcesses) {
     return dir.File(name);
   };
   const std::string of_dead = touch("step-00000575.h5.tmp." + std::to_string(dead));
+  const std::string of_dead_named = touch("step-00000580.h5.tmp." + std::to_string(dead) + ".0f3a");
   const std::string of_alive = touch("step-00000600.h5.tmp." + std::to_string(alive));
   const std::string of_self = touch("step-00000610.h5.tmp." + std::to_string(::getpid()));
-  const std::string other_names[] = {touch("notes.tmp.x"), touch("step-00000500.h5"),
-                                     touch("x.tmp."), touch("x.tmp.12a")};
+  const std::string other_names[] = {touch("notes.tmp.x"),  touch("step-00000500.h5"),
+                                     touch("x.tmp."),       touch("x.tmp.12a"),
+                                     touch("x.tmp.12.xyz"), touch("x.tmp.12.")};
 
   Result<std::vector<std::string>> removed = RemoveStaleTemporaryFiles(dir.path().string());
   ::kill(alive, SIGKILL);
   ::waitpid(alive, nullptr, 0);
   ASSERT_TRUE(removed.ok()) << removed.status().ToString();
-  EXPECT_EQ(*removed, std::vector<std::string>{of_dead});
+  std::vector<std::string> sorted = *removed;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<std::string>{of_dead, of_dead_named}));
   EXPECT_FALSE(std::filesystem::exists(of_dead));
   EXPECT_TRUE(std::filesystem::exists(of_alive));
   EXPECT_TRUE(std::filesystem::exists(of_self));
@@ -186,7 +197,7 @@ TEST(CheckpointCrashTest, RemovesTheStaleTemporariesOfOneOutput) {
   if (dead == 0) _exit(0);
   ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
   const std::string out = dir.File("hf");
-  const std::string staging = out + ".tmp." + std::to_string(dead);
+  const std::string staging = out + ".tmp." + std::to_string(dead) + ".00ff";
   std::filesystem::create_directory(staging);
   std::ofstream(staging + "/model.safetensors.tmp." + std::to_string(dead)) << "partial";
   const std::string file = dir.File("model.gguf.tmp." + std::to_string(dead));

@@ -259,7 +259,7 @@ TEST(CheckpointTest, CommitReplacesAndDiscardLeavesNoTrace) {
     // Destroyed without Commit: the previous checkpoint stays, the temporary file goes.
     auto writer = NewWriter(path);
     temp = writer->temp_path();
-    EXPECT_EQ(temp, path + ".tmp." + std::to_string(::getpid()));
+    EXPECT_EQ(temp.rfind(path + ".tmp." + std::to_string(::getpid()) + ".", 0), 0u) << temp;
     ASSERT_TRUE(writer->AddTensor("w", DType::kF32, Shape{10}, second.data()).ok());
     EXPECT_TRUE(std::filesystem::exists(temp));
   }

@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "runtime/core/file_creation.h"
 #include "storage/fs/mem_file_system.h"
 
 namespace sy::reliability {
@@ -40,17 +41,27 @@ struct NamedPoint {
   int64_t skip = 0;
 };
 
+// A temporary's name is new in every run ("x.tmp.<pid>.<hex>", runtime/core/file_creation.h):
+// a rule names it by "x.tmp.", which every run's temporary of x contains.
+std::string StableName(const std::string& path) {
+  const size_t at = path.rfind(".tmp.");
+  const size_t slash = path.rfind('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (at == std::string::npos || TemporaryPathOwner(name) < 0) return path;
+  return path.substr(0, at + 5);
+}
+
 std::vector<NamedPoint> NamePoints(const std::vector<FaultPoint>& journal) {
   std::vector<NamedPoint> points;
   for (size_t i = 0; i < journal.size(); ++i) {
+    const std::string name = StableName(journal[i].path);
     int64_t earlier = 0;
     for (size_t j = 0; j < i; ++j) {
-      if (journal[j].op == journal[i].op &&
-          journal[j].path.find(journal[i].path) != std::string::npos) {
+      if (journal[j].op == journal[i].op && journal[j].path.find(name) != std::string::npos) {
         ++earlier;
       }
     }
-    points.push_back(NamedPoint{journal[i].op, journal[i].path, earlier});
+    points.push_back(NamedPoint{journal[i].op, name, earlier});
   }
   return points;
 }

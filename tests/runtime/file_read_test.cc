@@ -71,7 +71,7 @@ TEST(ReadFileTest, ErrorsNameThePath) {
 
   r = ReadFile(dir.path());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(), dir.path() + " is a directory, not a file");
+  EXPECT_EQ(r.status().message(), dir.path() + " is a directory, not a regular file");
 
   const std::string big = dir.Write("big", std::string(100, 'x'));
   EXPECT_TRUE(ReadFile(big, 100).ok());
@@ -111,7 +111,7 @@ TEST(MappedFileTest, EmptyMissingAndDirectory) {
   EXPECT_EQ(missing.status().message(), dir.path() + "/nope does not exist");
   Result<MappedFile> directory = MappedFile::Open(dir.path());
   EXPECT_EQ(directory.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(directory.status().message(), dir.path() + " is not a regular file");
+  EXPECT_EQ(directory.status().message(), dir.path() + " is a directory, not a regular file");
 }
 
 }  // namespace

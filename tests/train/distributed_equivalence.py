@@ -155,8 +155,10 @@ def check_store(store_dir, output, np_, experts_per_layer, before, metrics, what
     store holds exactly its ranks' files; a run that found files of another layout (`before`: the
     experts per layer of the run before it, None for none) said it rebuilt them; its metrics carry
     the store's counters."""
+    # Each rank's store file and its lock (launcher/training/directory_lock.h), nothing else.
     files = sorted(os.listdir(store_dir))
-    expected = sorted(f"rank-{r}.store" for r in range(np_))
+    expected = sorted([f"rank-{r}.store" for r in range(np_)] +
+                      [f"rank-{r}.lock" for r in range(np_)])
     if files != expected:
         sys.exit(f"FAIL: {what}: store files {files}, expected {expected}")
     if before is not None and before != experts_per_layer:

@@ -5,12 +5,16 @@
 // checkpoint resumes on the store; each expert's state is read at most once per step; sparse_adam
 // really skips the zero-gradient steps; a cache that holds no expert is a clear error.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launcher/training/train_checkpoint.h"
@@ -317,6 +321,61 @@ TEST(ExpertStoreTrainingTest, ACacheThatHoldsNoExpertIsAClearError) {
   EXPECT_EQ(t.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(t.status().message().find("expert_store.cache_mib"), std::string::npos)
       << t.status().message();
+}
+
+// Issue 46, finding 6: a second run on an expert_store.dir in use fails at once, naming the
+// holder's pid, host and start time; with train.wait_for_lock it says it waits, and goes on once
+// the holder is gone.
+TEST(ExpertStoreTrainingTest, ASecondRunOnTheStoreFailsAtOnceNamingTheHolder) {
+  TempDir dir("store-lock");
+  const std::string store = dir / "store";
+  const std::vector<std::string> sets = WithStore(SparseRouting(), store, 4, 0.5);
+  auto first = Trainer::Create(Load(sets));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+
+  const auto start = std::chrono::steady_clock::now();
+  auto second = Trainer::Create(Load(sets));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string want = "expert_store.dir " + store + " is locked by pid " +
+                           std::to_string(::getpid()) + " on host " + host + " since ";
+  EXPECT_NE(second.status().message().find(want), std::string::npos) << second.status().message();
+  EXPECT_NE(second.status().message().find("--wait-for-lock"), std::string::npos);
+  EXPECT_LT(waited, 2.0) << "it must not wait without --wait-for-lock";
+
+  std::vector<std::string> waiting = sets;
+  waiting.push_back("train.wait_for_lock=true");
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    first->reset();
+  });
+  auto third = Trainer::Create(Load(waiting));
+  release.join();
+  EXPECT_TRUE(third.ok()) << third.status().message();
+}
+
+// What a run killed while creating its store left (the store's temporary, as large as the store)
+// is removed by the next run on that directory; a live process's is kept.
+TEST(ExpertStoreTrainingTest, ARunRemovesTheStoreTemporaryAKilledRunLeft) {
+  TempDir dir("store-stale");
+  const std::string store = dir / "store";
+  std::filesystem::create_directories(store);
+  const pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string left = store + "/rank-0.store.tmp." + std::to_string(dead) + ".00c0ffee";
+  const std::string live = store + "/rank-0.store.tmp." + std::to_string(::getpid()) + ".0b0e";
+  std::ofstream(left) << "half a store";
+  std::ofstream(live) << "a store being created";
+  auto trainer = Trainer::Create(Load(WithStore(SparseRouting(), store, 4, 0.5)));
+  ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+  EXPECT_FALSE(std::filesystem::exists(left));
+  EXPECT_TRUE(std::filesystem::exists(live));
 }
 
 }  // namespace

@@ -141,8 +141,10 @@ def main():
         ckpt = f"step-{more:08d}.h5"
         compare_checkpoints(f"{tmp}/store-ckpt/{ckpt}", f"{tmp}/memory-ckpt/{ckpt}", 0.0, 0.0)
         print("resume: 2 more steps from both checkpoints, bit-identical")
+    # Each rank's store file and its lock (launcher/training/directory_lock.h), nothing else.
     files = sorted(os.listdir(f"{tmp}/store"))
-    expected = sorted(f"rank-{r}.store" for r in range(args.np))
+    expected = sorted([f"rank-{r}.store" for r in range(args.np)] +
+                      [f"rank-{r}.lock" for r in range(args.np)])
     if files != expected:
         sys.exit(f"FAIL: store files {files}, expected {expected}")
     print(f"{args.steps} steps, {slots} of {local} experts cached per rank: losses, parameters, "

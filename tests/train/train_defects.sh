@@ -141,7 +141,7 @@ lock)
   kill -TERM "$pid"
   wait "$pid"
   [[ $rc -eq 1 ]] || fail "the second run exited $rc (want 1)"
-  grep -q "is in use by another training run (pid $pid on host $(hostname)" "$dir/second.txt" ||
+  grep -q "is locked by pid $pid on host $(hostname) since " "$dir/second.txt" ||
     fail "the refusal does not name the first run (pid $pid)"
   echo "PASS: a second run on the same checkpoint.dir is refused, naming pid $pid"
   ;;

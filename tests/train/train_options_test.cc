@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,26 @@ TEST(TrainOptionsTest, TinyAndSmallConfigsBind) {
   Result<TrainConfig> small = LoadTrainConfigFile(SY_SMALL_CONFIG, {});
   ASSERT_TRUE(small.ok()) << small.status().message();
   EXPECT_GT(small->model.hidden_size, tiny->model.hidden_size);
+}
+
+// Issue 46: no example puts state in a fixed path under a world-writable directory, where another
+// user could plant a link before the run creates it.
+TEST(TrainOptionsTest, NoExampleKeepsStateUnderTmp) {
+  const std::filesystem::path configs = std::filesystem::path(SY_TINY_CONFIG).parent_path();
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(configs)) {
+    if (entry.path().extension() != ".json") continue;
+    Result<TrainConfig> config = LoadTrainConfigFile(entry.path().string(), {});
+    if (!config.ok()) continue;  // not a training config
+    ++checked;
+    for (const std::string* path : {&config->checkpoint.dir, &config->expert_store.dir,
+                                    &config->log.metrics, &config->log.routing_trace}) {
+      EXPECT_FALSE(path->starts_with("/tmp") || path->starts_with("/var/tmp") ||
+                   path->starts_with("/dev/shm"))
+          << entry.path() << ": " << *path;
+    }
+  }
+  EXPECT_GE(checked, 5);
 }
 
 TEST(TrainOptionsTest, OverridesApply) {

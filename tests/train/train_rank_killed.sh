@@ -109,7 +109,7 @@ if (( run_resume )); then
       echo "FAIL: the resumed run did not rebuild rank 0's store for its 3 experts a layer"; exit 1
     fi
     files=$(ls "$dir/store" | tr '\n' ' ')
-    if [[ "$files" != "rank-0.store rank-1.store " ]]; then
+    if [[ "$files" != "rank-0.lock rank-0.store rank-1.lock rank-1.store " ]]; then
       echo "FAIL: store files after the resume: $files"; exit 1
     fi
   fi

@@ -5,6 +5,7 @@
 #include "launcher/training/training_loop.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/training/checkpoint_dir_lock.h"
+#include "launcher/training/directory_lock.h"
 #include "tests/temp_dir.h"
 
 namespace sy::launcher {
@@ -465,7 +466,7 @@ TEST(TrainerTest, ResumePastTrainStepsSaysSo) {
 TEST(TrainerTest, SecondRunOnACheckpointDirIsRefused) {
   TempDir dir("lock");
   std::string warning;
-  auto held = CheckpointDirLock::Acquire(dir.path(), &warning);
+  auto held = DirectoryLock::Acquire(dir.path(), DirectoryLockOptions{}, &warning);
   ASSERT_TRUE(held.ok()) << held.status().message();
   EXPECT_EQ(warning, "");
   const std::vector<std::string> sets = {"train.steps=1", "train.eval_batches=1",
@@ -485,6 +486,42 @@ TEST(TrainerTest, SecondRunOnACheckpointDirIsRefused) {
   RunTiny(sets, &outcome);
   EXPECT_TRUE(outcome.ok()) << outcome.status().message();
   EXPECT_TRUE(std::filesystem::exists(dir / "step-00000001.h5"));
+}
+
+// Issue 46, finding 3: a symbolic link or a FIFO planted where the lock file goes is refused,
+// naming it; the link's target keeps its bytes. The holder's line names its start time.
+TEST(TrainerTest, APlantedLockFileIsRefused) {
+  TempDir dir("lock-planted");
+  const std::string victim = dir / "victim";
+  std::ofstream(victim) << "precious";
+  const std::string lock = DirectoryLock::LockPath(dir.path(), "switchyard.lock");
+  ASSERT_EQ(::symlink(victim.c_str(), lock.c_str()), 0);
+  std::string warning;
+  auto held = DirectoryLock::Acquire(dir.path(), DirectoryLockOptions{}, &warning);
+  ASSERT_FALSE(held.ok());
+  EXPECT_EQ(held.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(held.status().message().find(lock + " is a symbolic link (to " + victim + ")"),
+            std::string::npos)
+      << held.status().message();
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "precious");
+
+  ASSERT_EQ(::unlink(lock.c_str()), 0);
+  ASSERT_EQ(::mkfifo(lock.c_str(), 0600), 0);
+  held = DirectoryLock::Acquire(dir.path(), DirectoryLockOptions{}, &warning);
+  ASSERT_FALSE(held.ok());
+  EXPECT_NE(held.status().message().find(lock + " is a FIFO (named pipe), not a regular file"),
+            std::string::npos)
+      << held.status().message();
+
+  ASSERT_EQ(::unlink(lock.c_str()), 0);
+  held = DirectoryLock::Acquire(dir.path(), DirectoryLockOptions{}, &warning);
+  ASSERT_TRUE(held.ok()) << held.status().message();
+  std::ifstream holder(lock);
+  std::string line;
+  std::getline(holder, line);
+  EXPECT_EQ(line.rfind("pid " + std::to_string(::getpid()) + " on host ", 0), 0u) << line;
+  EXPECT_NE(line.find(" since 20"), std::string::npos) << line;
 }
 
 // Issue 20, defect 4: a run removes the temporary files that a killed save left in checkpoint.dir

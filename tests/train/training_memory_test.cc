@@ -90,6 +90,23 @@ TEST(TrainingMemoryTest, SuggestedValuesFit) {
 
   // The data-parallel ranks each hold their share of the global batch.
   EXPECT_DOUBLE_EQ(EstimateTrainingMemory(tiny, 64, 4).tokens_per_step, base.tokens_per_step / 4);
+  // Issue 46: a store cache larger than the machine names expert_store.cache_mib, and its
+  // suggestion fits.
+  TrainConfig cached = LoadTiny({"expert_store.dir=\"/tmp/unused\"", "expert_store.cache_mib=1"});
+  const double with_small_cache = EstimateTrainingMemory(cached, 64, 1).total();
+  cached.expert_store.cache_mib = 1e7;
+  s = CheckTrainingMemory(cached, EstimateTrainingMemory(cached, 64, 1), with_small_cache + 5e6, 1);
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("config: expert_store.cache_mib 10000000 needs about"),
+            std::string::npos)
+      << s.message();
+  const int64_t mib = Suggested(s.message(), "expert_store.cache_mib");
+  EXPECT_GE(mib, 5) << s.message();
+  cached.expert_store.cache_mib = static_cast<double>(mib);
+  EXPECT_TRUE(
+      CheckTrainingMemory(cached, EstimateTrainingMemory(cached, 64, 1), with_small_cache + 5e6, 1)
+          .ok());
+
   // Nothing is checked when the memory is unknown.
   EXPECT_TRUE(CheckTrainingMemory(big, EstimateTrainingMemory(big, 64, 1), 0, 1).ok());
   EXPECT_GT(AvailableHostMemory(), 0);
