@@ -3,7 +3,8 @@
 // (launcher/inference_session.h: the same sources, devices and expert policies).
 //
 //   switchyard serve --model DIR|CKPT [--host 127.0.0.1 --port 8080 --parallel 4
-//                    --kv-cache-mib 1024 --context N --model-name NAME --http-threads N]
+//                    --kv-cache-mib 1024 --context N --model-name NAME --http-threads N
+//                    --drain-seconds S]
 //                    [--device cpu --dtype bf16 --threads N --policy NAME ...]
 //
 // The KV cache holds --parallel requests of --context tokens each (prompt + answer); --context
@@ -12,8 +13,9 @@
 // end-of-sequence ids (generation_config.json) are used when the model directory has them.
 //
 // stderr gets the load line and "listening on http://HOST:PORT" once requests are taken. SIGINT
-// or SIGTERM: no new requests, the ones in flight are finished and answered, then exit 0; a second
-// signal ends the process at once.
+// or SIGTERM: no new requests, the ones in flight are finished and answered (for at most
+// --drain-seconds; then every connection is closed, whatever its client does), then exit 0; a
+// second signal ends the process at once.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -38,6 +40,7 @@
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
 #include "launcher/serving/server.h"
+#include "runtime/core/host_memory.h"
 #include "runtime/core/progress.h"
 #include "runtime/model/kv_cache.h"
 
@@ -116,6 +119,10 @@ class ServeCommand : public Command {
     app.add_option("--http-threads", server_.http_threads,
                    "Connections answered at once (default 0: 4 x --parallel + 16)")
         ->check(CLI::Range(0, 4096).description("an integer from 0 to 4096"));
+    app.add_option("--drain-seconds", server_.drain_seconds,
+                   "On SIGTERM or SIGINT, how long the requests in flight may run before every "
+                   "connection is closed (default 30)")
+        ->check(CLI::Range(0.0, 86400.0).description("seconds from 0 to 86400"));
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -204,6 +211,23 @@ class ServeCommand : public Command {
                                   std::to_string(fits) + " tokens per request for --parallel " +
                                   std::to_string(parallel_) + " (" + std::to_string(per_token) +
                                   " bytes per token); raise it or lower --parallel");
+    }
+    // On cpu and sim the KV cache is host memory: refused before it is allocated when the machine
+    // cannot hold it, with the largest settings that fit.
+    if (options_.device == "cpu" || options_.device == "sim") {
+      const double available = AvailableHostMemory();
+      const double kv_bytes = static_cast<double>(per_token) * parallel_ * served.context;
+      if (available > 0 && kv_bytes > available) {
+        const auto most_context =
+            static_cast<long long>(available / (static_cast<double>(per_token) * parallel_));
+        return ResourceExhaustedError(
+            "the KV cache of --parallel " + std::to_string(parallel_) + " requests of " +
+            std::to_string(served.context) + " tokens needs " + FormatGiB(kv_bytes) +
+            ", and this machine has " + FormatGiB(available) +
+            " available; lower --kv-cache-mib to at most " +
+            std::to_string(static_cast<long long>(available / (1 << 20))) +
+            ", or --context to at most " + std::to_string(most_context));
+      }
     }
     served.context_why = served.context < wanted
                              ? "--kv-cache-mib " + std::to_string(kv_cache_mib_) +

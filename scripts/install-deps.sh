@@ -13,7 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev libicu-dev
   libxxhash-dev libcpp-httplib-dev libpng-dev
-  fio curl
+  fio curl iproute2
   python3 python3-numpy python3-torch python3-h5py python3-pip
   python3-yaml python3-requests python3-typing-extensions python3-jinja2
 )

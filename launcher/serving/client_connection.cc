@@ -25,12 +25,12 @@ bool Numeric(const sockaddr_storage& addr, socklen_t len, std::string* host, int
   return true;
 }
 
-}  // namespace
-
-ClientConnection ClientConnection::Find(const std::string& local_addr, int local_port,
-                                        const std::string& remote_addr, int remote_port) {
+// Calls `visit(fd, self_host, self_port, peer_host, peer_port)` for every connected socket of
+// this process until it returns true; returns that socket, or -1.
+template <typename Visit>
+int FindSocket(Visit visit) {
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return ClientConnection(-1);
+  if (dir == nullptr) return -1;
   int found = -1;
   while (dirent* e = readdir(dir)) {
     char* end = nullptr;
@@ -47,14 +47,34 @@ ClientConnection ClientConnection::Find(const std::string& local_addr, int local
     std::string peer_host, self_host;
     int peer_port = -1, self_port = -1;
     if (Numeric(peer, peer_len, &peer_host, &peer_port) &&
-        Numeric(self, self_len, &self_host, &self_port) && peer_host == remote_addr &&
-        peer_port == remote_port && self_host == local_addr && self_port == local_port) {
+        Numeric(self, self_len, &self_host, &self_port) &&
+        visit(static_cast<int>(fd), self_host, self_port, peer_host, peer_port)) {
       found = static_cast<int>(fd);
       break;
     }
   }
   closedir(dir);
-  return ClientConnection(found);
+  return found;
+}
+
+}  // namespace
+
+ClientConnection ClientConnection::Find(const std::string& local_addr, int local_port,
+                                        const std::string& remote_addr, int remote_port) {
+  return ClientConnection(FindSocket([&](int, const std::string& self_host, int self_port,
+                                         const std::string& peer_host, int peer_port) {
+    return peer_host == remote_addr && peer_port == remote_port && self_host == local_addr &&
+           self_port == local_port;
+  }));
+}
+
+int ClientConnection::ShutdownAll(int local_port) {
+  int count = 0;
+  FindSocket([&](int fd, const std::string&, int self_port, const std::string&, int) {
+    if (self_port == local_port && shutdown(fd, SHUT_RDWR) == 0) ++count;
+    return false;  // every one
+  });
+  return count;
 }
 
 bool ClientConnection::Gone() const {

@@ -23,6 +23,11 @@ class ClientConnection {
   static ClientConnection Find(const std::string& local_addr, int local_port,
                                const std::string& remote_addr, int remote_port);
 
+  // Shuts down (both ways) every accepted connection of this process on `local_port`, whoever
+  // holds it: a client trickling its headers, an idle keep-alive one, one mid-answer. Their
+  // threads' reads and writes then fail at once. Returns how many were shut down.
+  static int ShutdownAll(int local_port);
+
   bool found() const { return fd_ >= 0; }
   // True once the client has closed or reset the connection. Never blocks.
   bool Gone() const;

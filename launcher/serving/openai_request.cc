@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
+#include <string_view>
 #include <utility>
 
 #include "storage/formats/text_file.h"
@@ -119,6 +121,37 @@ Result<int32_t> TokenId(const json& v, std::string_view field) {
   return static_cast<int32_t>(v.get<int64_t>());
 }
 
+// Every field a request may carry: those this server implements, those it refuses unless they
+// hold their neutral value (below), and `user` (an end-user id, which changes nothing). Any other
+// field (repetition_penalty, min_p, typical_p, mirostat, guided_json, ...) is refused: a field
+// that would be ignored is an answer the client did not ask for.
+// clang-format off
+constexpr std::string_view kCommonFields[] = {
+    "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stream", "stream_options",
+    "stop", "stop_token_ids", "ignore_eos", "user", "n", "best_of", "echo", "logprobs",
+    "top_logprobs", "presence_penalty", "frequency_penalty", "suffix", "logit_bias", "tools",
+    "functions", "response_format"};
+// clang-format on
+constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens"};
+constexpr std::string_view kCompletionFields[] = {"prompt"};
+
+Status RefuseUnknownFields(const json& root, bool chat) {
+  for (const auto& [name, value] : root.items()) {
+    bool known = false;
+    for (std::string_view f : kCommonFields) known = known || name == f;
+    for (std::string_view f : chat ? std::span<const std::string_view>(kChatFields)
+                                   : std::span<const std::string_view>(kCompletionFields)) {
+      known = known || name == f;
+    }
+    if (!known) {
+      return InvalidArgumentError("the field " + storage::Quote(name) +
+                                  " is not supported by this server (docs/serving.md lists the "
+                                  "fields it takes)");
+    }
+  }
+  return Status::Ok();
+}
+
 // Fields this server does not implement: refused unless they have their neutral value.
 Status RefuseUnsupported(const json& root) {
   auto neutral = [&](std::string_view name, const json& ok_value) -> Status {
@@ -152,6 +185,7 @@ Status RefuseUnsupported(const json& root) {
 }
 
 Result<SamplingParams> ParseSampling(const json& root, bool chat) {
+  SY_RETURN_IF_ERROR(RefuseUnknownFields(root, chat));
   SY_RETURN_IF_ERROR(RefuseUnsupported(root));
   SamplingParams p;
   SY_ASSIGN_OR_RETURN(p.stream, GetBool(root, "stream", false));
@@ -166,7 +200,15 @@ Result<SamplingParams> ParseSampling(const json& root, bool chat) {
   SY_ASSIGN_OR_RETURN(std::optional<double> temperature, GetNumber(root, "temperature", 0, 2));
   if (temperature) p.temperature = static_cast<float>(*temperature);
   SY_ASSIGN_OR_RETURN(std::optional<double> top_p, GetNumber(root, "top_p", 0, 1, true));
-  if (top_p) p.top_p = static_cast<float>(*top_p);
+  if (top_p) {
+    p.top_p = static_cast<float>(*top_p);
+    if (!(p.top_p > 0)) {  // a positive value below f32's range
+      return InvalidArgumentError("'top_p' is " + json(*top_p).dump() +
+                                  ", which is 0 in single precision; it must be in (0, 1] and at "
+                                  "least " +
+                                  json(std::numeric_limits<float>::denorm_min()).dump());
+    }
+  }
   SY_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, GetInt(root, "top_k", -1, INT32_MAX));
   if (top_k) p.top_k = static_cast<int32_t>(std::max<int64_t>(0, *top_k));
   SY_ASSIGN_OR_RETURN(std::optional<int64_t> seed, GetInt(root, "seed", INT64_MIN, INT64_MAX));

@@ -1,10 +1,14 @@
 #include "launcher/serving/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "launcher/serving/answer_stream.h"
@@ -77,6 +81,12 @@ Server::Server(ServedModel model, EngineThread& engine, ServerOptions options)
     return new httplib::ThreadPool(static_cast<size_t>(threads));
   };
   http_->set_payload_max_length(kMaxBodyBytes);
+  // httplib's own options, and the listening socket noted for Bind (the last one made is the one
+  // that bound).
+  http_->set_socket_options([this](int sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = sock;
+  });
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Completions(req, res, /*chat=*/false);
   });
@@ -104,9 +114,16 @@ Server::Server(ServedModel model, EngineThread& engine, ServerOptions options)
     snapshot.queued = engine_.queued();
     res.set_content(metrics_.Render(snapshot), "text/plain; version=0.0.4");
   });
-  // Routes that do not exist, bodies over the limit: an OpenAI error body instead of an empty one.
-  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
+  // Routes that do not exist, bodies over the limit: an OpenAI error body instead of an empty one,
+  // and a count in /metrics (the handlers count their own answers).
+  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // A handler's own answers have a body and are counted already; so is 499 (a client gone).
+    if (!res.body.empty() || res.status == 499) return;
+    metrics_.RequestStarted();
+    metrics_.RequestFinished(req.path == "/v1/completions"        ? "completions"
+                             : req.path == "/v1/chat/completions" ? "chat_completions"
+                                                                  : "other",
+                             res.status, -1.0);
     const std::string message =
         res.status == 404 ? "no route " + req.method + " " + req.path
         : res.status == 413
@@ -126,6 +143,10 @@ Status Server::Bind() {
   } else {
     port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
   }
+  // The kernel's queue of connections not yet accepted: cpp-httplib (Debian's, compiled) listens
+  // with 5, which reset some of 64 clients' connections under load (issue 46, finding 5). A second
+  // listen() on the socket raises it to SOMAXCONN (the kernel's net.core.somaxconn bounds it).
+  if (port_ >= 0 && listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
   if (port_ < 0) {
     return UnavailableError("cannot listen on " + options_.host + ":" +
                             std::to_string(options_.port) +
@@ -136,7 +157,9 @@ Status Server::Bind() {
 }
 
 Status Server::Serve() {
-  if (!http_->listen_after_bind()) {
+  const bool listened = http_->listen_after_bind();
+  served_ = true;
+  if (!listened) {
     return IOError("the listening socket on " + options_.host + ":" + std::to_string(port_) +
                    " failed");
   }
@@ -144,16 +167,36 @@ Status Server::Serve() {
 }
 
 void Server::Shutdown() {
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(options_.drain_seconds * 1000));
+  bool cut = false;
   {
     MutexLock lock(&mu_);
     draining_ = true;
+    // The requests in flight run to their end, until the deadline.
+    while (active_ != 0) {
+      if (idle_.WaitUntil(&mu_, deadline)) {
+        cut = active_ != 0;
+        break;
+      }
+    }
   }
-  engine_.Drain();
-  {
-    MutexLock lock(&mu_);
-    while (active_ != 0) idle_.Wait(&mu_);
+  http_->stop();  // no new connections
+  // Every connection is closed, whatever its client does (a trickled header, an idle keep-alive,
+  // an answer cut at the deadline): httplib's threads then end, and Serve returns. Repeated until
+  // it does, for connections accepted just before the listener closed.
+  int closed = 0;
+  while (!served_.load()) {
+    closed += ClientConnection::ShutdownAll(port_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  http_->stop();
+  if (cut || closed > 0) {
+    std::fprintf(stderr, "drain: %s; closed %d connection%s that remained (--drain-seconds %g)\n",
+                 cut ? "requests still running at the deadline were cut" : "every request done",
+                 closed, closed == 1 ? "" : "s", options_.drain_seconds);
+  }
+  engine_.Drain();  // quick now: every handler has cancelled or finished its request
 }
 
 void Server::Leave() {
@@ -257,6 +300,24 @@ void Server::Completions(const httplib::Request& req, httplib::Response& res, bo
   }
   metrics_.RequestStarted();
   int code = 400;
+  // The body is JSON: a Content-Type that says otherwise (text/plain, a form) is refused rather
+  // than parsed anyway. A request without one is taken as JSON, as curl -d users expect.
+  const std::string type = req.get_header_value("Content-Type");
+  std::string media;
+  for (char c : type.substr(0, type.find(';'))) {
+    if (c != ' ' && c != '\t') {
+      media += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  if (!type.empty() && media != "application/json") {
+    code = 415;
+    Error(res, code,
+          "the request body must be JSON (Content-Type: application/json), not '" +
+              media.substr(0, 80) + "'");
+    metrics_.RequestFinished(endpoint, code, -1.0);
+    Leave();
+    return;
+  }
   Result<Prepared> prepared = Prepare(req.body, chat, &code);
   if (!prepared.ok()) {
     Error(res, code, prepared.status().message());

@@ -24,7 +24,9 @@
 // which frees its batch slot at the next token boundary, and is counted with code 499.
 //
 // Shutdown (from any thread, e.g. on SIGTERM): new requests get 503, the requests in flight run
-// to their end and are answered, then Serve returns.
+// to their end and are answered, for at most ServerOptions::drain_seconds; then every connection
+// is closed, whatever its client does (one trickling its headers, an idle keep-alive, an answer
+// still running at the deadline), and Serve returns.
 //
 // Ownership: borrows the engine thread, the tokenizer and the chat template (all outlive the
 // server). Thread-safety: Bind and Serve on one thread; Shutdown and port() from any thread.
@@ -68,6 +70,9 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;       // 0: any free port (port() says which)
   int http_threads = 0;  // connections answered at once; 0: 4 x the engine's batch + 16
+  // Default: 30. How long Shutdown lets the requests in flight finish before it closes every
+  // connection (`--drain-seconds`).
+  double drain_seconds = 30;
 };
 
 class Server {
@@ -84,8 +89,8 @@ class Server {
   const ServedModel& model() const { return model_; }
   // Answers requests until Shutdown has drained them. IOError if the listening socket fails.
   Status Serve();
-  // Stops taking requests (503), waits for those in flight to be answered, makes Serve return.
-  // Idempotent; returns once the drain is done.
+  // Stops taking requests (503), waits up to drain_seconds for those in flight to be answered,
+  // closes every connection, makes Serve return. Call once; returns once Serve has returned.
   void Shutdown();
 
  private:
@@ -105,10 +110,12 @@ class Server {
   EngineThread& engine_;
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_socket_ = -1;  // httplib's listening socket, once Bind made it
   ServerMetrics metrics_;
   int port_ = 0;
   int64_t started_ = 0;  // Unix seconds
   std::atomic<bool> draining_{false};
+  std::atomic<bool> served_{false};  // Serve has returned
   std::atomic<int64_t> next_id_{1};
 
   Mutex mu_;

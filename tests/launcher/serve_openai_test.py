@@ -288,6 +288,31 @@ def test_text_server(binary, model_dir, work):
                          headers={"Content-Type": "application/json"}, timeout=30)
         check(raw.status_code == 400 and "not valid JSON" in raw.json()["error"]["message"],
               f"malformed JSON: {raw.status_code} {raw.text[:120]}")
+        # Issue 46, finding 5: the listening socket's backlog (ss's Send-Q) is the kernel's
+        # maximum, not cpp-httplib's 5.
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"],
+                                   capture_output=True, text=True)
+        fields = listening.stdout.split()
+        check(listening.returncode == 0 and len(fields) >= 3 and int(fields[2]) >= 128,
+              f"the listen backlog is at least 128: {listening.stdout.strip()}")
+        # Issue 46, finding 9: a body that is not JSON by its Content-Type (415), a body over the
+        # limit (413, counted in /metrics below) and sampling fields this server does not know
+        # (400 naming each) are refused, not guessed at or ignored.
+        raw = httpx.post(server.base + "/v1/completions", content=b'{"prompt": "x"}',
+                         headers={"Content-Type": "text/plain"}, timeout=30)
+        check(raw.status_code == 415 and "must be JSON" in raw.json()["error"]["message"],
+              f"a text/plain body: {raw.status_code} {raw.text[:120]}")
+        raw = httpx.post(server.base + "/v1/completions", content=b" " * (9 << 20),
+                         headers={"Content-Type": "application/json"}, timeout=60)
+        check(raw.status_code == 413, f"a body over the limit: {raw.status_code} {raw.text[:120]}")
+        for field in ["repetition_penalty", "min_p", "typical_p", "mirostat", "guided_json"]:
+            expect_error(openai.BadRequestError,
+                         lambda: client.completions.create(model=MODEL_NAME, prompt="x",
+                                                           extra_body={field: 1}),
+                         f"unsupported field {field}", f'the field "{field}" is not supported')
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt="x", top_p=1e-300),
+                     "top_p 1e-300", "'top_p' is 1e-300")
         expect_error(openai.BadRequestError,
                      lambda: client.completions.create(model=MODEL_NAME, prompt="x",
                                                        max_tokens="many"),
@@ -359,8 +384,12 @@ def test_text_server(binary, model_dir, work):
         check(values.get('switchyard_requests_total{endpoint="completions",code="200"}', 0) >= 20
               and values.get('switchyard_requests_total{endpoint="completions",code="400"}', 0)
               >= 8 and values.get("switchyard_time_to_first_token_seconds_count", 0) >= 20
-              and 'code="-1"' not in text,
-              "/metrics counts the requests by status code, and their times to first token")
+              and values.get('switchyard_requests_total{endpoint="completions",code="413"}', 0)
+              == 1
+              and values.get('switchyard_requests_total{endpoint="completions",code="415"}', 0)
+              == 1 and 'code="-1"' not in text,
+              "/metrics counts the requests by status code (413 and 415 too), and their times to first "
+              "token")
         check(values.get("switchyard_generated_tokens_total", 0) > 0 and
               values.get('switchyard_expert_cache_hit_rate{policy="resident",tier="device"}') == 1,
               "/metrics counts tokens and the resident device tier's hit rate")

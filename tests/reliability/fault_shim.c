@@ -14,7 +14,9 @@
 //   SY_FAULT_AT       fail the n-th watched call (1-based; unset or 0: fail nothing)
 //   SY_FAULT_KIND     EIO, ENOSPC (the call returns -1 with that errno; a stream call returns its
 //                     failure value, and an fclose still closes), crash (SIGKILL before the
-//                     call) or torn (a write stores its first half, then SIGKILL)
+//                     call), torn (a write stores its first half, then SIGKILL), or SIGINT /
+//                     SIGTERM (that signal sent to the process before the call, as a user or a
+//                     scheduler would: its handlers run, and the call goes ahead if it lives)
 //
 // Thread-safety: the call counter is atomic; the fd table is a fixed array of atomics.
 #define _GNU_SOURCE
@@ -43,6 +45,7 @@ static long fail_at;
 static int fail_errno;
 static int fail_crash;
 static int fail_torn;
+static int fail_signal;
 static int ops_read, ops_write = 1, ops_sync = 1, ops_rename = 1;
 static int journal_fd = -1;
 static char fd_paths[kNamedFds][256];  // the watched paths of fds below kNamedFds, for the journal
@@ -61,6 +64,10 @@ __attribute__((constructor)) static void Init(void) {
     fail_crash = 1;
   else if (strcmp(kind, "torn") == 0)
     fail_torn = 1;
+  else if (strcmp(kind, "SIGINT") == 0)
+    fail_signal = SIGINT;
+  else if (strcmp(kind, "SIGTERM") == 0)
+    fail_signal = SIGTERM;
   const char* ops = getenv("SY_FAULT_OPS");
   if (ops != NULL) {
     ops_read = strstr(ops, "read") != NULL;
@@ -92,6 +99,10 @@ static int Decide(const char* op, const char* path) {
   long n = atomic_fetch_add(&calls, 1) + 1;
   Journal(n, op, path);
   if (n != fail_at) return 0;
+  if (fail_signal) {
+    kill(getpid(), fail_signal);
+    return 0;
+  }
   if (fail_crash) kill(getpid(), SIGKILL);
   if (fail_torn) {
     if (strcmp(op, "write") == 0) return 2;

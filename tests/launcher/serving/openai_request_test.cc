@@ -16,8 +16,7 @@ TEST(OpenAiRequestTest, CompletionWithTextPromptAndEveryField) {
     "model": "tiny", "prompt": "Hello", "stream": true, "stream_options": {"include_usage": true},
     "max_tokens": 12, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "seed": -3,
     "stop": ["\n\n", "User:"], "stop_token_ids": [2, 7], "ignore_eos": true, "user": "me",
-    "n": 1, "echo": false, "logprobs": null, "presence_penalty": 0, "frequency_penalty": 0.0,
-    "unknown_field": {"anything": [1, 2]}})");
+    "n": 1, "echo": false, "logprobs": null, "presence_penalty": 0, "frequency_penalty": 0.0})");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->model, "tiny");
   ASSERT_TRUE(r->prompt_text.has_value());
@@ -129,6 +128,9 @@ TEST(OpenAiRequestTest, WrongTypesAndRangesAreRefused) {
                 "'temperature' must be a number");
   ExpectRefused(false, R"({"prompt": "x", "top_p": 0})", "'top_p' is 0");
   ExpectRefused(false, R"({"prompt": "x", "top_p": 1.5})", "'top_p' is 1.5");
+  // Issue 46, finding 9: a value that underflows f32 is named as sent, not as "0.000000".
+  ExpectRefused(false, R"({"prompt": "x", "top_p": 1e-300})",
+                "'top_p' is 1e-300, which is 0 in single precision");
   ExpectRefused(false, R"({"prompt": "x", "top_k": -2})", "'top_k' is -2");
   ExpectRefused(false, R"({"prompt": "x", "seed": 1.5})", "'seed' must be an integer");
   ExpectRefused(false, R"({"prompt": "x", "stop": 5})", "'stop' must be a string or an array");
@@ -156,6 +158,20 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
                 R"({"messages": [{"role": "user", "content": "x"}],
                     "response_format": {"type": "json_object"}})",
                 "'response_format'");
+  // Issue 46, finding 9: fields this server does not know are refused by name, not ignored.
+  for (const char* field :
+       {"repetition_penalty", "min_p", "typical_p", "mirostat", "guided_json", "unknown_field"}) {
+    ExpectRefused(false, std::string(R"({"prompt": "x", ")") + field + R"(": 1})",
+                  std::string("the field \"") + field + "\" is not supported by this server");
+    ExpectRefused(
+        true,
+        std::string(R"({"messages": [{"role": "user", "content": "x"}], ")") + field + R"(": 1})",
+        std::string("the field \"") + field + "\" is not supported by this server");
+  }
+  // Each endpoint's own fields only.
+  ExpectRefused(false, R"({"prompt": "x", "messages": []})", "the field \"messages\"");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "prompt": "x"})",
+                "the field \"prompt\"");
   // Their neutral values pass.
   EXPECT_TRUE(ParseCompletionRequest(R"({"prompt": "x", "logprobs": 0, "n": 1, "best_of": 1,
                                          "suffix": "", "logit_bias": {}})")
