@@ -85,6 +85,8 @@ int ExitCode(const Status& status);
 
 }  // namespace sy::launcher
 
-#define SY_REGISTER_COMMAND(path, help, Type)                                      \
-  static ::sy::launcher::CommandRegistrar SY_STATUS_CONCAT(sy_command_, __LINE__)( \
+// __COUNTER__, not __LINE__: the unity build puts several command files in one translation
+// unit, where two registrations may stand on the same line number.
+#define SY_REGISTER_COMMAND(path, help, Type)                                         \
+  static ::sy::launcher::CommandRegistrar SY_STATUS_CONCAT(sy_command_, __COUNTER__)( \
       path, help, [] { return std::unique_ptr<::sy::launcher::Command>(new Type()); })

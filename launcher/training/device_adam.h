@@ -65,9 +65,10 @@ class DeviceAdam {
   };
   DeviceAdam(Backend& backend, const OptimizerOptions& options, std::vector<ParamState>* states);
 
-  Backend& backend_;
+  // Unused in a build without CUDA, where every method says so instead.
+  [[maybe_unused]] Backend& backend_;
   const OptimizerOptions options_;
-  std::vector<ParamState>& states_;
+  [[maybe_unused]] std::vector<ParamState>& states_;
   std::vector<Moments> moments_;
   Tensor partials_;       // device: kSquaredNormPartials doubles per parameter
   Tensor host_partials_;  // host copy of partials_
