@@ -2,10 +2,11 @@
 // a Switchyard training checkpoint) and runs one request through the generate engine
 // (inference/generate_engine.h).
 //
-//   switchyard generate --model DIR|CKPT --prompt-ids 1,2,3 | --prompt "text"
-//                       [--max-tokens N --temperature T --top-k K --top-p P --seed S
+//   switchyard generate -m|--model DIR|CKPT --prompt-ids 1,2,3 | -p|--prompt "text" |
+//                       -f|--file FILE|-
+//                       [-n|--max-tokens N --temperature T --top-k K --top-p P -s|--seed S
 //                        --stop-tokens 2,7 | --beam W] [--dump-logits FILE
-//                        --dump-decode-logits FILE] [--device cpu --dtype bf16 --threads N
+//                        --dump-decode-logits FILE] [--device cpu --dtype bf16 -t|--threads N
 //                        --policy NAME ...] [--verbose]
 //
 // Tokens go to stdout as they are drawn (ids, or text with --prompt), ending with a newline; the
@@ -19,6 +20,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +33,7 @@
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
 #include "runtime/core/file_creation.h"
+#include "runtime/core/read_file.h"
 #include "storage/hdf5/hdf5_error_detail.h"
 
 namespace sy::launcher {
@@ -50,17 +54,20 @@ class GenerateCommand : public Command {
   void Configure(CLI::App& app) override {
     AddInferenceOptions(app, &options_, &flags_);
     auto* ids = app.add_option("--prompt-ids", prompt_ids_, "Prompt token ids, comma-separated");
-    auto* text = app.add_option("--prompt", prompt_,
+    auto* text = app.add_option("-p,--prompt", prompt_,
                                 "Prompt text, encoded with the model directory's tokenizer.json "
                                 "or tokenizer.model; the answer is streamed as text");
-    ids->excludes(text);
-    text->excludes(ids);
+    auto* file = app.add_option("-f,--file", prompt_file_,
+                                "Read the prompt text from this file (- for standard input)");
+    ids->excludes(text)->excludes(file);
+    text->excludes(ids)->excludes(file);
+    file->excludes(ids)->excludes(text);
     app.add_option("--dump-logits", dump_logits_,
                    "Write the prompt's logits: FILE (raw f32 [prompt_len, vocab]) and FILE.json");
     app.add_option("--dump-decode-logits", dump_decode_logits_,
                    "Write the logits each generated token was chosen from: FILE (raw f32 "
                    "[generated, vocab]) and FILE.json");
-    app.add_option("--max-tokens", max_tokens_, "Generate up to this many tokens (default 0)")
+    app.add_option("-n,--max-tokens", max_tokens_, "Generate up to this many tokens (default 0)")
         ->check(IntegerRange(0, 1 << 24));
     app.add_option("--temperature", sampler_.temperature, "0 = greedy (default 0)")
         ->check(NumberRange(0, 100));
@@ -68,7 +75,7 @@ class GenerateCommand : public Command {
         ->check(IntegerRange(0, INT32_MAX));
     app.add_option("--top-p", sampler_.top_p, "Nucleus mass to keep (default 1 = off)")
         ->check(NumberRange(0, 1));
-    app.add_option("--seed", sampler_.seed, "Sampling seed (default 0)")
+    app.add_option("-s,--seed", sampler_.seed, "Sampling seed (default 0)")
         ->check(IntegerRange(0, INT64_MAX));
     app.add_option("--beam", beam_,
                    "Beam search of this width instead of sampling: prints the best hypothesis, "
@@ -87,8 +94,16 @@ class GenerateCommand : public Command {
     SetHdf5VerboseErrors(verbose_);
     // Every flag first, before anything is loaded or computed.
     SY_RETURN_IF_ERROR(ParseInferenceFlags(flags_, &options_));
+    if (!prompt_file_.empty()) {
+      if (prompt_file_ == "-") {
+        prompt_.assign(std::istreambuf_iterator<char>(std::cin), {});
+      } else {
+        SY_ASSIGN_OR_RETURN(prompt_, ReadFile(prompt_file_, size_t{64} << 20, "a prompt"));
+      }
+      if (prompt_.empty()) return InvalidArgumentError("--file " + prompt_file_ + " is empty");
+    }
     if (prompt_.empty() && prompt_ids_.empty()) {
-      return InvalidArgumentError("pass --prompt \"text\" or --prompt-ids 1,2,3");
+      return InvalidArgumentError("pass --prompt \"text\", --file FILE or --prompt-ids 1,2,3");
     }
     std::vector<int32_t> ids;
     if (!prompt_ids_.empty()) {
@@ -258,6 +273,7 @@ class GenerateCommand : public Command {
   InferenceFlags flags_;
   std::string prompt_ids_;
   std::string prompt_;
+  std::string prompt_file_;  // -f: the prompt text from a file, or - for stdin
   std::string dump_logits_;
   std::string dump_decode_logits_;
   int max_tokens_ = 0;

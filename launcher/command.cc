@@ -54,13 +54,13 @@ CLI::Validator NumberRange(double min, double max) {
 }
 
 void AddThreadsOption(CLI::App& app, int* threads) {
-  app.add_option("--threads", *threads,
+  app.add_option("-t,--threads", *threads,
                  "CPU threads for compute (default 0: SY_NUM_THREADS, else every core)")
       ->check(IntegerRange(0, 4096));
 }
 
 void AddInferenceOptions(CLI::App& app, InferenceOptions* options, InferenceFlags* flags) {
-  app.add_option("--model", options->model_path,
+  app.add_option("-m,--model", options->model_path,
                  "Hugging Face model directory (config.json + safetensors), or a switchyard "
                  "training checkpoint: a step-*.h5 file or its checkpoint.dir (latest step)")
       ->required();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/command.h"
+#include "launcher/command_line_typos.h"
 #include "launcher/version.h"
 #include "runtime/core/temporary_cleanup.h"
 
@@ -72,6 +73,22 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
   });
+  // `switchyard help [COMMAND ...]`, and typos named with the nearest command or option.
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "help") {
+    const sy::launcher::HelpText help =
+        sy::launcher::HelpFor(app, std::vector<std::string>(args.begin() + 1, args.end()));
+    if (!help.error.empty()) {
+      std::fprintf(stderr, "error: %s\n", help.error.c_str());
+      return 1;
+    }
+    std::printf("%s", help.text.c_str());
+    return 0;
+  }
+  if (const std::string typo = sy::launcher::FindCommandLineTypo(app, args); !typo.empty()) {
+    std::fprintf(stderr, "error: %s\n", typo.c_str());
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

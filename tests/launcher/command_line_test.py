@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""The everyday command line (issue 45): typos get the nearest command or option
+(launcher/command_line_typos.h), `switchyard help [COMMAND]` prints that command's help, and
+`generate` takes llama.cpp's short flags (-m -p -n -s -t, and -f FILE or - for a prompt file).
+Each row runs the real binary: its exit status, and text that must appear in its output. The
+short-flag rows generate from a one-step training checkpoint and compare with the long flags.
+
+    command_line_test.py SWITCHYARD WORK_DIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tiny_checkpoint import train_tiny  # noqa: E402
+
+ROWS = [
+    # (arguments, exit status (None: any but 0), text that must appear in stdout + stderr)
+    (["generat", "--model", "x"], 1,
+     "error: unknown command 'generat' for 'switchyard'; did you mean 'generate'?"),
+    (["generate", "--modle", "x"], 1,
+     "error: 'switchyard generate' has no option '--modle'; did you mean '--model'?"),
+    (["bench", "infr"], 1, "unknown command 'infr' for 'switchyard bench'; did you mean 'infer'?"),
+    (["train", "--config", "x", "--wait-for-lok"], 1, "did you mean '--wait-for-lock'?"),
+    (["--versio"], 1, "'switchyard' has no option '--versio'; did you mean '--version'?"),
+    (["help"], 0, "Usage: switchyard"),
+    (["help", "generate"], 0, "--max-tokens"),
+    (["help", "bench", "infer"], 0, "--policies"),
+    (["help", "generat"], 1, "did you mean 'generate'?"),
+    # Values that look like options, and options with glued values, are not typos.
+    (["generate", "--model", "/nonexistent", "--prompt-ids", "1", "--max-tokens", "-1"], None,
+     "--max-tokens: -1 is not an integer"),
+    (["convert", "--in", "/nonexistent", "--out", "/nonexistent-out", "--dtype=bf16"], 1,
+     "/nonexistent does not exist"),
+    # An option far from every name is still named, not reported as a missing argument.
+    (["inspect", "--bogus-option-far-from-any-name"], 1,
+     "'switchyard inspect' has no option '--bogus-option-far-from-any-name'; run 'switchyard "
+     "help inspect' for its options"),
+]
+
+
+def main():
+    binary, work = sys.argv[1], os.path.abspath(sys.argv[2])
+    failures = 0
+    for args, code, text in ROWS:
+        r = subprocess.run([binary] + args, capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        ok = (r.returncode != 0 if code is None else r.returncode == code) and text in out
+        print(("ok   " if ok else "FAIL ") + " ".join(args) + f": exit {r.returncode}" +
+              ("" if ok else f", wanted {code} and {text!r} in:\n{out[:600]}"), flush=True)
+        failures += not ok
+
+    # Short flags give what the long ones give.
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    train_tiny(binary, f"{work}/ckpt")
+    long_form = ["generate", "--model", f"{work}/ckpt", "--prompt-ids", "3,4,5", "--max-tokens",
+                 "6", "--temperature", "0.9", "--seed", "7", "--threads", "1"]
+    short_form = ["generate", "-m", f"{work}/ckpt", "--prompt-ids", "3,4,5", "-n", "6",
+                  "--temperature", "0.9", "-s", "7", "-t", "1"]
+    want = subprocess.run([binary] + long_form, capture_output=True, text=True, timeout=120)
+    got = subprocess.run([binary] + short_form, capture_output=True, text=True, timeout=120)
+    ok = want.returncode == 0 and got.returncode == 0 and want.stdout == got.stdout and \
+        len(want.stdout.strip().split(",")) == 6
+    print(("ok   " if ok else "FAIL ") + f"-m -n -s -t give --model --max-tokens --seed --threads' "
+          f"tokens: {got.stdout.strip()!r} / {want.stdout.strip()!r}", flush=True)
+    failures += not ok
+    # -f reads a prompt file (and - standard input); a model without a tokenizer says so.
+    prompt = os.path.join(work, "prompt.txt")
+    with open(prompt, "w") as f:
+        f.write("Hello")
+    for args, stdin in ((["-f", prompt], None), (["-f", "-"], "Hello")):
+        r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt"] + args + ["-n", "1"],
+                           capture_output=True, text=True, timeout=120, input=stdin)
+        ok = r.returncode == 1 and "tokenizer" in r.stderr
+        print(("ok   " if ok else "FAIL ") + f"generate {' '.join(args)} reads the prompt text "
+              f"(and needs a tokenizer): {r.stderr.strip()[-160:]}", flush=True)
+        failures += not ok
+    r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "-f", prompt, "-p", "x"],
+                       capture_output=True, text=True, timeout=60)
+    ok = r.returncode != 0 and "excludes" in r.stderr
+    print(("ok   " if ok else "FAIL ") + f"-f and -p exclude each other: {r.stderr.strip()[:120]}",
+          flush=True)
+    failures += not ok
+    print("PASS: every row" if failures == 0 else f"FAIL: {failures} rows")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
