@@ -4,15 +4,17 @@
 //
 //   switchyard generate -m|--model DIR|CKPT --prompt-ids 1,2,3 | -p|--prompt "text" |
 //                       -f|--file FILE|-
-//                       [-n|--max-tokens N --temperature T --top-k K --top-p P -s|--seed S
+//                       [-n|--max-tokens N -c|--ctx-size N --temperature T --top-k K --top-p P
+//                        -s|--seed S
 //                        --stop-tokens 2,7 | --beam W] [--dump-logits FILE
 //                        --dump-decode-logits FILE] [--device cpu --dtype bf16 -t|--threads N
 //                        --policy NAME ...] [--verbose]
 //
 // Tokens go to stdout as they are drawn (ids, or text with --prompt), ending with a newline; the
 // load line, warnings and the statistics go to stderr, after the token line is finished.
-// Generation stops at the model's context (max_position_embeddings, or the trained seq_len): a
-// larger --max-tokens is lowered to it, with a note, so the KV cache stays that size.
+// Generation stops at the model's context (max_position_embeddings, or the trained seq_len), or
+// at -c/--ctx-size tokens (prompt + answer) when given: a larger --max-tokens is lowered to it,
+// with a note, so the KV cache stays that size.
 // --dump-logits writes the prompt's logits: FILE holds raw little-endian f32, row-major
 // [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
 // --dump-decode-logits writes the logits each generated token was drawn from, likewise.
@@ -75,6 +77,9 @@ class GenerateCommand : public Command {
         ->check(IntegerRange(0, INT32_MAX));
     app.add_option("--top-p", sampler_.top_p, "Nucleus mass to keep (default 1 = off)")
         ->check(NumberRange(0, 1));
+    app.add_option("-c,--ctx-size", ctx_size_,
+                   "Tokens of context, prompt + answer (default 0: the model's own context)")
+        ->check(IntegerRange(0, 1 << 24));
     app.add_option("-s,--seed", sampler_.seed, "Sampling seed (default 0)")
         ->check(IntegerRange(0, INT64_MAX));
     app.add_option("--beam", beam_,
@@ -143,16 +148,32 @@ class GenerateCommand : public Command {
                    "quality past it is not what the model was trained for\n",
                    static_cast<long long>(prompt_len), static_cast<long long>(trained));
     }
-    // The KV cache is sized for prompt + --max-tokens: bounded by the model's context (one token
-    // past a prompt that already fills it).
-    if (trained > 0 && prompt_len + max_tokens_ > trained) {
-      const int64_t allowed = std::max<int64_t>(1, trained - prompt_len);
+    // --ctx-size: the context this run allows, in place of the model's own.
+    if (ctx_size_ > 0) {
+      if (prompt_len >= ctx_size_) {
+        return InvalidArgumentError("the prompt holds " + std::to_string(prompt_len) +
+                                    " tokens; --ctx-size " + std::to_string(ctx_size_) +
+                                    " leaves no room to generate: raise --ctx-size");
+      }
+      if (trained > 0 && ctx_size_ > trained) {
+        std::fprintf(stderr,
+                     "warning: --ctx-size %d is past the %lld tokens the model was made for; "
+                     "quality past it is not what the model was trained for\n",
+                     ctx_size_, static_cast<long long>(trained));
+      }
+    }
+    const int64_t limit = ctx_size_ > 0 ? ctx_size_ : trained;
+    const std::string limit_name = ctx_size_ > 0 ? "--ctx-size" : "the model's context";
+    // The KV cache is sized for prompt + --max-tokens: bounded by the context (one token past a
+    // prompt that already fills the model's).
+    if (limit > 0 && prompt_len + max_tokens_ > limit) {
+      const int64_t allowed = std::max<int64_t>(1, limit - prompt_len);
       if (allowed < max_tokens_) {
         std::fprintf(stderr,
-                     "note: generating at most %lld %s, not --max-tokens %d: the model's "
-                     "context is %lld tokens and the prompt holds %lld\n",
+                     "note: generating at most %lld %s, not --max-tokens %d: %s is %lld tokens "
+                     "and the prompt holds %lld\n",
                      static_cast<long long>(allowed), allowed == 1 ? "token" : "tokens",
-                     max_tokens_, static_cast<long long>(trained),
+                     max_tokens_, limit_name.c_str(), static_cast<long long>(limit),
                      static_cast<long long>(prompt_len));
         max_tokens_ = static_cast<int>(allowed);
         request.sampling.max_new_tokens = max_tokens_;
@@ -274,6 +295,7 @@ class GenerateCommand : public Command {
   std::string prompt_ids_;
   std::string prompt_;
   std::string prompt_file_;  // -f: the prompt text from a file, or - for stdin
+  int ctx_size_ = 0;         // -c: prompt + answer at most; 0: the model's context
   std::string dump_logits_;
   std::string dump_decode_logits_;
   int max_tokens_ = 0;

@@ -77,6 +77,20 @@ def main():
         print(("ok   " if ok else "FAIL ") + f"generate {' '.join(args)} reads the prompt text "
               f"(and needs a tokenizer): {r.stderr.strip()[-160:]}", flush=True)
         failures += not ok
+    # -c bounds prompt + answer: 3 prompt tokens in a context of 8 leave 5.
+    r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "--prompt-ids", "3,4,5", "-n",
+                        "20", "-c", "8"], capture_output=True, text=True, timeout=120)
+    ok = r.returncode == 0 and len(r.stdout.strip().split(",")) == 5 and \
+        "generating at most 5 tokens, not --max-tokens 20: --ctx-size is 8 tokens" in r.stderr
+    print(("ok   " if ok else "FAIL ") + f"-c 8 leaves 5 tokens after a prompt of 3: "
+          f"{r.stdout.strip()!r}", flush=True)
+    failures += not ok
+    r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "--prompt-ids", "3,4,5", "-n",
+                        "2", "-c", "3"], capture_output=True, text=True, timeout=120)
+    ok = r.returncode == 1 and "--ctx-size 3 leaves no room to generate" in r.stderr
+    print(("ok   " if ok else "FAIL ") + f"-c 3 with a prompt of 3: {r.stderr.strip()[-100:]}",
+          flush=True)
+    failures += not ok
     r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "-f", prompt, "-p", "x"],
                        capture_output=True, text=True, timeout=60)
     ok = r.returncode != 0 and "excludes" in r.stderr
