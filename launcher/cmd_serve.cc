@@ -222,8 +222,8 @@ class ServeCommand : public Command {
             static_cast<long long>(available / (static_cast<double>(per_token) * parallel_));
         return ResourceExhaustedError(
             "the KV cache of --parallel " + std::to_string(parallel_) + " requests of " +
-            std::to_string(served.context) + " tokens needs " + FormatGiB(kv_bytes) +
-            ", and this machine has " + FormatGiB(available) +
+            std::to_string(served.context) + " tokens needs " + FormatMemory(kv_bytes) +
+            ", and this machine has " + FormatMemory(available) +
             " available; lower --kv-cache-mib to at most " +
             std::to_string(static_cast<long long>(available / (1 << 20))) +
             ", or --context to at most " + std::to_string(most_context));

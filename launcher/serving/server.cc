@@ -117,8 +117,8 @@ Server::Server(ServedModel model, EngineThread& engine, ServerOptions options)
   // Routes that do not exist, bodies over the limit: an OpenAI error body instead of an empty one,
   // and a count in /metrics (the handlers count their own answers).
   http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // A handler's own answers have a body and are counted already; so is 499 (a client gone).
-    if (!res.body.empty() || res.status == 499) return;
+    // Every answer of a handler has a body and is counted already.
+    if (!res.body.empty()) return;
     metrics_.RequestStarted();
     metrics_.RequestFinished(req.path == "/v1/completions"        ? "completions"
                              : req.path == "/v1/chat/completions" ? "chat_completions"
@@ -365,7 +365,8 @@ void Server::Answer(Prepared p, const httplib::Request& req, httplib::Response& 
       }
     } while (!piece.finished);
     if (left) {
-      res.status = 499;  // nobody reads it; counted as the client's disconnect
+      // Nobody reads it; the body marks it answered (the error handler counts bodiless ones).
+      Error(res, 499, "the client closed the connection");
       metrics_.RequestFinished(endpoint, 499, -1.0);
       Leave();
       return;

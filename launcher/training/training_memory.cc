@@ -11,19 +11,6 @@ namespace {
 
 constexpr double kF32 = 4;
 
-// "1.5 GiB", "23.9 TiB": sizes for people, rounded.
-std::string FormatMemory(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 6) {
-    bytes /= 1024;
-    ++u;
-  }
-  char text[48];
-  std::snprintf(text, sizeof(text), u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-  return text;
-}
-
 // A setting as the user wrote it: 2.5 -> "2.5", 10000000 -> "10000000".
 std::string FormatSetting(double value) {
   char text[48];

@@ -17,7 +17,7 @@ double TotalHostMemory();
 // 0 when unknown (then nothing is checked).
 double AvailableHostMemory();
 
-// "12.3 GiB": bytes for people.
-std::string FormatGiB(double bytes);
+// "1.5 GiB", "23.9 TiB", "512 B": a size for people, in the largest binary unit under it.
+std::string FormatMemory(double bytes);
 
 }  // namespace sy
