@@ -52,10 +52,10 @@ pkg_check_modules(XXHASH IMPORTED_TARGET libxxhash)
 pkg_check_modules(SENTENCEPIECE IMPORTED_TARGET sentencepiece)
 # ICU's character classes and NFC for the tokenizer.json pre-tokenizer (inference/).
 pkg_check_modules(ICU_UC IMPORTED_TARGET icu-uc)
-# cpp-httplib (Debian's libcpp-httplib-dev) for `switchyard serve` (launcher/serving/).
-pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
-if(NOT HTTPLIB_FOUND)
-  message(WARNING "cpp-httplib not found: `switchyard serve` is off; run scripts/install-deps.sh")
+# libmicrohttpd (Debian's libmicrohttpd-dev) for `switchyard serve` (launcher/serving/).
+pkg_check_modules(MICROHTTPD IMPORTED_TARGET libmicrohttpd)
+if(NOT MICROHTTPD_FOUND)
+  message(WARNING "libmicrohttpd not found: `switchyard serve` is off; run scripts/install-deps.sh")
 endif()
 
 set(SY_HAVE_NCCL OFF)

@@ -21,23 +21,34 @@ RequestUpdate RequestHandle::Next(std::chrono::milliseconds timeout) {
   return update;
 }
 
+void RequestHandle::SetNotify(std::function<void()> notify) {
+  MutexLock lock(&mu_);
+  notify_ = std::make_shared<const std::function<void()>>(std::move(notify));
+}
+
 void RequestHandle::Push(int32_t token) {
+  std::shared_ptr<const std::function<void()>> notify;
   {
     MutexLock lock(&mu_);
     pending_.push_back(token);
+    notify = notify_;
   }
   cv_.NotifyAll();
+  if (notify) (*notify)();
 }
 
 void RequestHandle::Finish(FinishReason finish, Status status, double ttft_seconds) {
+  std::shared_ptr<const std::function<void()>> notify;
   {
     MutexLock lock(&mu_);
     finished_ = true;
     end_.finish = finish;
     end_.status = std::move(status);
     end_.ttft_seconds = ttft_seconds;
+    notify = notify_;
   }
   cv_.NotifyAll();
+  if (notify) (*notify)();
 }
 
 EngineThread::EngineThread(std::unique_ptr<GenerateEngine> engine) : engine_(std::move(engine)) {}

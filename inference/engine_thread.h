@@ -66,6 +66,11 @@ class RequestHandle {
   // ends it says kCancelled (or how it ended, if it ended first). Idempotent.
   void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
   bool cancelled() const { return cancel_.load(std::memory_order_relaxed); }
+  // For a reader that cannot block in Next (an event loop): `notify` is called on the engine
+  // thread after each token and at the end, outside the handle's lock. It must be quick and must
+  // not wait on the engine thread. Replaces an earlier one; what arrived before it was set is not
+  // notified, so call Next(0) after setting it.
+  void SetNotify(std::function<void()> notify) SY_EXCLUDES(mu_);
 
  private:
   friend class EngineThread;
@@ -78,6 +83,7 @@ class RequestHandle {
   std::vector<int32_t> pending_ SY_GUARDED_BY(mu_);
   bool finished_ SY_GUARDED_BY(mu_) = false;
   RequestUpdate end_ SY_GUARDED_BY(mu_);  // the finishing fields, once finished_
+  std::shared_ptr<const std::function<void()>> notify_ SY_GUARDED_BY(mu_);
 };
 
 class EngineThread {

@@ -4,7 +4,8 @@
 //
 //   switchyard serve --model DIR|CKPT [--host 127.0.0.1 --port 8080 --parallel 4
 //                    --kv-cache-mib 1024 --context N --model-name NAME --http-threads N
-//                    --drain-seconds S]
+//                    --max-connections N --max-connections-per-client N --keep-alive-seconds S
+//                    --request-seconds S --drain-seconds S]
 //                    [--device cpu --dtype bf16 --threads N --policy NAME ...]
 //
 // The KV cache holds --parallel requests of --context tokens each (prompt + answer); --context
@@ -117,8 +118,23 @@ class ServeCommand : public Command {
     app.add_option("--model-name", model_name_,
                    "The model's id in the API (default: the model directory's name)");
     app.add_option("--http-threads", server_.http_threads,
-                   "Connections answered at once (default 0: 4 x --parallel + 16)")
-        ->check(CLI::Range(0, 4096).description("an integer from 0 to 4096"));
+                   "Threads that run the connections' event loops, and as many that prepare "
+                   "requests (parse, template, tokenize) (default 4)")
+        ->check(CLI::Range(1, 256).description("an integer from 1 to 256"));
+    app.add_option("--max-connections", server_.limits.max_connections,
+                   "Connections open at once; the first request past it gets 503 (default 1024)")
+        ->check(CLI::Range(1, 1 << 20).description("an integer from 1 to 1048576"));
+    app.add_option("--max-connections-per-client", server_.limits.max_per_client,
+                   "Connections open at once from one client address; past it, 503 (default 256)")
+        ->check(CLI::Range(1, 1 << 20).description("an integer from 1 to 1048576"));
+    app.add_option("--keep-alive-seconds", server_.limits.keep_alive_seconds,
+                   "How long a connection may wait for its next request to begin, after it "
+                   "opens or its previous answer (default 10)")
+        ->check(CLI::Range(0.1, 86400.0).description("seconds from 0.1 to 86400"));
+    app.add_option("--request-seconds", server_.limits.request_seconds,
+                   "How long a request may take to arrive entirely, headers and body, once it "
+                   "has begun (default 30)")
+        ->check(CLI::Range(0.1, 86400.0).description("seconds from 0.1 to 86400"));
     app.add_option("--drain-seconds", server_.drain_seconds,
                    "On SIGTERM or SIGINT, how long the requests in flight may run before every "
                    "connection is closed (default 30)")

@@ -12,7 +12,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev libicu-dev
-  libxxhash-dev libcpp-httplib-dev libpng-dev
+  libxxhash-dev libmicrohttpd-dev libpng-dev
   fio curl iproute2
   python3 python3-numpy python3-torch python3-h5py python3-pip
   python3-yaml python3-requests python3-typing-extensions python3-jinja2

@@ -10,11 +10,13 @@
 // no text, only ids.
 //
 // Ownership: shares the handle with the engine thread; borrows the tokenizer (it outlives the
-// stream). Thread-safety: one thread at a time (the request's HTTP thread).
+// stream). Thread-safety: one thread at a time (under the request's lock in the server); Cancel
+// and SetNotify from any thread.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +48,9 @@ class AnswerStream {
   AnswerPiece Next(std::chrono::milliseconds timeout);
   // Ends the request (the client left); Next then finishes with "abort".
   void Cancel() { handle_->Cancel(); }
+  // `notify` runs on the engine thread whenever the answer grows or ends
+  // (RequestHandle::SetNotify): for a reader that does not wait in Next.
+  void SetNotify(std::function<void()> notify) { handle_->SetNotify(std::move(notify)); }
 
   int64_t completion_tokens() const { return completion_tokens_; }
   double ttft_seconds() const { return ttft_seconds_; }

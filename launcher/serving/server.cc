@@ -1,18 +1,26 @@
 #include "launcher/serving/server.h"
 
-#include <httplib.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <random>
-#include <thread>
 #include <utility>
 
 #include "launcher/serving/answer_stream.h"
-#include "launcher/serving/client_connection.h"
 #include "launcher/serving/openai_request.h"
 #include "launcher/serving/openai_response.h"
 
@@ -23,11 +31,20 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr const char* kJson = "application/json";
-// How long an HTTP thread waits for tokens before it looks at its connection again, and how long
-// a streaming connection may stay silent before a comment line goes out (so that a client that
-// left is noticed while its request waits for a slot).
-constexpr milliseconds kPoll(250);
+// How long a streaming connection may stay silent before a comment line goes out, so that a
+// client that left is noticed while its request waits for a slot.
 constexpr milliseconds kKeepAlive(1000);
+// How often the deadlines and the clients of running requests are looked at.
+constexpr milliseconds kTick(100);
+// Request headers: their bytes are bounded by each connection's memory pool (the request line,
+// the headers and the read buffer live there: past it, 431), their number by kMaxHeaders.
+constexpr size_t kConnectionMemory = 64 << 10;
+constexpr unsigned kMaxHeaders = 100;
+// Connections past the limits get a 503 up to this many more; past those, libmicrohttpd closes
+// them as it accepts them, without a word.
+constexpr int kLimitGrace = 16;
+// A streamed answer goes out in blocks of at most this many bytes.
+constexpr size_t kStreamBlock = 16 << 10;
 
 int64_t UnixNow() { return static_cast<int64_t>(std::time(nullptr)); }
 
@@ -60,6 +77,31 @@ int HttpCode(const Status& status) {
   return 500;
 }
 
+// An OpenAI error body; `error_code` is the API's "code" field (empty: null).
+std::string ErrorBody(int code, const std::string& message, const char* error_code = "") {
+  return ErrorResponse(message, code >= 500 ? "server_error" : "invalid_request_error", error_code);
+}
+
+// The numeric address of a client (no port), the key of its connection count.
+std::string ClientAddress(const sockaddr* addr) {
+  if (addr == nullptr) return "?";
+  char host[NI_MAXHOST];
+  const socklen_t len = addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (getnameinfo(addr, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return "?";
+  return host;
+}
+
+// The media type of a Content-Type value, lower case, without parameters or blanks.
+std::string MediaType(const char* value) {
+  std::string media;
+  for (const char* c = value; *c != '\0' && *c != ';'; ++c) {
+    if (*c != ' ' && *c != '\t') {
+      media += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+    }
+  }
+  return media;
+}
+
 }  // namespace
 
 struct Server::Prepared {
@@ -69,145 +111,656 @@ struct Server::Prepared {
   int64_t prompt_tokens = 0;
 };
 
+// One request on its connection. libmicrohttpd calls back for it on its connection's event-loop
+// thread, one call at a time; a preparing thread, the engine thread (through the handle's notify)
+// and the tick thread reach it too. Everything below `mu` is read and written under it.
+struct Server::Exchange {
+  enum class Route : uint8_t { kNone, kCompletions, kChat, kModels, kHealth, kMetrics };
+  enum class Stage : uint8_t {
+    kHeaders,    // the request line is in; the handler has not seen the headers yet
+    kBody,       // receiving the body
+    kPreparing,  // on a preparing thread
+    kReady,      // prepared: an answer to queue (`code`, `body`) or a stream to answer from
+    kWaiting,    // a non-streamed answer: collecting the tokens
+    kStreaming,  // a streamed answer: the reader writes the tokens as they come
+    kAnswered,   // a response is queued (or the connection is to be closed)
+  };
+
+  Mutex mu;
+  MHD_Connection* connection = nullptr;  // null once the request has ended (it may be freed)
+  ConnectionTable::Entry* entry = nullptr;
+  int fd = -1;
+  bool suspended = false;
+  Stage stage = Stage::kHeaders;
+  Route route = Route::kNone;
+  std::string url;
+  std::string method;
+  std::string body;
+  bool body_too_large = false;
+  bool counted = false;   // RequestStarted was counted: RequestFinished is owed
+  bool active = false;    // a generation request in Server::active_
+  bool finished = false;  // Finish has run
+
+  // The answer: a ready one (kReady without a stream), or the tokens of the request.
+  int code = 200;
+  std::string answer;
+  const char* answer_type = kJson;
+  std::shared_ptr<AnswerStream> stream;
+  ResponseHeader header;
+  bool streamed = false;
+  bool include_usage = false;
+  int64_t prompt_tokens = 0;
+  bool client_left = false;
+  bool stopping = false;  // past the drain: answer or close now, never wait again
+
+  // kWaiting: what has come so far.
+  std::string text;
+  std::vector<int32_t> ids;
+  // kStreaming: what the reader has yet to write, and when it last wrote.
+  std::string out;
+  bool first_chunk = true;
+  bool stream_done = false;
+  Clock::time_point last_write = Clock::now();
+  double ttft = -1.0;
+
+  std::string endpoint() const {
+    return route == Route::kCompletions ? "completions"
+           : route == Route::kChat      ? "chat_completions"
+                                        : "other";
+  }
+
+  // Stops handling the connection until Wake (call under mu, on its event-loop thread).
+  void Suspend() {
+    suspended = true;
+    MHD_suspend_connection(connection);
+  }
+  // Hands the connection back to its event loop, which calls the handler (or the reader) again.
+  // Any thread, under mu.
+  void Wake() {
+    if (!suspended || connection == nullptr) return;
+    suspended = false;
+    MHD_resume_connection(connection);
+  }
+};
+
+// libmicrohttpd's callbacks; `cls` is the Server.
+struct HttpCallbacks {
+  using Exchange = Server::Exchange;
+
+  // A connection opens or closes: entered in, or left from, the connection table.
+  static void Connection(void* cls, MHD_Connection* connection, void** socket_context,
+                         MHD_ConnectionNotificationCode code) {
+    auto* server = static_cast<Server*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      const MHD_ConnectionInfo* fd =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      const MHD_ConnectionInfo* addr =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+      *socket_context =
+          server->connections_.Open(fd != nullptr ? fd->connect_fd : -1,
+                                    ClientAddress(addr != nullptr ? addr->client_addr : nullptr));
+    } else if (*socket_context != nullptr) {
+      server->connections_.Close(static_cast<ConnectionTable::Entry*>(*socket_context));
+      *socket_context = nullptr;
+    }
+  }
+
+  // A request line is in: its exchange begins (and its deadline for the rest of the request).
+  static void* RequestLine(void* cls, const char* url, MHD_Connection* connection) {
+    auto* server = static_cast<Server*>(cls);
+    auto x = std::make_shared<Exchange>();
+    x->connection = connection;
+    x->url = url != nullptr ? url : "";
+    const MHD_ConnectionInfo* context =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    x->entry = context != nullptr ? static_cast<ConnectionTable::Entry*>(context->socket_context)
+                                  : nullptr;
+    const MHD_ConnectionInfo* fd =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    x->fd = fd != nullptr ? fd->connect_fd : -1;
+    if (x->entry != nullptr) server->connections_.RequestBegan(x->entry);
+    {
+      MutexLock lock(&server->mu_);
+      server->exchanges_.insert(x);
+      x->stopping = server->stopping_.load();
+    }
+    return new std::shared_ptr<Exchange>(std::move(x));
+  }
+
+  static MHD_Result Queue(Exchange& x, int code, const std::string& body, const char* type,
+                          bool close = false) {
+    MHD_Response* response = MHD_create_response_from_buffer(
+        body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+    if (response == nullptr) return MHD_NO;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (close) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+    const MHD_Result queued =
+        MHD_queue_response(x.connection, static_cast<unsigned>(code), response);
+    MHD_destroy_response(response);
+    x.code = code;
+    x.stage = Exchange::Stage::kAnswered;
+    return queued;
+  }
+
+  static MHD_Result QueueError(Server& server, Exchange& x, int code, const std::string& message,
+                               bool close = false) {
+    if (!x.counted) {
+      server.metrics_.RequestStarted();
+      x.counted = true;
+    }
+    return Queue(x, code, ErrorBody(code, message), kJson, close);
+  }
+
+  // The request's headers are in (first call), its body comes (more calls), it is all in (a call
+  // with no data), and then again whenever its connection is woken, until it is answered.
+  static MHD_Result Request(void* cls, MHD_Connection* connection, const char* url,
+                            const char* method, const char* /*version*/, const char* upload_data,
+                            size_t* upload_data_size, void** req_cls) {
+    auto* server = static_cast<Server*>(cls);
+    if (*req_cls == nullptr) *req_cls = RequestLine(cls, url, connection);
+    const std::shared_ptr<Exchange> x = *static_cast<std::shared_ptr<Exchange>*>(*req_cls);
+    MutexLock lock(&x->mu);
+    switch (x->stage) {
+      case Exchange::Stage::kHeaders:
+        return Headers(*server, *x, connection, url, method);
+      case Exchange::Stage::kBody:
+        if (*upload_data_size > 0) {
+          if (x->body.size() + *upload_data_size > kMaxBodyBytes) {
+            x->body_too_large = true;
+          } else {
+            x->body.append(upload_data, *upload_data_size);
+          }
+          *upload_data_size = 0;
+          return MHD_YES;
+        }
+        return Received(*server, x);
+      case Exchange::Stage::kPreparing:
+        if (x->stopping) {
+          return QueueError(*server, *x, 503, "the server is shutting down", true);
+        }
+        x->Suspend();  // woken early: the preparing thread wakes it again
+        return MHD_YES;
+      case Exchange::Stage::kReady:
+        return Ready(*server, x);
+      case Exchange::Stage::kWaiting:
+        return Collect(*server, *x);
+      case Exchange::Stage::kStreaming:
+      case Exchange::Stage::kAnswered:
+        return MHD_YES;
+    }
+    return MHD_NO;
+  }
+
+  static MHD_Result Headers(Server& server, Exchange& x, MHD_Connection* connection,
+                            const char* url, const char* method) {
+    x.method = method;
+    x.url = url;  // the path, without the query
+    const std::string& path = x.url;
+    const bool post = x.method == "POST", get = x.method == "GET";
+    x.route = post && path == "/v1/completions"        ? Exchange::Route::kCompletions
+              : post && path == "/v1/chat/completions" ? Exchange::Route::kChat
+              : get && path == "/v1/models"            ? Exchange::Route::kModels
+              : get && path == "/health"               ? Exchange::Route::kHealth
+              : get && path == "/metrics"              ? Exchange::Route::kMetrics
+                                                       : Exchange::Route::kNone;
+    x.stage = Exchange::Stage::kBody;
+    if (x.entry != nullptr) {
+      const std::string over = server.connections_.OverLimit(x.entry);
+      if (!over.empty()) return QueueError(server, x, 503, over, /*close=*/true);
+    }
+    const int headers = MHD_get_connection_values(connection, MHD_HEADER_KIND, nullptr, nullptr);
+    if (headers > static_cast<int>(kMaxHeaders)) {
+      return QueueError(server, x, 431,
+                        "the request has " + std::to_string(headers) + " headers; at most " +
+                            std::to_string(kMaxHeaders) + " are taken",
+                        true);
+    }
+    if (x.route == Exchange::Route::kNone) {
+      return QueueError(server, x, 404, "no route " + x.method + " " + path.substr(0, 200));
+    }
+    const char* length =
+        MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (length != nullptr && std::strtoull(length, nullptr, 10) > kMaxBodyBytes) {
+      return QueueError(
+          server, x, 413,
+          "the request body is larger than " + std::to_string(kMaxBodyBytes) + " bytes", true);
+    }
+    if (x.route != Exchange::Route::kCompletions && x.route != Exchange::Route::kChat) {
+      return MHD_YES;
+    }
+    {
+      MutexLock lock(&server.mu_);
+      if (server.draining_.load()) return QueueError(server, x, 503, "the server is shutting down");
+      ++server.active_;
+      x.active = true;
+    }
+    server.metrics_.RequestStarted();
+    x.counted = true;
+    // The body is JSON: a Content-Type that says otherwise (text/plain, a form) is refused rather
+    // than parsed anyway. A request without one is taken as JSON, as curl -d users expect.
+    const char* type =
+        MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (type != nullptr && MediaType(type) != "application/json") {
+      return QueueError(server, x, 415,
+                        "the request body must be JSON (Content-Type: application/json), not '" +
+                            MediaType(type).substr(0, 80) + "'");
+    }
+    return MHD_YES;
+  }
+
+  // The whole request is in.
+  static MHD_Result Received(Server& server, const std::shared_ptr<Exchange>& x) {
+    if (x->entry != nullptr) server.connections_.RequestReceived(x->entry);
+    if (x->body_too_large) {
+      return QueueError(
+          server, *x, 413,
+          "the request body is larger than " + std::to_string(kMaxBodyBytes) + " bytes", true);
+    }
+    // The metrics count the API's requests, and the errors of every route.
+    if (x->route == Exchange::Route::kModels) {
+      return Queue(*x, 200, ModelsResponse(server.model_.name, server.started_), kJson);
+    }
+    if (x->route == Exchange::Route::kHealth) {
+      return server.draining_.load() ? Queue(*x, 503, "{\"status\":\"shutting down\"}", kJson)
+                                     : Queue(*x, 200, "{\"status\":\"ok\"}", kJson);
+    }
+    if (x->stopping) {
+      return QueueError(server, *x, 503, "the server is shutting down", true);
+    }
+    // Parsing, the template and the tokenizer (or the engine, for the metrics) may take a while:
+    // on a preparing thread, with this connection suspended meanwhile.
+    x->stage = Exchange::Stage::kPreparing;
+    x->Suspend();
+    server.workers_->Submit([&server, x] { server.Work(x); });
+    return MHD_YES;
+  }
+
+  static MHD_Result Ready(Server& server, const std::shared_ptr<Exchange>& x) {
+    if (x->stream == nullptr) return Queue(*x, x->code, x->answer, x->answer_type);
+    if (!x->streamed) {
+      x->stage = Exchange::Stage::kWaiting;
+      return Collect(server, *x);
+    }
+    MHD_Response* response = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, kStreamBlock, &Stream, new std::shared_ptr<Exchange>(x), &FreeStream);
+    if (response == nullptr) return MHD_NO;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    const MHD_Result queued = MHD_queue_response(x->connection, MHD_HTTP_OK, response);
+    MHD_destroy_response(response);
+    x->code = 200;
+    x->stage = Exchange::Stage::kStreaming;
+    return queued;
+  }
+
+  // A non-streamed answer: takes what has come; answers at the end, else waits for more.
+  static MHD_Result Collect(Server& server, Exchange& x) {
+    AnswerPiece piece = x.stream->Next(milliseconds(0));
+    x.text += piece.text;
+    x.ids.insert(x.ids.end(), piece.token_ids.begin(), piece.token_ids.end());
+    if (!piece.finished) {
+      if (x.stopping) {
+        return QueueError(server, x, 503, "the server is shutting down", true);
+      }
+      x.Suspend();
+      return MHD_YES;
+    }
+    if (x.client_left) {
+      x.code = 499;
+      x.stage = Exchange::Stage::kAnswered;
+      return MHD_NO;  // nobody to answer: the connection is closed
+    }
+    if (!x.ids.empty()) x.ttft = x.stream->ttft_seconds();
+    if (!piece.status.ok()) {
+      return Queue(x, 500, ErrorBody(500, "generation failed: " + piece.status.ToString()), kJson);
+    }
+    return Queue(x, 200,
+                 FullResponse(x.header, x.text, x.ids, piece.finish_reason,
+                              Usage{x.prompt_tokens, x.stream->completion_tokens()}),
+                 kJson);
+  }
+
+  // A streamed answer's reader: the events of what has come, or a keep-alive comment after a
+  // second of silence; with nothing to write, the connection waits (suspended) for the engine.
+  static ssize_t Stream(void* cls, uint64_t /*pos*/, char* buf, size_t max) {
+    Exchange& x = **static_cast<std::shared_ptr<Exchange>*>(cls);
+    MutexLock lock(&x.mu);
+    if (x.client_left) return MHD_CONTENT_READER_END_WITH_ERROR;  // nobody reads the rest
+    if (x.out.empty() && !x.stream_done) Events(x);
+    if (x.out.empty()) {
+      if (x.stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
+      if (x.stopping) return MHD_CONTENT_READER_END_WITH_ERROR;  // cut at the drain's deadline
+      if (Clock::now() - x.last_write > kKeepAlive) {
+        x.out = ": waiting\n\n";
+      } else {
+        x.Suspend();
+        return 0;
+      }
+    }
+    const size_t n = std::min(max, x.out.size());
+    std::memcpy(buf, x.out.data(), n);
+    x.out.erase(0, n);
+    x.last_write = Clock::now();
+    return static_cast<ssize_t>(n);
+  }
+
+  // The server-sent events of what the answer gained, into x.out.
+  static void Events(Exchange& x) {
+    const ResponseHeader& h = x.header;
+    if (x.first_chunk) {
+      x.first_chunk = false;
+      // A chat's first chunk names the role before any token, as OpenAI's does.
+      if (h.endpoint == Endpoint::kChat) {
+        x.out += SseEvent(StreamChunk(h, "", {}, std::nullopt, /*first=*/true));
+      }
+    }
+    AnswerPiece piece = x.stream->Next(milliseconds(0));
+    if (!piece.token_ids.empty())
+      x.ids.insert(x.ids.end(), piece.token_ids.begin(), piece.token_ids.end());
+    if (!piece.text.empty() || !piece.token_ids.empty()) {
+      x.out += SseEvent(StreamChunk(h, piece.text, piece.token_ids, std::nullopt, false));
+    }
+    if (!piece.finished) return;
+    if (!piece.status.ok()) {
+      x.out +=
+          SseEvent(ErrorResponse("generation failed: " + piece.status.ToString(), "server_error"));
+    } else {
+      x.out += SseEvent(StreamChunk(h, "", {}, piece.finish_reason, false));
+      if (x.include_usage) {
+        x.out += SseEvent(UsageChunk(h, Usage{x.prompt_tokens, x.stream->completion_tokens()}));
+      }
+    }
+    x.out += "data: [DONE]\n\n";
+    if (!x.ids.empty()) x.ttft = x.stream->ttft_seconds();
+    x.stream_done = true;
+  }
+
+  static void FreeStream(void* cls) { delete static_cast<std::shared_ptr<Exchange>*>(cls); }
+
+  // The request has ended (answered, failed, or its connection closed): counted, cancelled if
+  // still running, and its connection's keep-alive deadline starts.
+  static void Completed(void* cls, MHD_Connection* /*connection*/, void** req_cls,
+                        MHD_RequestTerminationCode toe) {
+    auto* server = static_cast<Server*>(cls);
+    if (*req_cls == nullptr) return;
+    auto* held = static_cast<std::shared_ptr<Exchange>*>(*req_cls);
+    const std::shared_ptr<Exchange> x = std::move(*held);
+    delete held;
+    *req_cls = nullptr;
+    {
+      MutexLock lock(&x->mu);
+      // A stream counts as answered once its last event was handed out: a client may close the
+      // connection after [DONE], before the chunked body's terminator.
+      const bool answered = x->stage == Exchange::Stage::kAnswered ||
+                            (x->stage == Exchange::Stage::kStreaming && x->stream_done &&
+                             x->out.empty() && !x->client_left);
+      if (!answered) x->code = 499;  // the client left (or the server cut it) before the end
+      x->connection = nullptr;
+      if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && x->entry != nullptr) {
+        server->connections_.Answered(x->entry);
+      }
+      server->Finish(*x);
+    }
+    MutexLock lock(&server->mu_);
+    server->exchanges_.erase(x);
+  }
+};
+
 Server::Server(ServedModel model, EngineThread& engine, ServerOptions options)
     : model_(std::move(model)),
       engine_(engine),
       options_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()),
-      started_(UnixNow()) {
-  const int threads =
-      options_.http_threads > 0 ? options_.http_threads : 4 * engine_.options().max_batch + 16;
-  http_->new_task_queue = [threads] {
-    return new httplib::ThreadPool(static_cast<size_t>(threads));
-  };
-  http_->set_payload_max_length(kMaxBodyBytes);
-  // httplib's own options, and the listening socket noted for Bind (the last one made is the one
-  // that bound).
-  http_->set_socket_options([this](int sock) {
-    httplib::default_socket_options(sock);
-    listen_socket_ = sock;
-  });
-  http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Completions(req, res, /*chat=*/false);
-  });
-  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Completions(req, res, /*chat=*/true);
-  });
-  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ModelsResponse(model_.name, started_), kJson);
-  });
-  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining_.load()) {
-      res.status = 503;
-      res.set_content("{\"status\":\"shutting down\"}", kJson);
-    } else {
-      res.set_content("{\"status\":\"ok\"}", kJson);
-    }
-  });
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    EngineSnapshot snapshot;
-    const Status called = engine_.Call([&](GenerateEngine& e) { snapshot = Snapshot(e); });
-    if (!called.ok()) {
-      Error(res, 503, called.message());
-      return;
-    }
-    snapshot.queued = engine_.queued();
-    res.set_content(metrics_.Render(snapshot), "text/plain; version=0.0.4");
-  });
-  // Routes that do not exist, bodies over the limit: an OpenAI error body instead of an empty one,
-  // and a count in /metrics (the handlers count their own answers).
-  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // Every answer of a handler has a body and is counted already.
-    if (!res.body.empty()) return;
-    metrics_.RequestStarted();
-    metrics_.RequestFinished(req.path == "/v1/completions"        ? "completions"
-                             : req.path == "/v1/chat/completions" ? "chat_completions"
-                                                                  : "other",
-                             res.status, -1.0);
-    const std::string message =
-        res.status == 404 ? "no route " + req.method + " " + req.path
-        : res.status == 413
-            ? "the request body is larger than " + std::to_string(kMaxBodyBytes) + " bytes"
-            : "the request failed (HTTP " + std::to_string(res.status) + ")";
-    res.set_content(
-        ErrorResponse(message, res.status >= 500 ? "server_error" : "invalid_request_error"),
-        kJson);
-  });
+      connections_(options_.limits),
+      started_(UnixNow()) {}
+
+Server::~Server() {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
-Server::~Server() = default;
-
 Status Server::Bind() {
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-  } else {
-    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const int rc =
+      getaddrinfo(options_.host.c_str(), std::to_string(options_.port).c_str(), &hints, &found);
+  if (rc != 0) {
+    return UnavailableError("cannot listen on " + where + ": " + gai_strerror(rc) +
+                            "; pick another --host");
   }
-  // The kernel's queue of connections not yet accepted: cpp-httplib (Debian's, compiled) listens
-  // with 5, which reset some of 64 clients' connections under load (issue 46, finding 5). A second
-  // listen() on the socket raises it to SOMAXCONN (the kernel's net.core.somaxconn bounds it).
-  if (port_ >= 0 && listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
-  if (port_ < 0) {
-    return UnavailableError("cannot listen on " + options_.host + ":" +
-                            std::to_string(options_.port) +
-                            " (in use, or not an address of this machine); pick another --port "
-                            "or --host");
+  std::string why = "no address";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd =
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    // The kernel's queue of connections not yet accepted: SOMAXCONN (net.core.somaxconn bounds
+    // it), so that a burst of clients is queued rather than reset (issue 46, finding 5).
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
+      sockaddr_storage bound{};
+      socklen_t len = sizeof bound;
+      getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+      port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      ipv6_ = bound.ss_family == AF_INET6;
+      listen_fd_ = fd;
+      break;
+    }
+    why = std::strerror(errno);
+    ::close(fd);
+  }
+  freeaddrinfo(found);
+  if (listen_fd_ < 0) {
+    return UnavailableError("cannot listen on " + where + " (" + why +
+                            "); pick another --port or --host");
+  }
+  // Every connection is a descriptor: the soft limit is raised towards the hard one as far as
+  // --max-connections needs (plus room for the model's files).
+  const rlim_t needed = static_cast<rlim_t>(options_.limits.max_connections) + kLimitGrace + 256;
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < needed) {
+    files.rlim_cur = std::min(needed, files.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &files);
+    if (files.rlim_cur < needed) {
+      std::fprintf(stderr,
+                   "warning: the open-file limit (ulimit -n) is %llu, which holds about %llu of "
+                   "--max-connections %d; past those, connections wait to be accepted\n",
+                   static_cast<unsigned long long>(files.rlim_cur),
+                   static_cast<unsigned long long>(files.rlim_cur > 256 ? files.rlim_cur - 256 : 0),
+                   options_.limits.max_connections);
+    }
   }
   return Status::Ok();
 }
 
 Status Server::Serve() {
-  const bool listened = http_->listen_after_bind();
-  served_ = true;
-  if (!listened) {
-    return IOError("the listening socket on " + options_.host + ":" + std::to_string(port_) +
-                   " failed");
+  const int threads = std::max(1, options_.http_threads);
+  workers_ = std::make_unique<ThreadPool>(threads + 1);  // N workers: the pool counts a caller
+  const ConnectionLimits& limits = connections_.limits();
+  const unsigned idle =
+      static_cast<unsigned>(std::ceil(std::max(limits.keep_alive_seconds, limits.request_seconds)));
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+  if (ipv6_) flags |= MHD_USE_IPv6;
+  // clang-format off
+  daemon_ = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, &HttpCallbacks::Request, this,
+      MHD_OPTION_LISTEN_SOCKET, listen_fd_,
+      MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned>(threads),
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemory,
+      // A client that stops reading its answer (or sending its request) is cut after this much
+      // silence; the deadlines of connection_table.h come first.
+      MHD_OPTION_CONNECTION_TIMEOUT, idle,
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(limits.max_connections + kLimitGrace),
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned>(limits.max_per_client + kLimitGrace),
+      MHD_OPTION_NOTIFY_CONNECTION, &HttpCallbacks::Connection, this,
+      MHD_OPTION_URI_LOG_CALLBACK, &HttpCallbacks::RequestLine, this,
+      MHD_OPTION_NOTIFY_COMPLETED, &HttpCallbacks::Completed, this,
+      MHD_OPTION_END);
+  // clang-format on
+  if (daemon_ == nullptr) {
+    MutexLock lock(&mu_);
+    served_ = true;  // a Shutdown to come returns at once
+    changed_.NotifyAll();
+    return IOError("the HTTP server on " + options_.host + ":" + std::to_string(port_) +
+                   " did not start (libmicrohttpd refused its options or its threads)");
   }
+  {
+    MutexLock lock(&mu_);
+    while (!stop_) {
+      const auto next = Clock::now() + kTick;
+      lock.Unlock();
+      Tick();
+      lock.Lock();
+      changed_.WaitUntil(&mu_, next);
+    }
+  }
+  MHD_stop_daemon(daemon_);  // closes every connection, and the listening socket
+  daemon_ = nullptr;
+  listen_fd_ = -1;
+  workers_.reset();  // what was still preparing finds its connection gone
+  MutexLock lock(&mu_);
+  served_ = true;
+  changed_.NotifyAll();
   return Status::Ok();
+}
+
+void Server::Tick() {
+  connections_.CloseOverdue();
+  std::vector<std::shared_ptr<Exchange>> open;
+  {
+    MutexLock lock(&mu_);
+    open.assign(exchanges_.begin(), exchanges_.end());
+  }
+  const auto now = Clock::now();
+  for (const std::shared_ptr<Exchange>& x : open) {
+    MutexLock lock(&x->mu);
+    const bool running =
+        x->stage == Exchange::Stage::kWaiting || x->stage == Exchange::Stage::kStreaming;
+    if (!running || x->connection == nullptr) continue;
+    // Nothing is written to a non-streamed answer before its end, and a suspended stream writes
+    // nothing: the socket tells whether the client left.
+    if (!x->client_left && PeerHasClosed(x->fd)) {
+      x->client_left = true;
+      x->stream->Cancel();  // ends at the next token boundary, which wakes the connection
+    }
+    if (x->stage == Exchange::Stage::kStreaming && now - x->last_write > kKeepAlive) x->Wake();
+  }
+}
+
+void Server::Work(const std::shared_ptr<Exchange>& x) {
+  if (x->route == Exchange::Route::kMetrics) {
+    EngineSnapshot snapshot;
+    const Status called = engine_.Call([&](GenerateEngine& e) { snapshot = Snapshot(e); });
+    snapshot.queued = engine_.queued();
+    std::string text = called.ok() ? metrics_.Render(snapshot) : std::string();
+    MutexLock lock(&x->mu);
+    if (x->stage != Exchange::Stage::kPreparing) return;
+    x->code = called.ok() ? 200 : 503;
+    x->answer = called.ok() ? std::move(text) : ErrorBody(503, called.message());
+    x->answer_type = called.ok() ? "text/plain; version=0.0.4" : kJson;
+    x->stage = Exchange::Stage::kReady;
+    x->Wake();
+    return;
+  }
+  const bool chat = x->route == Exchange::Route::kChat;
+  int code = 400;
+  Result<Prepared> prepared = Prepare(x->body, chat, &code);
+  MutexLock lock(&x->mu);
+  if (x->stage != Exchange::Stage::kPreparing) return;  // answered 503 meanwhile (stopping)
+  x->stage = Exchange::Stage::kReady;
+  if (!prepared.ok()) {
+    x->code = code;
+    x->answer = ErrorBody(code, prepared.status().message(), code == 404 ? "model_not_found" : "");
+    x->Wake();
+    return;
+  }
+  if (x->connection == nullptr || x->stopping) {
+    x->Wake();  // the handler answers 503, or nobody is left to answer
+    return;
+  }
+  Prepared& p = *prepared;
+  std::vector<int32_t> stop_ids = p.request.sampling.stop_tokens;
+  Result<std::shared_ptr<RequestHandle>> handle = engine_.Submit(std::move(p.request));
+  if (!handle.ok()) {
+    x->code = HttpCode(handle.status());
+    x->answer = ErrorBody(x->code, handle.status().message());
+    x->Wake();
+    return;
+  }
+  x->header.endpoint = p.endpoint;
+  x->header.id = std::string(p.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") +
+                 std::to_string(next_id_++);
+  x->header.created = UnixNow();
+  x->header.model = model_.name;
+  x->streamed = p.params.stream;
+  x->include_usage = p.params.include_usage;
+  x->prompt_tokens = p.prompt_tokens;
+  x->stream = std::make_shared<AnswerStream>(std::move(handle).value(), model_.tokenizer,
+                                             p.params.stop, std::move(stop_ids));
+  // Each token wakes the connection to take it (the exchange, not the handle, owns the link).
+  x->stream->SetNotify([weak = std::weak_ptr<Exchange>(x)] {
+    if (std::shared_ptr<Exchange> woken = weak.lock()) {
+      MutexLock lock(&woken->mu);
+      woken->Wake();
+    }
+  });
+  x->Wake();
+}
+
+void Server::Finish(Exchange& x) {
+  if (x.finished) return;
+  x.finished = true;
+  // A request still running (its client left, or the server stopped): its slot is freed at the
+  // next token boundary.
+  if (x.stream != nullptr) x.stream->Cancel();
+  if (x.counted) metrics_.RequestFinished(x.endpoint(), x.code, x.code == 200 ? x.ttft : -1.0);
+  if (x.active) {
+    MutexLock lock(&mu_);
+    if (--active_ == 0) changed_.NotifyAll();
+  }
 }
 
 void Server::Shutdown() {
   const auto deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(options_.drain_seconds * 1000));
+      Clock::now() + milliseconds(static_cast<int64_t>(options_.drain_seconds * 1000));
   bool cut = false;
+  std::vector<std::shared_ptr<Exchange>> open;
   {
     MutexLock lock(&mu_);
     draining_ = true;
     // The requests in flight run to their end, until the deadline.
     while (active_ != 0) {
-      if (idle_.WaitUntil(&mu_, deadline)) {
+      if (changed_.WaitUntil(&mu_, deadline)) {
         cut = active_ != 0;
         break;
       }
     }
+    stopping_ = true;
+    open.assign(exchanges_.begin(), exchanges_.end());
   }
-  http_->stop();  // no new connections
-  // Every connection is closed, whatever its client does (a trickled header, an idle keep-alive,
-  // an answer cut at the deadline): httplib's threads then end, and Serve returns. Repeated until
-  // it does, for connections accepted just before the listener closed.
-  int closed = 0;
-  while (!served_.load()) {
-    closed += ClientConnection::ShutdownAll(port_);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Whatever still waits is cancelled and woken, to answer 503 or end its stream: nothing is
+  // suspended when the daemon stops (libmicrohttpd requires it).
+  for (const std::shared_ptr<Exchange>& x : open) {
+    MutexLock lock(&x->mu);
+    x->stopping = true;
+    if (x->stream != nullptr) x->stream->Cancel();
+    x->Wake();
   }
-  if (cut || closed > 0) {
+  const int remaining = connections_.open();
+  MutexLock lock(&mu_);
+  stop_ = true;
+  changed_.NotifyAll();
+  while (!served_) changed_.Wait(&mu_);
+  lock.Unlock();
+  if (cut || remaining > 0) {
     std::fprintf(stderr, "drain: %s; closed %d connection%s that remained (--drain-seconds %g)\n",
                  cut ? "requests still running at the deadline were cut" : "every request done",
-                 closed, closed == 1 ? "" : "s", options_.drain_seconds);
+                 remaining, remaining == 1 ? "" : "s", options_.drain_seconds);
   }
-  engine_.Drain();  // quick now: every handler has cancelled or finished its request
-}
-
-void Server::Leave() {
-  MutexLock lock(&mu_);
-  if (--active_ == 0) idle_.NotifyAll();
-}
-
-void Server::Error(httplib::Response& res, int code, const std::string& message) {
-  res.status = code;
-  const char* type = code >= 500 ? "server_error" : "invalid_request_error";
-  res.set_content(ErrorResponse(message, type, code == 404 ? "model_not_found" : ""), kJson);
+  engine_.Drain();  // quick now: every request has finished or been cancelled
 }
 
 Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int* code) {
@@ -286,167 +839,6 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
                          model_.eos_token_ids.end());
   }
   return p;
-}
-
-void Server::Completions(const httplib::Request& req, httplib::Response& res, bool chat) {
-  const std::string endpoint = chat ? "chat_completions" : "completions";
-  {
-    MutexLock lock(&mu_);
-    if (draining_.load()) {
-      Error(res, 503, "the server is shutting down");
-      return;
-    }
-    ++active_;
-  }
-  metrics_.RequestStarted();
-  int code = 400;
-  // The body is JSON: a Content-Type that says otherwise (text/plain, a form) is refused rather
-  // than parsed anyway. A request without one is taken as JSON, as curl -d users expect.
-  const std::string type = req.get_header_value("Content-Type");
-  std::string media;
-  for (char c : type.substr(0, type.find(';'))) {
-    if (c != ' ' && c != '\t') {
-      media += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-  }
-  if (!type.empty() && media != "application/json") {
-    code = 415;
-    Error(res, code,
-          "the request body must be JSON (Content-Type: application/json), not '" +
-              media.substr(0, 80) + "'");
-    metrics_.RequestFinished(endpoint, code, -1.0);
-    Leave();
-    return;
-  }
-  Result<Prepared> prepared = Prepare(req.body, chat, &code);
-  if (!prepared.ok()) {
-    Error(res, code, prepared.status().message());
-    metrics_.RequestFinished(endpoint, code, -1.0);
-    Leave();
-    return;
-  }
-  Answer(std::move(prepared).value(), req, res);
-}
-
-void Server::Answer(Prepared p, const httplib::Request& req, httplib::Response& res) {
-  const std::string endpoint = p.endpoint == Endpoint::kChat ? "chat_completions" : "completions";
-  const int64_t prompt_tokens = p.prompt_tokens;
-  std::vector<int32_t> stop_ids = p.request.sampling.stop_tokens;
-  Result<std::shared_ptr<RequestHandle>> handle = engine_.Submit(std::move(p.request));
-  if (!handle.ok()) {
-    Error(res, HttpCode(handle.status()), handle.status().message());
-    metrics_.RequestFinished(endpoint, res.status, -1.0);
-    Leave();
-    return;
-  }
-  ResponseHeader header;
-  header.endpoint = p.endpoint;
-  header.id = std::string(p.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") +
-              std::to_string(next_id_++);
-  header.created = UnixNow();
-  header.model = model_.name;
-  auto stream = std::make_shared<AnswerStream>(std::move(handle).value(), model_.tokenizer,
-                                               p.params.stop, std::move(stop_ids));
-  if (!p.params.stream) {
-    // Nothing is written before the end, so the socket tells whether the client left.
-    const ClientConnection client =
-        ClientConnection::Find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    std::string text;
-    std::vector<int32_t> ids;
-    AnswerPiece piece;
-    bool left = false;
-    do {
-      piece = stream->Next(kPoll);
-      text += piece.text;
-      ids.insert(ids.end(), piece.token_ids.begin(), piece.token_ids.end());
-      if (!piece.finished && !left && client.Gone()) {
-        stream->Cancel();  // ends at the next token boundary; Next then finishes
-        left = true;
-      }
-    } while (!piece.finished);
-    if (left) {
-      // Nobody reads it; the body marks it answered (the error handler counts bodiless ones).
-      Error(res, 499, "the client closed the connection");
-      metrics_.RequestFinished(endpoint, 499, -1.0);
-      Leave();
-      return;
-    }
-    if (!piece.status.ok()) {
-      Error(res, 500, "generation failed: " + piece.status.ToString());
-    } else {
-      res.status = 200;
-      res.set_content(FullResponse(header, text, ids, piece.finish_reason,
-                                   Usage{prompt_tokens, stream->completion_tokens()}),
-                      kJson);
-    }
-    metrics_.RequestFinished(endpoint, res.status, ids.empty() ? -1.0 : stream->ttft_seconds());
-    Leave();
-    return;
-  }
-  struct StreamState {
-    std::shared_ptr<AnswerStream> stream;
-    ResponseHeader header;
-    bool include_usage = false;
-    int64_t prompt_tokens = 0;
-    bool first = true;
-    bool done = false;
-    Clock::time_point last_write = Clock::now();
-  };
-  auto state = std::make_shared<StreamState>();
-  state->stream = stream;
-  state->header = std::move(header);
-  state->include_usage = p.params.include_usage;
-  state->prompt_tokens = prompt_tokens;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [state](size_t /*offset*/, httplib::DataSink& sink) {
-        auto write = [&](const std::string& s) {
-          state->last_write = Clock::now();
-          return sink.write(s.data(), s.size());
-        };
-        const ResponseHeader& h = state->header;
-        if (state->first) {
-          state->first = false;
-          // A chat's first chunk names the role before any token, as OpenAI's does.
-          if (h.endpoint == Endpoint::kChat &&
-              !write(SseEvent(StreamChunk(h, "", {}, std::nullopt, /*first=*/true)))) {
-            return false;
-          }
-        }
-        AnswerPiece piece = state->stream->Next(kPoll);
-        if (!piece.text.empty() || !piece.token_ids.empty()) {
-          if (!write(SseEvent(StreamChunk(h, piece.text, piece.token_ids, std::nullopt, false)))) {
-            return false;
-          }
-        } else if (!piece.finished && Clock::now() - state->last_write > kKeepAlive) {
-          if (!write(": waiting\n\n")) return false;
-        }
-        if (!piece.finished) return true;
-        if (!piece.status.ok()) {
-          write(SseEvent(
-              ErrorResponse("generation failed: " + piece.status.ToString(), "server_error")));
-        } else {
-          write(SseEvent(StreamChunk(h, "", {}, piece.finish_reason, false)));
-          if (state->include_usage) {
-            write(SseEvent(
-                UsageChunk(h, Usage{state->prompt_tokens, state->stream->completion_tokens()})));
-          }
-        }
-        write("data: [DONE]\n\n");
-        state->done = true;
-        sink.done();
-        return true;
-      },
-      [this, state, endpoint](bool success) {
-        // A client that left: its request ends at the next token boundary, freeing its slot.
-        if (!state->done) state->stream->Cancel();
-        metrics_.RequestFinished(endpoint, success && state->done ? 200 : 499,
-                                 state->done && state->stream->completion_tokens() > 0
-                                     ? state->stream->ttft_seconds()
-                                     : -1.0);
-        Leave();
-      });
 }
 
 }  // namespace sy::serving

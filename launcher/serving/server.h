@@ -7,26 +7,33 @@
 //   GET  /health               200 {"status": "ok"}; 503 while shutting down
 //   GET  /metrics              Prometheus text (launcher/serving/server_metrics.h)
 //
-// HTTP is cpp-httplib (Debian's libcpp-httplib-dev): a pool of HTTP threads, each answering one
-// connection at a time. A generation request is parsed and checked on its HTTP thread (launcher/
-// serving/openai_request.h; the prompt is tokenized or templated there too), submitted to the
-// engine thread, and answered from its RequestHandle as the tokens arrive: as server-sent events
-// when "stream" is true, else in one body at the end. The engine thread alone touches the engine,
-// the model and the backend; an HTTP thread touches only its own request's handle, the (const,
-// thread-safe) tokenizer and chat template, and the metrics.
+// HTTP is libmicrohttpd (Debian's libmicrohttpd-dev): --http-threads event loops (epoll) answer
+// every connection, so a connection that is idle, trickling its headers or waiting for its tokens
+// holds no thread. What a client may cost is bounded (docs/serving.md, "Limits"): its headers (the
+// bytes, by the connection's memory pool, and their count), its body, the time its request may
+// take to arrive and to begin on a keep-alive connection (launcher/serving/connection_table.h), and
+// the connections open in all and per client address (past either, the first request is answered
+// 503 and the connection closed). A request that needs work (parsing, the chat template and the
+// tokenizer, or the engine for /metrics) is handed to as many preparing threads, its connection
+// suspended meanwhile; it is then submitted to the engine thread, whose tokens wake the
+// connection again (RequestHandle::SetNotify). The engine thread alone touches the engine, the
+// model and the backend; the other threads touch only a request's own state (under its lock), the
+// (const, thread-safe) tokenizer and chat template, and the metrics.
 //
 // Answers: 400 for a request that is malformed or does not fit (wrong types, max_tokens past the
 // context, a text prompt to a model without a tokenizer, a chat to a model without a template),
-// 404 for another model's name or path, 503 while shutting down, 500 when the engine fails; each
-// with an OpenAI error body. A streaming client that disconnects is noticed at the next write (a
-// comment line goes out every second while a request waits); a non-streamed one by a look at its
-// socket every 250 ms (launcher/serving/client_connection.h). Either way its request is cancelled,
-// which frees its batch slot at the next token boundary, and is counted with code 499.
+// 404 for another model's name or path or an unknown route, 413 for a body over kMaxBodyBytes,
+// 415 for a body that says it is not JSON, 431 for too many headers, 503 while shutting down or
+// past a connection limit, 500 when the engine fails; each with an OpenAI error body. A client
+// that disconnects is noticed by a look at its socket every 100 ms, and a streaming one also at
+// its next write (a comment line goes out every second while a request waits). Either way its
+// request is cancelled, which frees its batch slot at the next token boundary, and is counted
+// with code 499.
 //
 // Shutdown (from any thread, e.g. on SIGTERM): new requests get 503, the requests in flight run
-// to their end and are answered, for at most ServerOptions::drain_seconds; then every connection
-// is closed, whatever its client does (one trickling its headers, an idle keep-alive, an answer
-// still running at the deadline), and Serve returns.
+// to their end and are answered, for at most ServerOptions::drain_seconds; then the requests still
+// running are cancelled, every connection is closed, whatever its client does (one trickling its
+// headers, an idle keep-alive, an answer still running at the deadline), and Serve returns.
 //
 // Ownership: borrows the engine thread, the tokenizer and the chat template (all outlive the
 // server). Thread-safety: Bind and Serve on one thread; Shutdown and port() from any thread.
@@ -36,21 +43,21 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "inference/chat_template.h"
 #include "inference/engine_thread.h"
 #include "inference/tokenizer.h"
+#include "launcher/serving/connection_table.h"
 #include "launcher/serving/server_metrics.h"
 #include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
+#include "runtime/core/thread_pool.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+struct MHD_Daemon;
 
 namespace sy::serving {
 
@@ -68,8 +75,10 @@ struct ServedModel {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;       // 0: any free port (port() says which)
-  int http_threads = 0;  // connections answered at once; 0: 4 x the engine's batch + 16
+  int port = 8080;  // 0: any free port (port() says which)
+  // Event-loop threads, and as many threads that prepare requests (parse, template, tokenize).
+  int http_threads = 4;
+  ConnectionLimits limits;
   // Default: 30. How long Shutdown lets the requests in flight finish before it closes every
   // connection (`--drain-seconds`).
   double drain_seconds = 30;
@@ -95,32 +104,41 @@ class Server {
 
  private:
   struct Prepared;  // a checked generation request, ready for the engine (server.cc)
+  struct Exchange;  // one request on its connection, from its request line to its end (server.cc)
+  friend struct HttpCallbacks;  // libmicrohttpd's callbacks (server.cc)
 
-  void Completions(const httplib::Request& req, httplib::Response& res, bool chat);
   // Parses and checks a body into a request for the engine, or the HTTP error to answer.
   Result<Prepared> Prepare(const std::string& body, bool chat, int* code);
-  // Submits the request and answers it (whole, or as a stream that outlives the handler); counts
-  // its end in the metrics and calls Leave once it is answered.
-  void Answer(Prepared prepared, const httplib::Request& req, httplib::Response& res);
-  void Error(httplib::Response& res, int code, const std::string& message);
-  // A generation request in flight is answered (for the drain).
-  void Leave() SY_EXCLUDES(mu_);
+  // On a preparing thread: prepares and submits the exchange's request (or reads the metrics),
+  // then wakes its connection to answer.
+  void Work(const std::shared_ptr<Exchange>& x);
+  // Every 100 ms until Serve ends: cuts connections past their deadline, cancels the requests of
+  // clients that left, wakes streams that owe a keep-alive comment.
+  void Tick();
+  // Counts the exchange's end in the metrics, once; cancels its request if it is still running.
+  void Finish(Exchange& x);
 
   ServedModel model_;
   EngineThread& engine_;
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> http_;
-  int listen_socket_ = -1;  // httplib's listening socket, once Bind made it
+  ConnectionTable connections_;
   ServerMetrics metrics_;
+  std::unique_ptr<ThreadPool> workers_;
+  MHD_Daemon* daemon_ = nullptr;
+  int listen_fd_ = -1;
+  bool ipv6_ = false;
   int port_ = 0;
   int64_t started_ = 0;  // Unix seconds
   std::atomic<bool> draining_{false};
-  std::atomic<bool> served_{false};  // Serve has returned
+  std::atomic<bool> stopping_{false};  // past the drain: nothing waits any more
   std::atomic<int64_t> next_id_{1};
 
   Mutex mu_;
-  CondVar idle_;
-  int active_ SY_GUARDED_BY(mu_) = 0;
+  CondVar changed_;                       // active_, stop_ or served_ changed
+  int active_ SY_GUARDED_BY(mu_) = 0;     // generation requests not yet answered (the drain waits)
+  bool stop_ SY_GUARDED_BY(mu_) = false;  // Shutdown asks Serve to stop the daemon
+  bool served_ SY_GUARDED_BY(mu_) = false;                            // Serve has returned
+  std::set<std::shared_ptr<Exchange>> exchanges_ SY_GUARDED_BY(mu_);  // every one open
 };
 
 }  // namespace sy::serving
