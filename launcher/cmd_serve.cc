@@ -228,22 +228,24 @@ class ServeCommand : public Command {
                                   std::to_string(parallel_) + " (" + std::to_string(per_token) +
                                   " bytes per token); raise it or lower --parallel");
     }
-    // On cpu and sim the KV cache is host memory: refused before it is allocated when the machine
-    // cannot hold it, with the largest settings that fit.
-    if (options_.device == "cpu" || options_.device == "sim") {
-      const double available = AvailableHostMemory();
-      const double kv_bytes = static_cast<double>(per_token) * parallel_ * served.context;
-      if (available > 0 && kv_bytes > available) {
-        const auto most_context =
-            static_cast<long long>(available / (static_cast<double>(per_token) * parallel_));
-        return ResourceExhaustedError(
-            "the KV cache of --parallel " + std::to_string(parallel_) + " requests of " +
-            std::to_string(served.context) + " tokens needs " + FormatMemory(kv_bytes) +
-            ", and this machine has " + FormatMemory(available) +
-            " available; lower --kv-cache-mib to at most " +
-            std::to_string(static_cast<long long>(available / (1 << 20))) +
-            ", or --context to at most " + std::to_string(most_context));
-      }
+    // The KV cache is refused before it is allocated when the memory it goes to cannot hold it,
+    // with the largest settings that fit: host memory on cpu and sim, the device's on cuda (free
+    // on the device plus what its cache holds unused, after the weights were loaded).
+    const bool on_host = options_.device == "cpu" || options_.device == "sim";
+    const double available = on_host
+                                 ? AvailableHostMemory()
+                                 : static_cast<double>(session->backend().memory_stats().available);
+    const double kv_bytes = static_cast<double>(per_token) * parallel_ * served.context;
+    if (available > 0 && kv_bytes > available) {
+      const auto most_context =
+          static_cast<long long>(available / (static_cast<double>(per_token) * parallel_));
+      return ResourceExhaustedError(
+          "the KV cache of --parallel " + std::to_string(parallel_) + " requests of " +
+          std::to_string(served.context) + " tokens needs " + FormatMemory(kv_bytes) + ", and " +
+          (on_host ? std::string("this machine") : options_.device) + " has " +
+          FormatMemory(available) + " available; lower --kv-cache-mib to at most " +
+          std::to_string(static_cast<long long>(available / (1 << 20))) +
+          ", or --context to at most " + std::to_string(most_context));
     }
     served.context_why = served.context < wanted
                              ? "--kv-cache-mib " + std::to_string(kv_cache_mib_) +

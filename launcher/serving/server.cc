@@ -19,6 +19,7 @@
 #include <ctime>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "launcher/serving/answer_stream.h"
 #include "launcher/serving/openai_request.h"
@@ -151,7 +152,8 @@ struct Server::Exchange {
   bool include_usage = false;
   int64_t prompt_tokens = 0;
   bool client_left = false;
-  bool stopping = false;  // past the drain: answer or close now, never wait again
+  bool stopping = false;          // past the drain: answer or close now, never wait again
+  MHD_Response* reply = nullptr;  // made under mu, queued by Request after it
 
   // kWaiting: what has come so far.
   std::string text;
@@ -227,6 +229,9 @@ struct HttpCallbacks {
     return new std::shared_ptr<Exchange>(std::move(x));
   }
 
+  // Makes the answer that Request queues once it has let go of x.mu (libmicrohttpd holds its
+  // response's lock when it calls the reader, which takes x.mu: queueing under x.mu would take
+  // the two in the other order).
   static MHD_Result Queue(Exchange& x, int code, const std::string& body, const char* type,
                           bool close = false) {
     MHD_Response* response = MHD_create_response_from_buffer(
@@ -234,12 +239,10 @@ struct HttpCallbacks {
     if (response == nullptr) return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (close) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
-    const MHD_Result queued =
-        MHD_queue_response(x.connection, static_cast<unsigned>(code), response);
-    MHD_destroy_response(response);
+    x.reply = response;
     x.code = code;
     x.stage = Exchange::Stage::kAnswered;
-    return queued;
+    return MHD_YES;
   }
 
   static MHD_Result QueueError(Server& server, Exchange& x, int code, const std::string& message,
@@ -259,7 +262,26 @@ struct HttpCallbacks {
     auto* server = static_cast<Server*>(cls);
     if (*req_cls == nullptr) *req_cls = RequestLine(cls, url, connection);
     const std::shared_ptr<Exchange> x = *static_cast<std::shared_ptr<Exchange>*>(*req_cls);
-    MutexLock lock(&x->mu);
+    MHD_Response* reply = nullptr;
+    unsigned code = 0;
+    MHD_Result result;
+    {
+      MutexLock lock(&x->mu);
+      result = Step(server, x, connection, url, method, upload_data, upload_data_size);
+      reply = std::exchange(x->reply, nullptr);
+      code = static_cast<unsigned>(x->code);
+    }
+    if (reply != nullptr) {
+      if (MHD_queue_response(connection, code, reply) != MHD_YES) result = MHD_NO;
+      MHD_destroy_response(reply);
+    }
+    return result;
+  }
+
+  // Request's work, under x->mu.
+  static MHD_Result Step(Server* server, const std::shared_ptr<Exchange>& x,
+                         MHD_Connection* connection, const char* url, const char* method,
+                         const char* upload_data, size_t* upload_data_size) {
     switch (x->stage) {
       case Exchange::Stage::kHeaders:
         return Headers(*server, *x, connection, url, method);
@@ -386,11 +408,10 @@ struct HttpCallbacks {
     if (response == nullptr) return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    const MHD_Result queued = MHD_queue_response(x->connection, MHD_HTTP_OK, response);
-    MHD_destroy_response(response);
+    x->reply = response;
     x->code = 200;
     x->stage = Exchange::Stage::kStreaming;
-    return queued;
+    return MHD_YES;
   }
 
   // A non-streamed answer: takes what has come; answers at the end, else waits for more.

@@ -89,6 +89,10 @@ struct MemoryStats {
   size_t num_device_allocs = 0;  // of those, served by a fresh device allocation (cache misses)
   // AllocateReleasable memory that holds physical memory now (cuda; outside the counts above).
   size_t releasable_bytes_mapped = 0;
+  // Device memory a new allocation could still get: free on the device plus what the cache holds
+  // unused (cuda: cudaMemGetInfo). 0 = unknown (cpu and sim, whose memory is the host's:
+  // runtime/core/host_memory.h).
+  size_t available = 0;
 };
 
 struct GemmOptions {

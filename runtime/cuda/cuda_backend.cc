@@ -152,6 +152,10 @@ Result<Tensor> CudaBackend::AllocatePinnedHost(DType dtype, Shape shape) {
 
 MemoryStats CudaBackend::memory_stats() const {
   MemoryStats stats = allocator_->stats();
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+    stats.available = free_bytes + (stats.bytes_reserved - stats.bytes_in_use);
+  }
   MutexLock lock(&releasable_mutex_);
   if (releasable_ != nullptr) stats.releasable_bytes_mapped = releasable_->mapped_bytes();
   return stats;
