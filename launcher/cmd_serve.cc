@@ -5,7 +5,7 @@
 //   switchyard serve --model DIR|CKPT [--host 127.0.0.1 --port 8080 --parallel 4
 //                    --kv-cache-mib 1024 --context N --model-name NAME --http-threads N
 //                    --max-connections N --max-connections-per-client N --keep-alive-seconds S
-//                    --request-seconds S --drain-seconds S]
+//                    --request-seconds S --drain-seconds S --api-key KEY --cors-origin ORIGIN]
 //                    [--device cpu --dtype bf16 --threads N --policy NAME ...]
 //
 // The KV cache holds --parallel requests of --context tokens each (prompt + answer); --context
@@ -41,6 +41,7 @@
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
 #include "launcher/serving/server.h"
+#include "runtime/core/env.h"
 #include "runtime/core/host_memory.h"
 #include "runtime/core/progress.h"
 #include "runtime/model/kv_cache.h"
@@ -135,6 +136,13 @@ class ServeCommand : public Command {
                    "How long a request may take to arrive entirely, headers and body, once it "
                    "has begun (default 30)")
         ->check(CLI::Range(0.1, 86400.0).description("seconds from 0.1 to 86400"));
+    app.add_option("--api-key", server_.api_key,
+                   "Requests to /v1/* and /tokenize, /detokenize must carry 'Authorization: "
+                   "Bearer KEY' (401 otherwise); default: $SWITCHYARD_API_KEY, else none. The "
+                   "variable keeps the key out of `ps`");
+    app.add_option("--cors-origin", server_.cors_origins,
+                   "An origin whose web pages may call the API from a browser (CORS); repeat "
+                   "for more, '*' for any (default: none)");
     app.add_option("--drain-seconds", server_.drain_seconds,
                    "On SIGTERM or SIGINT, how long the requests in flight may run before every "
                    "connection is closed (default 30)")
@@ -146,6 +154,7 @@ class ServeCommand : public Command {
  private:
   Status RunStatus() {
     SY_RETURN_IF_ERROR(ParseInferenceFlags(flags_, &options_));
+    if (server_.api_key.empty()) server_.api_key = EnvString("SWITCHYARD_API_KEY", "");
     // The weights' load, on stderr: a bar on a terminal, lines otherwise.
     ProgressLine loading(stderr, "loading " + options_.model_path);
     options_.load_progress = [&loading](int64_t done, int64_t total) {

@@ -1,6 +1,7 @@
 // libFuzzer target for the request-body parsers of `switchyard serve`
-// (launcher/serving/openai_request.h). Input: any bytes, parsed as a completion body and as a chat
-// body. Each must parse or give a Status; what parses must be inside the documented bounds.
+// (launcher/serving/openai_request.h). Input: any bytes, parsed as a completion body, a chat body,
+// a /tokenize and a /detokenize body. Each must parse or give a Status; what parses must be inside
+// the documented bounds.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -46,6 +47,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (const auto& m : chat->messages) {
       if (m.role.empty()) __builtin_trap();
+    }
+  }
+  auto tokenize = sy::serving::ParseTokenizeRequest(body);
+  // Exactly one of a text and a chat.
+  if (tokenize.ok() && tokenize->prompt.has_value() == !tokenize->messages.empty()) {
+    __builtin_trap();
+  }
+  auto detokenize = sy::serving::ParseDetokenizeRequest(body);
+  if (detokenize.ok()) {
+    for (const int32_t id : detokenize->tokens) {
+      if (id < 0) __builtin_trap();
     }
   }
   return 0;

@@ -135,14 +135,17 @@ constexpr std::string_view kCommonFields[] = {
 constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens"};
 constexpr std::string_view kCompletionFields[] = {"prompt"};
 
-Status RefuseUnknownFields(const json& root, bool chat) {
+constexpr std::string_view kTokenizeFields[] = {"model", "prompt", "messages",
+                                                "add_generation_prompt"};
+constexpr std::string_view kDetokenizeFields[] = {"model", "tokens"};
+
+// A field outside `allowed` and `more` is refused by name.
+Status RefuseUnknownFields(const json& root, std::span<const std::string_view> allowed,
+                           std::span<const std::string_view> more = {}) {
   for (const auto& [name, value] : root.items()) {
     bool known = false;
-    for (std::string_view f : kCommonFields) known = known || name == f;
-    for (std::string_view f : chat ? std::span<const std::string_view>(kChatFields)
-                                   : std::span<const std::string_view>(kCompletionFields)) {
-      known = known || name == f;
-    }
+    for (std::string_view f : allowed) known = known || name == f;
+    for (std::string_view f : more) known = known || name == f;
     if (!known) {
       return InvalidArgumentError("the field " + storage::Quote(name) +
                                   " is not supported by this server (docs/serving.md lists the "
@@ -185,7 +188,10 @@ Status RefuseUnsupported(const json& root) {
 }
 
 Result<SamplingParams> ParseSampling(const json& root, bool chat) {
-  SY_RETURN_IF_ERROR(RefuseUnknownFields(root, chat));
+  SY_RETURN_IF_ERROR(
+      RefuseUnknownFields(root, kCommonFields,
+                          chat ? std::span<const std::string_view>(kChatFields)
+                               : std::span<const std::string_view>(kCompletionFields)));
   SY_RETURN_IF_ERROR(RefuseUnsupported(root));
   SamplingParams p;
   SY_ASSIGN_OR_RETURN(p.stream, GetBool(root, "stream", false));
@@ -303,29 +309,9 @@ Result<std::string> MessageContent(const json& content, size_t index) {
   return text;
 }
 
-}  // namespace
-
-Result<CompletionRequest> ParseCompletionRequest(std::string_view body) {
-  SY_ASSIGN_OR_RETURN(json root, ParseObject(body));
-  CompletionRequest out;
-  SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
-  const json* prompt = Field(root, "prompt");
-  if (prompt == nullptr) return InvalidArgumentError("'prompt' is required");
-  if (prompt->is_string()) {
-    out.prompt_text = prompt->get<std::string>();
-  } else if (prompt->is_array()) {
-    SY_RETURN_IF_ERROR(ParseArrayPrompt(*prompt, out));
-  } else {
-    return WrongType("prompt", "a string or an array of token ids", *prompt);
-  }
-  SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/false));
-  return out;
-}
-
-Result<ChatRequest> ParseChatRequest(std::string_view body) {
-  SY_ASSIGN_OR_RETURN(json root, ParseObject(body));
-  ChatRequest out;
-  SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
+// The 'messages' of a chat (or of a chat to tokenize).
+Result<std::vector<ChatMessage>> ParseMessages(const json& root) {
+  std::vector<ChatMessage> out;
   const json* messages = Field(root, "messages");
   if (messages == nullptr) return InvalidArgumentError("'messages' is required");
   if (!messages->is_array()) return WrongType("messages", "an array of messages", *messages);
@@ -353,9 +339,72 @@ Result<ChatRequest> ParseChatRequest(std::string_view body) {
     } else if (message.role != "assistant") {
       return InvalidArgumentError(at + " needs a \"content\"");
     }
-    out.messages.push_back(std::move(message));
+    out.push_back(std::move(message));
   }
+  return out;
+}
+
+}  // namespace
+
+Result<CompletionRequest> ParseCompletionRequest(std::string_view body) {
+  SY_ASSIGN_OR_RETURN(json root, ParseObject(body));
+  CompletionRequest out;
+  SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
+  const json* prompt = Field(root, "prompt");
+  if (prompt == nullptr) return InvalidArgumentError("'prompt' is required");
+  if (prompt->is_string()) {
+    out.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array()) {
+    SY_RETURN_IF_ERROR(ParseArrayPrompt(*prompt, out));
+  } else {
+    return WrongType("prompt", "a string or an array of token ids", *prompt);
+  }
+  SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/false));
+  return out;
+}
+
+Result<ChatRequest> ParseChatRequest(std::string_view body) {
+  SY_ASSIGN_OR_RETURN(json root, ParseObject(body));
+  ChatRequest out;
+  SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
+  SY_ASSIGN_OR_RETURN(out.messages, ParseMessages(root));
   SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/true));
+  return out;
+}
+
+Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
+  SY_ASSIGN_OR_RETURN(json root, ParseObject(body));
+  SY_RETURN_IF_ERROR(RefuseUnknownFields(root, kTokenizeFields));
+  TokenizeRequest out;
+  SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
+  const json* prompt = Field(root, "prompt");
+  const bool chat = Field(root, "messages") != nullptr;
+  if ((prompt == nullptr) == !chat) {
+    return InvalidArgumentError("give either 'prompt' (a text) or 'messages' (a chat)");
+  }
+  if (chat) {
+    SY_ASSIGN_OR_RETURN(out.messages, ParseMessages(root));
+    SY_ASSIGN_OR_RETURN(out.add_generation_prompt, GetBool(root, "add_generation_prompt", true));
+  } else {
+    if (!prompt->is_string()) return WrongType("prompt", "a string", *prompt);
+    out.prompt = prompt->get<std::string>();
+  }
+  return out;
+}
+
+Result<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body) {
+  SY_ASSIGN_OR_RETURN(json root, ParseObject(body));
+  SY_RETURN_IF_ERROR(RefuseUnknownFields(root, kDetokenizeFields));
+  DetokenizeRequest out;
+  SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
+  const json* tokens = Field(root, "tokens");
+  if (tokens == nullptr) return InvalidArgumentError("'tokens' is required");
+  if (!tokens->is_array()) return WrongType("tokens", "an array of token ids", *tokens);
+  out.tokens.reserve(tokens->size());
+  for (const json& id : *tokens) {
+    SY_ASSIGN_OR_RETURN(int32_t token, TokenId(id, "tokens"));
+    out.tokens.push_back(token);
+  }
   return out;
 }
 

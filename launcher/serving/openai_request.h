@@ -1,6 +1,6 @@
 // The request bodies of the OpenAI-compatible endpoints `switchyard serve` answers
-// (docs/serving.md): POST /v1/completions and POST /v1/chat/completions, parsed from untrusted
-// JSON into checked values.
+// (docs/serving.md): POST /v1/completions and POST /v1/chat/completions, and vLLM's POST /tokenize
+// and POST /detokenize, parsed from untrusted JSON into checked values.
 //
 // A body is refused, with InvalidArgument naming the field and what it accepts, when it is not a
 // JSON object, is larger than kMaxBodyBytes, nests deeper or repeats a key (storage::
@@ -76,5 +76,22 @@ Result<CompletionRequest> ParseCompletionRequest(std::string_view body);
 // The body of POST /v1/chat/completions. A message's content is a string, null (an assistant
 // message), or an array of {"type": "text", "text": ...} parts.
 Result<ChatRequest> ParseChatRequest(std::string_view body);
+
+// POST /tokenize (vLLM's shape): a text {"prompt": "..."}, or a chat {"messages": [...]} to render
+// through the model's template (add_generation_prompt, default true). Exactly one of the two.
+struct TokenizeRequest {
+  std::string model;
+  std::optional<std::string> prompt;  // set for a text
+  std::vector<ChatMessage> messages;  // a chat otherwise
+  bool add_generation_prompt = true;
+};
+Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body);
+
+// POST /detokenize: {"tokens": [ids]}.
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+Result<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body);
 
 }  // namespace sy::serving

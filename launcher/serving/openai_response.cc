@@ -83,6 +83,14 @@ std::string ModelsResponse(std::string_view model, int64_t created) {
                                               {"owned_by", "switchyard"}}})}});
 }
 
+std::string TokenizeResponse(std::span<const int32_t> tokens, int64_t max_model_len) {
+  return Dump(json{{"count", tokens.size()},
+                   {"max_model_len", max_model_len},
+                   {"tokens", std::vector<int32_t>(tokens.begin(), tokens.end())}});
+}
+
+std::string DetokenizeResponse(std::string_view text) { return Dump(json{{"prompt", text}}); }
+
 std::string ErrorResponse(std::string_view message, std::string_view type, std::string_view code) {
   return Dump(json{{"error",
                     {{"message", message},

@@ -57,6 +57,11 @@ std::string ModelsResponse(std::string_view model, int64_t created);
 std::string ErrorResponse(std::string_view message, std::string_view type,
                           std::string_view code = "");
 
+// POST /tokenize: {"count", "max_model_len" (the server's context per request), "tokens"}.
+std::string TokenizeResponse(std::span<const int32_t> tokens, int64_t max_model_len);
+// POST /detokenize: {"prompt": text}.
+std::string DetokenizeResponse(std::string_view text);
+
 // "data: <json>\n\n", one server-sent event.
 std::string SseEvent(std::string_view json);
 

@@ -103,6 +103,17 @@ std::string MediaType(const char* value) {
   return media;
 }
 
+// "Bearer KEY" with the right key, compared in constant time.
+bool Authorized(const char* header, const std::string& key) {
+  const std::string want = "Bearer " + key;
+  if (header == nullptr || std::strlen(header) != want.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff |= static_cast<unsigned char>(header[i] ^ want[i]);
+  }
+  return diff == 0;
+}
+
 }  // namespace
 
 struct Server::Prepared {
@@ -116,7 +127,17 @@ struct Server::Prepared {
 // thread, one call at a time; a preparing thread, the engine thread (through the handle's notify)
 // and the tick thread reach it too. Everything below `mu` is read and written under it.
 struct Server::Exchange {
-  enum class Route : uint8_t { kNone, kCompletions, kChat, kModels, kHealth, kMetrics };
+  enum class Route : uint8_t {
+    kNone,
+    kCompletions,
+    kChat,
+    kModels,
+    kHealth,
+    kMetrics,
+    kTokenize,
+    kDetokenize,
+    kPreflight,  // OPTIONS: a browser's CORS preflight
+  };
   enum class Stage : uint8_t {
     kHeaders,    // the request line is in; the handler has not seen the headers yet
     kBody,       // receiving the body
@@ -154,6 +175,7 @@ struct Server::Exchange {
   bool client_left = false;
   bool stopping = false;          // past the drain: answer or close now, never wait again
   MHD_Response* reply = nullptr;  // made under mu, queued by Request after it
+  std::string cors_origin;        // Access-Control-Allow-Origin of the answers; empty: none
 
   // kWaiting: what has come so far.
   std::string text;
@@ -166,9 +188,11 @@ struct Server::Exchange {
   double ttft = -1.0;
 
   std::string endpoint() const {
-    return route == Route::kCompletions ? "completions"
-           : route == Route::kChat      ? "chat_completions"
-                                        : "other";
+    return route == Route::kCompletions  ? "completions"
+           : route == Route::kChat       ? "chat_completions"
+           : route == Route::kTokenize   ? "tokenize"
+           : route == Route::kDetokenize ? "detokenize"
+                                         : "other";
   }
 
   // Stops handling the connection until Wake (call under mu, on its event-loop thread).
@@ -239,10 +263,24 @@ struct HttpCallbacks {
     if (response == nullptr) return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (close) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+    AddCorsHeaders(x, response);
     x.reply = response;
     x.code = code;
     x.stage = Exchange::Stage::kAnswered;
     return MHD_YES;
+  }
+
+  static void AddCorsHeaders(const Exchange& x, MHD_Response* response) {
+    if (x.cors_origin.empty()) return;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN,
+                            x.cors_origin.c_str());
+    if (x.cors_origin != "*") MHD_add_response_header(response, MHD_HTTP_HEADER_VARY, "Origin");
+    if (x.route == Exchange::Route::kPreflight) {
+      MHD_add_response_header(response, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      MHD_add_response_header(response, "Access-Control-Allow-Headers",
+                              "Authorization, Content-Type");
+      MHD_add_response_header(response, "Access-Control-Max-Age", "600");
+    }
   }
 
   static MHD_Result QueueError(Server& server, Exchange& x, int code, const std::string& message,
@@ -324,8 +362,19 @@ struct HttpCallbacks {
               : get && path == "/v1/models"            ? Exchange::Route::kModels
               : get && path == "/health"               ? Exchange::Route::kHealth
               : get && path == "/metrics"              ? Exchange::Route::kMetrics
+              : post && path == "/tokenize"            ? Exchange::Route::kTokenize
+              : post && path == "/detokenize"          ? Exchange::Route::kDetokenize
+              : x.method == "OPTIONS"                  ? Exchange::Route::kPreflight
                                                        : Exchange::Route::kNone;
     x.stage = Exchange::Stage::kBody;
+    // CORS: answers name the request's origin when --cors-origin allows it.
+    const std::vector<std::string>& origins = server.options_.cors_origins;
+    if (const char* origin =
+            MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN)) {
+      for (const std::string& allowed : origins) {
+        if (allowed == "*" || allowed == origin) x.cors_origin = allowed == "*" ? "*" : origin;
+      }
+    }
     if (x.entry != nullptr) {
       const std::string over = server.connections_.OverLimit(x.entry);
       if (!over.empty()) return QueueError(server, x, 503, over, /*close=*/true);
@@ -337,8 +386,32 @@ struct HttpCallbacks {
                             std::to_string(kMaxHeaders) + " are taken",
                         true);
     }
+    if (x.route == Exchange::Route::kPreflight) {
+      if (origins.empty()) {
+        return QueueError(server, x, 405,
+                          "OPTIONS answers a browser's CORS preflight, and this server allows no "
+                          "origin (--cors-origin)");
+      }
+      return Queue(x, 204, "", "text/plain");
+    }
     if (x.route == Exchange::Route::kNone) {
       return QueueError(server, x, 404, "no route " + x.method + " " + path.substr(0, 200));
+    }
+    const bool api = x.route != Exchange::Route::kHealth && x.route != Exchange::Route::kMetrics;
+    if (api && !server.options_.api_key.empty() &&
+        !Authorized(
+            MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+            server.options_.api_key)) {
+      if (!x.counted) {
+        server.metrics_.RequestStarted();
+        x.counted = true;
+      }
+      return Queue(x, 401,
+                   ErrorBody(401,
+                             "a valid API key is required: send 'Authorization: Bearer KEY' with "
+                             "the server's --api-key",
+                             "invalid_api_key"),
+                   kJson);
     }
     const char* length =
         MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -346,6 +419,10 @@ struct HttpCallbacks {
       return QueueError(
           server, x, 413,
           "the request body is larger than " + std::to_string(kMaxBodyBytes) + " bytes", true);
+    }
+    if (x.route == Exchange::Route::kTokenize || x.route == Exchange::Route::kDetokenize) {
+      server.metrics_.RequestStarted();
+      x.counted = true;
     }
     if (x.route != Exchange::Route::kCompletions && x.route != Exchange::Route::kChat) {
       return MHD_YES;
@@ -408,6 +485,7 @@ struct HttpCallbacks {
     if (response == nullptr) return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    AddCorsHeaders(*x, response);
     x->reply = response;
     x->code = 200;
     x->stage = Exchange::Stage::kStreaming;
@@ -686,6 +764,21 @@ void Server::Work(const std::shared_ptr<Exchange>& x) {
     x->Wake();
     return;
   }
+  if (x->route == Exchange::Route::kTokenize || x->route == Exchange::Route::kDetokenize) {
+    int code = 400;
+    Result<std::string> answer = x->route == Exchange::Route::kTokenize
+                                     ? Tokenize(x->body, &code)
+                                     : Detokenize(x->body, &code);
+    MutexLock lock(&x->mu);
+    if (x->stage != Exchange::Stage::kPreparing) return;
+    x->stage = Exchange::Stage::kReady;
+    x->code = answer.ok() ? 200 : code;
+    x->answer = answer.ok() ? std::move(answer).value()
+                            : ErrorBody(code, answer.status().message(),
+                                        code == 404 ? "model_not_found" : "");
+    x->Wake();
+    return;
+  }
   const bool chat = x->route == Exchange::Route::kChat;
   int code = 400;
   Result<Prepared> prepared = Prepare(x->body, chat, &code);
@@ -784,6 +877,54 @@ void Server::Shutdown() {
   engine_.Drain();  // quick now: every request has finished or been cancelled
 }
 
+Status Server::CheckModelName(const std::string& name, int* code) const {
+  if (name.empty() || name == model_.name || name == model_.path) return Status::Ok();
+  *code = 404;
+  return NotFoundError("the model '" + name + "' does not exist; this server serves '" +
+                       model_.name + "'");
+}
+
+Result<std::string> Server::Tokenize(const std::string& body, int* code) {
+  *code = 400;
+  SY_ASSIGN_OR_RETURN(TokenizeRequest r, ParseTokenizeRequest(body));
+  SY_RETURN_IF_ERROR(CheckModelName(r.model, code));
+  if (model_.tokenizer == nullptr) {
+    return InvalidArgumentError("the model '" + model_.name + "' has no tokenizer");
+  }
+  std::string text;
+  if (r.prompt.has_value()) {
+    text = std::move(*r.prompt);
+  } else {
+    if (model_.chat_template == nullptr) return InvalidArgumentError(model_.no_chat_template);
+    std::vector<ChatMessageText> messages;
+    for (ChatMessage& m : r.messages) {
+      messages.push_back(ChatMessageText{std::move(m.role), std::move(m.content)});
+    }
+    SY_ASSIGN_OR_RETURN(text, model_.chat_template->Render(messages, r.add_generation_prompt));
+  }
+  SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, model_.tokenizer->Encode(text));
+  return TokenizeResponse(ids, model_.context);
+}
+
+Result<std::string> Server::Detokenize(const std::string& body, int* code) {
+  *code = 400;
+  SY_ASSIGN_OR_RETURN(DetokenizeRequest r, ParseDetokenizeRequest(body));
+  SY_RETURN_IF_ERROR(CheckModelName(r.model, code));
+  if (model_.tokenizer == nullptr) {
+    return InvalidArgumentError("the model '" + model_.name + "' has no tokenizer");
+  }
+  const int64_t vocab = model_.tokenizer->vocab_size();
+  for (const int32_t id : r.tokens) {
+    if (id >= vocab) {
+      return InvalidArgumentError("'tokens' holds " + std::to_string(id) +
+                                  ", outside the tokenizer's vocabulary of " +
+                                  std::to_string(vocab));
+    }
+  }
+  SY_ASSIGN_OR_RETURN(std::string text, model_.tokenizer->Decode(r.tokens));
+  return DetokenizeResponse(text);
+}
+
 Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int* code) {
   *code = 400;
   Prepared p;
@@ -806,11 +947,7 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
     text = std::move(r.prompt_text);
     prompt = std::move(r.prompt_ids);
   }
-  if (!model_name.empty() && model_name != model_.name && model_name != model_.path) {
-    *code = 404;
-    return NotFoundError("the model '" + model_name + "' does not exist; this server serves '" +
-                         model_.name + "'");
-  }
+  SY_RETURN_IF_ERROR(CheckModelName(model_name, code));
   if (chat) {
     if (model_.chat_template == nullptr) return InvalidArgumentError(model_.no_chat_template);
     SY_ASSIGN_OR_RETURN(std::string rendered,

@@ -4,6 +4,7 @@
 //   POST /v1/completions       a completion: the prompt as text or token ids
 //   POST /v1/chat/completions  a chat, through the model's chat template
 //   GET  /v1/models            the model
+//   POST /tokenize, /detokenize  text (or a chat) to token ids and back, as vLLM's
 //   GET  /health               200 {"status": "ok"}; 503 while shutting down
 //   GET  /metrics              Prometheus text (launcher/serving/server_metrics.h)
 //
@@ -82,6 +83,11 @@ struct ServerOptions {
   // Default: 30. How long Shutdown lets the requests in flight finish before it closes every
   // connection (`--drain-seconds`).
   double drain_seconds = 30;
+  // When set, the API's routes (/v1/*, /tokenize, /detokenize) need "Authorization: Bearer KEY"
+  // (401 otherwise); /health and /metrics stay open.
+  std::string api_key;
+  // Origins whose pages may call the API from a browser (CORS); "*" is any. Empty: no CORS.
+  std::vector<std::string> cors_origins;
 };
 
 class Server {
@@ -109,6 +115,11 @@ class Server {
 
   // Parses and checks a body into a request for the engine, or the HTTP error to answer.
   Result<Prepared> Prepare(const std::string& body, bool chat, int* code);
+  // The answer body of POST /tokenize or /detokenize, or the error (with its HTTP code).
+  Result<std::string> Tokenize(const std::string& body, int* code);
+  Result<std::string> Detokenize(const std::string& body, int* code);
+  // A request that names a model must name this one (or its path): 404 otherwise.
+  Status CheckModelName(const std::string& name, int* code) const;
   // On a preparing thread: prepares and submits the exchange's request (or reads the metrics),
   // then wakes its connection to answer.
   void Work(const std::shared_ptr<Exchange>& x);

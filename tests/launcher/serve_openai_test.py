@@ -469,6 +469,83 @@ def test_policies(binary, model_dir):
             server.stop(signal.SIGKILL, timeout=10)
 
 
+def test_key_cors_tokenize(binary, model_dir, work):
+    """--api-key (401 without it, the openai client's api_key with it), --cors-origin (a browser's
+    preflight and the Allow-Origin of answers), and /tokenize and /detokenize against
+    `switchyard tokenize` (issue 45)."""
+    server = ServerProcess(binary, model_dir, "--api-key", "sekret",
+                           "--cors-origin", "https://app.example")
+    try:
+        keyed = openai.OpenAI(base_url=server.base + "/v1", api_key="sekret", max_retries=0,
+                              timeout=120)
+        r = keyed.completions.create(model=MODEL_NAME, prompt="Hello", max_tokens=3,
+                                     temperature=0)
+        check(r.choices[0].finish_reason == "length", "--api-key: the right key is served")
+        wrong = openai.OpenAI(base_url=server.base + "/v1", api_key="guess", max_retries=0,
+                              timeout=120)
+        expect_error(openai.AuthenticationError,
+                     lambda: wrong.completions.create(model=MODEL_NAME, prompt="Hi",
+                                                      max_tokens=2),
+                     "--api-key: a wrong key", says="API key")
+        expect_error(openai.AuthenticationError, lambda: wrong.models.list(),
+                     "--api-key: /v1/models without the key", says="API key")
+        plain = httpx.post(server.base + "/tokenize", json={"prompt": "Hello"}, timeout=30)
+        check(plain.status_code == 401 and plain.json()["error"]["code"] == "invalid_api_key",
+              f"--api-key: /tokenize without a key: {plain.status_code}")
+        health = httpx.get(server.base + "/health", timeout=30)
+        check(health.status_code == 200, f"--api-key: /health stays open ({health.status_code})")
+        auth = {"Authorization": "Bearer sekret"}
+
+        # /tokenize and /detokenize equal `switchyard tokenize` on the same model.
+        text = "Hello world, héllo wörld!"
+        t = httpx.post(server.base + "/tokenize", json={"prompt": text}, headers=auth,
+                       timeout=30).json()
+        want = tokenize(binary, model_dir, text)
+        check(t.get("tokens") == want and t.get("count") == len(want) and
+              t.get("max_model_len", 0) > 0,
+              f"/tokenize equals switchyard tokenize: {t.get('tokens')} vs {want}")
+        d = httpx.post(server.base + "/detokenize", json={"tokens": want}, headers=auth,
+                       timeout=30).json()
+        check(d.get("prompt") == decode(binary, model_dir, want),
+              f"/detokenize equals switchyard tokenize --decode: {d.get('prompt')!r}")
+        messages = [{"role": "user", "content": "Hi there"}]
+        c = httpx.post(server.base + "/tokenize", json={"messages": messages}, headers=auth,
+                       timeout=30).json()
+        check(c.get("tokens") == chat_prompt_ids(binary, model_dir, messages, work),
+              "/tokenize of a chat equals the template's prompt")
+        for body, says in [({"prompt": "x", "messages": messages}, "either"),
+                           ({"tokens": [1], "add_special_tokens": True}, "add_special_tokens"),
+                           ({"prompt": "x", "model": "gpt-4o"}, "does not exist")]:
+            path = "/detokenize" if "tokens" in body else "/tokenize"
+            r = httpx.post(server.base + path, json=body, headers=auth, timeout=30)
+            check(r.status_code in (400, 404) and says in r.json()["error"]["message"],
+                  f"{path} {body}: {r.status_code} {r.text[:100]}")
+        r = httpx.post(server.base + "/detokenize", json={"tokens": [10**9]}, headers=auth,
+                       timeout=30)
+        check(r.status_code == 400 and "vocabulary" in r.text,
+              f"/detokenize of an id outside the vocabulary: {r.status_code}")
+
+        # CORS: the preflight, and the allowed origin on an answer (not on another origin's).
+        pre = httpx.request("OPTIONS", server.base + "/v1/chat/completions", timeout=30,
+                            headers={"Origin": "https://app.example",
+                                     "Access-Control-Request-Method": "POST",
+                                     "Access-Control-Request-Headers": "authorization"})
+        check(pre.status_code == 204 and
+              pre.headers.get("access-control-allow-origin") == "https://app.example" and
+              "POST" in pre.headers.get("access-control-allow-methods", "") and
+              "Authorization" in pre.headers.get("access-control-allow-headers", ""),
+              f"--cors-origin: the preflight: {pre.status_code} {dict(pre.headers)}")
+        ok = httpx.get(server.base + "/v1/models", timeout=30,
+                       headers={"Origin": "https://app.example", **auth})
+        other = httpx.get(server.base + "/v1/models", timeout=30,
+                          headers={"Origin": "https://evil.example", **auth})
+        check(ok.headers.get("access-control-allow-origin") == "https://app.example" and
+              "access-control-allow-origin" not in other.headers,
+              "--cors-origin: an allowed origin is named, another is not")
+    finally:
+        server.stop()
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     shutil.rmtree(work, ignore_errors=True)
@@ -476,6 +553,7 @@ def main():
     model_dir = os.path.join(work, "tiny-qwen3")
     write_model(model_dir, with_tokenizer=True)
     test_text_server(binary, model_dir, work)
+    test_key_cors_tokenize(binary, model_dir, work)
     test_ids_server(binary, model_dir, os.path.join(work, "ids-only"))
     test_policies(binary, model_dir)
     print(f"{PASSED[0]} passed, {len(FAILURES)} failed")

@@ -198,5 +198,34 @@ TEST(OpenAiRequestTest, BadChatsAreRefused) {
                 "without a \"text\" string");
 }
 
+TEST(OpenAiRequestTest, TokenizeTakesATextOrAChatAndDetokenizeIds) {
+  Result<TokenizeRequest> text = ParseTokenizeRequest(R"({"model": "m", "prompt": "Hello"})");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->model, "m");
+  EXPECT_EQ(text->prompt, "Hello");
+  EXPECT_TRUE(text->messages.empty());
+  Result<TokenizeRequest> chat = ParseTokenizeRequest(
+      R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": false})");
+  ASSERT_TRUE(chat.ok()) << chat.status().ToString();
+  EXPECT_FALSE(chat->prompt.has_value());
+  ASSERT_EQ(chat->messages.size(), 1u);
+  EXPECT_EQ(chat->messages[0].content, "hi");
+  EXPECT_FALSE(chat->add_generation_prompt);
+  EXPECT_TRUE(ParseTokenizeRequest(R"({"messages": [{"role": "user", "content": "hi"}]})")
+                  ->add_generation_prompt);
+  for (const char* bad : {R"({})", R"({"prompt": "x", "messages": []})", R"({"prompt": 5})",
+                          R"({"prompt": "x", "add_special_tokens": true})",
+                          R"({"messages": [{"role": "wizard", "content": "x"}]})"}) {
+    EXPECT_FALSE(ParseTokenizeRequest(bad).ok()) << bad;
+  }
+  Result<DetokenizeRequest> ids = ParseDetokenizeRequest(R"({"tokens": [1, 2, 3]})");
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_EQ(ids->tokens, (std::vector<int32_t>{1, 2, 3}));
+  for (const char* bad : {R"({})", R"({"tokens": "1,2"})", R"({"tokens": [-1]})",
+                          R"({"tokens": [1.5]})", R"({"tokens": [1], "prompt": "x"})"}) {
+    EXPECT_FALSE(ParseDetokenizeRequest(bad).ok()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace sy::serving
