@@ -12,9 +12,12 @@
 //
 // Tokens go to stdout as they are drawn (ids, or text with --prompt), ending with a newline; the
 // load line, warnings and the statistics go to stderr, after the token line is finished.
-// Generation stops at the model's context (max_position_embeddings, or the trained seq_len), or
-// at -c/--ctx-size tokens (prompt + answer) when given: a larger --max-tokens is lowered to it,
-// with a note, so the KV cache stays that size.
+// Without -n/--max-tokens, generation runs until the model's end-of-sequence token
+// (generation_config.json's eos_token_id, as `serve` reads it) or the context is full: the
+// model's (max_position_embeddings, or the trained seq_len) up to 4096 tokens, or -c/--ctx-size.
+// With -n it makes exactly that many tokens, unless --stop-tokens end it first, and stops at the
+// context too: a larger --max-tokens is lowered to it, with a note, so the KV cache stays that
+// size.
 // --dump-logits writes the prompt's logits: FILE holds raw little-endian f32, row-major
 // [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
 // --dump-decode-logits writes the logits each generated token was drawn from, likewise.
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "inference/generate_engine.h"
+#include "inference/generation_config.h"
 #include "inference/token_ids.h"
 #include "inference/tokenizer.h"
 #include "launcher/command.h"
@@ -69,7 +73,9 @@ class GenerateCommand : public Command {
     app.add_option("--dump-decode-logits", dump_decode_logits_,
                    "Write the logits each generated token was chosen from: FILE (raw f32 "
                    "[generated, vocab]) and FILE.json");
-    app.add_option("-n,--max-tokens", max_tokens_, "Generate up to this many tokens (default 0)")
+    app.add_option("-n,--max-tokens", max_tokens_,
+                   "Generate up to this many tokens; 0 runs the prompt only (default: until the "
+                   "model's end-of-sequence token, or the context is full)")
         ->check(IntegerRange(0, 1 << 24));
     app.add_option("--temperature", sampler_.temperature, "0 = greedy (default 0)")
         ->check(NumberRange(0, 100));
@@ -78,7 +84,8 @@ class GenerateCommand : public Command {
     app.add_option("--top-p", sampler_.top_p, "Nucleus mass to keep (default 1 = off)")
         ->check(NumberRange(0, 1));
     app.add_option("-c,--ctx-size", ctx_size_,
-                   "Tokens of context, prompt + answer (default 0: the model's own context)")
+                   "Tokens of context, prompt + answer (default 0: the model's own context; "
+                   "without --max-tokens, at most 4096 of it)")
         ->check(IntegerRange(0, 1 << 24));
     app.add_option("-s,--seed", sampler_.seed, "Sampling seed (default 0)")
         ->check(IntegerRange(0, INT64_MAX));
@@ -164,6 +171,31 @@ class GenerateCommand : public Command {
     }
     const int64_t limit = ctx_size_ > 0 ? ctx_size_ : trained;
     const std::string limit_name = ctx_size_ > 0 ? "--ctx-size" : "the model's context";
+    if (max_tokens_ < 0) {
+      // No --max-tokens: until the model's end of sequence, or the context is full (the model's
+      // own, at most kDefaultContext, unless --ctx-size says otherwise).
+      const int64_t context =
+          ctx_size_ > 0 ? ctx_size_
+                        : std::min<int64_t>(trained > 0 ? trained : kDefaultContext,
+                                            kDefaultContext);
+      if (prompt_len >= context) {
+        return InvalidArgumentError("the prompt holds " + std::to_string(prompt_len) +
+                                    " tokens, which fills the context of " +
+                                    std::to_string(context) +
+                                    "; pass -c/--ctx-size larger, or -n/--max-tokens");
+      }
+      max_tokens_ = static_cast<int>(context - prompt_len);
+      request.sampling.max_new_tokens = max_tokens_;
+      Result<std::vector<int32_t>> eos = LoadEosTokenIds(
+          options_.model_path, tokenizer, session->model().config().vocab_size);
+      if (eos.ok()) {
+        request.sampling.stop_tokens.insert(request.sampling.stop_tokens.end(), eos->begin(),
+                                            eos->end());
+      } else {
+        std::fprintf(stderr, "warning: %s; generating until the context is full\n",
+                     eos.status().message().c_str());
+      }
+    }
     // The KV cache is sized for prompt + --max-tokens: bounded by the context (one token past a
     // prompt that already fills the model's).
     if (limit > 0 && prompt_len + max_tokens_ > limit) {
@@ -298,7 +330,9 @@ class GenerateCommand : public Command {
   int ctx_size_ = 0;         // -c: prompt + answer at most; 0: the model's context
   std::string dump_logits_;
   std::string dump_decode_logits_;
-  int max_tokens_ = 0;
+  // The context of a run without --max-tokens or --ctx-size, as llama.cpp's default -c.
+  static constexpr int64_t kDefaultContext = 4096;
+  int max_tokens_ = -1;  // -1: until the end of sequence or the context is full
   int beam_ = 0;
   std::string stop_tokens_;
   bool verbose_ = false;

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The everyday command line (issue 45): typos get the nearest command or option
 (launcher/command_line_typos.h), `switchyard help [COMMAND]` prints that command's help, and
-`generate` takes llama.cpp's short flags (-m -p -n -s -t, and -f FILE or - for a prompt file).
+`generate` takes llama.cpp's short flags (-m -p -n -s -t, and -f FILE or - for a prompt file);
+without -n it generates until the model's end of sequence or the context is full.
 Each row runs the real binary: its exit status, and text that must appear in its output. The
 short-flag rows generate from a one-step training checkpoint and compare with the long flags.
 
@@ -90,6 +91,40 @@ def main():
     ok = r.returncode == 1 and "--ctx-size 3 leaves no room to generate" in r.stderr
     print(("ok   " if ok else "FAIL ") + f"-c 3 with a prompt of 3: {r.stderr.strip()[-100:]}",
           flush=True)
+    failures += not ok
+    # Without -n: until the end of sequence, or the context (16 tokens, the trained seq_len).
+    r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "--prompt-ids", "3,4,5"],
+                       capture_output=True, text=True, timeout=120)
+    until_full = r.stdout.strip().split(",")
+    ok = r.returncode == 0 and len(until_full) == 13
+    print(("ok   " if ok else "FAIL ") + f"no -n: until the context of 16 is full, 13 tokens after "
+          f"a prompt of 3: {r.stdout.strip()!r}", flush=True)
+    failures += not ok
+    if ok:
+        # The same model with an end-of-sequence id (generation_config.json, as Hugging Face
+        # models carry it) that the answer reaches at its third token: it stops there.
+        eos_dir = f"{work}/ckpt-eos"
+        shutil.copytree(f"{work}/ckpt", eos_dir)
+        with open(os.path.join(eos_dir, "generation_config.json"), "w") as f:
+            f.write('{"eos_token_id": %d}' % int(until_full[2]))
+        stop = until_full.index(until_full[2]) + 1
+        r = subprocess.run([binary, "generate", "-m", eos_dir, "--prompt-ids", "3,4,5"],
+                           capture_output=True, text=True, timeout=120)
+        ok = r.returncode == 0 and r.stdout.strip().split(",") == until_full[:stop]
+        print(("ok   " if ok else "FAIL ") + f"no -n: stops at the model's end of sequence "
+              f"({until_full[2]}): {r.stdout.strip()!r}", flush=True)
+        failures += not ok
+        r = subprocess.run([binary, "generate", "-m", eos_dir, "--prompt-ids", "3,4,5", "-n",
+                            "13"], capture_output=True, text=True, timeout=120)
+        ok = r.returncode == 0 and r.stdout.strip().split(",") == until_full
+        print(("ok   " if ok else "FAIL ") + f"-n 13: exactly 13 tokens: {r.stdout.strip()!r}",
+              flush=True)
+        failures += not ok
+    r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "--prompt-ids",
+                        ",".join(["3"] * 16)], capture_output=True, text=True, timeout=120)
+    ok = r.returncode == 1 and "fills the context of 16" in r.stderr
+    print(("ok   " if ok else "FAIL ") + f"no -n, a prompt that fills the context: "
+          f"{r.stderr.strip()[-120:]}", flush=True)
     failures += not ok
     r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "-f", prompt, "-p", "x"],
                        capture_output=True, text=True, timeout=60)
