@@ -77,18 +77,11 @@ class GenerateCommand : public Command {
                    "Generate up to this many tokens; 0 runs the prompt only (default: until the "
                    "model's end-of-sequence token, or the context is full)")
         ->check(IntegerRange(0, 1 << 24));
-    app.add_option("--temperature", sampler_.temperature, "0 = greedy (default 0)")
-        ->check(NumberRange(0, 100));
-    app.add_option("--top-k", sampler_.top_k, "Keep the k most likely tokens (default 0 = off)")
-        ->check(IntegerRange(0, INT32_MAX));
-    app.add_option("--top-p", sampler_.top_p, "Nucleus mass to keep (default 1 = off)")
-        ->check(NumberRange(0, 1));
+    AddSamplingOptions(app, &sampler_);
     app.add_option("-c,--ctx-size", ctx_size_,
                    "Tokens of context, prompt + answer (default 0: the model's own context; "
                    "without --max-tokens, at most 4096 of it)")
         ->check(IntegerRange(0, 1 << 24));
-    app.add_option("-s,--seed", sampler_.seed, "Sampling seed (default 0)")
-        ->check(IntegerRange(0, INT64_MAX));
     app.add_option("--beam", beam_,
                    "Beam search of this width instead of sampling: prints the best hypothesis, "
                    "and every hypothesis with its log-probability on stderr (default 0 = off)")
@@ -175,9 +168,9 @@ class GenerateCommand : public Command {
       // No --max-tokens: until the model's end of sequence, or the context is full (the model's
       // own, at most kDefaultContext, unless --ctx-size says otherwise).
       const int64_t context =
-          ctx_size_ > 0 ? ctx_size_
-                        : std::min<int64_t>(trained > 0 ? trained : kDefaultContext,
-                                            kDefaultContext);
+          ctx_size_ > 0
+              ? ctx_size_
+              : std::min<int64_t>(trained > 0 ? trained : kDefaultContext, kDefaultContext);
       if (prompt_len >= context) {
         return InvalidArgumentError("the prompt holds " + std::to_string(prompt_len) +
                                     " tokens, which fills the context of " +
@@ -186,8 +179,8 @@ class GenerateCommand : public Command {
       }
       max_tokens_ = static_cast<int>(context - prompt_len);
       request.sampling.max_new_tokens = max_tokens_;
-      Result<std::vector<int32_t>> eos = LoadEosTokenIds(
-          options_.model_path, tokenizer, session->model().config().vocab_size);
+      Result<std::vector<int32_t>> eos =
+          LoadEosTokenIds(options_.model_path, tokenizer, session->model().config().vocab_size);
       if (eos.ok()) {
         request.sampling.stop_tokens.insert(request.sampling.stop_tokens.end(), eos->begin(),
                                             eos->end());

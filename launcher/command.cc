@@ -1,5 +1,6 @@
 #include "launcher/command.h"
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
 
@@ -57,6 +58,17 @@ void AddThreadsOption(CLI::App& app, int* threads) {
   app.add_option("-t,--threads", *threads,
                  "CPU threads for compute (default 0: SY_NUM_THREADS, else every core)")
       ->check(IntegerRange(0, 4096));
+}
+
+void AddSamplingOptions(CLI::App& app, SamplerOptions* sampler) {
+  app.add_option("--temperature", sampler->temperature, "0 = greedy (default 0)")
+      ->check(NumberRange(0, 100));
+  app.add_option("--top-k", sampler->top_k, "Keep the k most likely tokens (default 0 = off)")
+      ->check(IntegerRange(0, INT32_MAX));
+  app.add_option("--top-p", sampler->top_p, "Nucleus mass to keep (default 1 = off)")
+      ->check(NumberRange(0, 1));
+  app.add_option("-s,--seed", sampler->seed, "Sampling seed (default 0)")
+      ->check(IntegerRange(0, INT64_MAX));
 }
 
 void AddInferenceOptions(CLI::App& app, InferenceOptions* options, InferenceFlags* flags) {

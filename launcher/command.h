@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "inference/sampler.h"
 #include "launcher/inference_session.h"
 #include "runtime/core/status.h"
 
@@ -56,6 +57,8 @@ CLI::Validator NumberRange(double min, double max);
 
 // --threads N: threads of the cpu backend (0: SY_NUM_THREADS, else every core).
 void AddThreadsOption(CLI::App& app, int* threads);
+// --temperature, --top-k, --top-p, -s/--seed: how `generate` and `chat` draw tokens.
+void AddSamplingOptions(CLI::App& app, SamplerOptions* sampler);
 // --quantize none|experts and --quant-type q8_0|q4_0|q4_k: the routed experts' dtype.
 struct QuantizeFlags {
   std::string quantize;             // "", "none" or "experts"
