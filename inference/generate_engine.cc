@@ -94,6 +94,7 @@ Result<int64_t> GenerateEngine::Submit(GenerateRequest request, TokenCallback on
   SY_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(sampling, 1));
   SY_ASSIGN_OR_RETURN(StopCondition stop, StopCondition::Create(sampling));
   r->sampler.emplace(std::move(sampler));
+  r->sampler->StartSequence(0, request.prompt);  // the repetition penalty sees the prompt
   r->stop.emplace(std::move(stop));
   r->request = std::move(request);
   r->on_token = std::move(on_token);

@@ -22,6 +22,23 @@ Status ValidateSamplerOptions(const SamplerOptions& options) {
     return InvalidArgumentError("sampler.top_p is " + std::to_string(options.top_p) +
                                 "; it must be in (0, 1] (1 disables top-p)");
   }
+  if (!(options.min_p >= 0.0f && options.min_p <= 1.0f)) {
+    return InvalidArgumentError("sampler.min_p is " + std::to_string(options.min_p) +
+                                "; it must be in [0, 1] (0 disables min-p)");
+  }
+  if (!(options.repetition_penalty > 0.0f && std::isfinite(options.repetition_penalty))) {
+    return InvalidArgumentError("sampler.repetition_penalty is " +
+                                std::to_string(options.repetition_penalty) +
+                                "; it must be finite and > 0 (1 disables it)");
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, float>{"presence_penalty", options.presence_penalty},
+        {"frequency_penalty", options.frequency_penalty}}) {
+    if (!(value >= -2.0f && value <= 2.0f)) {
+      return InvalidArgumentError(std::string("sampler.") + name + " is " + std::to_string(value) +
+                                  "; it must be in [-2, 2] (0 disables it)");
+    }
+  }
   if (options.max_new_tokens < 1) {
     return InvalidArgumentError("sampler.max_new_tokens is " +
                                 std::to_string(options.max_new_tokens) + "; it must be >= 1");
@@ -47,7 +64,8 @@ int32_t GreedyArgmax(std::span<const float> logits) {
   return best < 0 ? 0 : static_cast<int32_t>(best);
 }
 
-Sampler::Sampler(const SamplerOptions& options, int num_sequences) : options_(options) {
+Sampler::Sampler(const SamplerOptions& options, int num_sequences)
+    : options_(options), histories_(static_cast<size_t>(num_sequences)) {
   generators_.reserve(static_cast<size_t>(num_sequences));
   for (int i = 0; i < num_sequences; ++i) {
     generators_.emplace_back(options.seed + static_cast<uint64_t>(i));
@@ -69,11 +87,53 @@ void Sampler::Reseed(int sequence, uint64_t seed) {
   generators_[static_cast<size_t>(sequence)].seed(seed);
 }
 
+void Sampler::StartSequence(int sequence, std::span<const int32_t> prompt) {
+  SY_CHECK(sequence >= 0 && sequence < num_sequences())
+      << "sequence " << sequence << " outside [0, " << num_sequences() << ")";
+  History& h = histories_[static_cast<size_t>(sequence)];
+  h.answer.clear();
+  h.prompt.assign(prompt.begin(), prompt.end());
+  std::sort(h.prompt.begin(), h.prompt.end());
+  h.prompt.erase(std::unique(h.prompt.begin(), h.prompt.end()), h.prompt.end());
+}
+
+std::span<const float> Sampler::Penalize(int sequence, std::span<const float> logits) {
+  const History& h = histories_[static_cast<size_t>(sequence)];
+  penalized_.assign(logits.begin(), logits.end());
+  const auto vocab = static_cast<int64_t>(logits.size());
+  const float repetition = options_.repetition_penalty;
+  if (repetition != 1.0f) {
+    auto penalize = [&](int32_t t) {
+      if (t < 0 || t >= vocab) return;
+      float& l = penalized_[static_cast<size_t>(t)];
+      l = l < 0.0f ? l * repetition : l / repetition;
+    };
+    // Each distinct token once, whether it is in the prompt, the answer, or both.
+    for (const int32_t t : h.prompt) penalize(t);
+    for (const auto& [t, count] : h.answer) {
+      if (!std::binary_search(h.prompt.begin(), h.prompt.end(), t)) penalize(t);
+    }
+  }
+  for (const auto& [t, count] : h.answer) {
+    if (t < 0 || t >= vocab) continue;
+    penalized_[static_cast<size_t>(t)] -=
+        options_.frequency_penalty * static_cast<float>(count) + options_.presence_penalty;
+  }
+  return penalized_;
+}
+
 int32_t Sampler::Sample(int sequence, std::span<const float> logits) {
   SY_CHECK(sequence >= 0 && sequence < num_sequences())
       << "sequence " << sequence << " outside [0, " << num_sequences() << ")";
   SY_CHECK(!logits.empty()) << "Sample on an empty row of logits";
   SY_CHECK_LE(logits.size(), static_cast<size_t>(std::numeric_limits<int32_t>::max()));
+  if (!penalized()) return Draw(sequence, logits);
+  const int32_t token = Draw(sequence, Penalize(sequence, logits));
+  ++histories_[static_cast<size_t>(sequence)].answer[token];
+  return token;
+}
+
+int32_t Sampler::Draw(int sequence, std::span<const float> logits) {
   if (options_.temperature == 0.0f) return GreedyArgmax(logits);
 
   // Tokens with a chance: -inf has probability 0, and NaN is treated as -inf.
@@ -130,6 +190,15 @@ int32_t Sampler::Sample(int sequence, std::span<const float> logits) {
       if (cumulative >= threshold) break;
     }
     count = keep;
+  }
+  if (options_.min_p > 0.0f) {
+    // The weights are the kept tokens' probabilities up to one factor, which the ratio cancels.
+    double most = 0.0;
+    for (size_t i = 0; i < count; ++i) most = std::max(most, weights_[i]);
+    const double floor = static_cast<double>(options_.min_p) * most;
+    for (size_t i = 0; i < count; ++i) {
+      if (weights_[i] < floor) weights_[i] = 0.0;
+    }
   }
 
   double total = 0.0;

@@ -1,13 +1,22 @@
 // Sampler: picks the next token from a row of logits; StopCondition: decides when a sequence ends.
 //
-// Sampling follows Hugging Face's logits warpers, applied in HF's order:
+// Sampling follows Hugging Face's logits processors and warpers, applied in HF's order:
+//   0. penalties, on the raw logits, when asked for (greedy decoding included):
+//      - repetition_penalty (RepetitionPenaltyLogitsProcessor): each distinct token of the prompt
+//        (StartSequence) and of the answer so far has its logit divided by it when positive,
+//        multiplied by it when negative;
+//      - presence_penalty and frequency_penalty (OpenAI's definition, as vLLM applies it): each
+//        token of the answer so far has its logit lowered by frequency_penalty x its count and by
+//        presence_penalty once.
 //   1. temperature: logits / temperature (TemperatureLogitsWarper). 1 leaves them as they are;
 //      0 means greedy decoding: the argmax, lowest token id on ties, and no random draw.
 //   2. top-k: keep the k most likely tokens (TopKLogitsWarper). One difference: HF keeps every
 //      token tied with the k-th; here exactly k are kept, lower token ids first among ties.
 //   3. top-p (nucleus): keep the smallest set of most likely tokens whose probability, after
 //      steps 1-2, reaches top_p; always at least one token (TopPLogitsWarper).
-//   4. draw one token from the softmax of what is left.
+//   4. min-p: drop the tokens whose probability, after steps 1-3, is below min_p times the most
+//      likely one's (MinPLogitsWarper).
+//   5. draw one token from the softmax of what is left.
 // Probabilities are computed in double. NaN logits are treated as -inf (never drawn); a row with
 // no finite-or-+inf logit is a broken invariant (SY_CHECK). +inf logits share all the mass.
 //
@@ -25,6 +34,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/core/status.h"
@@ -39,6 +49,15 @@ struct SamplerOptions {
   int32_t top_k = 0;
   // Nucleus mass to keep, in (0, 1]; 1 disables. Default: 1.0 (probability).
   float top_p = 1.0f;
+  // Relative probability floor, in [0, 1]; 0 disables. Default: 0.
+  float min_p = 0.0f;
+  // Logit divisor of the tokens already seen (prompt and answer), > 0 and finite; 1 disables.
+  // Default: 1.
+  float repetition_penalty = 1.0f;
+  // Logit subtracted once from each token the answer holds, in [-2, 2]; 0 disables. Default: 0.
+  float presence_penalty = 0.0f;
+  // Logit subtracted per occurrence of a token in the answer, in [-2, 2]; 0 disables. Default: 0.
+  float frequency_penalty = 0.0f;
   // Seed of the per-sequence generators (sequence i uses seed + i). Default: 0.
   uint64_t seed = 0;
   // StopCondition: generation ends after this many new tokens, >= 1. Default: 256 (tokens).
@@ -68,6 +87,9 @@ class Sampler {
 
   // Restarts the generator of `sequence` from `seed` (a new request taking over the slot).
   void Reseed(int sequence, uint64_t seed);
+  // A new answer on `sequence`: forgets the tokens it drew, and notes `prompt` for the repetition
+  // penalty. (Every token Sample draws joins the answer's history.)
+  void StartSequence(int sequence, std::span<const int32_t> prompt);
 
   int num_sequences() const { return static_cast<int>(generators_.size()); }
   const SamplerOptions& options() const { return options_; }
@@ -80,8 +102,24 @@ class Sampler {
 
   Sampler(const SamplerOptions& options, int num_sequences);
 
+  // What the penalties look at, per sequence: the answer's token counts, the prompt's tokens.
+  struct History {
+    std::unordered_map<int32_t, int32_t> answer;
+    std::vector<int32_t> prompt;  // sorted, unique
+  };
+  bool penalized() const {
+    return options_.repetition_penalty != 1.0f || options_.presence_penalty != 0.0f ||
+           options_.frequency_penalty != 0.0f;
+  }
+  // The row with the penalties applied, in penalized_.
+  std::span<const float> Penalize(int sequence, std::span<const float> logits);
+  // Steps 1-5 on a row (penalized or not).
+  int32_t Draw(int sequence, std::span<const float> logits);
+
   SamplerOptions options_;
   std::vector<std::mt19937_64> generators_;  // one per sequence
+  std::vector<History> histories_;           // one per sequence
+  std::vector<float> penalized_;             // scratch
   std::vector<Candidate> candidates_;        // scratch, reused across calls
   std::vector<double> weights_;              // scratch, reused across calls
 };

@@ -67,6 +67,19 @@ void AddSamplingOptions(CLI::App& app, SamplerOptions* sampler) {
       ->check(IntegerRange(0, INT32_MAX));
   app.add_option("--top-p", sampler->top_p, "Nucleus mass to keep (default 1 = off)")
       ->check(NumberRange(0, 1));
+  app.add_option("--min-p", sampler->min_p,
+                 "Drop tokens less likely than this times the most likely one (default 0 = off)")
+      ->check(NumberRange(0, 1));
+  app.add_option("--repeat-penalty,--repetition-penalty", sampler->repetition_penalty,
+                 "Divide the logits of the prompt's and the answer's tokens by this (default 1 = "
+                 "off)")
+      ->check(NumberRange(0.01, 10));
+  app.add_option("--presence-penalty", sampler->presence_penalty,
+                 "Lower the logit of each token the answer holds by this (default 0)")
+      ->check(NumberRange(-2, 2));
+  app.add_option("--frequency-penalty", sampler->frequency_penalty,
+                 "Lower the logit of a token by this per time the answer holds it (default 0)")
+      ->check(NumberRange(-2, 2));
   app.add_option("-s,--seed", sampler->seed, "Sampling seed (default 0)")
       ->check(IntegerRange(0, INT64_MAX));
 }

@@ -6,7 +6,7 @@ address, for as long as it runs,
   - 10 idle connections,
   - a half-closed request (sent, then the sending side shut) every half second,
   - a malformed or unsupported body every 0.2 s (invalid UTF-8, JSON nested 100000 deep,
-    repetition_penalty), each of which must get a 400,
+    typical_p), each of which must get a 400,
 each reconnecting as soon as the server cuts it. counts() says what happened.
 
     mix = HostileMix("127.0.0.1", port, source="127.0.0.2")
@@ -20,7 +20,7 @@ import time
 MALFORMED = [
     b'{"prompt": "\xff\xfe\xc3", "max_tokens": 2}',
     b'{"prompt": ' + b"[" * 100000 + b"]" * 100000 + b"}",
-    json.dumps({"prompt": [1, 2], "max_tokens": 2, "repetition_penalty": 1.1}).encode(),
+    json.dumps({"prompt": [1, 2], "max_tokens": 2, "typical_p": 0.9}).encode(),
 ]
 
 

@@ -16,6 +16,10 @@ void CheckParams(const sy::serving::SamplingParams& p) {
   if (!(p.temperature >= 0.0f && p.temperature <= 2.0f)) __builtin_trap();
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) __builtin_trap();
   if (p.top_k < 0) __builtin_trap();
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) __builtin_trap();
+  if (!(p.repetition_penalty > 0.0f && p.repetition_penalty <= 10.0f)) __builtin_trap();
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f)) __builtin_trap();
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) __builtin_trap();
   if (p.stop.size() > kMaxStopStrings) __builtin_trap();
   for (const auto& s : p.stop) {
     if (s.empty() || s.size() > kMaxStopBytes) __builtin_trap();

@@ -127,7 +127,8 @@ Result<int32_t> TokenId(const json& v, std::string_view field) {
 // that would be ignored is an answer the client did not ask for.
 // clang-format off
 constexpr std::string_view kCommonFields[] = {
-    "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stream", "stream_options",
+    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+    "seed", "stream", "stream_options",
     "stop", "stop_token_ids", "ignore_eos", "user", "n", "best_of", "echo", "logprobs",
     "top_logprobs", "presence_penalty", "frequency_penalty", "suffix", "logit_bias", "tools",
     "functions", "response_format"};
@@ -172,8 +173,6 @@ Status RefuseUnsupported(const json& root) {
                                 " is not supported by this server (only false or 0)");
   }
   SY_RETURN_IF_ERROR(neutral("top_logprobs", 0));
-  SY_RETURN_IF_ERROR(neutral("presence_penalty", 0));
-  SY_RETURN_IF_ERROR(neutral("frequency_penalty", 0));
   SY_RETURN_IF_ERROR(neutral("suffix", ""));
   SY_RETURN_IF_ERROR(neutral("logit_bias", json::object()));
   SY_RETURN_IF_ERROR(neutral("tools", json::array()));
@@ -217,6 +216,15 @@ Result<SamplingParams> ParseSampling(const json& root, bool chat) {
   }
   SY_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, GetInt(root, "top_k", -1, INT32_MAX));
   if (top_k) p.top_k = static_cast<int32_t>(std::max<int64_t>(0, *top_k));
+  SY_ASSIGN_OR_RETURN(std::optional<double> min_p, GetNumber(root, "min_p", 0, 1));
+  if (min_p) p.min_p = static_cast<float>(*min_p);
+  SY_ASSIGN_OR_RETURN(std::optional<double> repetition,
+                      GetNumber(root, "repetition_penalty", 0, 10, /*open_low=*/true));
+  if (repetition) p.repetition_penalty = static_cast<float>(*repetition);
+  SY_ASSIGN_OR_RETURN(std::optional<double> presence, GetNumber(root, "presence_penalty", -2, 2));
+  if (presence) p.presence_penalty = static_cast<float>(*presence);
+  SY_ASSIGN_OR_RETURN(std::optional<double> frequency, GetNumber(root, "frequency_penalty", -2, 2));
+  if (frequency) p.frequency_penalty = static_cast<float>(*frequency);
   SY_ASSIGN_OR_RETURN(std::optional<int64_t> seed, GetInt(root, "seed", INT64_MIN, INT64_MAX));
   if (seed) p.seed = static_cast<uint64_t>(*seed);
   SY_ASSIGN_OR_RETURN(p.ignore_eos, GetBool(root, "ignore_eos", false));

@@ -989,6 +989,10 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
   s.temperature = p.params.temperature;
   s.top_k = p.params.top_k;
   s.top_p = p.params.top_p;
+  s.min_p = p.params.min_p;
+  s.repetition_penalty = p.params.repetition_penalty;
+  s.presence_penalty = p.params.presence_penalty;
+  s.frequency_penalty = p.params.frequency_penalty;
   s.seed = p.params.seed.value_or(RandomSeed());
   s.max_new_tokens = max_tokens;
   s.stop_tokens = p.params.stop_token_ids;

@@ -16,7 +16,9 @@ which must find every tensor it expects and no other, and compares:
     token per step) against `switchyard generate --max-tokens 6 --dump-decode-logits`: the same
     token ids, and the logits of every step;
   * the hand-written float64 forward of hf_moe_oracle.py against transformers (the two oracles
-    must agree too).
+    must agree too);
+  * (mixtral) greedy decoding with transformers' repetition_penalty against `switchyard generate
+    --repeat-penalty`: the same token ids.
 
 Tolerance: max |ours - transformers| <= TOL * max(1, max |transformers|), TOL = 1e-4, as in
 hf_moe_oracle.py, which shows that plausible loader bugs move the logits by more than 10 x TOL.
@@ -41,7 +43,7 @@ import hf_moe_oracle as oracle  # exits 77 without torch / numpy
 try:
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM, DynamicCache
+    from transformers import AutoModelForCausalLM, DynamicCache, RepetitionPenaltyLogitsProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 except ImportError as e:
     print(f"SKIP: Hugging Face transformers is not usable: {e}; scripts/install-deps.sh installs "
@@ -124,6 +126,39 @@ def check_family(binary, work, fam):
     return failures
 
 
+def penalty_checks(binary, work, fam="mixtral"):
+    """Issue 45: greedy decoding with transformers' RepetitionPenaltyLogitsProcessor (over the
+    prompt and the answer) gives the tokens of `switchyard generate --repeat-penalty` on the
+    model check_family wrote. Penalties that change the greedy path are chosen (1.0 is the
+    control)."""
+    model_dir = os.path.join(work, fam)
+    model, _ = load(model_dir)
+    failures = []
+    steps = 12
+    for penalty in (1.0, 1.5, 3.0):
+        # transformers' processor in a greedy loop of its own (model.generate imports
+        # torch.distributed, which Debian's torch 1.13 cannot under Python 3.11).
+        processor = RepetitionPenaltyLogitsProcessor(penalty)
+        ids = list(oracle.PROMPT)
+        with torch.no_grad():
+            for _ in range(steps):
+                scores = model(torch.tensor([ids])).logits[:, -1, :]
+                scores = processor(torch.tensor([ids]), scores)
+                ids.append(int(scores[0].argmax()))
+        want = ids[len(oracle.PROMPT):]
+        r = oracle.subprocess.run(
+            [binary, "generate", "--model", model_dir, "--prompt-ids",
+             ",".join(map(str, oracle.PROMPT)), "-n", str(steps), "--temperature", "0",
+             "--repeat-penalty", str(penalty)], capture_output=True, text=True)
+        got = [int(x) for x in r.stdout.strip().split(",")] if r.returncode == 0 else None
+        ok = got == want
+        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} greedy with repetition_penalty {penalty}: "
+              f"{got} (transformers {want})")
+        if not ok:
+            failures.append(f"{fam}: repetition_penalty {penalty}: {got} vs transformers {want}")
+    return failures
+
+
 def bias_checks(binary, work):
     """Issue 17: the attention_bias variants of hf_moe_oracle.py that this transformers builds
     (OLMoE, and Qwen3-MoE where implemented: a bias on q, k, v and o), loaded by transformers
@@ -170,6 +205,8 @@ def main():
             continue
         failures += check_family(binary, work, fam)
         ran += 1
+        if fam == "mixtral":
+            failures += penalty_checks(binary, work, fam)
     failures += bias_checks(binary, work)
     print("skip deepseek: DeepSeek-MoE v1 is remote code, not in transformers; it stays on "
           "hf_moe_oracle.py")

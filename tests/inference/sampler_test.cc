@@ -77,6 +77,10 @@ TEST(SamplerOptionsTest, RejectsBadFieldsByName) {
       {[](SamplerOptions& o) { o.top_p = 0.0f; }, "top_p"},
       {[](SamplerOptions& o) { o.top_p = 1.5f; }, "top_p"},
       {[](SamplerOptions& o) { o.max_new_tokens = 0; }, "max_new_tokens"},
+      {[](SamplerOptions& o) { o.min_p = 1.5f; }, "min_p"},
+      {[](SamplerOptions& o) { o.repetition_penalty = 0.0f; }, "repetition_penalty"},
+      {[](SamplerOptions& o) { o.presence_penalty = 2.5f; }, "presence_penalty"},
+      {[](SamplerOptions& o) { o.frequency_penalty = -3.0f; }, "frequency_penalty"},
       {[](SamplerOptions& o) {
          o.stop_tokens = {2, -1};
        },
@@ -286,6 +290,67 @@ TEST(SamplerTest, WarpersApplyInHuggingFaceOrder) {
     EXPECT_LT(MaxAbsError(s, logits, want, draws, &chi_square), 0.007);
     EXPECT_LT(chi_square, 18.5);  // 0.9999 quantile, 2 degrees of freedom
   }
+}
+
+TEST(SamplerTest, MinPDropsTokensBelowItsShareOfTheMostLikely) {
+  // At T = 1 the probabilities are proportional to e^logit: token 1 is e^-1 = 0.37 and token 2
+  // e^-3 = 0.05 of token 0's. min_p 0.1 keeps {0, 1} (renormalised), never 2 or 3.
+  const std::vector<float> logits = {2.0f, 1.0f, -1.0f, -4.0f};
+  SamplerOptions o;
+  o.min_p = 0.1f;
+  o.seed = 5;
+  Sampler s = std::move(Sampler::Create(o, 1)).value();
+  const std::vector<long double> p = Softmax({2.0f, 1.0f}, 1.0);
+  double chi_square = 0;
+  EXPECT_LT(MaxAbsError(s, logits, {p[0], p[1], 0, 0}, 100000, &chi_square), 0.007);
+  EXPECT_LT(chi_square, 15.2);  // 0.9999 quantile, 1 degree of freedom (tokens 2, 3: p = 0)
+  // min_p 0.04 lets token 2 back in.
+  o.min_p = 0.04f;
+  Sampler looser = std::move(Sampler::Create(o, 1)).value();
+  std::set<int32_t> seen;
+  for (int i = 0; i < 20000; ++i) seen.insert(looser.Sample(0, logits));
+  EXPECT_EQ(seen, (std::set<int32_t>{0, 1, 2}));
+}
+
+TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogitsOfSeenTokens) {
+  // Greedy, as Hugging Face's RepetitionPenaltyLogitsProcessor: the prompt holds tokens 0 and 2.
+  // Penalty 2: token 0's 3.0 -> 1.5, below token 1's 2.0, which wins; a negative logit of a
+  // seen token is multiplied, so it falls further.
+  SamplerOptions o;
+  o.temperature = 0.0f;
+  o.repetition_penalty = 2.0f;
+  Sampler s = std::move(Sampler::Create(o, 1)).value();
+  s.StartSequence(0, std::vector<int32_t>{0, 2, 0});
+  EXPECT_EQ(s.Sample(0, std::vector<float>{3.0f, 2.0f, -0.5f, -0.6f}), 1);
+  // Token 1 is in the answer now: 2.0 -> 1.0, below token 0's 1.5 (penalized once, not twice
+  // for appearing twice in the prompt).
+  EXPECT_EQ(s.Sample(0, std::vector<float>{3.0f, 2.0f, -0.5f, -0.6f}), 0);
+  // Token 2 (-0.5 -> -1.0) loses to token 3 (-0.6, never seen) when they lead.
+  EXPECT_EQ(s.Sample(0, std::vector<float>{-9.0f, -9.0f, -0.5f, -0.6f}), 3);
+  // A new answer forgets the old one's tokens; without StartSequence nothing is penalized.
+  s.StartSequence(0, {});
+  EXPECT_EQ(s.Sample(0, std::vector<float>{3.0f, 2.0f, -0.5f, -0.6f}), 0);
+}
+
+TEST(SamplerTest, PresenceAndFrequencyPenaltiesCountTheAnswerOnly) {
+  // OpenAI's formula: logit - frequency x count - presence x (count > 0), over the answer's
+  // tokens; the prompt's do not count.
+  SamplerOptions o;
+  o.temperature = 0.0f;
+  o.presence_penalty = 0.5f;
+  o.frequency_penalty = 0.3f;
+  Sampler s = std::move(Sampler::Create(o, 1)).value();
+  s.StartSequence(0, std::vector<int32_t>{1});
+  const std::vector<float> logits = {2.0f, 1.5f, 0.0f};
+  EXPECT_EQ(s.Sample(0, logits), 0);  // nothing in the answer yet; the prompt's token 1 is free
+  // Token 0 once: 2.0 - 0.3 - 0.5 = 1.2 < 1.5.
+  EXPECT_EQ(s.Sample(0, logits), 1);
+  // Tokens 0 and 1 once each: 1.2 against 1.5 - 0.8 = 0.7.
+  EXPECT_EQ(s.Sample(0, logits), 0);
+  // Token 0 twice: 2.0 - 0.6 - 0.5 = 0.9 against 0.7.
+  EXPECT_EQ(s.Sample(0, logits), 0);
+  // Token 0 three times: 2.0 - 0.9 - 0.5 = 0.6 < 0.7.
+  EXPECT_EQ(s.Sample(0, logits), 1);
 }
 
 TEST(SamplerTest, InfiniteAndNanLogits) {

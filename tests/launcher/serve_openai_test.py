@@ -305,7 +305,28 @@ def test_text_server(binary, model_dir, work):
         raw = httpx.post(server.base + "/v1/completions", content=b" " * (9 << 20),
                          headers={"Content-Type": "application/json"}, timeout=60)
         check(raw.status_code == 413, f"a body over the limit: {raw.status_code} {raw.text[:120]}")
-        for field in ["repetition_penalty", "min_p", "typical_p", "mirostat", "guided_json"]:
+        # Issue 45: the penalties and min_p are taken. Greedy with them gives generate's tokens
+        # with the same flags (the sampler's penalties are checked against transformers'
+        # RepetitionPenaltyLogitsProcessor in hf_transformers_oracle.py).
+        ids = tokenize(binary, model_dir, "Hello")
+        for field, value, flag in [("repetition_penalty", 1.8, "--repeat-penalty"),
+                                   ("presence_penalty", 1.5, "--presence-penalty"),
+                                   ("frequency_penalty", 0.7, "--frequency-penalty")]:
+            r = client.completions.create(model=MODEL_NAME, prompt=ids, max_tokens=10,
+                                          temperature=0, extra_body={field: value,
+                                                                     "ignore_eos": True})
+            got = list(getattr(r.choices[0], "token_ids"))
+            want = generate(binary, model_dir, ids, 10, "--temperature", "0", flag, str(value))
+            plain = generate(binary, model_dir, ids, 10, "--temperature", "0")
+            check(got == want and want != plain,
+                  f"{field} {value}: generate {flag}'s tokens {got} (without it: {plain})")
+        r = client.completions.create(model=MODEL_NAME, prompt=ids, max_tokens=10, temperature=1,
+                                      seed=5, extra_body={"min_p": 0.3, "ignore_eos": True})
+        want = generate(binary, model_dir, ids, 10, "--temperature", "1", "-s", "5", "--min-p",
+                        "0.3")
+        check(list(getattr(r.choices[0], "token_ids")) == want,
+              f"min_p 0.3 with seed 5: generate --min-p's tokens {want}")
+        for field in ["typical_p", "mirostat", "guided_json", "tfs_z"]:
             expect_error(openai.BadRequestError,
                          lambda: client.completions.create(model=MODEL_NAME, prompt="x",
                                                            extra_body={field: 1}),

@@ -273,8 +273,8 @@ def main():
         ("JSON nested 100000 deep", b'{"prompt": ' + b"[" * 100000 + b"]" * 100000 + b"}"),
         ("a truncated body", b'{"prompt": [1, 2'),
         ("logprobs", json.dumps(dict(VALID, logprobs=2)).encode()),
-        ("repetition_penalty", json.dumps(dict(VALID, repetition_penalty=1.1)).encode()),
-        ("min_p", json.dumps(dict(VALID, min_p=0.1)).encode()),
+        ("typical_p", json.dumps(dict(VALID, typical_p=0.9)).encode()),
+        ("mirostat", json.dumps(dict(VALID, mirostat=2)).encode()),
         ("guided_json", json.dumps(dict(VALID, guided_json={})).encode()),
     ]
     for what, body in bad_bodies:

@@ -146,8 +146,6 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
   ExpectRefused(false, R"({"prompt": "x", "best_of": 3})", "'best_of'");
   ExpectRefused(false, R"({"prompt": "x", "echo": true})", "'echo'");
   ExpectRefused(false, R"({"prompt": "x", "logprobs": 5})", "'logprobs'");
-  ExpectRefused(false, R"({"prompt": "x", "presence_penalty": 0.5})", "'presence_penalty'");
-  ExpectRefused(false, R"({"prompt": "x", "frequency_penalty": 1})", "'frequency_penalty'");
   ExpectRefused(false, R"({"prompt": "x", "suffix": "end"})", "'suffix'");
   ExpectRefused(false, R"({"prompt": "x", "logit_bias": {"5": 10}})", "'logit_bias'");
   ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})",
@@ -159,8 +157,7 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
                     "response_format": {"type": "json_object"}})",
                 "'response_format'");
   // Issue 46, finding 9: fields this server does not know are refused by name, not ignored.
-  for (const char* field :
-       {"repetition_penalty", "min_p", "typical_p", "mirostat", "guided_json", "unknown_field"}) {
+  for (const char* field : {"typical_p", "mirostat", "guided_json", "unknown_field"}) {
     ExpectRefused(false, std::string(R"({"prompt": "x", ")") + field + R"(": 1})",
                   std::string("the field \"") + field + "\" is not supported by this server");
     ExpectRefused(
@@ -196,6 +193,29 @@ TEST(OpenAiRequestTest, BadChatsAreRefused) {
                 "text only");
   ExpectRefused(true, R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
                 "without a \"text\" string");
+}
+
+TEST(OpenAiRequestTest, PenaltiesAndMinPAreTakenWithinTheirRanges) {
+  Result<CompletionRequest> r = ParseCompletionRequest(
+      R"({"prompt": "x", "min_p": 0.05, "repetition_penalty": 1.3, "presence_penalty": -0.5,
+          "frequency_penalty": 2})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FLOAT_EQ(r->params.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r->params.repetition_penalty, 1.3f);
+  EXPECT_FLOAT_EQ(r->params.presence_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r->params.frequency_penalty, 2.0f);
+  Result<CompletionRequest> defaults = ParseCompletionRequest(R"({"prompt": "x"})");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->params.min_p, 0.0f);
+  EXPECT_EQ(defaults->params.repetition_penalty, 1.0f);
+  EXPECT_EQ(defaults->params.presence_penalty, 0.0f);
+  EXPECT_EQ(defaults->params.frequency_penalty, 0.0f);
+  ExpectRefused(false, R"({"prompt": "x", "min_p": 1.5})", "'min_p' is 1.5");
+  ExpectRefused(false, R"({"prompt": "x", "repetition_penalty": 0})", "'repetition_penalty' is 0");
+  ExpectRefused(false, R"({"prompt": "x", "presence_penalty": 3})", "'presence_penalty' is 3");
+  ExpectRefused(true,
+                R"({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": -2.5})",
+                "'frequency_penalty' is -2.5");
 }
 
 TEST(OpenAiRequestTest, TokenizeTakesATextOrAChatAndDetokenizeIds) {
