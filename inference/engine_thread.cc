@@ -12,6 +12,7 @@ RequestUpdate RequestHandle::Next(std::chrono::milliseconds timeout) {
   }
   RequestUpdate update;
   update.tokens.swap(pending_);
+  update.logprobs.swap(pending_logprobs_);
   if (finished_) {
     update.finished = true;
     update.finish = end_.finish;
@@ -26,11 +27,12 @@ void RequestHandle::SetNotify(std::function<void()> notify) {
   notify_ = std::make_shared<const std::function<void()>>(std::move(notify));
 }
 
-void RequestHandle::Push(int32_t token) {
+void RequestHandle::Push(int32_t token, TokenLogprob* logprob) {
   std::shared_ptr<const std::function<void()>> notify;
   {
     MutexLock lock(&mu_);
     pending_.push_back(token);
+    if (logprob != nullptr) pending_logprobs_.push_back(std::move(*logprob));
     notify = notify_;
   }
   cv_.NotifyAll();
@@ -143,10 +145,17 @@ void EngineThread::Loop() {
         continue;
       }
       RequestHandle* handle = p.handle.get();  // the Active entry keeps it alive
-      Result<int64_t> id = engine_->Submit(std::move(p.request), [handle](const TokenEvent& e) {
-        handle->Push(e.token);
-        return !handle->cancelled();
-      });
+      const int32_t logprobs = p.request.logprobs;
+      Result<int64_t> id =
+          engine_->Submit(std::move(p.request), [handle, logprobs](const TokenEvent& e) {
+            if (logprobs < 0) {
+              handle->Push(e.token, nullptr);
+            } else {
+              TokenLogprob logprob = ComputeTokenLogprob(e.logits, e.token, logprobs);
+              handle->Push(e.token, &logprob);
+            }
+            return !handle->cancelled();
+          });
       if (!id.ok()) {
         finished(*p.handle, FinishReason::kCancelled, id.status(), 0.0);
         continue;

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "inference/generate_engine.h"
+#include "inference/token_logprobs.h"
 #include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
 
@@ -48,7 +49,9 @@ namespace sy {
 // What a request produced since the previous RequestHandle::Next.
 struct RequestUpdate {
   std::vector<int32_t> tokens;  // drawn since the previous call, in order
-  bool finished = false;        // the request has ended; no update follows
+  // Parallel to `tokens` when the request asked for logprobs (GenerateRequest::logprobs >= 0).
+  std::vector<TokenLogprob> logprobs;
+  bool finished = false;  // the request has ended; no update follows
   // When finished: why it ended, the engine's error (not OK when a step failed, the tokens drawn
   // before it still count) and the time from Submit to its first token.
   FinishReason finish = FinishReason::kMaxTokens;
@@ -74,13 +77,14 @@ class RequestHandle {
 
  private:
   friend class EngineThread;
-  void Push(int32_t token) SY_EXCLUDES(mu_);
+  void Push(int32_t token, TokenLogprob* logprob) SY_EXCLUDES(mu_);
   void Finish(FinishReason finish, Status status, double ttft_seconds) SY_EXCLUDES(mu_);
 
   std::atomic<bool> cancel_{false};
   Mutex mu_;
   CondVar cv_;
   std::vector<int32_t> pending_ SY_GUARDED_BY(mu_);
+  std::vector<TokenLogprob> pending_logprobs_ SY_GUARDED_BY(mu_);
   bool finished_ SY_GUARDED_BY(mu_) = false;
   RequestUpdate end_ SY_GUARDED_BY(mu_);  // the finishing fields, once finished_
   std::shared_ptr<const std::function<void()>> notify_ SY_GUARDED_BY(mu_);

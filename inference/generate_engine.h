@@ -53,6 +53,10 @@ struct GenerateRequest {
   SamplerOptions sampling;
   // When set, receives the logits of every prompt position, f32 [prompt, vocab].
   std::vector<float>* prompt_logits = nullptr;
+  // -1: none. Else EngineThread reports each token's log-probability and this many most likely
+  // alternatives (0 .. kMaxTopLogprobs; inference/token_logprobs.h) with it. The engine itself
+  // ignores it (a TokenCallback has the logits).
+  int32_t logprobs = -1;
 };
 
 struct TokenEvent {

@@ -22,10 +22,12 @@ AnswerPiece AnswerStream::Next(std::chrono::milliseconds timeout) {
     return piece;
   }
   RequestUpdate update = handle_->Next(timeout);
-  for (const int32_t token : update.tokens) {
+  for (size_t i = 0; i < update.tokens.size(); ++i) {
+    const int32_t token = update.tokens[i];
     if (stopped_by_string_) break;  // tokens drawn before the cancel reached the engine
     ++completion_tokens_;
     piece.token_ids.push_back(token);
+    if (i < update.logprobs.size()) piece.logprobs.push_back(std::move(update.logprobs[i]));
     const bool stop_token =
         std::find(stop_token_ids_.begin(), stop_token_ids_.end(), token) != stop_token_ids_.end();
     if (!streamer_ || stop_token) continue;

@@ -33,6 +33,7 @@ namespace sy::serving {
 struct AnswerPiece {
   std::string text;
   std::vector<int32_t> token_ids;
+  std::vector<TokenLogprob> logprobs;  // parallel to token_ids when the request asked for them
   bool finished = false;
   std::string finish_reason;  // when finished: stop, length or abort
   Status status;              // when finished: not OK when the engine failed the request

@@ -167,12 +167,6 @@ Status RefuseUnsupported(const json& root) {
   SY_RETURN_IF_ERROR(neutral("n", 1));
   SY_RETURN_IF_ERROR(neutral("best_of", 1));
   SY_RETURN_IF_ERROR(neutral("echo", false));
-  // logprobs is a boolean in a chat and a count in a completion.
-  if (const json* v = Field(root, "logprobs"); v != nullptr && *v != false && *v != 0) {
-    return InvalidArgumentError("'logprobs' = " + v->dump() +
-                                " is not supported by this server (only false or 0)");
-  }
-  SY_RETURN_IF_ERROR(neutral("top_logprobs", 0));
   SY_RETURN_IF_ERROR(neutral("suffix", ""));
   SY_RETURN_IF_ERROR(neutral("logit_bias", json::object()));
   SY_RETURN_IF_ERROR(neutral("tools", json::array()));
@@ -212,6 +206,24 @@ Result<SamplingParams> ParseSampling(const json& root, bool chat) {
                                   ", which is 0 in single precision; it must be in (0, 1] and at "
                                   "least " +
                                   json(std::numeric_limits<float>::denorm_min()).dump());
+    }
+  }
+  // logprobs: a count of alternatives in a completion; a boolean in a chat, with top_logprobs.
+  if (chat) {
+    SY_ASSIGN_OR_RETURN(const bool logprobs, GetBool(root, "logprobs", false));
+    SY_ASSIGN_OR_RETURN(std::optional<int64_t> top,
+                        GetInt(root, "top_logprobs", 0, kMaxTopLogprobs));
+    if (top && !logprobs) {
+      return InvalidArgumentError("'top_logprobs' needs 'logprobs': true");
+    }
+    if (logprobs) p.logprobs = static_cast<int32_t>(top.value_or(0));
+  } else if (const json* v = Field(root, "logprobs"); v != nullptr && *v != false) {
+    SY_ASSIGN_OR_RETURN(std::optional<int64_t> top, GetInt(root, "logprobs", 0, kMaxTopLogprobs));
+    p.logprobs = static_cast<int32_t>(*top);
+    if (Field(root, "top_logprobs") != nullptr) {
+      return InvalidArgumentError(
+          "'top_logprobs' is a chat field; a completion gives the count "
+          "in 'logprobs'");
     }
   }
   SY_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, GetInt(root, "top_k", -1, INT32_MAX));

@@ -5,8 +5,8 @@
 // A body is refused, with InvalidArgument naming the field and what it accepts, when it is not a
 // JSON object, is larger than kMaxBodyBytes, nests deeper or repeats a key (storage::
 // ParseStrictJson, storage/formats/text_file.h, parses it), has a field of the
-// wrong type or out of range, or asks for something this server does not do (n > 1, logprobs,
-// tools, logit_bias, echo, suffix, best_of > 1: refused, never ignored, so a client
+// wrong type or out of range, or asks for something this server does not do (n > 1, tools,
+// logit_bias, echo, suffix, best_of > 1: refused, never ignored, so a client
 // never gets an answer computed differently from what it asked for). Fields the API defines but
 // that do not change the answer (user, metadata, store, ...) and unknown fields are ignored, as
 // other servers do. Whether a request fits the model (its context, its vocabulary, the served
@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "inference/token_logprobs.h"
 #include "runtime/core/status.h"
 
 namespace sy::serving {
@@ -39,15 +40,18 @@ inline constexpr int64_t kMaxTokensLimit = 1 << 24;  // larger max_tokens are re
 // What both endpoints take besides the prompt.
 struct SamplingParams {
   bool stream = false;
-  bool include_usage = false;           // stream_options.include_usage: a last chunk with usage
-  std::optional<int64_t> max_tokens;    // >= 1; none: the endpoint's default
-  float temperature = 1.0f;             // [0, 2]; 0: greedy
-  float top_p = 1.0f;                   // (0, 1]
-  int32_t top_k = 0;                    // >= 0 (-1 is read as 0); 0: off. An extension, as vLLM's
-  float min_p = 0.0f;                   // [0, 1]; 0: off. An extension, as vLLM's
-  float repetition_penalty = 1.0f;      // (0, 10]; 1: off. An extension, as vLLM's
-  float presence_penalty = 0.0f;        // [-2, 2]
-  float frequency_penalty = 0.0f;       // [-2, 2]
+  bool include_usage = false;         // stream_options.include_usage: a last chunk with usage
+  std::optional<int64_t> max_tokens;  // >= 1; none: the endpoint's default
+  float temperature = 1.0f;           // [0, 2]; 0: greedy
+  float top_p = 1.0f;                 // (0, 1]
+  int32_t top_k = 0;                  // >= 0 (-1 is read as 0); 0: off. An extension, as vLLM's
+  float min_p = 0.0f;                 // [0, 1]; 0: off. An extension, as vLLM's
+  float repetition_penalty = 1.0f;    // (0, 10]; 1: off. An extension, as vLLM's
+  float presence_penalty = 0.0f;      // [-2, 2]
+  float frequency_penalty = 0.0f;     // [-2, 2]
+  // -1: none. Else each token's log-probability and this many alternatives (0 ..
+  // kMaxTopLogprobs): a completion's 'logprobs' count, a chat's 'top_logprobs' with 'logprobs'.
+  int32_t logprobs = -1;
   std::optional<uint64_t> seed;         // any integer (negative ones wrap)
   std::vector<std::string> stop;        // up to kMaxStopStrings, each 1..kMaxStopBytes bytes
   std::vector<int32_t> stop_token_ids;  // extension (vLLM's name): these tokens end the answer

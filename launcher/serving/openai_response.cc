@@ -31,13 +31,57 @@ json UsageJson(const Usage& usage) {
               {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
+json Bytes(const std::string& s) {
+  std::vector<int> bytes;
+  for (const char c : s) bytes.push_back(static_cast<unsigned char>(c));
+  return json(bytes);
+}
+
+json LogprobsJson(Endpoint endpoint, Logprobs logprobs) {
+  if (logprobs.tokens == nullptr) return nullptr;
+  const std::vector<TokenLogprobText>& tokens = *logprobs.tokens;
+  if (endpoint == Endpoint::kChat) {
+    json content = json::array();
+    for (const TokenLogprobText& t : tokens) {
+      json top = json::array();
+      for (const auto& [text, lp] : t.top) {
+        top.push_back({{"token", text}, {"logprob", lp}, {"bytes", Bytes(text)}});
+      }
+      content.push_back({{"token", t.token},
+                         {"logprob", t.logprob},
+                         {"bytes", Bytes(t.token)},
+                         {"top_logprobs", top}});
+    }
+    return json{{"content", content}};
+  }
+  json texts = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = logprobs.text_offset;
+  for (const TokenLogprobText& t : tokens) {
+    texts.push_back(t.token);
+    values.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [text, lp] : t.top) {
+      if (!top.contains(text)) top[text] = lp;  // two ids of one text: the likelier one
+    }
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += t.token.size();
+  }
+  return json{{"tokens", texts},
+              {"token_logprobs", values},
+              {"top_logprobs", tops},
+              {"text_offset", offsets}};
+}
+
 }  // namespace
 
 std::string FullResponse(const ResponseHeader& header, std::string_view text,
                          std::span<const int32_t> token_ids, std::string_view finish_reason,
-                         const Usage& usage) {
+                         const Usage& usage, Logprobs logprobs) {
   json out = Base(header, /*chunk=*/false);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  json choice = {{"index", 0},
+                 {"logprobs", LogprobsJson(header.endpoint, logprobs)},
+                 {"finish_reason", finish_reason}};
   if (header.endpoint == Endpoint::kChat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
@@ -51,9 +95,10 @@ std::string FullResponse(const ResponseHeader& header, std::string_view text,
 
 std::string StreamChunk(const ResponseHeader& header, std::string_view text,
                         std::span<const int32_t> token_ids,
-                        std::optional<std::string_view> finish_reason, bool first) {
+                        std::optional<std::string_view> finish_reason, bool first,
+                        Logprobs logprobs) {
   json out = Base(header, /*chunk=*/true);
-  json choice = {{"index", 0}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"logprobs", LogprobsJson(header.endpoint, logprobs)}};
   choice["finish_reason"] = finish_reason ? json(*finish_reason) : json(nullptr);
   if (header.endpoint == Endpoint::kChat) {
     json delta = json::object();

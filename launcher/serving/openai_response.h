@@ -15,6 +15,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace sy::serving {
 
@@ -28,6 +30,22 @@ struct ResponseHeader {
   std::string model;
 };
 
+// One generated token's log-probabilities, with its text and that of each alternative (a token's
+// bytes, which may be part of a character).
+struct TokenLogprobText {
+  std::string token;
+  float logprob = 0.0f;
+  std::vector<std::pair<std::string, float>> top;  // most likely first
+};
+
+// A choice's "logprobs": null without `logprobs`; a completion's {tokens, token_logprobs,
+// top_logprobs, text_offset} (text_offset counts from `text_offset`, the bytes of the answer
+// before these tokens), or a chat's {content: [{token, logprob, bytes, top_logprobs}]}.
+struct Logprobs {
+  const std::vector<TokenLogprobText>* tokens = nullptr;
+  size_t text_offset = 0;
+};
+
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
@@ -37,13 +55,14 @@ struct Usage {
 // "length") and the usage.
 std::string FullResponse(const ResponseHeader& header, std::string_view text,
                          std::span<const int32_t> token_ids, std::string_view finish_reason,
-                         const Usage& usage);
+                         const Usage& usage, Logprobs logprobs = {});
 
 // One streamed chunk (the JSON after "data: "). A chat's first chunk (`first`) carries the
 // assistant role; the last one carries `finish_reason` (and usually no text).
 std::string StreamChunk(const ResponseHeader& header, std::string_view text,
                         std::span<const int32_t> token_ids,
-                        std::optional<std::string_view> finish_reason, bool first);
+                        std::optional<std::string_view> finish_reason, bool first,
+                        Logprobs logprobs = {});
 
 // The chunk after the last one when the client asked for stream_options.include_usage: no
 // choices, the usage.

@@ -103,6 +103,27 @@ std::string MediaType(const char* value) {
   return media;
 }
 
+// The texts of generated tokens and their alternatives, for the API's logprobs: each id decoded
+// alone (its bytes, maybe part of a character), or "token_id:N" without a tokenizer (vLLM's form).
+std::vector<TokenLogprobText> LogprobTexts(const Tokenizer* tokenizer, std::span<const int32_t> ids,
+                                           std::span<const TokenLogprob> logprobs) {
+  auto text = [&](int32_t id) {
+    if (tokenizer != nullptr) {
+      const int32_t one[] = {id};
+      Result<std::string> decoded = tokenizer->Decode(one);
+      if (decoded.ok()) return std::move(decoded).value();
+    }
+    return "token_id:" + std::to_string(id);
+  };
+  std::vector<TokenLogprobText> out;
+  for (size_t i = 0; i < ids.size() && i < logprobs.size(); ++i) {
+    TokenLogprobText t{text(ids[i]), logprobs[i].logprob, {}};
+    for (const auto& [id, lp] : logprobs[i].top) t.top.emplace_back(text(id), lp);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 // "Bearer KEY" with the right key, compared in constant time.
 bool Authorized(const char* header, const std::string& key) {
   const std::string want = "Bearer " + key;
@@ -172,6 +193,10 @@ struct Server::Exchange {
   bool streamed = false;
   bool include_usage = false;
   int64_t prompt_tokens = 0;
+  int32_t logprobs = -1;                         // the request's (SamplingParams::logprobs)
+  const Tokenizer* tokenizer = nullptr;          // the served model's, for the logprobs' texts
+  std::vector<TokenLogprobText> token_logprobs;  // kWaiting: every token's so far
+  size_t text_offset = 0;                        // kStreaming: bytes of token text sent so far
   bool client_left = false;
   bool stopping = false;          // past the drain: answer or close now, never wait again
   MHD_Response* reply = nullptr;  // made under mu, queued by Request after it
@@ -497,6 +522,12 @@ struct HttpCallbacks {
     AnswerPiece piece = x.stream->Next(milliseconds(0));
     x.text += piece.text;
     x.ids.insert(x.ids.end(), piece.token_ids.begin(), piece.token_ids.end());
+    if (x.logprobs >= 0) {
+      std::vector<TokenLogprobText> more =
+          LogprobTexts(x.tokenizer, piece.token_ids, piece.logprobs);
+      x.token_logprobs.insert(x.token_logprobs.end(), std::make_move_iterator(more.begin()),
+                              std::make_move_iterator(more.end()));
+    }
     if (!piece.finished) {
       if (x.stopping) {
         return QueueError(server, x, 503, "the server is shutting down", true);
@@ -515,7 +546,8 @@ struct HttpCallbacks {
     }
     return Queue(x, 200,
                  FullResponse(x.header, x.text, x.ids, piece.finish_reason,
-                              Usage{x.prompt_tokens, x.stream->completion_tokens()}),
+                              Usage{x.prompt_tokens, x.stream->completion_tokens()},
+                              Logprobs{x.logprobs >= 0 ? &x.token_logprobs : nullptr, 0}),
                  kJson);
   }
 
@@ -557,7 +589,11 @@ struct HttpCallbacks {
     if (!piece.token_ids.empty())
       x.ids.insert(x.ids.end(), piece.token_ids.begin(), piece.token_ids.end());
     if (!piece.text.empty() || !piece.token_ids.empty()) {
-      x.out += SseEvent(StreamChunk(h, piece.text, piece.token_ids, std::nullopt, false));
+      std::vector<TokenLogprobText> texts;
+      if (x.logprobs >= 0) texts = LogprobTexts(x.tokenizer, piece.token_ids, piece.logprobs);
+      x.out += SseEvent(StreamChunk(h, piece.text, piece.token_ids, std::nullopt, false,
+                                    Logprobs{x.logprobs >= 0 ? &texts : nullptr, x.text_offset}));
+      for (const TokenLogprobText& t : texts) x.text_offset += t.token.size();
     }
     if (!piece.finished) return;
     if (!piece.status.ok()) {
@@ -810,6 +846,8 @@ void Server::Work(const std::shared_ptr<Exchange>& x) {
   x->header.created = UnixNow();
   x->header.model = model_.name;
   x->streamed = p.params.stream;
+  x->logprobs = p.params.logprobs;
+  x->tokenizer = model_.tokenizer;
   x->include_usage = p.params.include_usage;
   x->prompt_tokens = p.prompt_tokens;
   x->stream = std::make_shared<AnswerStream>(std::move(handle).value(), model_.tokenizer,
@@ -993,6 +1031,7 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
   s.repetition_penalty = p.params.repetition_penalty;
   s.presence_penalty = p.params.presence_penalty;
   s.frequency_penalty = p.params.frequency_penalty;
+  p.request.logprobs = p.params.logprobs;
   s.seed = p.params.seed.value_or(RandomSeed());
   s.max_new_tokens = max_tokens;
   s.stop_tokens = p.params.stop_token_ids;

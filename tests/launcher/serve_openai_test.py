@@ -326,6 +326,43 @@ def test_text_server(binary, model_dir, work):
                         "0.3")
         check(list(getattr(r.choices[0], "token_ids")) == want,
               f"min_p 0.3 with seed 5: generate --min-p's tokens {want}")
+        # Issue 45: logprobs, against the log-softmax of the logits `generate
+        # --dump-decode-logits` wrote for the same greedy tokens (numpy, not the server's code).
+        dump = os.path.join(work, "logprobs.logits")
+        run([binary, "generate", "--model", model_dir, "--prompt-ids", ",".join(map(str, ids)),
+             "-n", "6", "--temperature", "0", "--threads", THREADS, "--dump-decode-logits", dump])
+        rows = oracle.read_logits(dump).numpy().astype("float64")
+        log_softmax = rows - rows.max(axis=1, keepdims=True)
+        log_softmax -= oracle.np.log(oracle.np.exp(log_softmax).sum(axis=1, keepdims=True))
+        greedy = [int(r.argmax()) for r in rows]
+        r = client.completions.create(model=MODEL_NAME, prompt=ids, max_tokens=6, temperature=0,
+                                      logprobs=3, extra_body={"ignore_eos": True})
+        lp = r.choices[0].logprobs
+        want = [float(log_softmax[i, t]) for i, t in enumerate(greedy)]
+        tops_ok = all(len(top) >= 1 and abs(max(top.values()) - float(log_softmax[i].max())) < 1e-4
+                      for i, top in enumerate(lp.top_logprobs))
+        check(list(getattr(r.choices[0], "token_ids")) == greedy and
+              max(abs(a - b) for a, b in zip(lp.token_logprobs, want)) < 1e-4 and tops_ok and
+              lp.text_offset[0] == 0 and len(lp.tokens) == 6,
+              f"completion logprobs=3: {[round(x, 4) for x in lp.token_logprobs]} = log-softmax "
+              f"of generate's logits {[round(x, 4) for x in want]}")
+        streamed = []
+        for chunk in client.completions.create(model=MODEL_NAME, prompt=ids, max_tokens=6,
+                                               temperature=0, logprobs=0, stream=True,
+                                               extra_body={"ignore_eos": True}):
+            if chunk.choices and chunk.choices[0].logprobs is not None:
+                streamed += chunk.choices[0].logprobs.token_logprobs
+        check(len(streamed) == 6 and max(abs(a - b) for a, b in zip(streamed, want)) < 1e-4,
+              f"streamed logprobs=0: {[round(x, 4) for x in streamed]}")
+        c = client.chat.completions.create(model=MODEL_NAME, max_tokens=4, temperature=0,
+                                           messages=[{"role": "user", "content": "Hello"}],
+                                           logprobs=True, top_logprobs=2)
+        content = c.choices[0].logprobs.content
+        check(len(content) >= 1 and all(len(t.top_logprobs) == 2 and t.logprob <= 0 and
+                                         t.top_logprobs[0].logprob >= t.logprob - 1e-6 and
+                                         bytes(t.bytes).decode("utf-8", "replace") == t.token
+                                         for t in content),
+              f"chat logprobs with top_logprobs 2: {[(t.token, round(t.logprob, 3)) for t in content]}")
         for field in ["typical_p", "mirostat", "guided_json", "tfs_z"]:
             expect_error(openai.BadRequestError,
                          lambda: client.completions.create(model=MODEL_NAME, prompt="x",

@@ -145,11 +145,8 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
   ExpectRefused(false, R"({"prompt": "x", "n": 2})", "'n' = 2 is not supported");
   ExpectRefused(false, R"({"prompt": "x", "best_of": 3})", "'best_of'");
   ExpectRefused(false, R"({"prompt": "x", "echo": true})", "'echo'");
-  ExpectRefused(false, R"({"prompt": "x", "logprobs": 5})", "'logprobs'");
   ExpectRefused(false, R"({"prompt": "x", "suffix": "end"})", "'suffix'");
   ExpectRefused(false, R"({"prompt": "x", "logit_bias": {"5": 10}})", "'logit_bias'");
-  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})",
-                "'logprobs'");
   ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
                 "'tools'");
   ExpectRefused(true,
@@ -216,6 +213,22 @@ TEST(OpenAiRequestTest, PenaltiesAndMinPAreTakenWithinTheirRanges) {
   ExpectRefused(true,
                 R"({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": -2.5})",
                 "'frequency_penalty' is -2.5");
+}
+
+TEST(OpenAiRequestTest, LogprobsAreACountInACompletionAndAFlagInAChat) {
+  EXPECT_EQ(ParseCompletionRequest(R"({"prompt": "x"})")->params.logprobs, -1);
+  EXPECT_EQ(ParseCompletionRequest(R"({"prompt": "x", "logprobs": 0})")->params.logprobs, 0);
+  EXPECT_EQ(ParseCompletionRequest(R"({"prompt": "x", "logprobs": 5})")->params.logprobs, 5);
+  EXPECT_EQ(ParseCompletionRequest(R"({"prompt": "x", "logprobs": false})")->params.logprobs, -1);
+  ExpectRefused(false, R"({"prompt": "x", "logprobs": 21})", "'logprobs' is 21");
+  ExpectRefused(false, R"({"prompt": "x", "logprobs": 2, "top_logprobs": 2})", "chat field");
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], )";
+  EXPECT_EQ(ParseChatRequest(chat + R"("logprobs": true})")->params.logprobs, 0);
+  EXPECT_EQ(ParseChatRequest(chat + R"("logprobs": true, "top_logprobs": 3})")->params.logprobs, 3);
+  EXPECT_EQ(ParseChatRequest(chat + R"("logprobs": false})")->params.logprobs, -1);
+  ExpectRefused(true, chat + R"("top_logprobs": 3})", "needs 'logprobs': true");
+  ExpectRefused(true, chat + R"("logprobs": true, "top_logprobs": 30})", "'top_logprobs' is 30");
+  ExpectRefused(true, chat + R"("logprobs": 2})", "'logprobs' must be true or false");
 }
 
 TEST(OpenAiRequestTest, TokenizeTakesATextOrAChatAndDetokenizeIds) {
