@@ -73,8 +73,22 @@ Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
 }
 
 Result<std::string> ChatTemplate::Render(std::span<const ChatMessageText> messages,
-                                         bool add_generation_prompt) const {
+                                         bool add_generation_prompt,
+                                         const nlohmann::json& kwargs) const {
   nlohmann::ordered_json context = nlohmann::ordered_json::object();
+  if (!kwargs.is_null()) {
+    if (!kwargs.is_object()) {
+      return InvalidArgumentError("chat_template_kwargs must be an object of template variables");
+    }
+    for (const auto& [name, value] : kwargs.items()) {
+      if (name == "messages" || name == "add_generation_prompt" || name == "bos_token" ||
+          name == "eos_token" || name == "unk_token" || name == "pad_token") {
+        return InvalidArgumentError("chat_template_kwargs." + name +
+                                    " is set by the server; choose another variable");
+      }
+      context[name] = nlohmann::ordered_json::parse(value.dump());
+    }
+  }
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const ChatMessageText& m : messages) {
     list.push_back({{"role", m.role}, {"content", m.content}});

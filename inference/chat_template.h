@@ -12,6 +12,8 @@
 // from several threads at once.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,10 +41,12 @@ class ChatTemplate {
                                     std::string eos_token);
 
   // The prompt for `messages`; with `add_generation_prompt`, ending with the header of the
-  // assistant's turn. InvalidArgument with the template's own message when it raises (roles that
-  // do not alternate, a role it does not know) or uses what the renderer does not support.
-  Result<std::string> Render(std::span<const ChatMessageText> messages,
-                             bool add_generation_prompt) const;
+  // assistant's turn. `kwargs` (null, or a JSON object) adds template variables, as
+  // apply_chat_template's keyword arguments do (Qwen3's enable_thinking); they may not take the
+  // names above. InvalidArgument with the template's own message when it raises (roles that do
+  // not alternate, a role it does not know) or uses what the renderer does not support.
+  Result<std::string> Render(std::span<const ChatMessageText> messages, bool add_generation_prompt,
+                             const nlohmann::json& kwargs = nullptr) const;
 
   const std::string& bos_token() const { return bos_token_; }
   const std::string& eos_token() const { return eos_token_; }

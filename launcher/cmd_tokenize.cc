@@ -39,8 +39,9 @@ class TokenizeCommand : public Command {
     app.add_option("--decode", decode_, "Token ids to decode, comma-separated");
     app.add_option("--texts", texts_file_, "JSON array of strings to encode and decode back");
     app.add_option("--chat", chat_file_,
-                   "JSON {\"messages\": [...], \"add_generation_prompt\": true}: render it with "
-                   "the model's chat template and encode it");
+                   "JSON {\"messages\": [...], \"add_generation_prompt\": true, "
+                   "\"chat_template_kwargs\": {...}}: render it with the model's chat template and "
+                   "encode it");
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -88,7 +89,9 @@ class TokenizeCommand : public Command {
       messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
     }
     const bool add = root.value("add_generation_prompt", true);
-    SY_ASSIGN_OR_RETURN(std::string prompt, chat.Render(messages, add));
+    SY_ASSIGN_OR_RETURN(
+        std::string prompt,
+        chat.Render(messages, add, root.value("chat_template_kwargs", nlohmann::json())));
     SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(prompt));
     const nlohmann::json out = {{"text", prompt}, {"ids", ids}};
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

@@ -133,11 +133,12 @@ constexpr std::string_view kCommonFields[] = {
     "top_logprobs", "presence_penalty", "frequency_penalty", "suffix", "logit_bias", "tools",
     "functions", "response_format"};
 // clang-format on
-constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens"};
+constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens",
+                                            "chat_template_kwargs"};
 constexpr std::string_view kCompletionFields[] = {"prompt"};
 
 constexpr std::string_view kTokenizeFields[] = {"model", "prompt", "messages",
-                                                "add_generation_prompt"};
+                                                "add_generation_prompt", "chat_template_kwargs"};
 constexpr std::string_view kDetokenizeFields[] = {"model", "tokens"};
 
 // A field outside `allowed` and `more` is refused by name.
@@ -329,6 +330,14 @@ Result<std::string> MessageContent(const json& content, size_t index) {
   return text;
 }
 
+// chat_template_kwargs: an object (its values any JSON), or null when absent.
+Result<json> TemplateKwargs(const json& root) {
+  const json* v = Field(root, "chat_template_kwargs");
+  if (v == nullptr) return json();
+  if (!v->is_object()) return WrongType("chat_template_kwargs", "an object", *v);
+  return *v;
+}
+
 // The 'messages' of a chat (or of a chat to tokenize).
 Result<std::vector<ChatMessage>> ParseMessages(const json& root) {
   std::vector<ChatMessage> out;
@@ -388,6 +397,7 @@ Result<ChatRequest> ParseChatRequest(std::string_view body) {
   ChatRequest out;
   SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
   SY_ASSIGN_OR_RETURN(out.messages, ParseMessages(root));
+  SY_ASSIGN_OR_RETURN(out.chat_template_kwargs, TemplateKwargs(root));
   SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/true));
   return out;
 }
@@ -405,6 +415,7 @@ Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
   if (chat) {
     SY_ASSIGN_OR_RETURN(out.messages, ParseMessages(root));
     SY_ASSIGN_OR_RETURN(out.add_generation_prompt, GetBool(root, "add_generation_prompt", true));
+    SY_ASSIGN_OR_RETURN(out.chat_template_kwargs, TemplateKwargs(root));
   } else {
     if (!prompt->is_string()) return WrongType("prompt", "a string", *prompt);
     out.prompt = prompt->get<std::string>();

@@ -18,6 +18,8 @@
 // Ownership: values. Thread-safety: pure functions.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -74,6 +76,8 @@ struct ChatMessage {
 struct ChatRequest {
   std::string model;
   std::vector<ChatMessage> messages;  // 1 .. kMaxMessages
+  // chat_template_kwargs (vLLM's): an object of extra template variables, or null.
+  nlohmann::json chat_template_kwargs;
   SamplingParams params;
 };
 
@@ -92,6 +96,7 @@ struct TokenizeRequest {
   std::optional<std::string> prompt;  // set for a text
   std::vector<ChatMessage> messages;  // a chat otherwise
   bool add_generation_prompt = true;
+  nlohmann::json chat_template_kwargs;  // as ChatRequest's
 };
 Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body);
 

@@ -938,7 +938,8 @@ Result<std::string> Server::Tokenize(const std::string& body, int* code) {
     for (ChatMessage& m : r.messages) {
       messages.push_back(ChatMessageText{std::move(m.role), std::move(m.content)});
     }
-    SY_ASSIGN_OR_RETURN(text, model_.chat_template->Render(messages, r.add_generation_prompt));
+    SY_ASSIGN_OR_RETURN(text, model_.chat_template->Render(messages, r.add_generation_prompt,
+                                                           r.chat_template_kwargs));
   }
   SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, model_.tokenizer->Encode(text));
   return TokenizeResponse(ids, model_.context);
@@ -971,10 +972,12 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
   std::vector<int32_t> prompt;
   std::optional<std::string> text;
   std::vector<ChatMessageText> messages;
+  nlohmann::json template_kwargs;
   if (chat) {
     SY_ASSIGN_OR_RETURN(ChatRequest r, ParseChatRequest(body));
     model_name = std::move(r.model);
     p.params = std::move(r.params);
+    template_kwargs = std::move(r.chat_template_kwargs);
     for (ChatMessage& m : r.messages) {
       messages.push_back(ChatMessageText{std::move(m.role), std::move(m.content)});
     }
@@ -988,8 +991,9 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
   SY_RETURN_IF_ERROR(CheckModelName(model_name, code));
   if (chat) {
     if (model_.chat_template == nullptr) return InvalidArgumentError(model_.no_chat_template);
-    SY_ASSIGN_OR_RETURN(std::string rendered,
-                        model_.chat_template->Render(messages, /*add_generation_prompt=*/true));
+    SY_ASSIGN_OR_RETURN(
+        std::string rendered,
+        model_.chat_template->Render(messages, /*add_generation_prompt=*/true, template_kwargs));
     text = std::move(rendered);
   }
   if (text.has_value()) {

@@ -43,10 +43,13 @@ CONVERSATIONS = [
 ]
 
 
-def ours(binary, model_dir, conversation, add, work):
+def ours(binary, model_dir, conversation, add, work, kwargs=None):
     path = os.path.join(work, "chat.json")
+    body = {"messages": conversation, "add_generation_prompt": add}
+    if kwargs is not None:
+        body["chat_template_kwargs"] = kwargs
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"messages": conversation, "add_generation_prompt": add}, f, ensure_ascii=False)
+        json.dump(body, f, ensure_ascii=False)
     r = subprocess.run([binary, "tokenize", "--model", model_dir, "--chat", path],
                        capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
@@ -54,8 +57,8 @@ def ours(binary, model_dir, conversation, add, work):
     return json.loads(r.stdout)["text"], None
 
 
-def theirs(template, bos, eos, conversation, add):
-    context = {"messages": conversation, "add_generation_prompt": add}
+def theirs(template, bos, eos, conversation, add, kwargs=None):
+    context = {"messages": conversation, "add_generation_prompt": add, **(kwargs or {})}
     if bos is not None:
         context["bos_token"] = bos
     if eos is not None:
@@ -87,6 +90,18 @@ def main():
                 if got != want:
                     failures.append(f"{where}:\n  transformers {want!r}\n  switchyard   "
                                     f"{got if got is not None else got_err!r}")
+        # chat_template_kwargs (issue 45): extra variables, as apply_chat_template's keyword
+        # arguments; Qwen3's enable_thinking=False closes an empty <think> block.
+        for kwargs in ({"enable_thinking": False}, {"enable_thinking": True}):
+            want, _ = theirs(template, bos, eos, CONVERSATIONS[0], True, kwargs)
+            got, got_err = ours(binary, model_dir, CONVERSATIONS[0], True, work, kwargs)
+            checked += 1
+            if got != want:
+                failures.append(f"{family} chat_template_kwargs {kwargs}:\n  transformers "
+                                f"{want!r}\n  switchyard   {got if got is not None else got_err!r}")
+            elif family == "qwen3_moe" and kwargs["enable_thinking"] is False and \
+                    "<think>" not in got:
+                failures.append(f"{family}: enable_thinking=False left no <think> block: {got!r}")
     for f in failures:
         print("FAIL", f)
     print(f"{checked - len(failures)} passed, {len(failures)} failed")

@@ -363,6 +363,29 @@ def test_text_server(binary, model_dir, work):
                                          bytes(t.bytes).decode("utf-8", "replace") == t.token
                                          for t in content),
               f"chat logprobs with top_logprobs 2: {[(t.token, round(t.logprob, 3)) for t in content]}")
+        # chat_template_kwargs: Qwen3's enable_thinking=False renders an empty <think> block into
+        # the prompt, as `switchyard tokenize --chat` does with the same kwargs (whose rendering
+        # chat_template_oracle.py checks against transformers).
+        hello = [{"role": "user", "content": "Hello"}]
+        path = os.path.join(work, "kwargs.json")
+        with open(path, "w") as f:
+            json.dump({"messages": hello, "add_generation_prompt": True,
+                       "chat_template_kwargs": {"enable_thinking": False}}, f)
+        want_ids = json.loads(run([binary, "tokenize", "--model", model_dir, "--chat", path]))["ids"]
+        plain = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=1)
+        thinking_off = client.chat.completions.create(
+            model=MODEL_NAME, messages=hello, max_tokens=1,
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        check(thinking_off.usage.prompt_tokens == len(want_ids) and
+              thinking_off.usage.prompt_tokens > plain.usage.prompt_tokens,
+              f"chat_template_kwargs enable_thinking=False: a {thinking_off.usage.prompt_tokens}-"
+              f"token prompt (tokenize --chat: {len(want_ids)}; without: "
+              f"{plain.usage.prompt_tokens})")
+        expect_error(openai.BadRequestError,
+                     lambda: client.chat.completions.create(
+                         model=MODEL_NAME, messages=hello,
+                         extra_body={"chat_template_kwargs": {"messages": []}}),
+                     "chat_template_kwargs naming a reserved variable", "set by the server")
         for field in ["typical_p", "mirostat", "guided_json", "tfs_z"]:
             expect_error(openai.BadRequestError,
                          lambda: client.completions.create(model=MODEL_NAME, prompt="x",
