@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "launcher/hf_cache.h"
+
 namespace sy::launcher {
 
 std::vector<CommandEntry>& CommandRegistry() {
@@ -86,8 +88,9 @@ void AddSamplingOptions(CLI::App& app, SamplerOptions* sampler) {
 
 void AddInferenceOptions(CLI::App& app, InferenceOptions* options, InferenceFlags* flags) {
   app.add_option("-m,--model", options->model_path,
-                 "Hugging Face model directory (config.json + safetensors), or a switchyard "
-                 "training checkpoint: a step-*.h5 file or its checkpoint.dir (latest step)")
+                 "Hugging Face model directory (config.json + safetensors), ORG/NAME of one in "
+                 "the Hugging Face cache, a GGUF file, or a switchyard training checkpoint: a "
+                 "step-*.h5 file or its checkpoint.dir (latest step)")
       ->required();
   app.add_option("--device", options->device, "cpu, sim or cuda:N (default cpu)");
   app.add_option("--dtype", flags->dtype,
@@ -138,6 +141,8 @@ Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DTyp
 }
 
 Status ParseInferenceFlags(const InferenceFlags& flags, InferenceOptions* options) {
+  // --model ORG/NAME: a model in the Hugging Face cache.
+  SY_ASSIGN_OR_RETURN(options->model_path, ResolveModelPath(options->model_path));
   Result<DType> dtype = ParseDType(flags.dtype);
   if (!dtype.ok() || IsQuantized(*dtype)) {
     return InvalidArgumentError("--dtype " + flags.dtype +

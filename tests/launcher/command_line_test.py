@@ -126,6 +126,33 @@ def main():
     print(("ok   " if ok else "FAIL ") + f"no -n, a prompt that fills the context: "
           f"{r.stderr.strip()[-120:]}", flush=True)
     failures += not ok
+    # --model ORG/NAME: a model in the Hugging Face cache (HF_HOME/hub/models--ORG--NAME, the
+    # snapshot refs/main names), as huggingface-cli download leaves it.
+    hf_home = f"{work}/hf-home"
+    repo = f"{hf_home}/hub/models--tiny-org--tiny-moe"
+    shutil.copytree(f"{work}/ckpt", f"{repo}/snapshots/0123abcd")
+    os.makedirs(f"{repo}/refs")
+    with open(f"{repo}/refs/main", "w") as f:
+        f.write("0123abcd")
+    env = dict(os.environ, HF_HOME=hf_home)
+    env.pop("HF_HUB_CACHE", None)
+    by_path = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "--prompt-ids", "3,4,5",
+                              "-n", "4"], capture_output=True, text=True, timeout=120)
+    by_name = subprocess.run([binary, "generate", "-m", "tiny-org/tiny-moe", "--prompt-ids",
+                              "3,4,5", "-n", "4"], capture_output=True, text=True, timeout=120,
+                             env=env)
+    ok = by_name.returncode == 0 and by_name.stdout == by_path.stdout and \
+        "snapshots/0123abcd" in by_name.stderr
+    print(("ok   " if ok else "FAIL ") + f"-m ORG/NAME from the Hugging Face cache: "
+          f"{by_name.stdout.strip()!r} == {by_path.stdout.strip()!r}", flush=True)
+    failures += not ok
+    missing = subprocess.run([binary, "generate", "-m", "tiny-org/absent", "--prompt-ids", "3"],
+                             capture_output=True, text=True, timeout=60, env=env)
+    ok = missing.returncode == 1 and "models--tiny-org--absent" in missing.stderr and \
+        "huggingface-cli download tiny-org/absent" in missing.stderr
+    print(("ok   " if ok else "FAIL ") + f"-m ORG/NAME not in the cache: "
+          f"{missing.stderr.strip()[-160:]}", flush=True)
+    failures += not ok
     r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "-f", prompt, "-p", "x"],
                        capture_output=True, text=True, timeout=60)
     ok = r.returncode != 0 and "excludes" in r.stderr
