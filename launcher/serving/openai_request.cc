@@ -165,7 +165,6 @@ Status RefuseUnsupported(const json& root) {
     return InvalidArgumentError("'" + std::string(name) + "' = " + v->dump() +
                                 " is not supported by this server (only " + ok_value.dump() + ")");
   };
-  SY_RETURN_IF_ERROR(neutral("n", 1));
   SY_RETURN_IF_ERROR(neutral("best_of", 1));
   SY_RETURN_IF_ERROR(neutral("echo", false));
   SY_RETURN_IF_ERROR(neutral("suffix", ""));
@@ -227,6 +226,8 @@ Result<SamplingParams> ParseSampling(const json& root, bool chat) {
           "in 'logprobs'");
     }
   }
+  SY_ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInt(root, "n", 1, kMaxChoices));
+  if (n) p.n = static_cast<int32_t>(*n);
   SY_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, GetInt(root, "top_k", -1, INT32_MAX));
   if (top_k) p.top_k = static_cast<int32_t>(std::max<int64_t>(0, *top_k));
   SY_ASSIGN_OR_RETURN(std::optional<double> min_p, GetNumber(root, "min_p", 0, 1));

@@ -5,7 +5,7 @@
 // A body is refused, with InvalidArgument naming the field and what it accepts, when it is not a
 // JSON object, is larger than kMaxBodyBytes, nests deeper or repeats a key (storage::
 // ParseStrictJson, storage/formats/text_file.h, parses it), has a field of the
-// wrong type or out of range, or asks for something this server does not do (n > 1, tools,
+// wrong type or out of range, or asks for something this server does not do (tools,
 // logit_bias, echo, suffix, best_of > 1: refused, never ignored, so a client
 // never gets an answer computed differently from what it asked for). Fields the API defines but
 // that do not change the answer (user, metadata, store, ...) and unknown fields are ignored, as
@@ -37,10 +37,12 @@ inline constexpr size_t kMaxStopStrings = 4;       // as the OpenAI API
 inline constexpr size_t kMaxStopBytes = 1024;      // per stop string
 inline constexpr size_t kMaxStopTokenIds = 1024;
 inline constexpr size_t kMaxMessages = 4096;
+inline constexpr int64_t kMaxChoices = 16;           // 'n' at most
 inline constexpr int64_t kMaxTokensLimit = 1 << 24;  // larger max_tokens are refused as absurd
 
 // What both endpoints take besides the prompt.
 struct SamplingParams {
+  int32_t n = 1;  // answers to draw for the prompt, 1 .. kMaxChoices
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage: a last chunk with usage
   std::optional<int64_t> max_tokens;  // >= 1; none: the endpoint's default

@@ -75,30 +75,34 @@ json LogprobsJson(Endpoint endpoint, Logprobs logprobs) {
 
 }  // namespace
 
-std::string FullResponse(const ResponseHeader& header, std::string_view text,
-                         std::span<const int32_t> token_ids, std::string_view finish_reason,
-                         const Usage& usage, Logprobs logprobs) {
+std::string FullResponse(const ResponseHeader& header, std::span<const ChoiceText> choices,
+                         const Usage& usage) {
   json out = Base(header, /*chunk=*/false);
-  json choice = {{"index", 0},
-                 {"logprobs", LogprobsJson(header.endpoint, logprobs)},
-                 {"finish_reason", finish_reason}};
-  if (header.endpoint == Endpoint::kChat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceText& c = choices[i];
+    json choice = {{"index", i},
+                   {"logprobs", LogprobsJson(header.endpoint, c.logprobs)},
+                   {"finish_reason", c.finish_reason}};
+    if (header.endpoint == Endpoint::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["token_ids"] = Ids(c.token_ids);
+    list.push_back(std::move(choice));
   }
-  choice["token_ids"] = Ids(token_ids);
-  out["choices"] = json::array({choice});
+  out["choices"] = std::move(list);
   out["usage"] = UsageJson(usage);
   return Dump(out);
 }
 
-std::string StreamChunk(const ResponseHeader& header, std::string_view text,
+std::string StreamChunk(const ResponseHeader& header, int index, std::string_view text,
                         std::span<const int32_t> token_ids,
                         std::optional<std::string_view> finish_reason, bool first,
                         Logprobs logprobs) {
   json out = Base(header, /*chunk=*/true);
-  json choice = {{"index", 0}, {"logprobs", LogprobsJson(header.endpoint, logprobs)}};
+  json choice = {{"index", index}, {"logprobs", LogprobsJson(header.endpoint, logprobs)}};
   choice["finish_reason"] = finish_reason ? json(*finish_reason) : json(nullptr);
   if (header.endpoint == Endpoint::kChat) {
     json delta = json::object();

@@ -51,15 +51,21 @@ struct Usage {
   int64_t completion_tokens = 0;
 };
 
-// The whole answer: one choice with `text` and `token_ids`, its finish_reason ("stop" or
-// "length") and the usage.
-std::string FullResponse(const ResponseHeader& header, std::string_view text,
-                         std::span<const int32_t> token_ids, std::string_view finish_reason,
-                         const Usage& usage, Logprobs logprobs = {});
+// One choice of a whole answer.
+struct ChoiceText {
+  std::string_view text;
+  std::span<const int32_t> token_ids;
+  std::string_view finish_reason;  // "stop" or "length"
+  Logprobs logprobs;
+};
+
+// The whole answer: its choices (index 0, 1, ...) and the usage.
+std::string FullResponse(const ResponseHeader& header, std::span<const ChoiceText> choices,
+                         const Usage& usage);
 
 // One streamed chunk (the JSON after "data: "). A chat's first chunk (`first`) carries the
 // assistant role; the last one carries `finish_reason` (and usually no text).
-std::string StreamChunk(const ResponseHeader& header, std::string_view text,
+std::string StreamChunk(const ResponseHeader& header, int index, std::string_view text,
                         std::span<const int32_t> token_ids,
                         std::optional<std::string_view> finish_reason, bool first,
                         Logprobs logprobs = {});

@@ -184,33 +184,67 @@ struct Server::Exchange {
   bool active = false;    // a generation request in Server::active_
   bool finished = false;  // Finish has run
 
-  // The answer: a ready one (kReady without a stream), or the tokens of the request.
+  // One answer of the request ('n' of them).
+  struct Choice {
+    std::shared_ptr<AnswerStream> stream;
+    std::string text;  // kWaiting: what has come so far
+    std::vector<int32_t> ids;
+    std::vector<TokenLogprobText> token_logprobs;
+    size_t text_offset = 0;  // kStreaming: bytes of token text sent so far
+    bool first_chunk = true;
+    bool done = false;
+    std::string finish_reason;
+    Status status;
+  };
+
+  // The answer: a ready one (kReady without choices), or the tokens of the request.
   int code = 200;
   std::string answer;
   const char* answer_type = kJson;
-  std::shared_ptr<AnswerStream> stream;
+  std::vector<Choice> choices;
   ResponseHeader header;
   bool streamed = false;
   bool include_usage = false;
   int64_t prompt_tokens = 0;
-  int32_t logprobs = -1;                         // the request's (SamplingParams::logprobs)
-  const Tokenizer* tokenizer = nullptr;          // the served model's, for the logprobs' texts
-  std::vector<TokenLogprobText> token_logprobs;  // kWaiting: every token's so far
-  size_t text_offset = 0;                        // kStreaming: bytes of token text sent so far
+  int32_t logprobs = -1;                 // the request's (SamplingParams::logprobs)
+  const Tokenizer* tokenizer = nullptr;  // the served model's, for the logprobs' texts
   bool client_left = false;
   bool stopping = false;          // past the drain: answer or close now, never wait again
   MHD_Response* reply = nullptr;  // made under mu, queued by Request after it
   std::string cors_origin;        // Access-Control-Allow-Origin of the answers; empty: none
 
-  // kWaiting: what has come so far.
-  std::string text;
-  std::vector<int32_t> ids;
   // kStreaming: what the reader has yet to write, and when it last wrote.
   std::string out;
-  bool first_chunk = true;
-  bool stream_done = false;
+  bool stream_done = false;  // every choice's last event and [DONE] are in `out`
   Clock::time_point last_write = Clock::now();
   double ttft = -1.0;
+
+  // Takes what choice `c` gained since the last look; its piece, for the caller's events.
+  AnswerPiece Take(Choice& c) {
+    AnswerPiece piece = c.stream->Next(milliseconds(0));
+    c.ids.insert(c.ids.end(), piece.token_ids.begin(), piece.token_ids.end());
+    if (piece.finished) {
+      c.done = true;
+      c.finish_reason = piece.finish_reason;
+      c.status = piece.status;
+    }
+    return piece;
+  }
+  bool all_done() const {
+    return std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.done; });
+  }
+  int64_t completion_tokens() const {
+    int64_t n = 0;
+    for (const Choice& c : choices) n += c.stream->completion_tokens();
+    return n;
+  }
+  void CancelAll() {
+    for (Choice& c : choices) c.stream->Cancel();
+  }
+  // The first choice's time to first token, once the answer has tokens.
+  void NoteTtft() {
+    if (!choices.empty() && !choices[0].ids.empty()) ttft = choices[0].stream->ttft_seconds();
+  }
 
   std::string endpoint() const {
     return route == Route::kCompletions  ? "completions"
@@ -500,7 +534,7 @@ struct HttpCallbacks {
   }
 
   static MHD_Result Ready(Server& server, const std::shared_ptr<Exchange>& x) {
-    if (x->stream == nullptr) return Queue(*x, x->code, x->answer, x->answer_type);
+    if (x->choices.empty()) return Queue(*x, x->code, x->answer, x->answer_type);
     if (!x->streamed) {
       x->stage = Exchange::Stage::kWaiting;
       return Collect(server, *x);
@@ -519,16 +553,18 @@ struct HttpCallbacks {
 
   // A non-streamed answer: takes what has come; answers at the end, else waits for more.
   static MHD_Result Collect(Server& server, Exchange& x) {
-    AnswerPiece piece = x.stream->Next(milliseconds(0));
-    x.text += piece.text;
-    x.ids.insert(x.ids.end(), piece.token_ids.begin(), piece.token_ids.end());
-    if (x.logprobs >= 0) {
-      std::vector<TokenLogprobText> more =
-          LogprobTexts(x.tokenizer, piece.token_ids, piece.logprobs);
-      x.token_logprobs.insert(x.token_logprobs.end(), std::make_move_iterator(more.begin()),
-                              std::make_move_iterator(more.end()));
+    for (Exchange::Choice& c : x.choices) {
+      if (c.done) continue;
+      AnswerPiece piece = x.Take(c);
+      c.text += piece.text;
+      if (x.logprobs >= 0) {
+        std::vector<TokenLogprobText> more =
+            LogprobTexts(x.tokenizer, piece.token_ids, piece.logprobs);
+        c.token_logprobs.insert(c.token_logprobs.end(), std::make_move_iterator(more.begin()),
+                                std::make_move_iterator(more.end()));
+      }
     }
-    if (!piece.finished) {
+    if (!x.all_done()) {
       if (x.stopping) {
         return QueueError(server, x, 503, "the server is shutting down", true);
       }
@@ -540,14 +576,17 @@ struct HttpCallbacks {
       x.stage = Exchange::Stage::kAnswered;
       return MHD_NO;  // nobody to answer: the connection is closed
     }
-    if (!x.ids.empty()) x.ttft = x.stream->ttft_seconds();
-    if (!piece.status.ok()) {
-      return Queue(x, 500, ErrorBody(500, "generation failed: " + piece.status.ToString()), kJson);
+    x.NoteTtft();
+    std::vector<ChoiceText> choices;
+    for (const Exchange::Choice& c : x.choices) {
+      if (!c.status.ok()) {
+        return Queue(x, 500, ErrorBody(500, "generation failed: " + c.status.ToString()), kJson);
+      }
+      choices.push_back(ChoiceText{c.text, c.ids, c.finish_reason,
+                                   Logprobs{x.logprobs >= 0 ? &c.token_logprobs : nullptr, 0}});
     }
     return Queue(x, 200,
-                 FullResponse(x.header, x.text, x.ids, piece.finish_reason,
-                              Usage{x.prompt_tokens, x.stream->completion_tokens()},
-                              Logprobs{x.logprobs >= 0 ? &x.token_logprobs : nullptr, 0}),
+                 FullResponse(x.header, choices, Usage{x.prompt_tokens, x.completion_tokens()}),
                  kJson);
   }
 
@@ -575,38 +614,42 @@ struct HttpCallbacks {
     return static_cast<ssize_t>(n);
   }
 
-  // The server-sent events of what the answer gained, into x.out.
+  // The server-sent events of what the answer's choices gained, into x.out.
   static void Events(Exchange& x) {
     const ResponseHeader& h = x.header;
-    if (x.first_chunk) {
-      x.first_chunk = false;
-      // A chat's first chunk names the role before any token, as OpenAI's does.
-      if (h.endpoint == Endpoint::kChat) {
-        x.out += SseEvent(StreamChunk(h, "", {}, std::nullopt, /*first=*/true));
+    for (size_t i = 0; i < x.choices.size(); ++i) {
+      Exchange::Choice& c = x.choices[i];
+      const int index = static_cast<int>(i);
+      if (c.first_chunk) {
+        c.first_chunk = false;
+        // A chat's first chunk names the role before any token, as OpenAI's does.
+        if (h.endpoint == Endpoint::kChat) {
+          x.out += SseEvent(StreamChunk(h, index, "", {}, std::nullopt, /*first=*/true));
+        }
+      }
+      if (c.done) continue;
+      AnswerPiece piece = x.Take(c);
+      if (!piece.text.empty() || !piece.token_ids.empty()) {
+        std::vector<TokenLogprobText> texts;
+        if (x.logprobs >= 0) texts = LogprobTexts(x.tokenizer, piece.token_ids, piece.logprobs);
+        x.out += SseEvent(StreamChunk(h, index, piece.text, piece.token_ids, std::nullopt, false,
+                                      Logprobs{x.logprobs >= 0 ? &texts : nullptr, c.text_offset}));
+        for (const TokenLogprobText& t : texts) c.text_offset += t.token.size();
+      }
+      if (!piece.finished) continue;
+      if (!piece.status.ok()) {
+        x.out += SseEvent(
+            ErrorResponse("generation failed: " + piece.status.ToString(), "server_error"));
+      } else {
+        x.out += SseEvent(StreamChunk(h, index, "", {}, piece.finish_reason, false));
       }
     }
-    AnswerPiece piece = x.stream->Next(milliseconds(0));
-    if (!piece.token_ids.empty())
-      x.ids.insert(x.ids.end(), piece.token_ids.begin(), piece.token_ids.end());
-    if (!piece.text.empty() || !piece.token_ids.empty()) {
-      std::vector<TokenLogprobText> texts;
-      if (x.logprobs >= 0) texts = LogprobTexts(x.tokenizer, piece.token_ids, piece.logprobs);
-      x.out += SseEvent(StreamChunk(h, piece.text, piece.token_ids, std::nullopt, false,
-                                    Logprobs{x.logprobs >= 0 ? &texts : nullptr, x.text_offset}));
-      for (const TokenLogprobText& t : texts) x.text_offset += t.token.size();
-    }
-    if (!piece.finished) return;
-    if (!piece.status.ok()) {
-      x.out +=
-          SseEvent(ErrorResponse("generation failed: " + piece.status.ToString(), "server_error"));
-    } else {
-      x.out += SseEvent(StreamChunk(h, "", {}, piece.finish_reason, false));
-      if (x.include_usage) {
-        x.out += SseEvent(UsageChunk(h, Usage{x.prompt_tokens, x.stream->completion_tokens()}));
-      }
+    if (!x.all_done()) return;
+    if (x.include_usage) {
+      x.out += SseEvent(UsageChunk(h, Usage{x.prompt_tokens, x.completion_tokens()}));
     }
     x.out += "data: [DONE]\n\n";
-    if (!x.ids.empty()) x.ttft = x.stream->ttft_seconds();
+    x.NoteTtft();
     x.stream_done = true;
   }
 
@@ -779,7 +822,7 @@ void Server::Tick() {
     // nothing: the socket tells whether the client left.
     if (!x->client_left && PeerHasClosed(x->fd)) {
       x->client_left = true;
-      x->stream->Cancel();  // ends at the next token boundary, which wakes the connection
+      x->CancelAll();  // each ends at its next token boundary, which wakes the connection
     }
     if (x->stage == Exchange::Stage::kStreaming && now - x->last_write > kKeepAlive) x->Wake();
   }
@@ -832,13 +875,34 @@ void Server::Work(const std::shared_ptr<Exchange>& x) {
     return;
   }
   Prepared& p = *prepared;
-  std::vector<int32_t> stop_ids = p.request.sampling.stop_tokens;
-  Result<std::shared_ptr<RequestHandle>> handle = engine_.Submit(std::move(p.request));
-  if (!handle.ok()) {
-    x->code = HttpCode(handle.status());
-    x->answer = ErrorBody(x->code, handle.status().message());
-    x->Wake();
-    return;
+  // 'n' answers: as many engine requests, choice i drawing from seed + i (when a seed is given).
+  const std::vector<int32_t> stop_ids = p.request.sampling.stop_tokens;
+  for (int i = 0; i < p.params.n; ++i) {
+    GenerateRequest request = p.request;
+    if (i > 0) {
+      request.sampling.seed =
+          p.params.seed ? *p.params.seed + static_cast<uint64_t>(i) : RandomSeed();
+    }
+    Result<std::shared_ptr<RequestHandle>> handle = engine_.Submit(std::move(request));
+    if (!handle.ok()) {
+      x->CancelAll();
+      x->choices.clear();
+      x->code = HttpCode(handle.status());
+      x->answer = ErrorBody(x->code, handle.status().message());
+      x->Wake();
+      return;
+    }
+    Exchange::Choice choice;
+    choice.stream = std::make_shared<AnswerStream>(std::move(handle).value(), model_.tokenizer,
+                                                   p.params.stop, stop_ids);
+    // Each token wakes the connection to take it (the exchange, not the handle, owns the link).
+    choice.stream->SetNotify([weak = std::weak_ptr<Exchange>(x)] {
+      if (std::shared_ptr<Exchange> woken = weak.lock()) {
+        MutexLock lock(&woken->mu);
+        woken->Wake();
+      }
+    });
+    x->choices.push_back(std::move(choice));
   }
   x->header.endpoint = p.endpoint;
   x->header.id = std::string(p.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") +
@@ -850,15 +914,6 @@ void Server::Work(const std::shared_ptr<Exchange>& x) {
   x->tokenizer = model_.tokenizer;
   x->include_usage = p.params.include_usage;
   x->prompt_tokens = p.prompt_tokens;
-  x->stream = std::make_shared<AnswerStream>(std::move(handle).value(), model_.tokenizer,
-                                             p.params.stop, std::move(stop_ids));
-  // Each token wakes the connection to take it (the exchange, not the handle, owns the link).
-  x->stream->SetNotify([weak = std::weak_ptr<Exchange>(x)] {
-    if (std::shared_ptr<Exchange> woken = weak.lock()) {
-      MutexLock lock(&woken->mu);
-      woken->Wake();
-    }
-  });
   x->Wake();
 }
 
@@ -867,7 +922,7 @@ void Server::Finish(Exchange& x) {
   x.finished = true;
   // A request still running (its client left, or the server stopped): its slot is freed at the
   // next token boundary.
-  if (x.stream != nullptr) x.stream->Cancel();
+  x.CancelAll();
   if (x.counted) metrics_.RequestFinished(x.endpoint(), x.code, x.code == 200 ? x.ttft : -1.0);
   if (x.active) {
     MutexLock lock(&mu_);
@@ -898,7 +953,7 @@ void Server::Shutdown() {
   for (const std::shared_ptr<Exchange>& x : open) {
     MutexLock lock(&x->mu);
     x->stopping = true;
-    if (x->stream != nullptr) x->stream->Cancel();
+    x->CancelAll();
     x->Wake();
   }
   const int remaining = connections_.open();

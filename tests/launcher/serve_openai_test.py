@@ -416,8 +416,25 @@ def test_text_server(binary, model_dir, work):
                      lambda: client.completions.create(model="gpt-4o", prompt="x"),
                      "an unknown model", "does not exist")
         expect_error(openai.BadRequestError,
-                     lambda: client.completions.create(model=MODEL_NAME, prompt="x", n=2),
-                     "n = 2", "not supported")
+                     lambda: client.completions.create(model=MODEL_NAME, prompt="x", n=17),
+                     "n = 17", "'n' is 17")
+        # n: choice i draws from seed + i, so each equals generate --seed (seed + i); streamed,
+        # the chunks of each index assemble to the same tokens.
+        ids = tokenize(binary, model_dir, "Hello")
+        r = client.completions.create(model=MODEL_NAME, prompt=ids, max_tokens=6, temperature=1,
+                                      seed=11, n=3, extra_body={"ignore_eos": True})
+        got = [list(getattr(c, "token_ids")) for c in sorted(r.choices, key=lambda c: c.index)]
+        want = [generate(binary, model_dir, ids, 6, "--temperature", "1", "-s", str(11 + i))
+                for i in range(3)]
+        check(got == want and len(set(map(tuple, got))) > 1 and r.usage.completion_tokens == 18,
+              f"n = 3 with seed 11: {got} == generate -s 11, 12, 13")
+        parts = {0: [], 1: [], 2: []}
+        for chunk in client.completions.create(model=MODEL_NAME, prompt=ids, max_tokens=6,
+                                               temperature=1, seed=11, n=3, stream=True,
+                                               extra_body={"ignore_eos": True}):
+            for c in chunk.choices:
+                parts[c.index] += getattr(c, "token_ids", None) or []
+        check([parts[i] for i in range(3)] == want, f"n = 3 streamed: {parts}")
         expect_error(openai.BadRequestError,
                      lambda: client.chat.completions.create(model=MODEL_NAME, messages=[]),
                      "no messages", "'messages'")

@@ -142,7 +142,9 @@ TEST(OpenAiRequestTest, WrongTypesAndRangesAreRefused) {
 }
 
 TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
-  ExpectRefused(false, R"({"prompt": "x", "n": 2})", "'n' = 2 is not supported");
+  ExpectRefused(false, R"({"prompt": "x", "n": 17})", "'n' is 17; it must be in [1, 16]");
+  EXPECT_EQ(ParseCompletionRequest(R"({"prompt": "x", "n": 3})")->params.n, 3);
+  EXPECT_EQ(ParseCompletionRequest(R"({"prompt": "x"})")->params.n, 1);
   ExpectRefused(false, R"({"prompt": "x", "best_of": 3})", "'best_of'");
   ExpectRefused(false, R"({"prompt": "x", "echo": true})", "'echo'");
   ExpectRefused(false, R"({"prompt": "x", "suffix": "end"})", "'suffix'");
