@@ -39,7 +39,7 @@ class BenchDecodeCommand : public Command {
         ->check(IntegerRange(1, 1000));
     app.add_option("--seed", options_.seed, "Seed of the random prompt ids (default 0)")
         ->check(IntegerRange(0, UINT32_MAX));
-    app.add_option("--json", json_, "Also write the results to this JSON file");
+    AddJsonOptions(app, &json_);
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -50,15 +50,15 @@ class BenchDecodeCommand : public Command {
     SY_ASSIGN_OR_RETURN(options_.expert_dtype, ParseQuantizeFlags(quantize_, options_.dtype));
     options_.keep_quantized_matrices = quantize_.quantize.empty();
     SY_ASSIGN_OR_RETURN(DecodeBenchResult result, RunDecodeBench(options_));
-    std::fputs(result.report.c_str(), stdout);
-    if (json_.empty()) return Status::Ok();
-    return WriteFileReplacing(json_, result.json.dump(2) + "\n");
+    SY_ASSIGN_OR_RETURN(const bool printed, EmitJson(json_, result.json.dump(2)));
+    std::fputs(result.report.c_str(), printed ? stderr : stdout);
+    return Status::Ok();
   }
 
   DecodeBenchOptions options_;
   std::string dtype_ = "bf16";
   QuantizeFlags quantize_;
-  std::string json_;
+  JsonOutput json_;
 };
 
 }  // namespace

@@ -71,7 +71,7 @@ class BenchInferCommand : public Command {
     app.add_option("--seed", options_.seed, "Seed of the random prompt ids (default 0)")
         ->check(IntegerRange(0, UINT32_MAX));
     AddThreadsOption(app, &options_.threads);
-    app.add_option("--json", json_, "Also write the results to this JSON file");
+    AddJsonOptions(app, &json_);
     app.add_option("--plot", plot_,
                    "Also draw the policies' tokens/s and cache hit rates as bar charts (PNG and "
                    "SVG) into this directory");
@@ -85,22 +85,21 @@ class BenchInferCommand : public Command {
     SY_ASSIGN_OR_RETURN(std::optional<DType> experts, ParseQuantizeFlags(quantize_, dtype));
     options_.expert_dtype = experts ? std::string(DTypeName(*experts)) : "";
     SY_ASSIGN_OR_RETURN(InferBenchResult result, RunInferBench(options_));
-    std::fputs(result.table.c_str(), stdout);
-    std::fflush(stdout);
-    if (!json_.empty()) {
-      SY_RETURN_IF_ERROR(WriteFileReplacing(json_, result.json.dump(2) + "\n"));
-    }
+    SY_ASSIGN_OR_RETURN(const bool printed, EmitJson(json_, result.json.dump(2)));
+    std::FILE* text = printed ? stderr : stdout;
+    std::fputs(result.table.c_str(), text);
+    std::fflush(text);
     if (!plot_.empty()) {
       SY_ASSIGN_OR_RETURN(std::vector<std::string> written,
                           WriteInferBenchCharts(result.json, plot_));
-      for (const std::string& path : written) std::printf("wrote %s\n", path.c_str());
+      for (const std::string& path : written) std::fprintf(text, "wrote %s\n", path.c_str());
     }
     return result.verdict;
   }
 
   InferBenchOptions options_;
   QuantizeFlags quantize_;
-  std::string json_;
+  JsonOutput json_;
   std::string plot_;
 };
 

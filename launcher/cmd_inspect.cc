@@ -16,7 +16,7 @@ class InspectCommand : public Command {
   void Configure(CLI::App& app) override {
     app.add_option("path", path_, "Checkpoint file or directory")->required();
     app.add_flag("--checksums", checksums_, "Read every tensor and print its CRC-32C");
-    app.add_flag("--json", json_, "Print JSON");
+    AddJsonOptions(app, &json_);
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -26,14 +26,18 @@ class InspectCommand : public Command {
     convert::InspectOptions options;
     options.checksums = checksums_;
     SY_ASSIGN_OR_RETURN(convert::InspectReport report, convert::Inspect(path_, options));
-    const std::string text = json_ ? convert::InspectJson(report) : convert::InspectText(report);
+    if (json_.print || !json_.file.empty()) {
+      SY_ASSIGN_OR_RETURN(const bool printed, EmitJson(json_, convert::InspectJson(report)));
+      if (printed) return Status::Ok();
+    }
+    const std::string text = convert::InspectText(report);
     std::fwrite(text.data(), 1, text.size(), stdout);
     return Status::Ok();
   }
 
   std::string path_;
   bool checksums_ = false;
-  bool json_ = false;
+  JsonOutput json_;
 };
 
 }  // namespace

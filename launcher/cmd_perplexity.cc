@@ -49,7 +49,7 @@ class PerplexityCommand : public Command {
     app.add_option("--chunks", quality_.max_chunks,
                    "Score at most this many chunks (default 0: the whole text)")
         ->check(IntegerRange(0, 1 << 30));
-    app.add_flag("--json", json_, "Print the figures as one JSON object");
+    AddJsonOptions(app, &json_);
   }
 
   int Run() override { return ExitCode(RunStatus()); }
@@ -102,27 +102,28 @@ class PerplexityCommand : public Command {
                        [&progress](int64_t done, int64_t n) { progress.Update(done, n); });
     progress.Finish();
     SY_ASSIGN_OR_RETURN(QualityReport report, std::move(measured));
-    Print(report);
+    SY_ASSIGN_OR_RETURN(const bool printed, EmitJson(json_, Json(report).dump()));
+    if (!printed) Print(report);
     return Status::Ok();
   }
 
-  void Print(const QualityReport& r) const {
-    if (json_) {
-      nlohmann::json out = {
-          {"chunks", r.chunks},
-          {"context", quality_.context},
-          {"scored_tokens", r.scored},
-          {"perplexity", r.perplexity()},
-          {"mean_nll", r.scored > 0 ? r.nll_sum / static_cast<double>(r.scored) : 0.0}};
-      if (r.has_reference) {
-        out["reference_perplexity"] = r.reference_perplexity();
-        out["mean_kl"] = r.mean_kl();
-        out["max_kl"] = r.kl_max;
-        out["top1_agreement"] = r.top1_agreement();
-      }
-      std::printf("%s\n", out.dump().c_str());
-      return;
+  nlohmann::json Json(const QualityReport& r) const {
+    nlohmann::json out = {
+        {"chunks", r.chunks},
+        {"context", quality_.context},
+        {"scored_tokens", r.scored},
+        {"perplexity", r.perplexity()},
+        {"mean_nll", r.scored > 0 ? r.nll_sum / static_cast<double>(r.scored) : 0.0}};
+    if (r.has_reference) {
+      out["reference_perplexity"] = r.reference_perplexity();
+      out["mean_kl"] = r.mean_kl();
+      out["max_kl"] = r.kl_max;
+      out["top1_agreement"] = r.top1_agreement();
     }
+    return out;
+  }
+
+  void Print(const QualityReport& r) const {
     std::printf("perplexity %.6f over %lld tokens (%lld chunks of %lld, second halves scored)\n",
                 r.perplexity(), static_cast<long long>(r.scored), static_cast<long long>(r.chunks),
                 static_cast<long long>(quality_.context));
@@ -141,7 +142,7 @@ class PerplexityCommand : public Command {
   std::string text_path_;
   std::string ids_path_;
   QualityOptions quality_;
-  bool json_ = false;
+  JsonOutput json_;
 };
 
 }  // namespace

@@ -63,7 +63,7 @@ class PlanCommand : public Command {
                    "Hot fraction of the experts in the CPU cache (default: from "
                    "expert_store.cache_mib, or 1 without a store)")
         ->check(NumberRange(1e-9, 1));
-    app.add_flag("--json", json_, "Print the plan as one JSON object");
+    AddJsonOptions(app, &json_);
   }
 
   int Run() override {
@@ -83,11 +83,8 @@ class PlanCommand : public Command {
     if (ssd_gib_ > 0) group.ssd_bytes = ssd_gib_ * kGiB;
     const double alpha = alpha_ > 0 ? alpha_ : ConfiguredAlpha(config, ranks_);
     SY_ASSIGN_OR_RETURN(CapacityPlan plan, PlanCapacity(config, group, alpha));
-    if (json_) {
-      PrintJson(plan);
-    } else {
-      Print(plan, config);
-    }
+    SY_ASSIGN_OR_RETURN(const bool printed, EmitJson(json_, PlanJson(plan).dump()));
+    if (!printed) Print(plan, config);
     return plan.fits();
   }
 
@@ -136,7 +133,7 @@ class PlanCommand : public Command {
     }
   }
 
-  void PrintJson(const CapacityPlan& plan) const {
+  nlohmann::json PlanJson(const CapacityPlan& plan) const {
     nlohmann::json checks = nlohmann::json::array();
     for (const CapacityCheck& c : plan.checks) {
       checks.push_back({{"tier", c.tier},
@@ -155,7 +152,7 @@ class PlanCommand : public Command {
                           {"fits", plan.fits()},
                           {"max_experts", plan.max_experts},
                           {"limited_by", plan.limited_by}};
-    std::printf("%s\n", out.dump().c_str());
+    return out;
   }
 
   std::string config_path_;
@@ -166,7 +163,7 @@ class PlanCommand : public Command {
   double cpu_gib_ = 0;
   double ssd_gib_ = 0;
   double alpha_ = 0;
-  bool json_ = false;
+  JsonOutput json_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "launcher/hf_cache.h"
+#include "runtime/core/file_creation.h"
 
 namespace sy::launcher {
 
@@ -60,6 +61,21 @@ void AddThreadsOption(CLI::App& app, int* threads) {
   app.add_option("-t,--threads", *threads,
                  "CPU threads for compute (default 0: SY_NUM_THREADS, else every core)")
       ->check(IntegerRange(0, 4096));
+}
+
+void AddJsonOptions(CLI::App& app, JsonOutput* out) {
+  app.add_flag("--json", out->print, "Print the figures as JSON on stdout, in place of the text");
+  app.add_option("--json-out", out->file, "Also write the figures as JSON to this file");
+}
+
+Result<bool> EmitJson(const JsonOutput& out, const std::string& json_text) {
+  std::string text = json_text;
+  if (text.empty() || text.back() != '\n') text += '\n';
+  if (!out.file.empty()) SY_RETURN_IF_ERROR(WriteFileReplacing(out.file, text));
+  if (!out.print) return false;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return true;
 }
 
 void AddSamplingOptions(CLI::App& app, SamplerOptions* sampler) {

@@ -57,6 +57,18 @@ CLI::Validator NumberRange(double min, double max);
 
 // --threads N: threads of the cpu backend (0: SY_NUM_THREADS, else every core).
 void AddThreadsOption(CLI::App& app, int* threads);
+// --json prints the command's figures as JSON on stdout, in place of its text; --json-out FILE
+// also writes them to FILE (replacing it). Every command that reports figures (inspect, plan,
+// perplexity, bench decode, bench infer) takes both, the same way.
+struct JsonOutput {
+  bool print = false;
+  std::string file;
+};
+void AddJsonOptions(CLI::App& app, JsonOutput* out);
+// Writes `json_text` (one JSON document) to --json-out, and prints it when --json asks. Returns
+// whether it was printed (then the caller's text goes to stderr, or nowhere).
+Result<bool> EmitJson(const JsonOutput& out, const std::string& json_text);
+
 // --temperature, --top-k, --top-p, -s/--seed: how `generate` and `chat` draw tokens.
 void AddSamplingOptions(CLI::App& app, SamplerOptions* sampler);
 // --quantize none|experts and --quant-type q8_0|q4_0|q4_k: the routed experts' dtype.

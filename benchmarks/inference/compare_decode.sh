@@ -28,7 +28,7 @@ trap 'rm -rf "$work"' EXIT
 
 run() {  # run BINARY JSON
   "$1" bench decode --model "$model" --prompt-len "${PROMPT_LEN:-32}" --gen-len "${GEN_LEN:-64}" \
-    --warmup "${WARMUP:-4}" --threads "$threads" --dtype bf16 --stream-mib 256 --json "$2" \
+    --warmup "${WARMUP:-4}" --threads "$threads" --dtype bf16 --stream-mib 256 --json-out "$2" \
     >"$2.txt" 2>"$2.err" || { cat "$2.err" >&2; exit 1; }
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -34,7 +34,7 @@ for i in $(seq 1 "$rounds"); do
     # shellcheck disable=SC2046
     "$bin" bench decode --model "$model" --prompt-len "${PROMPT_LEN:-32}" \
       --gen-len "${GEN_LEN:-64}" --warmup "${WARMUP:-4}" --threads "$threads" --dtype bf16 \
-      $(flags "$v") --stream-mib 256 --json "$work/$v.$i.json" >"$work/$v.$i.txt" \
+      $(flags "$v") --stream-mib 256 --json-out "$work/$v.$i.json" >"$work/$v.$i.txt" \
       2>"$work/$v.$i.err" || { cat "$work/$v.$i.err" >&2; exit 1; }
   done
   echo "round $i/$rounds done" >&2

@@ -34,7 +34,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for i in $(seq 1 "$runs"); do
   nice -n "${NICE:-0}" "$switchyard" bench decode --model "$model" --prompt-len "$prompt_len" --gen-len "$gen_len" \
     --warmup "$warmup" --threads "$threads" --dtype bf16 --stream-mib "$stream_mib" \
-    --json "$work/run$i.json" >"$work/run$i.txt" 2>"$work/run$i.err"
+    --json-out "$work/run$i.json" >"$work/run$i.txt" 2>"$work/run$i.err"
   cat "$work/run$i.txt" >&2
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)

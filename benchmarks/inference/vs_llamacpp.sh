@@ -76,7 +76,7 @@ trap 'rm -rf "$work"' EXIT
 sy_decode() {
   local t=$1 p=$2 g=$3 json=$4
   local common=(--prompt-len "$p" --gen-len "$g" --warmup "$warmup" --threads "$threads"
-    --stream-mib 256 --stream-repeats 2 --json "$json")
+    --stream-mib 256 --stream-repeats 2 --json-out "$json")
   if [[ $t == bf16 ]]; then
     "$switchyard" bench decode --model "$model" --dtype bf16 "${common[@]}" >"$json.txt" 2>"$json.err"
     return

@@ -18,6 +18,7 @@ void CheckParams(const sy::serving::SamplingParams& p) {
   if (p.top_k < 0) __builtin_trap();
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) __builtin_trap();
   if (p.logprobs < -1 || p.logprobs > sy::kMaxTopLogprobs) __builtin_trap();
+  if (p.n < 1 || p.n > kMaxChoices) __builtin_trap();
   if (!(p.repetition_penalty > 0.0f && p.repetition_penalty <= 10.0f)) __builtin_trap();
   if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f)) __builtin_trap();
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) __builtin_trap();

@@ -111,7 +111,7 @@ print(f'pinned H2D {20*x.numel()/dt/1e9:.1f} GB/s')"
     run generate_cuda 120 "$sy" generate --model "$model" --device cuda:0 --prompt-ids 1,2,3,4,5,6,7,8 --max-tokens 16
     run bench_infer_cuda 400 "$sy" bench infer --model "$model" --device cuda:0 \
       --policies resident,ondemand,prefetch-all,ring,predictive,cpu-compute,hot-cold,layer-split \
-      --device-slots 24 --prompt-len 32 --gen-len 32 --repeats 3 --json "$logs/bench_infer_cuda.json"
+      --device-slots 24 --prompt-len 32 --gen-len 32 --repeats 3 --json-out "$logs/bench_infer_cuda.json"
     grep -E "^\|" "$logs/bench_infer_cuda.log" | tee -a "$summary"
     run bench_infer_cuda_pregated 300 "$sy" bench infer --model "$model" --device cuda:0 --pregate \
       --policies resident,pregated,ondemand --device-slots 24 --prompt-len 32 --gen-len 32 --repeats 3

@@ -65,7 +65,7 @@ def check_family(binary, work, fam):
     out = os.path.join(work, fam + ".json")
     cmd = [binary, "bench", "decode", "--model", model_dir, "--prompt-len", "5", "--gen-len", "4",
            "--warmup", "1", "--threads", "2", "--dtype", "bf16", "--stream-mib", "8",
-           "--stream-repeats", "1", "--seed", "3", "--json", out]
+           "--stream-repeats", "1", "--seed", "3", "--json-out", out]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return [f"{fam}: bench decode failed ({r.returncode}): {r.stderr.strip()}"]

@@ -46,7 +46,7 @@ def bench(binary, model_dir, out, extra=()):
     cmd = [binary, "bench", "infer", "--model", model_dir, "--policies", "resident,ondemand",
            "--prompt-len", "5", "--gen-len", "4", "--batch", "2", "--device", "sim",
            "--link-gbps", "2", "--device-slots", "2", "--dtype", "f32", "--threads", "2",
-           "--seed", "3", "--json", out, *extra]
+           "--seed", "3", "--json-out", out, *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     print(r.stdout.strip())
     return r

@@ -30,7 +30,7 @@ def bench(binary, model_dir, out, extra):
     return run([binary, "bench", "infer", "--model", model_dir, "--policies",
                 "resident,predictive", "--prompt-len", "6", "--gen-len", "4", "--batch", "2",
                 "--device", "sim", "--link-gbps", "2", "--device-slots", "4", "--dtype", "f32",
-                "--threads", "2", "--seed", "3", "--json", out, *extra])
+                "--threads", "2", "--seed", "3", "--json-out", out, *extra])
 
 
 def check_bench(binary, model_dir, out, extra, what):

@@ -11,7 +11,7 @@ Usage: /usr/bin/python3 plot_run_test.py SWITCHYARD_BINARY WORK_DIR
   than 99% of it. Every SVG parses as XML with an <svg> root and draws something.
 - The charts carry what the metrics hold: the per-task accuracy chart names every task of the
   run's eval lines, the heatmap has one row per MoE layer.
-- With numpy and torch (hf_moe_oracle.py's tiny Mixtral): `bench infer --json FILE --plot DIR`
+- With numpy and torch (hf_moe_oracle.py's tiny Mixtral): `bench infer --json-out FILE --plot DIR`
   writes its bar charts, and `switchyard plot` draws the JSON found in the run directory too.
 - Errors: a missing directory, and a metrics file with a line that is not JSON, are refused with
   the path (and the line) named; a last line cut short is skipped with a note.
@@ -130,9 +130,9 @@ def main():
         bench_plots = os.path.join(work, "bench_plots")
         r = run([binary, "bench", "infer", "--model", model_dir, "--policies", "resident,ondemand",
                  "--prompt-len", "4", "--gen-len", "3", "--device", "sim", "--device-slots", "2",
-                 "--threads", "2", "--json", os.path.join(run_dir, "bench.json"),
+                 "--threads", "2", "--json-out", os.path.join(run_dir, "bench.json"),
                  "--plot", bench_plots])
-        check(r.returncode == 0, "bench infer --json --plot " + r.stderr.strip()[-300:])
+        check(r.returncode == 0, "bench infer --json-out --plot " + r.stderr.strip()[-300:])
         for name in ["bench_infer_tokens_per_s", "cache_hit_rates"]:
             root = check_picture(os.path.join(bench_plots, name))
             if root is not None:
