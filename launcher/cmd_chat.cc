@@ -11,6 +11,8 @@
 // the answers alone, one per line. An answer ends at the model's end-of-sequence token, at -n
 // tokens, or when the context (-c, default the model's up to 4096) is full; a conversation past
 // the context is refused with a message naming /reset and -c, and the chat goes on.
+#include <fmt/printf.h>
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -73,10 +75,9 @@ class ChatCommand : public Command {
         std::vector<int32_t> eos,
         LoadEosTokenIds(options_.model_path, tokenizer, session->model().config().vocab_size));
     if (eos.empty()) {
-      std::fprintf(stderr,
-                   "warning: %s names no end-of-sequence token; each answer runs to -n "
-                   "or the context\n",
-                   options_.model_path.c_str());
+      spdlog::warn("{}", fmt::sprintf("%s names no end-of-sequence token; each answer runs to -n "
+                                      "or the context",
+                                      options_.model_path.c_str()));
     }
     SY_ASSIGN_OR_RETURN(
         std::unique_ptr<GenerateEngine> engine,

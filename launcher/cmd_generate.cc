@@ -22,6 +22,8 @@
 // [prompt_len, vocab], and FILE.json holds {"shape": [prompt_len, vocab]}.
 // --dump-decode-logits writes the logits each generated token was drawn from, likewise.
 // Every flag is checked before the model is loaded.
+#include <fmt/printf.h>
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <climits>
 #include <cstdio>
@@ -143,10 +145,10 @@ class GenerateCommand : public Command {
     const auto prompt_len = static_cast<int64_t>(ids.size());
     const int64_t trained = session->trained_context();
     if (trained > 0 && prompt_len > trained) {
-      std::fprintf(stderr,
-                   "warning: the prompt holds %lld tokens, past the %lld the model was made for; "
-                   "quality past it is not what the model was trained for\n",
-                   static_cast<long long>(prompt_len), static_cast<long long>(trained));
+      spdlog::warn(
+          "{}", fmt::sprintf("the prompt holds %lld tokens, past the %lld the model was made for; "
+                             "quality past it is not what the model was trained for",
+                             static_cast<long long>(prompt_len), static_cast<long long>(trained)));
     }
     // --ctx-size: the context this run allows, in place of the model's own.
     if (ctx_size_ > 0) {
@@ -156,10 +158,10 @@ class GenerateCommand : public Command {
                                     " leaves no room to generate: raise --ctx-size");
       }
       if (trained > 0 && ctx_size_ > trained) {
-        std::fprintf(stderr,
-                     "warning: --ctx-size %d is past the %lld tokens the model was made for; "
-                     "quality past it is not what the model was trained for\n",
-                     ctx_size_, static_cast<long long>(trained));
+        spdlog::warn("{}",
+                     fmt::sprintf("--ctx-size %d is past the %lld tokens the model was made for; "
+                                  "quality past it is not what the model was trained for",
+                                  ctx_size_, static_cast<long long>(trained)));
       }
     }
     const int64_t limit = ctx_size_ > 0 ? ctx_size_ : trained;
@@ -171,13 +173,14 @@ class GenerateCommand : public Command {
           ctx_size_ > 0
               ? ctx_size_
               : std::min<int64_t>(trained > 0 ? trained : kDefaultContext, kDefaultContext);
+      // A prompt that already fills it leaves nothing to generate: its logits only (a note).
       if (prompt_len >= context) {
-        return InvalidArgumentError("the prompt holds " + std::to_string(prompt_len) +
-                                    " tokens, which fills the context of " +
-                                    std::to_string(context) +
-                                    "; pass -c/--ctx-size larger, or -n/--max-tokens");
+        std::fprintf(stderr,
+                     "note: the prompt holds %lld tokens and fills the context of %lld: nothing "
+                     "to generate (-c/--ctx-size or -n/--max-tokens asks for more)\n",
+                     static_cast<long long>(prompt_len), static_cast<long long>(context));
       }
-      max_tokens_ = static_cast<int>(context - prompt_len);
+      max_tokens_ = static_cast<int>(std::max<int64_t>(0, context - prompt_len));
       request.sampling.max_new_tokens = max_tokens_;
       Result<std::vector<int32_t>> eos =
           LoadEosTokenIds(options_.model_path, tokenizer, session->model().config().vocab_size);
@@ -185,8 +188,8 @@ class GenerateCommand : public Command {
         request.sampling.stop_tokens.insert(request.sampling.stop_tokens.end(), eos->begin(),
                                             eos->end());
       } else {
-        std::fprintf(stderr, "warning: %s; generating until the context is full\n",
-                     eos.status().message().c_str());
+        spdlog::warn("{}", fmt::sprintf("%s; generating until the context is full",
+                                        eos.status().message().c_str()));
       }
     }
     // The KV cache is sized for prompt + --max-tokens: bounded by the context (one token past a

@@ -18,7 +18,9 @@
 // --drain-seconds; then every connection is closed, whatever its client does), then exit 0; a
 // second signal ends the process at once.
 #include <fcntl.h>
+#include <fmt/printf.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -186,8 +188,8 @@ class ServeCommand : public Command {
         std::fprintf(stderr,
                      "no tokenizer.json or tokenizer.model: prompts and answers are token ids\n");
       } else if (loaded.status().code() == StatusCode::kUnavailable || gguf) {
-        std::fprintf(stderr, "warning: %s; prompts and answers are token ids\n",
-                     loaded.status().message().c_str());
+        spdlog::warn("{}", fmt::sprintf("%s; prompts and answers are token ids",
+                                        loaded.status().message().c_str()));
       } else {
         return loaded.status();
       }
@@ -198,14 +200,14 @@ class ServeCommand : public Command {
         served.no_chat_template =
             "the model '" + served.name + "' cannot chat: " + loaded_template.status().message();
         if (loaded_template.status().code() != StatusCode::kNotFound) {
-          std::fprintf(stderr, "warning: %s\n", served.no_chat_template.c_str());
+          spdlog::warn("{}", served.no_chat_template);
         }
       }
       Result<std::vector<int32_t>> eos =
           LoadEosTokenIds(options_.model_path, tokenizer.get(), config.vocab_size);
       if (gguf && !eos.ok()) {
-        std::fprintf(stderr, "warning: %s; answers end at their length limit\n",
-                     eos.status().message().c_str());
+        spdlog::warn("{}", fmt::sprintf("%s; answers end at their length limit",
+                                        eos.status().message().c_str()));
       } else {
         SY_ASSIGN_OR_RETURN(served.eos_token_ids, std::move(eos));
       }

@@ -74,7 +74,13 @@ std::string FindCommandLineTypo(const CLI::App& app, const std::vector<std::stri
       // A short option may carry its value glued on ("-n16").
       const bool glued = name.size() > 2 && name[1] != '-';
       const std::string lookup = glued ? name.substr(0, 2) : name;
-      if (const CLI::Option* option = current->get_option_no_throw(lookup)) {
+      // An option of a parent counts too when the command lets it fall through (--log-level).
+      const CLI::Option* option = nullptr;
+      for (const CLI::App* a = current; a != nullptr && option == nullptr;
+           a = a->get_fallthrough() ? a->get_parent() : nullptr) {
+        option = a->get_option_no_throw(lookup);
+      }
+      if (option != nullptr) {
         value_next = option->get_type_size() != 0 && equals == std::string::npos && !glued;
         continue;
       }

@@ -13,6 +13,7 @@
 #include "launcher/command.h"
 #include "launcher/command_line_typos.h"
 #include "launcher/version.h"
+#include "runtime/core/logging.h"
 #include "runtime/core/temporary_cleanup.h"
 
 namespace {
@@ -34,6 +35,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   bool show_version = false;
   app.add_flag("--version", show_version, "Print the version and the features built in");
+  std::string log_level;
+  app.add_option("--log-level", log_level,
+                 "Diagnostics shown on stderr: trace, debug, info, warning, error, off (default: "
+                 "$SY_LOG_LEVEL, else info)");
+  app.fallthrough();  // --log-level after the command's name too
 
   struct Built {
     CLI::App* app;
@@ -97,6 +103,10 @@ int main(int argc, char** argv) {
   if (show_version) {
     std::printf("%s", sy::launcher::VersionText().c_str());
     return 0;
+  }
+  if (const sy::Status logging = sy::ConfigureLogging(log_level); !logging.ok()) {
+    std::fprintf(stderr, "error: %s\n", logging.ToString().c_str());
+    return 1;
   }
   for (auto& b : built) {
     if (b.app->parsed()) return b.command->Run();

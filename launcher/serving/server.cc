@@ -2,8 +2,10 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/printf.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -743,12 +745,13 @@ Status Server::Bind() {
     files.rlim_cur = std::min(needed, files.rlim_max);
     setrlimit(RLIMIT_NOFILE, &files);
     if (files.rlim_cur < needed) {
-      std::fprintf(stderr,
-                   "warning: the open-file limit (ulimit -n) is %llu, which holds about %llu of "
-                   "--max-connections %d; past those, connections wait to be accepted\n",
-                   static_cast<unsigned long long>(files.rlim_cur),
-                   static_cast<unsigned long long>(files.rlim_cur > 256 ? files.rlim_cur - 256 : 0),
-                   options_.limits.max_connections);
+      spdlog::warn(
+          "{}", fmt::sprintf("the open-file limit (ulimit -n) is %llu, which holds about %llu of "
+                             "--max-connections %d; past those, connections wait to be accepted",
+                             static_cast<unsigned long long>(files.rlim_cur),
+                             static_cast<unsigned long long>(
+                                 files.rlim_cur > 256 ? files.rlim_cur - 256 : 0),
+                             options_.limits.max_connections));
     }
   }
   return Status::Ok();
