@@ -34,6 +34,10 @@ ROWS = [
      "--max-tokens: -1 is not an integer"),
     (["convert", "--in", "/nonexistent", "--out", "/nonexistent-out", "--dtype=bf16"], 1,
      "/nonexistent does not exist"),
+    # One log level for the process, before or after the command's name.
+    (["--log-level", "bogus", "inspect", "/nonexistent"], 1,
+     "log level 'bogus' (--log-level or SY_LOG_LEVEL): expected trace, debug, info, warning"),
+    (["inspect", "/nonexistent", "--log-level", "loud"], 1, "log level 'loud'"),
     # An option far from every name is still named, not reported as a missing argument.
     (["inspect", "--bogus-option-far-from-any-name"], 1,
      "'switchyard inspect' has no option '--bogus-option-far-from-any-name'; run 'switchyard "
@@ -91,6 +95,21 @@ def main():
     ok = r.returncode == 1 and "--ctx-size 3 leaves no room to generate" in r.stderr
     print(("ok   " if ok else "FAIL ") + f"-c 3 with a prompt of 3: {r.stderr.strip()[-100:]}",
           flush=True)
+    failures += not ok
+    # Warnings go through the logger: shown by default, silenced by --log-level error or
+    # SY_LOG_LEVEL=off, and never on stdout (which holds the tokens alone).
+    past = [binary, "generate", "-m", f"{work}/ckpt", "--prompt-ids", "3,4,5", "-n", "2",
+            "-c", "20"]
+    shown = subprocess.run(past, capture_output=True, text=True, timeout=120)
+    quiet = subprocess.run(past + ["--log-level", "error"], capture_output=True, text=True,
+                           timeout=120)
+    off = subprocess.run(past, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, SY_LOG_LEVEL="off"))
+    ok = "warning: --ctx-size 20 is past" in shown.stderr and "warning" not in shown.stdout and \
+        "warning" not in quiet.stderr and "warning" not in off.stderr and \
+        shown.stdout == quiet.stdout == off.stdout
+    print(("ok   " if ok else "FAIL ") + "warnings on stderr at the default level, silenced by "
+          "--log-level error and SY_LOG_LEVEL=off", flush=True)
     failures += not ok
     # Without -n: until the end of sequence, or the context (16 tokens, the trained seq_len).
     r = subprocess.run([binary, "generate", "-m", f"{work}/ckpt", "--prompt-ids", "3,4,5"],
