@@ -114,7 +114,7 @@ class ServeCommand : public Command {
     app.add_option("--kv-cache-mib", kv_cache_mib_,
                    "KV-cache budget in MiB, shared by the --parallel slots (default 1024)")
         ->check(CLI::Range(1, 1 << 24).description("an integer from 1 to 16777216"));
-    app.add_option("--context", context_,
+    app.add_option("-c,--context,--ctx-size", context_,
                    "Tokens per request, prompt + answer (default: the model's context, cut to "
                    "what --kv-cache-mib holds)")
         ->check(CLI::Range(0, 1 << 24).description("an integer from 0 to 16777216"));

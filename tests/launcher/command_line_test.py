@@ -27,6 +27,7 @@ ROWS = [
     (["--versio"], 1, "'switchyard' has no option '--versio'; did you mean '--version'?"),
     (["help"], 0, "Usage: switchyard"),
     (["help", "generate"], 0, "--max-tokens"),
+    (["help", "serve"], 0, "-c,--context,--ctx-size"),
     (["help", "bench", "infer"], 0, "--policies"),
     (["help", "generat"], 1, "did you mean 'generate'?"),
     # Values that look like options, and options with glued values, are not typos.
