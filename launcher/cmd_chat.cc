@@ -54,10 +54,10 @@ class ChatCommand : public Command {
 
  private:
   Status RunStatus() {
-    SY_RETURN_IF_ERROR(ParseInferenceFlags(flags_, &options_));
     SamplerOptions check = sampler_;
     check.max_new_tokens = 1;
     SY_RETURN_IF_ERROR(ValidateSamplerOptions(check));
+    SY_RETURN_IF_ERROR(ParseInferenceFlags(flags_, &options_));
     options_.tokenizer = true;
     SY_ASSIGN_OR_RETURN(ChatTemplate chat_template, ChatTemplate::Load(options_.model_path));
     SY_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session,

@@ -99,7 +99,10 @@ class GenerateCommand : public Command {
  private:
   Status RunStatus() {
     SetHdf5VerboseErrors(verbose_);
-    // Every flag first, before anything is loaded or computed.
+    // Every flag first, before anything is loaded or computed (or the model even looked for).
+    SamplerOptions check = sampler_;
+    check.max_new_tokens = 1;
+    SY_RETURN_IF_ERROR(ValidateSamplerOptions(check));
     SY_RETURN_IF_ERROR(ParseInferenceFlags(flags_, &options_));
     if (!prompt_file_.empty()) {
       if (prompt_file_ == "-") {
@@ -123,9 +126,6 @@ class GenerateCommand : public Command {
       SY_ASSIGN_OR_RETURN(request.sampling.stop_tokens,
                           ParseTokenIds(stop_tokens_, "--stop-tokens"));
     }
-    SamplerOptions check = request.sampling;
-    check.max_new_tokens = std::max<int64_t>(1, check.max_new_tokens);
-    SY_RETURN_IF_ERROR(ValidateSamplerOptions(check));
 
     options_.tokenizer = !prompt_.empty();
     SY_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session,

@@ -1,11 +1,19 @@
 #include "launcher/command.h"
 
+#include <nlohmann/json.hpp>
+
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 
+#include "inference/gguf_model.h"
 #include "launcher/hf_cache.h"
 #include "runtime/core/file_creation.h"
+#include "runtime/core/read_file.h"
+#include "storage/formats/gguf.h"
+#include "storage/formats/text_file.h"
 
 namespace sy::launcher {
 
@@ -109,8 +117,10 @@ void AddInferenceOptions(CLI::App& app, InferenceOptions* options, InferenceFlag
                  "step-*.h5 file or its checkpoint.dir (latest step)")
       ->required();
   app.add_option("--device", options->device, "cpu, sim or cuda:N (default cpu)");
-  app.add_option("--dtype", flags->dtype,
-                 "Weight dtype on the device: f32, bf16, f16 (default f32)");
+  app.add_option(
+      "--dtype", flags->dtype,
+      "Weight dtype on the device: f32, bf16, f16, or auto: the model's own (config.json's "
+      "torch_dtype, a GGUF's float type, f32 for a training checkpoint) (default auto)");
   AddQuantizeOptions(app, &flags->quantize);
   AddThreadsOption(app, &options->threads);
   app.add_option("--policy", options->policy,
@@ -156,9 +166,57 @@ Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DTyp
   return std::optional<DType>(type);
 }
 
+namespace {
+
+DType TorchDType(const std::string& name) {
+  if (name == "bfloat16" || name == "bf16") return DType::kBF16;
+  if (name == "float16" || name == "half" || name == "f16") return DType::kF16;
+  return DType::kF32;
+}
+
+// --dtype auto: the dtype the model's weights come in. A Hugging Face directory's config.json
+// names it (torch_dtype, or dtype in newer transformers; a multimodal config's text_config); a
+// GGUF stores its float tensors in one type (its token embedding's, when F16 or BF16); a training
+// checkpoint holds f32 masters. f32 when nothing says.
+Result<DType> ModelWeightDType(const std::string& path) {
+  if (IsGgufPath(path)) {
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<storage::GgufFile> gguf, storage::GgufFile::Open(path));
+    const storage::GgufTensorInfo* embedding = gguf->header().FindTensor("token_embd.weight");
+    if (embedding == nullptr) return DType::kF32;
+    if (embedding->type == storage::GgmlType::kF16) return DType::kF16;
+    if (embedding->type == storage::GgmlType::kBF16) return DType::kBF16;
+    return DType::kF32;
+  }
+  const std::string config = (std::filesystem::path(path) / "config.json").string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(config, ec)) return DType::kF32;
+  SY_ASSIGN_OR_RETURN(std::string text, ReadFile(config, 64u << 20, "config.json"));
+  SY_ASSIGN_OR_RETURN(nlohmann::json root, storage::ParseStrictJson(text, config, "config.json"));
+  for (const nlohmann::json* block :
+       {&root, root.contains("text_config") && root["text_config"].is_object()
+                   ? &root["text_config"]
+                   : &root}) {
+    for (const char* key : {"torch_dtype", "dtype"}) {
+      if (block->contains(key) && (*block)[key].is_string()) {
+        return TorchDType((*block)[key].get<std::string>());
+      }
+    }
+  }
+  return DType::kF32;
+}
+
+}  // namespace
+
 Status ParseInferenceFlags(const InferenceFlags& flags, InferenceOptions* options) {
   // --model ORG/NAME: a model in the Hugging Face cache.
   SY_ASSIGN_OR_RETURN(options->model_path, ResolveModelPath(options->model_path));
+  if (flags.dtype == "auto") {
+    SY_ASSIGN_OR_RETURN(const DType dtype, ModelWeightDType(options->model_path));
+    options->weight_dtype = dtype;
+    SY_ASSIGN_OR_RETURN(options->expert_dtype, ParseQuantizeFlags(flags.quantize, dtype));
+    options->keep_quantized_matrices = flags.quantize.quantize.empty();
+    return Status::Ok();
+  }
   Result<DType> dtype = ParseDType(flags.dtype);
   if (!dtype.ok() || IsQuantized(*dtype)) {
     return InvalidArgumentError("--dtype " + flags.dtype +

@@ -83,7 +83,7 @@ Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DTyp
 
 // The flags of AddInferenceOptions that are parsed after the command line is read.
 struct InferenceFlags {
-  std::string dtype = "f32";  // --dtype
+  std::string dtype = "auto";  // --dtype
   QuantizeFlags quantize;
 };
 // The flags of a command that opens a model for inference (InferenceSession): --model, --device,

@@ -199,7 +199,7 @@ def compare_ids(what, got, want, texts):
 
 def generate(switchyard, model, prompt, dump):
     r = run([switchyard, "generate", "--model", model, "--prompt", prompt, "--max-tokens", "6",
-             "--dump-logits", dump])
+             "--dump-logits", dump, "--dtype", "f32"])
     return r.returncode, r.stdout, r.stderr.strip()[-400:]
 
 

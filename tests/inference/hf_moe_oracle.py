@@ -466,8 +466,11 @@ class Family:
 
 
 def run_switchyard(binary, model_dir, out_file, extra=()):
+    # f32 weights unless the caller names a dtype (the oracle computes in float64; --dtype's
+    # default, auto, would take a config's torch_dtype).
+    dtype = [] if "--dtype" in extra else ["--dtype", "f32"]
     cmd = [binary, "generate", "--model", model_dir, "--prompt-ids",
-           ",".join(map(str, PROMPT)), "--dump-logits", out_file, *extra]
+           ",".join(map(str, PROMPT)), "--dump-logits", out_file, *dtype, *extra]
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
@@ -515,6 +518,20 @@ def main():
               f"(tolerance {TOL * scale:.3e}; closest top-k margin {family.min_gap:.1e})")
         if not ok:
             failures.append(f"{fam}: max abs err {err:.3e} > {TOL * scale:.3e}")
+        # --dtype auto (the default): the weights load in the dtype config.json's torch_dtype
+        # names (f32 without one, as transformers), which is the dtype they are stored in here
+        # when named, so the logits stay within TOL.
+        want_dtype = {"bfloat16": "bf16", "float16": "f16"}.get(config.get("torch_dtype"), "f32")
+        r = run_switchyard(binary, model_dir, out_file + ".auto", ("--dtype", "auto"))
+        auto_err = float((read_logits(out_file + ".auto") - ref).abs().max()) \
+            if r.returncode == 0 else float("inf")
+        load_line = next((line for line in r.stderr.splitlines() if line.startswith("loaded")),
+                         "")
+        ok = load_line.endswith(want_dtype) and auto_err <= TOL * scale
+        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} --dtype auto loads {want_dtype} "
+              f"(torch_dtype): max abs err={auto_err:.3e}: {load_line[-60:]!r}")
+        if not ok:
+            failures.append(f"{fam}: --dtype auto: {load_line!r}, err {auto_err:.3e}")
         for bug in BUGS[fam]:
             bad = Family(fam, config, values, bug=bug).forward(PROMPT)
             moved = float((bad - ref).abs().max())
@@ -590,7 +607,7 @@ def run_greedy(binary, model_dir, dump, steps=GREEDY_STEPS):
     """Greedy `switchyard generate --max-tokens STEPS` over the KV cache on PROMPT: (the generated
     ids, the logits each was chosen from [steps, vocab]), or (None, stderr) when it fails."""
     cmd = [binary, "generate", "--model", model_dir, "--prompt-ids", ",".join(map(str, PROMPT)),
-           "--max-tokens", str(steps), "--dump-decode-logits", dump]
+           "--max-tokens", str(steps), "--dump-decode-logits", dump, "--dtype", "f32"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return None, r.stderr.strip()

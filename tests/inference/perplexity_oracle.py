@@ -35,8 +35,9 @@ def log_softmax(x):
 
 
 def perplexity(binary, model, ids_file, *extra):
+    dtype = [] if "--dtype" in extra else ["--dtype", "f32"]  # not auto: the config's bf16
     r = subprocess.run([binary, "perplexity", "--model", model, "--ids", ids_file, "--context",
-                        str(CONTEXT), "--json", *extra], capture_output=True, text=True)
+                        str(CONTEXT), "--json", *dtype, *extra], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"FAIL: switchyard perplexity {' '.join(extra)}: {r.stderr}")
     return json.loads(r.stdout)
@@ -44,8 +45,9 @@ def perplexity(binary, model, ids_file, *extra):
 
 def dumped_logits(binary, model, chunk, work, *extra):
     out = os.path.join(work, "chunk.logits")
+    dtype = [] if "--dtype" in extra else ["--dtype", "f32"]
     r = subprocess.run([binary, "generate", "--model", model, "--prompt-ids",
-                        ",".join(map(str, chunk)), "--dump-logits", out, *extra],
+                        ",".join(map(str, chunk)), "--dump-logits", out, *dtype, *extra],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"FAIL: generate: {r.stderr}")
