@@ -76,6 +76,13 @@ Status GenerateEngine::Check(const GenerateRequest& request) const {
                                 std::to_string(request.sampling.max_new_tokens) + " must be >= 0");
   }
   SY_RETURN_IF_ERROR(ValidateSamplerOptions(EngineSampling(request.sampling)));
+  for (const auto& [id, bias] : request.sampling.logit_bias) {
+    if (id >= c.vocab_size) {
+      return InvalidArgumentError("generate: logit_bias token id " + std::to_string(id) +
+                                  " outside [0, vocab_size = " + std::to_string(c.vocab_size) +
+                                  ")");
+    }
+  }
   const auto prompt = static_cast<int64_t>(request.prompt.size());
   if (prompt + request.sampling.max_new_tokens > options_.max_context) {
     return InvalidArgumentError(

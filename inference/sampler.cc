@@ -39,6 +39,13 @@ Status ValidateSamplerOptions(const SamplerOptions& options) {
                                   "; it must be in [-2, 2] (0 disables it)");
     }
   }
+  for (const auto& [token, bias] : options.logit_bias) {
+    if (token < 0 || !(bias >= -100.0f && bias <= 100.0f)) {
+      return InvalidArgumentError("sampler.logit_bias holds token " + std::to_string(token) +
+                                  " with bias " + std::to_string(bias) +
+                                  "; token ids must be >= 0 and biases in [-100, 100]");
+    }
+  }
   if (options.max_new_tokens < 1) {
     return InvalidArgumentError("sampler.max_new_tokens is " +
                                 std::to_string(options.max_new_tokens) + "; it must be >= 1");
@@ -118,6 +125,9 @@ std::span<const float> Sampler::Penalize(int sequence, std::span<const float> lo
     if (t < 0 || t >= vocab) continue;
     penalized_[static_cast<size_t>(t)] -=
         options_.frequency_penalty * static_cast<float>(count) + options_.presence_penalty;
+  }
+  for (const auto& [t, bias] : options_.logit_bias) {
+    if (t < vocab) penalized_[static_cast<size_t>(t)] += bias;
   }
   return penalized_;
 }

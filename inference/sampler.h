@@ -7,7 +7,8 @@
 //        multiplied by it when negative;
 //      - presence_penalty and frequency_penalty (OpenAI's definition, as vLLM applies it): each
 //        token of the answer so far has its logit lowered by frequency_penalty x its count and by
-//        presence_penalty once.
+//        presence_penalty once;
+//      - logit_bias (OpenAI's): a fixed amount added to the listed tokens' logits.
 //   1. temperature: logits / temperature (TemperatureLogitsWarper). 1 leaves them as they are;
 //      0 means greedy decoding: the argmax, lowest token id on ties, and no random draw.
 //   2. top-k: keep the k most likely tokens (TopKLogitsWarper). One difference: HF keeps every
@@ -35,6 +36,7 @@
 #include <random>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/status.h"
@@ -58,6 +60,8 @@ struct SamplerOptions {
   float presence_penalty = 0.0f;
   // Logit subtracted per occurrence of a token in the answer, in [-2, 2]; 0 disables. Default: 0.
   float frequency_penalty = 0.0f;
+  // (token id >= 0, bias in [-100, 100]) added to those tokens' logits. Default: none.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // Seed of the per-sequence generators (sequence i uses seed + i). Default: 0.
   uint64_t seed = 0;
   // StopCondition: generation ends after this many new tokens, >= 1. Default: 256 (tokens).
@@ -109,7 +113,7 @@ class Sampler {
   };
   bool penalized() const {
     return options_.repetition_penalty != 1.0f || options_.presence_penalty != 0.0f ||
-           options_.frequency_penalty != 0.0f;
+           options_.frequency_penalty != 0.0f || !options_.logit_bias.empty();
   }
   // The row with the penalties applied, in penalized_.
   std::span<const float> Penalize(int sequence, std::span<const float> logits);

@@ -19,6 +19,10 @@ void CheckParams(const sy::serving::SamplingParams& p) {
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) __builtin_trap();
   if (p.logprobs < -1 || p.logprobs > sy::kMaxTopLogprobs) __builtin_trap();
   if (p.n < 1 || p.n > kMaxChoices) __builtin_trap();
+  if (p.logit_bias.size() > kMaxLogitBias) __builtin_trap();
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || !(bias >= -100.0f && bias <= 100.0f)) __builtin_trap();
+  }
   if (!(p.repetition_penalty > 0.0f && p.repetition_penalty <= 10.0f)) __builtin_trap();
   if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f)) __builtin_trap();
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) __builtin_trap();

@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <span>
 #include <string_view>
@@ -168,7 +170,6 @@ Status RefuseUnsupported(const json& root) {
   SY_RETURN_IF_ERROR(neutral("best_of", 1));
   SY_RETURN_IF_ERROR(neutral("echo", false));
   SY_RETURN_IF_ERROR(neutral("suffix", ""));
-  SY_RETURN_IF_ERROR(neutral("logit_bias", json::object()));
   SY_RETURN_IF_ERROR(neutral("tools", json::array()));
   SY_RETURN_IF_ERROR(neutral("functions", json::array()));
   if (const json* f = Field(root, "response_format")) {
@@ -224,6 +225,26 @@ Result<SamplingParams> ParseSampling(const json& root, bool chat) {
       return InvalidArgumentError(
           "'top_logprobs' is a chat field; a completion gives the count "
           "in 'logprobs'");
+    }
+  }
+  if (const json* bias = Field(root, "logit_bias")) {
+    if (!bias->is_object()) return WrongType("logit_bias", "an object of token id: bias", *bias);
+    if (bias->size() > kMaxLogitBias) {
+      return InvalidArgumentError("'logit_bias' holds " + std::to_string(bias->size()) +
+                                  " tokens; at most " + std::to_string(kMaxLogitBias));
+    }
+    for (const auto& [key, value] : bias->items()) {
+      char* end = nullptr;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX) {
+        return InvalidArgumentError("'logit_bias' key " + storage::Quote(key) +
+                                    " is not a token id (an integer in [0, 2^31))");
+      }
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
+        return InvalidArgumentError("'logit_bias' of token " + key +
+                                    " must be a number in [-100, 100], not " + value.dump());
+      }
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
     }
   }
   SY_ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInt(root, "n", 1, kMaxChoices));

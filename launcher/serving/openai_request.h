@@ -6,7 +6,7 @@
 // JSON object, is larger than kMaxBodyBytes, nests deeper or repeats a key (storage::
 // ParseStrictJson, storage/formats/text_file.h, parses it), has a field of the
 // wrong type or out of range, or asks for something this server does not do (tools,
-// logit_bias, echo, suffix, best_of > 1: refused, never ignored, so a client
+// echo, suffix, best_of > 1: refused, never ignored, so a client
 // never gets an answer computed differently from what it asked for). Fields the API defines but
 // that do not change the answer (user, metadata, store, ...) and unknown fields are ignored, as
 // other servers do. Whether a request fits the model (its context, its vocabulary, the served
@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "inference/token_logprobs.h"
@@ -38,6 +39,7 @@ inline constexpr size_t kMaxStopBytes = 1024;      // per stop string
 inline constexpr size_t kMaxStopTokenIds = 1024;
 inline constexpr size_t kMaxMessages = 4096;
 inline constexpr int64_t kMaxChoices = 16;           // 'n' at most
+inline constexpr size_t kMaxLogitBias = 300;         // as the OpenAI API
 inline constexpr int64_t kMaxTokensLimit = 1 << 24;  // larger max_tokens are refused as absurd
 
 // What both endpoints take besides the prompt.
@@ -53,6 +55,8 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;    // (0, 10]; 1: off. An extension, as vLLM's
   float presence_penalty = 0.0f;      // [-2, 2]
   float frequency_penalty = 0.0f;     // [-2, 2]
+  // logit_bias: {"token id": bias in [-100, 100]}, at most kMaxLogitBias entries.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // -1: none. Else each token's log-probability and this many alternatives (0 ..
   // kMaxTopLogprobs): a completion's 'logprobs' count, a chat's 'top_logprobs' with 'logprobs'.
   int32_t logprobs = -1;

@@ -1093,6 +1093,7 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
   s.repetition_penalty = p.params.repetition_penalty;
   s.presence_penalty = p.params.presence_penalty;
   s.frequency_penalty = p.params.frequency_penalty;
+  s.logit_bias = p.params.logit_bias;
   p.request.logprobs = p.params.logprobs;
   s.seed = p.params.seed.value_or(RandomSeed());
   s.max_new_tokens = max_tokens;

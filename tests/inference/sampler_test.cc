@@ -353,6 +353,19 @@ TEST(SamplerTest, PresenceAndFrequencyPenaltiesCountTheAnswerOnly) {
   EXPECT_EQ(s.Sample(0, logits), 1);
 }
 
+TEST(SamplerTest, LogitBiasAddsToTheListedTokens) {
+  SamplerOptions o;
+  o.temperature = 0.0f;
+  o.logit_bias = {{2, 5.0f}, {0, -100.0f}};
+  Sampler s = std::move(Sampler::Create(o, 1)).value();
+  // 1.0 + 5 beats 3.0 (token 0, which -100 also removes); token 1 stays at 2.0.
+  EXPECT_EQ(s.Sample(0, std::vector<float>{3.0f, 2.0f, 1.0f}), 2);
+  o.logit_bias = {{1, 101.0f}};
+  EXPECT_FALSE(Sampler::Create(o, 1).ok());
+  o.logit_bias = {{-1, 1.0f}};
+  EXPECT_FALSE(Sampler::Create(o, 1).ok());
+}
+
 TEST(SamplerTest, InfiniteAndNanLogits) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();

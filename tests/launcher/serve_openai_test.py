@@ -386,6 +386,17 @@ def test_text_server(binary, model_dir, work):
                          model=MODEL_NAME, messages=hello,
                          extra_body={"chat_template_kwargs": {"messages": []}}),
                      "chat_template_kwargs naming a reserved variable", "set by the server")
+        # logit_bias: +100 on one token makes greedy decoding draw it every time; -100 on the
+        # greedy answer's first token moves it.
+        r = client.completions.create(model=MODEL_NAME, prompt=ids, max_tokens=4, temperature=0,
+                                      logit_bias={"77": 100}, extra_body={"ignore_eos": True})
+        check(list(getattr(r.choices[0], "token_ids")) == [77] * 4,
+              f"logit_bias +100: {list(getattr(r.choices[0], 'token_ids'))}")
+        first = generate(binary, model_dir, ids, 1, "--temperature", "0")[0]
+        r = client.completions.create(model=MODEL_NAME, prompt=ids, max_tokens=1, temperature=0,
+                                      logit_bias={str(first): -100})
+        check(list(getattr(r.choices[0], "token_ids")) != [first],
+              f"logit_bias -100 on the greedy token {first}: {list(getattr(r.choices[0], 'token_ids'))}")
         for field in ["typical_p", "mirostat", "guided_json", "tfs_z"]:
             expect_error(openai.BadRequestError,
                          lambda: client.completions.create(model=MODEL_NAME, prompt="x",

@@ -272,7 +272,7 @@ def main():
         ("invalid UTF-8", b'{"prompt": "\xff\xfe\xc3", "max_tokens": 2}'),
         ("JSON nested 100000 deep", b'{"prompt": ' + b"[" * 100000 + b"]" * 100000 + b"}"),
         ("a truncated body", b'{"prompt": [1, 2'),
-        ("logit_bias", json.dumps(dict(VALID, logit_bias={"5": 10})).encode()),
+        ("best_of", json.dumps(dict(VALID, best_of=3)).encode()),
         ("typical_p", json.dumps(dict(VALID, typical_p=0.9)).encode()),
         ("mirostat", json.dumps(dict(VALID, mirostat=2)).encode()),
         ("guided_json", json.dumps(dict(VALID, guided_json={})).encode()),

@@ -148,7 +148,12 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
   ExpectRefused(false, R"({"prompt": "x", "best_of": 3})", "'best_of'");
   ExpectRefused(false, R"({"prompt": "x", "echo": true})", "'echo'");
   ExpectRefused(false, R"({"prompt": "x", "suffix": "end"})", "'suffix'");
-  ExpectRefused(false, R"({"prompt": "x", "logit_bias": {"5": 10}})", "'logit_bias'");
+  EXPECT_EQ(ParseCompletionRequest(R"({"prompt": "x", "logit_bias": {"5": 10, "7": -100}})")
+                ->params.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{5, 10.0f}, {7, -100.0f}}));
+  ExpectRefused(false, R"({"prompt": "x", "logit_bias": {"x": 10}})", "not a token id");
+  ExpectRefused(false, R"({"prompt": "x", "logit_bias": {"5": 200}})", "[-100, 100]");
+  ExpectRefused(false, R"({"prompt": "x", "logit_bias": [5]})", "'logit_bias' must be");
   ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
                 "'tools'");
   ExpectRefused(true,
@@ -170,7 +175,7 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
                 "the field \"prompt\"");
   // Their neutral values pass.
   EXPECT_TRUE(ParseCompletionRequest(R"({"prompt": "x", "logprobs": 0, "n": 1, "best_of": 1,
-                                         "suffix": "", "logit_bias": {}})")
+                                         "suffix": ""})")
                   .ok());
   EXPECT_TRUE(ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}],
                                    "logprobs": false, "tools": [],
