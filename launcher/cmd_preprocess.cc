@@ -161,24 +161,25 @@ class PreprocessCommand : public Command {
       if (input_bytes > 0) progress.Update(std::min(bytes_read, input_bytes), input_bytes);
       return Status::Ok();
     };
-    char* raw = nullptr;
-    size_t capacity = 0;
-    std::unique_ptr<char, void (*)(void*)> raw_owner(nullptr, &std::free);
+    // getline's buffer, grown (and freed) by getline itself; freed here on every way out.
+    struct LineBuffer {
+      char* data = nullptr;
+      size_t capacity = 0;
+      ~LineBuffer() { std::free(data); }
+    } buffer;
     ssize_t length;
-    while ((length = ::getline(&raw, &capacity, file.get())) >= 0) {
-      raw_owner.release();
-      raw_owner.reset(raw);
+    while ((length = ::getline(&buffer.data, &buffer.capacity, file.get())) >= 0) {
       ++line_number;
       bytes_read += length;
-      std::string line(raw, static_cast<size_t>(length));
+      std::string line(buffer.data, static_cast<size_t>(length));
       while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
       if (line.empty()) continue;
       if (jsonl) {
         Result<nlohmann::json> object =
             storage::ParseStrictJson(line, input_, "line " + std::to_string(line_number));
         if (!object.ok()) return object.status();
-        const auto it = object->find(json_key_);
-        if (!object->is_object() || it == object->end() || !it->is_string()) {
+        const auto it = object->is_object() ? object->find(json_key_) : object->end();
+        if (it == object->end() || !it->is_string()) {
           return InvalidArgumentError(input_ + " line " + std::to_string(line_number) +
                                       ": expected an object with a \"" + json_key_ +
                                       "\" string (--json-key)");
