@@ -29,18 +29,22 @@ TokenLogprob ComputeTokenLogprob(std::span<const float> logits, int32_t token, i
   TokenLogprob out;
   out.logprob = logprob(static_cast<size_t>(token));
   if (top == 0) return out;
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  const size_t k = std::min(static_cast<size_t>(top), ids.size());
+  // The `top` most likely in one pass, kept sorted in a list of at most kMaxTopLogprobs: no
+  // vocabulary-sized allocation per token on the engine thread.
   auto more_likely = [&](int32_t a, int32_t b) {
     const double va = value(static_cast<size_t>(a)), vb = value(static_cast<size_t>(b));
     return va > vb || (va == vb && a < b);
   };
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k), ids.end(), more_likely);
-  out.top.reserve(k);
-  for (size_t i = 0; i < k; ++i) {
-    out.top.emplace_back(ids[i], logprob(static_cast<size_t>(ids[i])));
+  std::vector<int32_t> best;
+  best.reserve(static_cast<size_t>(top) + 1);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    if (best.size() == static_cast<size_t>(top) && !more_likely(id, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), id, more_likely), id);
+    if (best.size() > static_cast<size_t>(top)) best.pop_back();
   }
+  out.top.reserve(best.size());
+  for (const int32_t id : best) out.top.emplace_back(id, logprob(static_cast<size_t>(id)));
   return out;
 }
 

@@ -31,9 +31,6 @@
 namespace sy::launcher {
 namespace {
 
-// The context of a chat without -c: the model's own, at most this (as llama.cpp's default -c).
-constexpr int64_t kDefaultContext = 4096;
-
 class ChatCommand : public Command {
  public:
   void Configure(CLI::App& app) override {
@@ -68,9 +65,7 @@ class ChatCommand : public Command {
       return InvalidArgumentError(options_.model_path + " has no tokenizer to chat with");
     }
     const int64_t trained = session->trained_context();
-    const int64_t context =
-        ctx_size_ > 0 ? ctx_size_
-                      : std::min(trained > 0 ? trained : kDefaultContext, kDefaultContext);
+    const int64_t context = OpenEndedContext(ctx_size_, trained);
     SY_ASSIGN_OR_RETURN(
         std::vector<int32_t> eos,
         LoadEosTokenIds(options_.model_path, tokenizer, session->model().config().vocab_size));
@@ -165,11 +160,7 @@ class ChatCommand : public Command {
   std::string system_;
   int max_tokens_ = 0;  // 0: until the end of sequence or the context is full
   int ctx_size_ = 0;
-  SamplerOptions sampler_ = [] {
-    SamplerOptions o;
-    o.temperature = 0.0f;  // greedy unless asked
-    return o;
-  }();
+  SamplerOptions sampler_ = GreedySampling();
 };
 
 }  // namespace

@@ -167,12 +167,8 @@ class GenerateCommand : public Command {
     const int64_t limit = ctx_size_ > 0 ? ctx_size_ : trained;
     const std::string limit_name = ctx_size_ > 0 ? "--ctx-size" : "the model's context";
     if (max_tokens_ < 0) {
-      // No --max-tokens: until the model's end of sequence, or the context is full (the model's
-      // own, at most kDefaultContext, unless --ctx-size says otherwise).
-      const int64_t context =
-          ctx_size_ > 0
-              ? ctx_size_
-              : std::min<int64_t>(trained > 0 ? trained : kDefaultContext, kDefaultContext);
+      // No --max-tokens: until the model's end of sequence, or the context is full.
+      const int64_t context = OpenEndedContext(ctx_size_, trained);
       // A prompt that already fills it leaves nothing to generate: its logits only (a note).
       if (prompt_len >= context) {
         std::fprintf(stderr,
@@ -326,17 +322,11 @@ class GenerateCommand : public Command {
   int ctx_size_ = 0;         // -c: prompt + answer at most; 0: the model's context
   std::string dump_logits_;
   std::string dump_decode_logits_;
-  // The context of a run without --max-tokens or --ctx-size, as llama.cpp's default -c.
-  static constexpr int64_t kDefaultContext = 4096;
   int max_tokens_ = -1;  // -1: until the end of sequence or the context is full
   int beam_ = 0;
   std::string stop_tokens_;
   bool verbose_ = false;
-  SamplerOptions sampler_ = [] {
-    SamplerOptions o;
-    o.temperature = 0.0f;  // greedy unless asked
-    return o;
-  }();
+  SamplerOptions sampler_ = GreedySampling();
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -84,6 +85,18 @@ Result<bool> EmitJson(const JsonOutput& out, const std::string& json_text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   return true;
+}
+
+SamplerOptions GreedySampling() {
+  SamplerOptions o;
+  o.temperature = 0.0f;
+  return o;
+}
+
+int64_t OpenEndedContext(int64_t ctx_size, int64_t trained) {
+  constexpr int64_t kDefaultContext = 4096;
+  if (ctx_size > 0) return ctx_size;
+  return trained > 0 ? std::min(trained, kDefaultContext) : kDefaultContext;
 }
 
 void AddSamplingOptions(CLI::App& app, SamplerOptions* sampler) {

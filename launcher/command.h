@@ -71,6 +71,11 @@ Result<bool> EmitJson(const JsonOutput& out, const std::string& json_text);
 
 // --temperature, --top-k, --top-p, -s/--seed: how `generate` and `chat` draw tokens.
 void AddSamplingOptions(CLI::App& app, SamplerOptions* sampler);
+// The sampling `generate` and `chat` start from: greedy (temperature 0) unless a flag says.
+SamplerOptions GreedySampling();
+// The context of a `generate` without --max-tokens and of a `chat`: -c when given (ctx_size > 0),
+// else the model's own (`trained`, 0 when unknown) up to 4096 tokens, as llama.cpp's default -c.
+int64_t OpenEndedContext(int64_t ctx_size, int64_t trained);
 // --quantize none|experts and --quant-type q8_0|q4_0|q4_k: the routed experts' dtype.
 struct QuantizeFlags {
   std::string quantize;             // "", "none" or "experts"
