@@ -181,7 +181,13 @@ Status GenerateEngine::Step() {
 
 void GenerateEngine::Draw(int slot, std::span<const float> logits) {
   Request& r = *slots_[static_cast<size_t>(slot)];
+  if (r.request.constraint != nullptr) {
+    r.masked.assign(logits.begin(), logits.end());
+    r.request.constraint->Mask(r.masked);
+    logits = r.masked;
+  }
   const int32_t token = r.sampler->Sample(0, logits);
+  if (r.request.constraint != nullptr) r.request.constraint->Accept(token);
   const StopReason stop = r.stop->Append(token);
   const auto index = static_cast<int64_t>(r.result.tokens.size());
   r.result.tokens.push_back(token);

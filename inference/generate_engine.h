@@ -42,6 +42,7 @@
 #include "inference/expert_provider.h"
 #include "inference/kv_cache_decoder.h"
 #include "inference/sampler.h"
+#include "inference/token_constraint.h"
 #include "runtime/core/status.h"
 #include "runtime/model/moe_model.h"
 
@@ -57,6 +58,10 @@ struct GenerateRequest {
   // alternatives (0 .. kMaxTopLogprobs; inference/token_logprobs.h) with it. The engine itself
   // ignores it (a TokenCallback has the logits).
   int32_t logprobs = -1;
+  // When set, each token is drawn from the logits with every token the constraint refuses at
+  // -infinity (inference/token_constraint.h: JSON output); the TokenEvent's logits are the masked
+  // ones. The request owns its constraint's state: one constraint per request.
+  std::shared_ptr<GrammarConstraint> constraint;
 };
 
 struct TokenEvent {
@@ -150,6 +155,7 @@ class GenerateEngine {
     int32_t last_token = 0;
     bool cancelled = false;
     bool done = false;
+    std::vector<float> masked;  // the constrained row the token is drawn from
   };
   GenerateEngine(MoeModel& model, ExpertProvider* provider, const EngineOptions& options,
                  std::unique_ptr<KvCacheDecoder> decoder);

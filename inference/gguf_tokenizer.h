@@ -66,9 +66,9 @@ Result<std::vector<storage::GgufKeyValue>> GgufTokenizerMetadata(
     const std::map<std::string, std::string>& files, int64_t vocab_size, const std::string& source);
 
 // The Hugging Face tokenizer files of `header`'s tokenizer metadata, by name (tokenizer.json or
-// tokenizer.model, tokenizer_config.json, generation_config.json); empty when it has no tokenizer.ggml.model (or
-// "none"). `file` names the GGUF in errors: InvalidArgument for malformed metadata, Unimplemented
-// for a tokenizer model or pre-tokenizer this reader does not run.
+// tokenizer.model, tokenizer_config.json, generation_config.json); empty when it has no
+// tokenizer.ggml.model (or "none"). `file` names the GGUF in errors: InvalidArgument for malformed
+// metadata, Unimplemented for a tokenizer model or pre-tokenizer this reader does not run.
 Result<std::map<std::string, std::string>> GgufTokenizerFiles(const storage::GgufHeader& header,
                                                               const std::string& file);
 

@@ -51,12 +51,7 @@ class ConvertCommand : public Command {
     options.in = in_;
     options.out = out_;
     options.to = to_;
-    if (dtype_ == "q8_0" || dtype_ == "q4_0") {
-      options.quantization = dtype_;
-    } else if (!dtype_.empty()) {
-      SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(dtype_));
-      options.dtype = dtype;
-    }
+    SY_RETURN_IF_ERROR(convert::SetOutputDType(dtype_, &options));
     options.shard_bytes = static_cast<uint64_t>(shard_mib_) << 20;
     if (ep_size_option_->count() > 0) {
       if (ep_size_ < 1) {

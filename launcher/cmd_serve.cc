@@ -224,6 +224,7 @@ class ServeCommand : public Command {
                                 "tokenizer to encode it";
     }
     served.tokenizer = tokenizer.get();
+    served.vocab_size = config.vocab_size;
 
     // Each slot gets its share of the KV budget; the context is what the share holds, or less.
     const int64_t per_token = KvCache::BytesPerToken(config);

@@ -16,6 +16,7 @@ packages=(
   fio curl iproute2
   python3 python3-numpy python3-torch python3-h5py python3-pip
   python3-yaml python3-requests python3-typing-extensions python3-jinja2
+  python3-dev python3-venv python3-pytest python3-protobuf python3-jsonschema
 )
 
 missing=()
@@ -43,6 +44,13 @@ openai_client=(openai==1.54.4 httpx==0.27.2 httpcore==1.0.7 h11==0.14.0 anyio==4
 # numpy, Debian's python3-yaml and tqdm.
 gguf_py=(gguf==0.17.1 tqdm==4.67.1)
 
+# The Python package's build (python/, pyproject.toml): nanobind and scikit-build-core, so that the
+# repository's build makes the package and `pip install --no-build-isolation .` works offline; and
+# tensorboardX, which examples/python/train_tensorboard.py writes with in its test (over Debian's
+# protobuf).
+python_package=(nanobind==2.9.2 scikit-build-core==0.11.6 pathspec==0.12.1 packaging==24.2
+                tensorboardX==2.6.2.2)
+
 pip_pinned() {  # pip_pinned TEST_NAME PACKAGE==VERSION...
   local test_name=$1
   shift
@@ -60,6 +68,7 @@ pip_pinned() {  # pip_pinned TEST_NAME PACKAGE==VERSION...
 }
 
 install_hf_python() {
+  pip_pinned "the Python package (python/)" "${python_package[@]}"
   pip_pinned inference_hf_tokenizer_oracle_test "${hf_tokenizers[@]}"
   pip_pinned inference_hf_transformers_oracle_test "${hf_tokenizers[@]}" "${hf_transformers[@]}"
   pip_pinned serve_openai_test "${openai_client[@]}"

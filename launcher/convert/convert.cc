@@ -5,6 +5,15 @@
 
 namespace sy::convert {
 
+Status SetOutputDType(const std::string& dtype, ConvertOptions* options) {
+  if (dtype == "q8_0" || dtype == "q4_0") {
+    options->quantization = dtype;
+  } else if (!dtype.empty()) {
+    SY_ASSIGN_OR_RETURN(options->dtype, ParseDType(dtype));
+  }
+  return Status::Ok();
+}
+
 Result<ConvertSummary> Convert(const ConvertOptions& options) {
   if (options.in.empty() || options.out.empty()) {
     return InvalidArgumentError("convert needs --in and --out");

@@ -47,4 +47,9 @@ struct ConvertSummary {
 
 Result<ConvertSummary> Convert(const ConvertOptions& options);
 
+// Sets options->quantization ("q8_0", "q4_0") or options->dtype ("f32", "bf16", "f16") from the
+// text `dtype` (`--dtype` of `switchyard convert`, `dtype=` of switchyard.convert); "" leaves
+// both unset. InvalidArgument naming `dtype` otherwise.
+Status SetOutputDType(const std::string& dtype, ConvertOptions* options);
+
 }  // namespace sy::convert

@@ -172,22 +172,93 @@ Status RefuseUnsupported(const json& root) {
   SY_RETURN_IF_ERROR(neutral("suffix", ""));
   SY_RETURN_IF_ERROR(neutral("tools", json::array()));
   SY_RETURN_IF_ERROR(neutral("functions", json::array()));
-  if (const json* f = Field(root, "response_format")) {
-    if (!f->is_object() || f->value("type", json()) != "text") {
-      return InvalidArgumentError("'response_format' = " + f->dump() +
-                                  " is not supported by this server (only {\"type\": \"text\"})");
-    }
-  }
   return Status::Ok();
 }
 
-Result<SamplingParams> ParseSampling(const json& root, bool chat) {
+// Object members in `v`, counted to a limit (`limit` + 1 once past it).
+size_t CountMembers(const json& v, size_t limit) {
+  size_t n = 0;
+  if (v.is_object()) n += v.size();
+  if (v.is_object() || v.is_array()) {
+    for (const json& child : v) {
+      if (n > limit) break;
+      n += CountMembers(child, limit - std::min(n, limit));
+    }
+  }
+  return n;
+}
+
+// response_format: none for {"type": "text"}, any JSON object for {"type": "json_object"}, the
+// values of the schema for {"type": "json_schema", "json_schema": {"name", "schema", "strict",
+// "description"}} (inference/json_grammar.h: the subset, and the keywords refused by name). The
+// schema's properties keep the order the body gives them: it is read again, that member only, as
+// an ordered_json, whose objects find keys by walking their members, so its size is bounded first.
+Result<std::shared_ptr<const Grammar>> ResponseFormat(const json& root, std::string_view body) {
+  const json* f = Field(root, "response_format");
+  if (f == nullptr) return std::shared_ptr<const Grammar>();
+  if (!f->is_object() || !f->contains("type") || !f->at("type").is_string()) {
+    return InvalidArgumentError("'response_format' = " + f->dump() +
+                                " must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                                "{\"type\": \"json_schema\", \"json_schema\": {...}}");
+  }
+  const std::string type = f->at("type").get<std::string>();
+  for (const auto& [name, value] : f->items()) {
+    if (name != "type" && !(name == "json_schema" && type == "json_schema")) {
+      return InvalidArgumentError("'response_format." + name + "' is not supported with type \"" +
+                                  type + "\"");
+    }
+  }
+  if (type == "text") return std::shared_ptr<const Grammar>();
+  if (type == "json_object") {
+    static const auto kAnyObject = std::make_shared<const Grammar>(Grammar::AnyJsonObject());
+    return std::shared_ptr<const Grammar>(kAnyObject);
+  }
+  if (type != "json_schema") {
+    return InvalidArgumentError("'response_format.type' = \"" + type +
+                                "\" is not one of text, json_object, json_schema");
+  }
+  const json* spec = Field(*f, "json_schema");
+  if (spec == nullptr || !spec->is_object()) {
+    return InvalidArgumentError("'response_format.json_schema' must be an object with a 'schema'");
+  }
+  for (const auto& [name, value] : spec->items()) {
+    if (name != "name" && name != "schema" && name != "strict" && name != "description") {
+      return InvalidArgumentError("'response_format.json_schema." + name +
+                                  "' is not supported (name, schema, strict, description)");
+    }
+  }
+  const json* schema = Field(*spec, "schema");
+  if (schema == nullptr) {
+    return InvalidArgumentError("'response_format.json_schema.schema' is required");
+  }
+  if (CountMembers(*schema, kMaxSchemaMembers) > kMaxSchemaMembers) {
+    return InvalidArgumentError("'response_format.json_schema.schema' holds more than " +
+                                std::to_string(kMaxSchemaMembers) + " names; the limit is " +
+                                std::to_string(kMaxSchemaMembers));
+  }
+  using ordered = nlohmann::ordered_json;
+  const ordered::parser_callback_t only_the_format = [](int depth, ordered::parse_event_t event,
+                                                        ordered& parsed) {
+    return depth != 1 || event != ordered::parse_event_t::key || parsed == "response_format";
+  };
+  const ordered again = ordered::parse(body, only_the_format, /*allow_exceptions=*/false);
+  if (!again.is_object() || !again.contains("response_format")) {
+    return InternalError("the body did not parse again");
+  }
+  Result<Grammar> grammar =
+      Grammar::FromJsonSchema(again.at("response_format").at("json_schema").at("schema"));
+  if (!grammar.ok()) return grammar.status().WithContext("'response_format.json_schema'");
+  return std::make_shared<const Grammar>(std::move(grammar).value());
+}
+
+Result<SamplingParams> ParseSampling(const json& root, bool chat, std::string_view body) {
   SY_RETURN_IF_ERROR(
       RefuseUnknownFields(root, kCommonFields,
                           chat ? std::span<const std::string_view>(kChatFields)
                                : std::span<const std::string_view>(kCompletionFields)));
   SY_RETURN_IF_ERROR(RefuseUnsupported(root));
   SamplingParams p;
+  SY_ASSIGN_OR_RETURN(p.grammar, ResponseFormat(root, body));
   SY_ASSIGN_OR_RETURN(p.stream, GetBool(root, "stream", false));
   if (const json* o = Field(root, "stream_options")) {
     if (!o->is_object()) return WrongType("stream_options", "an object", *o);
@@ -410,7 +481,7 @@ Result<CompletionRequest> ParseCompletionRequest(std::string_view body) {
   } else {
     return WrongType("prompt", "a string or an array of token ids", *prompt);
   }
-  SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/false));
+  SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/false, body));
   return out;
 }
 
@@ -420,7 +491,7 @@ Result<ChatRequest> ParseChatRequest(std::string_view body) {
   SY_ASSIGN_OR_RETURN(out.model, GetModel(root));
   SY_ASSIGN_OR_RETURN(out.messages, ParseMessages(root));
   SY_ASSIGN_OR_RETURN(out.chat_template_kwargs, TemplateKwargs(root));
-  SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/true));
+  SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/true, body));
   return out;
 }
 

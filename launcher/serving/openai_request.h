@@ -4,13 +4,13 @@
 //
 // A body is refused, with InvalidArgument naming the field and what it accepts, when it is not a
 // JSON object, is larger than kMaxBodyBytes, nests deeper or repeats a key (storage::
-// ParseStrictJson, storage/formats/text_file.h, parses it), has a field of the
-// wrong type or out of range, or asks for something this server does not do (tools,
-// echo, suffix, best_of > 1: refused, never ignored, so a client
-// never gets an answer computed differently from what it asked for). Fields the API defines but
-// that do not change the answer (user, metadata, store, ...) and unknown fields are ignored, as
-// other servers do. Whether a request fits the model (its context, its vocabulary, the served
-// model's name) is for the server to check; these parsers know no model.
+// ParseStrictJson, storage/formats/text_file.h, parses it), has a field of the wrong type or out of
+// range, has a field this server does not know, or asks for something it does not do (tools, echo,
+// suffix, best_of > 1, a response_format schema keyword outside inference/json_grammar.h's
+// subset): refused, never ignored, so a client never gets an answer computed differently from
+// what it asked for. `user` (an end-user id) changes nothing and is taken. Whether a request fits
+// the model (its context, its vocabulary, the served model's name) is for the server to check;
+// these parsers know no model.
 //
 // Defaults are the OpenAI API's: temperature 1, top_p 1, no stop; max_tokens 16 for a completion
 // and "up to the context" for a chat. seed: none (the server draws one).
@@ -22,12 +22,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "inference/json_grammar.h"
 #include "inference/token_logprobs.h"
 #include "runtime/core/status.h"
 
@@ -41,6 +43,7 @@ inline constexpr size_t kMaxMessages = 4096;
 inline constexpr int64_t kMaxChoices = 16;           // 'n' at most
 inline constexpr size_t kMaxLogitBias = 300;         // as the OpenAI API
 inline constexpr int64_t kMaxTokensLimit = 1 << 24;  // larger max_tokens are refused as absurd
+inline constexpr size_t kMaxSchemaMembers = 4096;    // names in a response_format schema
 
 // What both endpoints take besides the prompt.
 struct SamplingParams {
@@ -64,6 +67,9 @@ struct SamplingParams {
   std::vector<std::string> stop;        // up to kMaxStopStrings, each 1..kMaxStopBytes bytes
   std::vector<int32_t> stop_token_ids;  // extension (vLLM's name): these tokens end the answer
   bool ignore_eos = false;              // extension: do not stop at the model's end token
+  // response_format json_object or json_schema: the grammar the answer is constrained to
+  // (inference/json_grammar.h); null for text.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct CompletionRequest {

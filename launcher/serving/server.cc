@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/serving/answer_stream.h"
+#include "inference/answer_stream.h"
 #include "launcher/serving/openai_request.h"
 #include "launcher/serving/openai_response.h"
 
@@ -144,6 +144,7 @@ struct Server::Prepared {
   GenerateRequest request;
   SamplingParams params;
   int64_t prompt_tokens = 0;
+  std::shared_ptr<const ConstraintVocabulary> vocabulary;  // with a response_format grammar
 };
 
 // One request on its connection. libmicrohttpd calls back for it on its connection's event-loop
@@ -882,6 +883,10 @@ void Server::Work(const std::shared_ptr<Exchange>& x) {
   const std::vector<int32_t> stop_ids = p.request.sampling.stop_tokens;
   for (int i = 0; i < p.params.n; ++i) {
     GenerateRequest request = p.request;
+    if (p.params.grammar != nullptr) {  // each answer matches the grammar on its own
+      request.constraint =
+          std::make_shared<GrammarConstraint>(p.params.grammar, p.vocabulary, model_.eos_token_ids);
+    }
     if (i > 0) {
       request.sampling.seed =
           p.params.seed ? *p.params.seed + static_cast<uint64_t>(i) : RandomSeed();
@@ -1022,6 +1027,15 @@ Result<std::string> Server::Detokenize(const std::string& body, int* code) {
   return DetokenizeResponse(text);
 }
 
+Result<std::shared_ptr<const ConstraintVocabulary>> Server::Vocabulary() {
+  MutexLock lock(&vocabulary_mu_);
+  if (vocabulary_ == nullptr) {
+    SY_ASSIGN_OR_RETURN(vocabulary_,
+                        ConstraintVocabulary::Build(*model_.tokenizer, model_.vocab_size));
+  }
+  return vocabulary_;
+}
+
 Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int* code) {
   *code = 400;
   Prepared p;
@@ -1060,6 +1074,24 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
                                   "' has no tokenizer; send 'prompt' as an array of token ids");
     }
     SY_ASSIGN_OR_RETURN(prompt, model_.tokenizer->Encode(*text));
+  }
+  if (p.params.grammar != nullptr) {
+    if (model_.tokenizer == nullptr) {
+      return InvalidArgumentError("'response_format' constrains text, and the model '" +
+                                  model_.name + "' has no tokenizer");
+    }
+    if (p.params.ignore_eos) {
+      return InvalidArgumentError(
+          "'response_format' ends the answer at the model's end-of-sequence token, which "
+          "'ignore_eos' turns off: send one of them");
+    }
+    if (model_.eos_token_ids.empty()) {
+      return InvalidArgumentError(
+          "'response_format' ends the answer at the model's "
+          "end-of-sequence token, and the model '" +
+          model_.name + "' names none (generation_config.json)");
+    }
+    SY_ASSIGN_OR_RETURN(p.vocabulary, Vocabulary());
   }
   if (!p.params.stop.empty() && model_.tokenizer == nullptr) {
     return InvalidArgumentError("'stop' strings need a tokenizer, which the model '" + model_.name +

@@ -51,6 +51,7 @@
 
 #include "inference/chat_template.h"
 #include "inference/engine_thread.h"
+#include "inference/token_constraint.h"
 #include "inference/tokenizer.h"
 #include "launcher/serving/connection_table.h"
 #include "launcher/serving/server_metrics.h"
@@ -70,6 +71,7 @@ struct ServedModel {
   const ChatTemplate* chat_template = nullptr;  // null: chat requests get 400 with...
   std::string no_chat_template;                 // ...this reason
   std::vector<int32_t> eos_token_ids;           // end an answer unless ignore_eos
+  int64_t vocab_size = 0;                       // the model's (logit rows)
   int64_t context = 0;                          // tokens one request may hold: prompt + answer
   std::string context_why;  // where `context` comes from, for the 400 that cites it
 };
@@ -128,6 +130,9 @@ class Server {
   void Tick();
   // Counts the exchange's end in the metrics, once; cancels its request if it is still running.
   void Finish(Exchange& x);
+  // The tokens' bytes for response_format's constrained decoding, built at the first request
+  // that asks for it (inference/token_constraint.h).
+  Result<std::shared_ptr<const ConstraintVocabulary>> Vocabulary() SY_EXCLUDES(vocabulary_mu_);
 
   ServedModel model_;
   EngineThread& engine_;
@@ -150,6 +155,9 @@ class Server {
   bool stop_ SY_GUARDED_BY(mu_) = false;  // Shutdown asks Serve to stop the daemon
   bool served_ SY_GUARDED_BY(mu_) = false;                            // Serve has returned
   std::set<std::shared_ptr<Exchange>> exchanges_ SY_GUARDED_BY(mu_);  // every one open
+
+  Mutex vocabulary_mu_;
+  std::shared_ptr<const ConstraintVocabulary> vocabulary_ SY_GUARDED_BY(vocabulary_mu_);
 };
 
 }  // namespace sy::serving

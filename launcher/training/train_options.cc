@@ -422,4 +422,11 @@ Result<TrainConfig> LoadTrainConfigFile(const std::string& path,
   return LoadTrainConfig(config);
 }
 
+Result<TrainConfig> LoadTrainConfigText(std::string_view text, const std::string& source,
+                                        const std::vector<std::string>& overrides) {
+  SY_ASSIGN_OR_RETURN(Config config, Config::Parse(text, source));
+  SY_RETURN_IF_ERROR(config.ApplyOverrides(overrides));
+  return LoadTrainConfig(config);
+}
+
 }  // namespace sy::launcher

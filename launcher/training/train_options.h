@@ -252,5 +252,8 @@ Result<TrainConfig> LoadTrainConfig(Config& config);
 // Config::Load(path), the overrides, then LoadTrainConfig.
 Result<TrainConfig> LoadTrainConfigFile(const std::string& path,
                                         const std::vector<std::string>& overrides);
+// The same from the config's JSON text; `source` names it in errors.
+Result<TrainConfig> LoadTrainConfigText(std::string_view text, const std::string& source,
+                                        const std::vector<std::string>& overrides);
 
 }  // namespace sy::launcher

@@ -85,6 +85,7 @@ Status Train(const TrainConfig& config, Communicator* world, bool concurrent_mpi
   }
   TrainingLoopOptions loop_options;
   loop_options.stop = options.stop;
+  loop_options.on_metrics = options.on_metrics;
   return EndJobOnError(RunTrainingLoop(**trainer, out.file(), loop_options).status(), world);
 }
 
@@ -94,7 +95,10 @@ TrainingJobResult RunTrainingJob(const TrainingJobOptions& options) {
   std::vector<std::string> sets = options.overrides;
   if (options.resume) sets.push_back("checkpoint.resume=true");
   if (!options.resume_from.empty()) sets.push_back("checkpoint.resume_from=" + options.resume_from);
-  Result<TrainConfig> config = LoadTrainConfigFile(options.config_path, sets);
+  Result<TrainConfig> config =
+      options.config_text.empty()
+          ? LoadTrainConfigFile(options.config_path, sets)
+          : LoadTrainConfigText(options.config_text, options.config_path, sets);
   // Every rank reads the same file; one message is enough.
   if (!config.ok()) return {config.status(), FirstRankByEnvironment()};
 #if SY_HAVE_MPI

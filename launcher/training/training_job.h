@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,11 @@
 namespace sy::launcher {
 
 struct TrainingJobOptions {
-  std::string config_path;             // The JSON config (docs/training.md). Required.
+  // The JSON config (docs/training.md). Required: a file, or its text in config_text.
+  std::string config_path;
+  // Default: empty. When set, the config's JSON text, read instead of config_path (which then
+  // only names it in messages): the Python API's train() with a dict.
+  std::string config_text;
   std::vector<std::string> overrides;  // "key=value", applied in order. Default: none
   // Default: false. Continue from the newest checkpoint in checkpoint.dir that verifies.
   bool resume = false;
@@ -37,6 +42,8 @@ struct TrainingJobOptions {
   // Default: none. Asks the run to stop after the current step, with a checkpoint
   // (TrainingLoopOptions::stop); not owned.
   const std::atomic<int>* stop = nullptr;
+  // Default: none. Each metrics record, on rank 0 (TrainingLoopOptions::on_metrics).
+  std::function<void(const std::string& json)> on_metrics;
 };
 
 struct TrainingJobResult {

@@ -76,6 +76,8 @@ std::string SignalName(int signal) {
       return "SIGTERM";
     case SIGINT:
       return "SIGINT";
+    case kStopRequestedByCaller:
+      return "the caller's request";
     default:
       return "signal " + std::to_string(signal);
   }
@@ -312,8 +314,13 @@ class TrainingLoop {
     return Status::Ok();
   }
 
+  // Whether this rank records metrics: rank 0, with log.metrics or an on_metrics callback.
+  bool RecordsMetrics() const {
+    return metrics_.valid() || (options_.on_metrics && trainer_.is_root());
+  }
+
   void LogStep(const StepReport& r, double tok_s) {
-    if (!metrics_.valid()) return;
+    if (!RecordsMetrics()) return;
     nlohmann::json line = {{"step", r.step},
                            {"loss", r.loss},
                            {"ce_loss", r.ce_loss},
@@ -355,11 +362,15 @@ class TrainingLoop {
     AppendMetrics(line);
   }
 
-  void LogEval(const EvalReport& e) { AppendMetrics(EvalLine(e, trainer_.dataset())); }
+  void LogEval(const EvalReport& e) {
+    if (RecordsMetrics()) AppendMetrics(EvalLine(e, trainer_.dataset()));
+  }
 
-  // One line of log.metrics, when it is set (rank 0). A failed write (a full disk) is reported
-  // once and the run goes on: the metrics are a record, not the run's state.
+  // One line of log.metrics, when it is set, and the on_metrics callback (rank 0). A failed write
+  // (a full disk) is reported once and the run goes on: the metrics are a record, not the run's
+  // state.
   void AppendMetrics(const nlohmann::json& line) {
+    if (options_.on_metrics && trainer_.is_root()) options_.on_metrics(line.dump());
     if (!metrics_.valid()) return;
     const Status written = WriteAll(metrics_.get(), config_.log.metrics, line.dump() + "\n");
     if (!written.ok() && !metrics_failed_) {

@@ -41,17 +41,27 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "launcher/training/trainer.h"
 
 namespace sy::launcher {
 
+// TrainingLoopOptions::stop's value when the caller asks the run to stop, not a signal (the Python
+// API, when its on_metrics callback raised).
+inline constexpr int kStopRequestedByCaller = -1;
+
 struct TrainingLoopOptions {
   // Read after every step (not owned; set from a signal handler): nonzero, the number of the
-  // signal that asks the run to stop. Distributed, rank 0's value decides for every rank.
-  // Default: none (the run never stops early).
+  // signal that asks the run to stop, or kStopRequestedByCaller. Distributed, rank 0's value
+  // decides for every rank. Default: none (the run never stops early).
   const std::atomic<int>* stop = nullptr;
+  // Called on rank 0 with each record of log.metrics (one JSON object, as the file's line without
+  // its newline), whether or not log.metrics is set: the Python API's on_metrics. It runs on the
+  // training thread between steps; the run waits for it. Default: none.
+  std::function<void(const std::string& json)> on_metrics;
 };
 
 struct TrainingOutcome {

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "inference"))
@@ -52,10 +53,11 @@ except ImportError as e:
 
 import chat_templates  # noqa: E402
 import hf_moe_oracle as oracle  # noqa: E402  (exits 77 without numpy / torch)
+import tiny_chat_model  # noqa: E402
 import tiny_tokenizer  # noqa: E402
 
 MODEL_NAME = "tiny-qwen3"
-EOS = tiny_tokenizer.special_id("<|im_end|>")
+EOS = tiny_chat_model.EOS
 THREADS = "1"
 FAILURES = []
 PASSED = [0]
@@ -78,21 +80,7 @@ def run(cmd, timeout=120):
 
 
 def write_model(model_dir, with_tokenizer):
-    config = dict(oracle.CASES["qwen3_moe"][0])
-    config.update(vocab_size=tiny_tokenizer.VOCAB_SIZE, max_position_embeddings=4096)
-    rng = oracle.np.random.default_rng(19)
-    tensors = oracle.make_tensors("qwen3_moe", config, rng)
-    printable = oracle.np.zeros(config["vocab_size"], dtype=bool)
-    printable[32:127] = True
-    for i, (name, value) in enumerate(tensors):
-        if name == "lm_head.weight":  # only printable ASCII gets a score: answers are plain text
-            tensors[i] = (name, value * printable[:, None] * 4.0)
-    oracle.write_model(model_dir, config, tensors, "F32")
-    if with_tokenizer:
-        template, bos, eos = chat_templates.FAMILIES["qwen3_moe"]
-        tiny_tokenizer.write(model_dir, chat_template=template, bos_token=bos, eos_token=eos)
-        with open(os.path.join(model_dir, "generation_config.json"), "w") as f:
-            json.dump({"eos_token_id": EOS}, f)
+    tiny_chat_model.write(model_dir, with_tokenizer=with_tokenizer)
 
 
 class ServerProcess:
@@ -655,6 +643,110 @@ def test_key_cors_tokenize(binary, model_dir, work):
         server.stop()
 
 
+def test_response_format(binary, model_dir):
+    """response_format (issue 45): json_object and json_schema answers are constrained to the
+    grammar while they are drawn: each parses with json.loads, and a json_schema answer validates
+    against its schema with the `jsonschema` package; the openai client's structured-output helper
+    (a pydantic model) gets its object back; schema keywords outside the subset are refused by
+    name. The tiny model's own greedy answer is not JSON, so the constraint is what makes it."""
+    try:
+        import jsonschema
+        import pydantic
+    except ImportError as e:
+        print(f"SKIP response_format checks: {e} (python3-jsonschema; pydantic comes with openai)")
+        return
+    server = ServerProcess(binary, model_dir)
+    try:
+        client = server.client()
+        hello = [{"role": "user", "content": "Describe yourself."}]
+        plain = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=40,
+                                               temperature=0).choices[0].message.content
+        try:
+            json.loads(plain)
+            plain_is_json = True
+        except ValueError:
+            plain_is_json = False
+        check(not plain_is_json, f"without response_format the answer is not JSON: {plain[:40]!r}")
+
+        # json_object: '}' favoured, so the object closes at once (a random model's keys would run
+        # on to max_tokens); the answer parses, and ends with "stop" at the end-of-sequence token.
+        close = str(ord("}"))  # the byte-level tokenizer's id of a byte is the byte
+        r = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=40,
+                                           temperature=0, response_format={"type": "json_object"},
+                                           logit_bias={close: 30})
+        content = r.choices[0].message.content
+        check(isinstance(json.loads(content), dict) and r.choices[0].finish_reason == "stop",
+              f"json_object: {content!r} parses as an object ({r.choices[0].finish_reason})")
+
+        schema = {"type": "object", "additionalProperties": False,
+                  "required": ["answer", "count", "ok", "tags"],
+                  "properties": {"answer": {"enum": ["yes", "no", "maybe"]},
+                                 "count": {"type": "integer"}, "ok": {"type": "boolean"},
+                                 "tags": {"type": "array", "maxItems": 3,
+                                          "items": {"enum": ["red", "green"]}}}}
+        fmt = {"type": "json_schema",
+               "json_schema": {"name": "verdict", "schema": schema, "strict": True}}
+        answers = []
+        for seed in range(6):
+            r = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=800,
+                                               temperature=1.0, seed=seed, response_format=fmt)
+            answers.append((r.choices[0].message.content, r.choices[0].finish_reason))
+        valid = 0
+        for content, reason in answers:
+            try:
+                jsonschema.validate(json.loads(content), schema)
+                valid += reason == "stop"
+            except (ValueError, jsonschema.ValidationError) as e:
+                print(f"  not valid: {content!r}: {e}")
+        check(valid == len(answers),
+              f"json_schema: {valid} of {len(answers)} sampled answers validate "
+              f"(jsonschema) and stop: {answers[0][0]!r}")
+        check(len({a for a, _ in answers}) > 1, "json_schema: sampled answers differ by seed")
+        # Streamed, the same answer.
+        whole = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=800,
+                                               temperature=0, response_format=fmt)
+        parts = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=800,
+                                               temperature=0, response_format=fmt, stream=True)
+        streamed = "".join(c.choices[0].delta.content or "" for c in parts if c.choices)
+        check(streamed == whole.choices[0].message.content,
+              f"json_schema streamed equals the whole answer: {streamed!r}")
+
+        # The client's structured outputs: a pydantic model, sent as a strict schema with $defs.
+        class Colour(pydantic.BaseModel):
+            name: str = pydantic.Field(max_length=6)
+            warm: bool
+
+        class Verdict(pydantic.BaseModel):
+            answer: typing.Literal["yes", "no"]
+            score: int
+            colour: Colour
+
+        parsed = client.beta.chat.completions.parse(model=MODEL_NAME, messages=hello,
+                                                    max_tokens=800, temperature=0,
+                                                    response_format=Verdict)
+        got = parsed.choices[0].message.parsed
+        check(isinstance(got, Verdict) and len(got.colour.name) <= 6,
+              f"beta.chat.completions.parse(response_format=Verdict): {got!r}")
+
+        for bad, says in [({"type": "string", "pattern": "^a"}, "'pattern' is not supported"),
+                          ({"type": "integer", "minimum": 3},
+                           "'minimum' is not supported"),
+                          ({"$ref": "#/$defs/none"}, "names no schema")]:
+            expect_error(openai.BadRequestError,
+                         lambda: client.chat.completions.create(
+                             model=MODEL_NAME, messages=hello, response_format={
+                                 "type": "json_schema",
+                                 "json_schema": {"name": "x", "schema": bad}}),
+                         f"a schema with {bad}", says)
+        expect_error(openai.BadRequestError,
+                     lambda: client.chat.completions.create(
+                         model=MODEL_NAME, messages=hello, response_format={"type": "json_object"},
+                         extra_body={"ignore_eos": True}),
+                     "response_format with ignore_eos", "ignore_eos")
+    finally:
+        server.stop()
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     shutil.rmtree(work, ignore_errors=True)
@@ -663,6 +755,7 @@ def main():
     write_model(model_dir, with_tokenizer=True)
     test_text_server(binary, model_dir, work)
     test_key_cors_tokenize(binary, model_dir, work)
+    test_response_format(binary, model_dir)
     test_ids_server(binary, model_dir, os.path.join(work, "ids-only"))
     test_policies(binary, model_dir)
     print(f"{PASSED[0]} passed, {len(FAILURES)} failed")

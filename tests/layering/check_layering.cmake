@@ -3,9 +3,10 @@
 #
 #   runtime  <  storage, optim  <  parallel  <  inference  <  launcher
 #
-# storage and optim are peers: neither includes the other. tests/, benchmarks/, fuzz/ and
-# examples/ sit on top and may include anything, so they are not scanned. Only quoted includes
-# whose first path part names a layer ("parallel/zero3.h") are checked; system headers pass.
+# storage and optim are peers: neither includes the other. tests/, benchmarks/, fuzz/, examples/
+# and python/ (the bindings) sit on top and may include anything, so they are not scanned. Only
+# quoted includes whose first path part names a layer ("parallel/zero3.h") are checked; system
+# headers pass.
 #
 #   cmake -DSY_SOURCE_DIR=<repository root> [-DSY_STAMP=<file to touch on success>]
 #         -P tests/layering/check_layering.cmake

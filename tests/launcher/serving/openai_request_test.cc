@@ -156,10 +156,6 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
   ExpectRefused(false, R"({"prompt": "x", "logit_bias": [5]})", "'logit_bias' must be");
   ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
                 "'tools'");
-  ExpectRefused(true,
-                R"({"messages": [{"role": "user", "content": "x"}],
-                    "response_format": {"type": "json_object"}})",
-                "'response_format'");
   // Issue 46, finding 9: fields this server does not know are refused by name, not ignored.
   for (const char* field : {"typical_p", "mirostat", "guided_json", "unknown_field"}) {
     ExpectRefused(false, std::string(R"({"prompt": "x", ")") + field + R"(": 1})",
@@ -181,6 +177,51 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
                                    "logprobs": false, "tools": [],
                                    "response_format": {"type": "text"}})")
                   .ok());
+}
+
+TEST(OpenAiRequestTest, ResponseFormatCompilesItsSchemaInTheBodysOrder) {
+  auto chat = [](const std::string& format) {
+    return ParseChatRequest(
+        R"({"messages": [{"role": "user", "content": "x"}], "response_format": )" + format + "}");
+  };
+  EXPECT_EQ(chat(R"({"type": "text"})")->params.grammar, nullptr);
+  ASSERT_NE(chat(R"({"type": "json_object"})")->params.grammar, nullptr);
+  // "b" before "a", as the body gives them (a JSON object's members would sort them).
+  Result<ChatRequest> r =
+      chat(R"({"type": "json_schema", "json_schema": {"name": "x", "strict": true,
+      "schema": {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "null"}},
+                 "required": ["b", "a"], "additionalProperties": false}}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  GrammarMatcher in_order(r->params.grammar), sorted(r->params.grammar);
+  EXPECT_TRUE(in_order.AdvanceAll(R"({"b":1,"a":null})") && in_order.can_end());
+  EXPECT_FALSE(sorted.AdvanceAll(R"({"a":null,"b":1})"));
+  // The same for a completion.
+  EXPECT_NE(ParseCompletionRequest(R"({"prompt": "x", "response_format": {"type": "json_object"}})")
+                ->params.grammar,
+            nullptr);
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}],
+                          "response_format": {"type": "json_schema", "json_schema": {"name": "x",
+                            "schema": {"type": "string", "pattern": "a+"}}}})",
+                "'response_format.json_schema': schema: 'pattern' is not supported");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}],
+                          "response_format": {"type": "yaml"}})",
+                "'response_format.type' = \"yaml\"");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}],
+                          "response_format": {"type": "json_schema"}})",
+                "must be an object with a 'schema'");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}],
+                          "response_format": {"type": "json_object", "schema": {}}})",
+                "'response_format.schema' is not supported");
+  // A schema of more names than kMaxSchemaMembers is refused before it is read in order.
+  std::string many = R"({"type": "object", "properties": {)";
+  for (size_t i = 0; i <= kMaxSchemaMembers; ++i) {
+    many += (i ? ", " : "") + std::string("\"p") + std::to_string(i) + R"(": {})";
+  }
+  ExpectRefused(true,
+                R"({"messages": [{"role": "user", "content": "x"}], "response_format":
+                          {"type": "json_schema", "json_schema": {"schema": )" +
+                    many + "}}}}}",
+                "holds more than 4096 names");
 }
 
 TEST(OpenAiRequestTest, BadChatsAreRefused) {

@@ -1,9 +1,9 @@
-#include "launcher/serving/answer_stream.h"
+#include "inference/answer_stream.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace sy::serving {
+namespace sy {
 
 AnswerStream::AnswerStream(std::shared_ptr<RequestHandle> handle, const Tokenizer* tokenizer,
                            std::vector<std::string> stop_strings,
@@ -76,4 +76,4 @@ AnswerPiece AnswerStream::Next(std::chrono::milliseconds timeout) {
   return piece;
 }
 
-}  // namespace sy::serving
+}  // namespace sy

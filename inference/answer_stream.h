@@ -1,17 +1,17 @@
-// AnswerStream: one request's answer, as the server hands it out while it is produced. It reads
-// the request's RequestHandle (inference/engine_thread.h), turns the tokens into text (the
-// tokenizer's TextStreamer, which holds back an incomplete UTF-8 character), cuts the text at the
-// first stop string (inference/stop_strings.h) and then cancels the request, and says how the
-// answer finished in the API's words: "stop" (a stop token or a stop string), "length"
-// (max_tokens), or "abort" (cancelled: the client left or the server is stopping).
+// AnswerStream: one request's answer, as a server (launcher/serving/) or the Python API (python/)
+// hands it out while it is produced. It reads the request's RequestHandle
+// (inference/engine_thread.h), turns the tokens into text (the tokenizer's TextStreamer, which
+// holds back an incomplete UTF-8 character), cuts the text at the first stop string
+// (inference/stop_strings.h) and then cancels the request, and says how the answer finished in the
+// OpenAI API's words: "stop" (a stop token or a stop string), "length" (max_tokens), or "abort"
+// (cancelled: the client left or the server is stopping).
 //
 // A stop token (the model's end of sequence, or a stop_token_ids entry) ends the answer: it is in
 // the ids (as `switchyard generate` prints it) but not in the text. Without a tokenizer there is
 // no text, only ids.
 //
 // Ownership: shares the handle with the engine thread; borrows the tokenizer (it outlives the
-// stream). Thread-safety: one thread at a time (under the request's lock in the server); Cancel
-// and SetNotify from any thread.
+// stream). Thread-safety: one thread at a time; Cancel and SetNotify from any thread.
 #pragma once
 
 #include <chrono>
@@ -27,7 +27,7 @@
 #include "inference/tokenizer.h"
 #include "runtime/core/status.h"
 
-namespace sy::serving {
+namespace sy {
 
 // What the answer gained since the previous AnswerStream::Next.
 struct AnswerPiece {
@@ -67,4 +67,4 @@ class AnswerStream {
   double ttft_seconds_ = 0.0;
 };
 
-}  // namespace sy::serving
+}  // namespace sy
