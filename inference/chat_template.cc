@@ -8,6 +8,7 @@
 #include "inference/gguf_model.h"
 #include "inference/gguf_tokenizer.h"
 #include "inference/tokenizer_config.h"
+#include "inference/tool_calls.h"
 #include "runtime/core/read_file.h"
 #include "storage/formats/text_file.h"
 
@@ -21,7 +22,8 @@ constexpr size_t kMaxConfigBytes = 64u << 20;  // a tokenizer_config.json with a
 Result<ChatTemplate> ChatTemplate::Parse(std::string_view source, std::string bos_token,
                                          std::string eos_token) {
   SY_ASSIGN_OR_RETURN(JinjaTemplate jinja, JinjaTemplate::Parse(source));
-  return ChatTemplate(std::move(jinja), std::move(bos_token), std::move(eos_token));
+  return ChatTemplate(std::move(jinja), std::move(bos_token), std::move(eos_token),
+                      TemplateUsesHermesToolCalls(source));
 }
 
 Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
@@ -73,8 +75,8 @@ Result<ChatTemplate> ChatTemplate::Load(const std::string& dir) {
 }
 
 Result<std::string> ChatTemplate::Render(std::span<const ChatMessageText> messages,
-                                         bool add_generation_prompt,
-                                         const nlohmann::json& kwargs) const {
+                                         bool add_generation_prompt, const nlohmann::json& kwargs,
+                                         const nlohmann::ordered_json& tools) const {
   nlohmann::ordered_json context = nlohmann::ordered_json::object();
   if (!kwargs.is_null()) {
     if (!kwargs.is_object()) {
@@ -82,7 +84,8 @@ Result<std::string> ChatTemplate::Render(std::span<const ChatMessageText> messag
     }
     for (const auto& [name, value] : kwargs.items()) {
       if (name == "messages" || name == "add_generation_prompt" || name == "bos_token" ||
-          name == "eos_token" || name == "unk_token" || name == "pad_token") {
+          name == "eos_token" || name == "unk_token" || name == "pad_token" ||
+          (name == "tools" && !tools.is_null())) {
         return InvalidArgumentError("chat_template_kwargs." + name +
                                     " is set by the server; choose another variable");
       }
@@ -91,9 +94,14 @@ Result<std::string> ChatTemplate::Render(std::span<const ChatMessageText> messag
   }
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const ChatMessageText& m : messages) {
-    list.push_back({{"role", m.role}, {"content", m.content}});
+    nlohmann::ordered_json message = {{"role", m.role}, {"content", m.content}};
+    if (m.fields.is_object()) {
+      for (const auto& [name, value] : m.fields.items()) message[name] = value;
+    }
+    list.push_back(std::move(message));
   }
   context["messages"] = std::move(list);
+  if (!tools.is_null()) context["tools"] = tools;
   context["add_generation_prompt"] = add_generation_prompt;
   context["bos_token"] = bos_token_;
   context["eos_token"] = eos_token_;

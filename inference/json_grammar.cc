@@ -223,6 +223,7 @@ class GrammarBuilder {
   // ---- JSON Schema
   Result<int32_t> Schema(const json& root, const json& node, const std::string& where) {
     root_schema_ = &root;
+    refs_.clear();  // "#/$defs/NAME" names a definition of this schema
     return Node(node, where);
   }
 
@@ -492,6 +493,17 @@ Result<Grammar> Grammar::FromJsonSchema(const json& schema) {
   GrammarBuilder builder;
   SY_ASSIGN_OR_RETURN(int32_t root, builder.Schema(schema, schema, "schema"));
   return builder.Finish(root);
+}
+
+Result<Grammar> Grammar::OneOfFramed(const std::vector<Framed>& frames) {
+  GrammarBuilder builder;
+  std::vector<Sequence> alts;
+  for (const Framed& frame : frames) {
+    SY_ASSIGN_OR_RETURN(int32_t value, builder.Schema(frame.schema, frame.schema, frame.where));
+    alts.push_back(Join({Literal(frame.before), {Ref(value)}, Literal(frame.after)}));
+  }
+  if (alts.empty()) return InvalidArgumentError("no value to choose from");
+  return builder.Finish(builder.Rule(std::move(alts)));
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)

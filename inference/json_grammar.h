@@ -57,6 +57,15 @@ class Grammar {
   // them); InvalidArgument naming the keyword and where it is
   // ("schema.properties.age: 'minimum' is not supported ...") for what the subset above lacks.
   static Result<Grammar> FromJsonSchema(const nlohmann::ordered_json& schema);
+  // One of several values, each a value of its schema between two fixed texts (a tool call:
+  // inference/tool_calls.h). Errors as FromJsonSchema's, with `where` naming the frame.
+  struct Framed {
+    std::string before;
+    nlohmann::ordered_json schema;
+    std::string after;
+    std::string where;  // "tools[2].function.parameters"
+  };
+  static Result<Grammar> OneOfFramed(const std::vector<Framed>& frames);
 
   const std::vector<std::vector<Sequence>>& rules() const { return rules_; }
   int32_t root() const { return root_; }

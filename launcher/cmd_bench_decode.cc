@@ -3,7 +3,7 @@
 // measured and how).
 //
 //   switchyard bench decode --model DIR [--prompt-len P --gen-len G --warmup W --threads T
-//                           --dtype bf16 --stream-mib M --stream-repeats R --seed S --json FILE]
+//                           --dtype auto --stream-mib M --stream-repeats R --seed S --json FILE]
 #include <cstdio>
 #include <string>
 
@@ -28,7 +28,9 @@ class BenchDecodeCommand : public Command {
     app.add_option("--warmup", options_.warmup, "Untimed decode steps before them (default 2)")
         ->check(IntegerRange(0, 1 << 20));
     AddThreadsOption(app, &options_.threads);
-    app.add_option("--dtype", dtype_, "Weight dtype: f32, bf16, f16 (default bf16)");
+    app.add_option("--dtype", dtype_,
+                   "Weight dtype: auto (the model's torch_dtype or GGUF type), f32, bf16, f16 "
+                   "(default auto)");
     AddQuantizeOptions(app, &quantize_);
     app.add_option("--stream-mib", options_.stream_mib,
                    "Read array of the bandwidth probe in MiB; the copy uses two of half that. "
@@ -46,7 +48,7 @@ class BenchDecodeCommand : public Command {
 
  private:
   Status RunStatus() {
-    SY_ASSIGN_OR_RETURN(options_.dtype, ParseDType(dtype_));
+    SY_ASSIGN_OR_RETURN(options_.dtype, WeightDTypeFlag(dtype_, options_.model_dir));
     SY_ASSIGN_OR_RETURN(options_.expert_dtype, ParseQuantizeFlags(quantize_, options_.dtype));
     options_.keep_quantized_matrices = quantize_.quantize.empty();
     SY_ASSIGN_OR_RETURN(DecodeBenchResult result, RunDecodeBench(options_));
@@ -56,7 +58,7 @@ class BenchDecodeCommand : public Command {
   }
 
   DecodeBenchOptions options_;
-  std::string dtype_ = "bf16";
+  std::string dtype_ = "auto";
   QuantizeFlags quantize_;
   JsonOutput json_;
 };

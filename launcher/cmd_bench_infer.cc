@@ -5,7 +5,7 @@
 //   switchyard bench infer --model DIR --policies resident,ondemand,... [--prompt-len P
 //       --gen-len G --batch B --device sim --link-gbps X --link-latency-us U --device-mem BYTES
 //       --device-slots N --device-cache lru --store uring:PATH --host-cache-experts N
-//       --dtype bf16 --repeats R --seed S --threads T --json FILE --plot DIR]
+//       --dtype auto --repeats R --seed S --threads T --json FILE --plot DIR]
 #include <cstdio>
 #include <string>
 
@@ -63,7 +63,8 @@ class BenchInferCommand : public Command {
     app.add_flag("--pregate", options_.pregate,
                  "Load the checkpoint as a pre-gated model (MoE layer m's pre-gate = layer m+1's "
                  "gate), for the pregated policy; every policy then runs that model");
-    app.add_option("--dtype", options_.dtype, "Weight dtype: f32, bf16, f16 (default bf16)");
+    app.add_option("--dtype", dtype_,
+                   "Weight dtype: auto (the model's torch_dtype), f32, bf16, f16 (default auto)");
     AddQuantizeOptions(app, &quantize_);
     app.add_option("--repeats", options_.repeats,
                    "Timed runs per policy; times are medians (default 1)")
@@ -81,7 +82,8 @@ class BenchInferCommand : public Command {
 
  private:
   Status RunStatus() {
-    SY_ASSIGN_OR_RETURN(DType dtype, ParseDType(options_.dtype));
+    SY_ASSIGN_OR_RETURN(DType dtype, WeightDTypeFlag(dtype_, options_.model_dir));
+    options_.dtype = std::string(DTypeName(dtype));
     SY_ASSIGN_OR_RETURN(std::optional<DType> experts, ParseQuantizeFlags(quantize_, dtype));
     options_.expert_dtype = experts ? std::string(DTypeName(*experts)) : "";
     SY_ASSIGN_OR_RETURN(InferBenchResult result, RunInferBench(options_));
@@ -98,6 +100,7 @@ class BenchInferCommand : public Command {
   }
 
   InferBenchOptions options_;
+  std::string dtype_ = "auto";
   QuantizeFlags quantize_;
   JsonOutput json_;
   std::string plot_;

@@ -6,6 +6,8 @@
 // expert access traces (recorded routing traces, or the standard Zipf traces), at cache sizes of
 // 10-50% of the experts (storage/tools/policy_bench.h). It lives here, beside the store benchmark,
 // as the other half of the storage stack's measurements.
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -45,6 +47,7 @@ class BenchStoreCommand : public Command {
     app.add_flag("!--no-verify", options_.verify_reads,
                  "Skip the checksum check of read extents (the I/O path alone)");
     app.add_option("--output", output_, "Also write the Markdown table to this file");
+    AddJsonOptions(app, &json_);
   }
 
   int Run() override {
@@ -72,25 +75,48 @@ class BenchStoreCommand : public Command {
       if (!kind.ok()) return ExitCode(kind.status().WithContext("--checksum"));
       options_.checksum = *kind;
     }
-    std::printf("bench store on %s (block %s, queue depth %s, %d in flight, checksum %s)\n",
-                options_.dir.c_str(), storage::FormatBytes(options_.io.block_size).c_str(),
-                options_.match_fio_depth ? "matched to fio"
-                                         : std::to_string(options_.io.queue_depth).c_str(),
-                options_.extents_in_flight,
-                std::string(storage::ChecksumKindName(options_.checksum)).c_str());
+    // With --json, stdout holds the JSON alone: the progress and the table go to stderr.
+    std::FILE* text = json_.print ? stderr : stdout;
+    std::fprintf(text, "bench store on %s (block %s, queue depth %s, %d in flight, checksum %s)\n",
+                 options_.dir.c_str(), storage::FormatBytes(options_.io.block_size).c_str(),
+                 options_.match_fio_depth ? "matched to fio"
+                                          : std::to_string(options_.io.queue_depth).c_str(),
+                 options_.extents_in_flight,
+                 std::string(storage::ChecksumKindName(options_.checksum)).c_str());
     Result<storage::StoreBenchReport> report =
-        storage::RunStoreBench(options_, [](const storage::StoreBenchRow& row) {
-          std::printf("  %-8s %-5s %-4s %-9s %7.3f GB/s  fio %7.3f GB/s  ratio %.2f\n",
-                      storage::FormatBytes(row.extent_bytes).c_str(), row.op.c_str(),
-                      row.pattern.c_str(), row.file_system.c_str(), row.gbps, row.fio_gbps,
-                      row.ratio());
-          std::fflush(stdout);
+        storage::RunStoreBench(options_, [text](const storage::StoreBenchRow& row) {
+          std::fprintf(text, "  %-8s %-5s %-4s %-9s %7.3f GB/s  fio %7.3f GB/s  ratio %.2f\n",
+                       storage::FormatBytes(row.extent_bytes).c_str(), row.op.c_str(),
+                       row.pattern.c_str(), row.file_system.c_str(), row.gbps, row.fio_gbps,
+                       row.ratio());
+          std::fflush(text);
         });
     if (!report.ok()) return ExitCode(report.status());
     std::string table = storage::FormatStoreBench(*report);
-    std::printf("\n%s", table.c_str());
-    if (!report->fio_version.empty()) std::printf("fio: %s\n", report->fio_version.c_str());
-    return output_.empty() ? 0 : ExitCode(WriteFileReplacing(output_, table));
+    std::fprintf(text, "\n%s", table.c_str());
+    if (!report->fio_version.empty()) std::fprintf(text, "fio: %s\n", report->fio_version.c_str());
+    if (!output_.empty()) {
+      if (int code = ExitCode(WriteFileReplacing(output_, table)); code != 0) return code;
+    }
+    nlohmann::json rows = nlohmann::json::array();
+    for (const storage::StoreBenchRow& row : report->rows) {
+      rows.push_back({{"file_system", row.file_system},
+                      {"requested", row.requested},
+                      {"extent_bytes", row.extent_bytes},
+                      {"queue_depth", row.queue_depth},
+                      {"op", row.op},
+                      {"pattern", row.pattern},
+                      {"gbps", row.gbps},
+                      {"fio_gbps", row.fio_gbps},
+                      {"paired_ratio", row.paired_ratio}});
+    }
+    const nlohmann::json json = {{"dir", options_.dir},
+                                 {"block_bytes", options_.io.block_size},
+                                 {"extents_in_flight", options_.extents_in_flight},
+                                 {"checksum", storage::ChecksumKindName(options_.checksum)},
+                                 {"fio_version", report->fio_version},
+                                 {"rows", rows}};
+    return ExitCode(EmitJson(json_, json.dump(2)).status());
   }
 
  private:
@@ -100,6 +126,7 @@ class BenchStoreCommand : public Command {
   std::string block_size_;
   std::string checksum_;
   std::string output_;
+  JsonOutput json_;
   int queue_depth_ = 0;
 };
 
@@ -127,6 +154,7 @@ class BenchCacheCommand : public Command {
         ->check(IntegerRange(0, INT64_MAX));
     app.add_option("--save-traces", save_dir_, "Write the Zipf traces into this directory");
     app.add_option("--output", output_, "Also write the Markdown table to this file");
+    AddJsonOptions(app, &json_);
   }
 
   int Run() override {
@@ -135,11 +163,33 @@ class BenchCacheCommand : public Command {
     if (!traces.ok()) return ExitCode(traces.status());
     std::vector<storage::PolicyBenchRow> rows = storage::RunPolicyBench(*traces, options_);
     std::string table = storage::FormatPolicyBench(rows);
-    std::printf("MoESys LFU: threshold %g, beta %g, K %lld steps; warm-up %.0f%% of steps\n\n%s",
-                options_.lfu.threshold, options_.lfu.beta,
-                static_cast<long long>(options_.lfu.decay_every), options_.warmup_fraction * 100,
-                table.c_str());
-    return output_.empty() ? 0 : ExitCode(WriteFileReplacing(output_, table));
+    std::fprintf(json_.print ? stderr : stdout,
+                 "MoESys LFU: threshold %g, beta %g, K %lld steps; warm-up %.0f%% of steps\n\n%s",
+                 options_.lfu.threshold, options_.lfu.beta,
+                 static_cast<long long>(options_.lfu.decay_every), options_.warmup_fraction * 100,
+                 table.c_str());
+    if (!output_.empty()) {
+      if (int code = ExitCode(WriteFileReplacing(output_, table)); code != 0) return code;
+    }
+    nlohmann::json json_rows = nlohmann::json::array();
+    for (const storage::PolicyBenchRow& row : rows) {
+      json_rows.push_back({{"trace", row.trace},
+                           {"fraction", row.fraction},
+                           {"capacity", row.capacity},
+                           {"accesses", row.accesses},
+                           {"hit_rate",
+                            {{"lfu", row.lfu},
+                             {"lru", row.lru},
+                             {"wtinylfu", row.wtinylfu},
+                             {"belady", row.belady}}}});
+    }
+    const nlohmann::json json = {{"lfu",
+                                  {{"threshold", options_.lfu.threshold},
+                                   {"beta", options_.lfu.beta},
+                                   {"decay_every", options_.lfu.decay_every}}},
+                                 {"warmup_fraction", options_.warmup_fraction},
+                                 {"rows", json_rows}};
+    return ExitCode(EmitJson(json_, json.dump(2)).status());
   }
 
  private:
@@ -149,6 +199,7 @@ class BenchCacheCommand : public Command {
   uint64_t seed_ = 1;
   std::string save_dir_;
   std::string output_;
+  JsonOutput json_;
 };
 
 }  // namespace

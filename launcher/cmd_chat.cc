@@ -82,7 +82,7 @@ class ChatCommand : public Command {
                  static_cast<long long>(context));
 
     std::vector<ChatMessageText> conversation;
-    if (!system_.empty()) conversation.push_back({"system", system_});
+    if (!system_.empty()) conversation.push_back({"system", system_, {}});
     const size_t opening = conversation.size();
     std::string line;
     while (true) {
@@ -95,7 +95,7 @@ class ChatCommand : public Command {
         continue;
       }
       if (line.empty()) continue;
-      conversation.push_back({"user", line});
+      conversation.push_back({"user", line, {}});
       Result<std::string> answer =
           Turn(*engine, chat_template, *tokenizer, conversation, context, eos);
       if (!answer.ok()) {
@@ -104,7 +104,7 @@ class ChatCommand : public Command {
         std::fprintf(stderr, "%s\n", answer.status().message().c_str());
         continue;
       }
-      conversation.push_back({"assistant", *answer});
+      conversation.push_back({"assistant", *answer, {}});
     }
     return Status::Ok();
   }

@@ -86,7 +86,7 @@ class TokenizeCommand : public Command {
           !m.contains("content") || !m["content"].is_string()) {
         return InvalidArgumentError(chat_file_ + ": a message without a role and content string");
       }
-      messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+      messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>(), {}});
     }
     const bool add = root.value("add_generation_prompt", true);
     SY_ASSIGN_OR_RETURN(

@@ -223,23 +223,22 @@ Result<DType> ModelWeightDType(const std::string& path) {
 Status ParseInferenceFlags(const InferenceFlags& flags, InferenceOptions* options) {
   // --model ORG/NAME: a model in the Hugging Face cache.
   SY_ASSIGN_OR_RETURN(options->model_path, ResolveModelPath(options->model_path));
-  if (flags.dtype == "auto") {
-    SY_ASSIGN_OR_RETURN(const DType dtype, ModelWeightDType(options->model_path));
-    options->weight_dtype = dtype;
-    SY_ASSIGN_OR_RETURN(options->expert_dtype, ParseQuantizeFlags(flags.quantize, dtype));
-    options->keep_quantized_matrices = flags.quantize.quantize.empty();
-    return Status::Ok();
-  }
-  Result<DType> dtype = ParseDType(flags.dtype);
-  if (!dtype.ok() || IsQuantized(*dtype)) {
-    return InvalidArgumentError("--dtype " + flags.dtype +
-                                ": expected f32, bf16 or f16 (quantized experts: --quantize "
-                                "experts --quant-type q8_0)");
-  }
-  options->weight_dtype = *dtype;
-  SY_ASSIGN_OR_RETURN(options->expert_dtype, ParseQuantizeFlags(flags.quantize, *dtype));
+  SY_ASSIGN_OR_RETURN(options->weight_dtype, WeightDTypeFlag(flags.dtype, options->model_path));
+  SY_ASSIGN_OR_RETURN(options->expert_dtype,
+                      ParseQuantizeFlags(flags.quantize, options->weight_dtype));
   options->keep_quantized_matrices = flags.quantize.quantize.empty();
   return Status::Ok();
+}
+
+Result<DType> WeightDTypeFlag(const std::string& dtype, const std::string& model_path) {
+  if (dtype == "auto") return ModelWeightDType(model_path);
+  Result<DType> parsed = ParseDType(dtype);
+  if (!parsed.ok() || IsQuantized(*parsed)) {
+    return InvalidArgumentError("--dtype " + dtype +
+                                ": expected auto, f32, bf16 or f16 (quantized experts: --quantize "
+                                "experts --quant-type q8_0)");
+  }
+  return *parsed;
 }
 
 void PrintError(const Status& status) {

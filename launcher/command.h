@@ -59,7 +59,7 @@ CLI::Validator NumberRange(double min, double max);
 void AddThreadsOption(CLI::App& app, int* threads);
 // --json prints the command's figures as JSON on stdout, in place of its text; --json-out FILE
 // also writes them to FILE (replacing it). Every command that reports figures (inspect, plan,
-// perplexity, bench decode, bench infer) takes both, the same way.
+// perplexity, bench decode, bench infer, bench store, bench cache) takes both, the same way.
 struct JsonOutput {
   bool print = false;
   std::string file;
@@ -97,6 +97,10 @@ void AddInferenceOptions(CLI::App& app, InferenceOptions* options, InferenceFlag
 // Sets options->weight_dtype and options->expert_dtype from `flags`; InvalidArgument naming the
 // flag.
 Status ParseInferenceFlags(const InferenceFlags& flags, InferenceOptions* options);
+// --dtype of a command that loads `model_path`: "auto" (the model's own: config.json's
+// torch_dtype, a GGUF's float type, f32 for a training checkpoint or when nothing says), f32, bf16
+// or f16; InvalidArgument naming the flag otherwise.
+Result<DType> WeightDTypeFlag(const std::string& dtype, const std::string& model_path);
 
 // Prints "error: <status message>" to stderr.
 void PrintError(const Status& status);

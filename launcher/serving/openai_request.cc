@@ -133,14 +133,14 @@ constexpr std::string_view kCommonFields[] = {
     "seed", "stream", "stream_options",
     "stop", "stop_token_ids", "ignore_eos", "user", "n", "best_of", "echo", "logprobs",
     "top_logprobs", "presence_penalty", "frequency_penalty", "suffix", "logit_bias", "tools",
-    "functions", "response_format"};
+    "functions", "response_format", "tool_choice", "parallel_tool_calls"};
 // clang-format on
 constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens",
                                             "chat_template_kwargs"};
 constexpr std::string_view kCompletionFields[] = {"prompt"};
 
-constexpr std::string_view kTokenizeFields[] = {"model", "prompt", "messages",
-                                                "add_generation_prompt", "chat_template_kwargs"};
+constexpr std::string_view kTokenizeFields[] = {
+    "model", "prompt", "messages", "add_generation_prompt", "chat_template_kwargs", "tools"};
 constexpr std::string_view kDetokenizeFields[] = {"model", "tokens"};
 
 // A field outside `allowed` and `more` is refused by name.
@@ -160,7 +160,7 @@ Status RefuseUnknownFields(const json& root, std::span<const std::string_view> a
 }
 
 // Fields this server does not implement: refused unless they have their neutral value.
-Status RefuseUnsupported(const json& root) {
+Status RefuseUnsupported(const json& root, bool chat) {
   auto neutral = [&](std::string_view name, const json& ok_value) -> Status {
     const json* v = Field(root, name);
     if (v == nullptr || *v == ok_value) return Status::Ok();
@@ -170,7 +170,10 @@ Status RefuseUnsupported(const json& root) {
   SY_RETURN_IF_ERROR(neutral("best_of", 1));
   SY_RETURN_IF_ERROR(neutral("echo", false));
   SY_RETURN_IF_ERROR(neutral("suffix", ""));
-  SY_RETURN_IF_ERROR(neutral("tools", json::array()));
+  if (!chat) {  // tools are a chat's
+    SY_RETURN_IF_ERROR(neutral("tools", json::array()));
+    SY_RETURN_IF_ERROR(neutral("tool_choice", json("none")));
+  }
   SY_RETURN_IF_ERROR(neutral("functions", json::array()));
   return Status::Ok();
 }
@@ -186,6 +189,22 @@ size_t CountMembers(const json& v, size_t limit) {
     }
   }
   return n;
+}
+
+// The body's top-level member `name`, read again as an ordered_json (its objects keep the order
+// the body gives their members). The caller bounds its size first: an ordered_json object finds a
+// key by walking its members.
+Result<nlohmann::ordered_json> InBodyOrder(std::string_view body, std::string_view name) {
+  using ordered = nlohmann::ordered_json;
+  const ordered::parser_callback_t only_it = [name](int depth, ordered::parse_event_t event,
+                                                    ordered& parsed) {
+    return depth != 1 || event != ordered::parse_event_t::key || parsed == name;
+  };
+  ordered again = ordered::parse(body, only_it, /*allow_exceptions=*/false);
+  if (!again.is_object() || !again.contains(name)) {
+    return InternalError("the body did not parse again");
+  }
+  return std::move(again.at(name));
 }
 
 // response_format: none for {"type": "text"}, any JSON object for {"type": "json_object"}, the
@@ -236,17 +255,8 @@ Result<std::shared_ptr<const Grammar>> ResponseFormat(const json& root, std::str
                                 std::to_string(kMaxSchemaMembers) + " names; the limit is " +
                                 std::to_string(kMaxSchemaMembers));
   }
-  using ordered = nlohmann::ordered_json;
-  const ordered::parser_callback_t only_the_format = [](int depth, ordered::parse_event_t event,
-                                                        ordered& parsed) {
-    return depth != 1 || event != ordered::parse_event_t::key || parsed == "response_format";
-  };
-  const ordered again = ordered::parse(body, only_the_format, /*allow_exceptions=*/false);
-  if (!again.is_object() || !again.contains("response_format")) {
-    return InternalError("the body did not parse again");
-  }
-  Result<Grammar> grammar =
-      Grammar::FromJsonSchema(again.at("response_format").at("json_schema").at("schema"));
+  SY_ASSIGN_OR_RETURN(const nlohmann::ordered_json format, InBodyOrder(body, "response_format"));
+  Result<Grammar> grammar = Grammar::FromJsonSchema(format.at("json_schema").at("schema"));
   if (!grammar.ok()) return grammar.status().WithContext("'response_format.json_schema'");
   return std::make_shared<const Grammar>(std::move(grammar).value());
 }
@@ -256,7 +266,7 @@ Result<SamplingParams> ParseSampling(const json& root, bool chat, std::string_vi
       RefuseUnknownFields(root, kCommonFields,
                           chat ? std::span<const std::string_view>(kChatFields)
                                : std::span<const std::string_view>(kCompletionFields)));
-  SY_RETURN_IF_ERROR(RefuseUnsupported(root));
+  SY_RETURN_IF_ERROR(RefuseUnsupported(root, chat));
   SamplingParams p;
   SY_ASSIGN_OR_RETURN(p.grammar, ResponseFormat(root, body));
   SY_ASSIGN_OR_RETURN(p.stream, GetBool(root, "stream", false));
@@ -431,6 +441,144 @@ Result<json> TemplateKwargs(const json& root) {
   return *v;
 }
 
+// tools: [{"type": "function", "function": {"name", "description", "parameters", "strict"}}],
+// in the body's order (the template prints them).
+Result<nlohmann::ordered_json> ParseTools(const json& root, std::string_view body) {
+  const json* tools = Field(root, "tools");
+  if (tools == nullptr) return nlohmann::ordered_json();
+  if (!tools->is_array()) return WrongType("tools", "an array of functions", *tools);
+  if (tools->empty()) return nlohmann::ordered_json();
+  if (tools->size() > kMaxTools) {
+    return InvalidArgumentError("'tools' holds " + std::to_string(tools->size()) +
+                                " functions; at most " + std::to_string(kMaxTools));
+  }
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object() || t.value("type", json()) != "function" || !t.contains("function") ||
+        !t["function"].is_object()) {
+      return InvalidArgumentError(at + " must be {\"type\": \"function\", \"function\": {...}}");
+    }
+    for (const auto& [key, value] : t.items()) {
+      if (key != "type" && key != "function") {
+        return InvalidArgumentError(at + "." + key + " is not supported (type, function)");
+      }
+    }
+    const json& f = t["function"];
+    for (const auto& [key, value] : f.items()) {
+      if (key != "name" && key != "description" && key != "parameters" && key != "strict") {
+        return InvalidArgumentError(at + ".function." + key +
+                                    " is not supported (name, description, parameters, strict)");
+      }
+    }
+    const json* name = Field(f, "name");
+    if (name == nullptr || !name->is_string() || name->get<std::string>().empty() ||
+        name->get<std::string>().size() > 64 ||
+        name->get<std::string>().find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+            std::string::npos) {
+      return InvalidArgumentError(at + ".function.name must be 1 to 64 letters, digits, _ or -");
+    }
+    if (const json* d = Field(f, "description"); d != nullptr && !d->is_string()) {
+      return WrongType(at + ".function.description", "a string", *d);
+    }
+    if (const json* p = Field(f, "parameters"); p != nullptr && !p->is_object()) {
+      return WrongType(at + ".function.parameters", "a JSON Schema object", *p);
+    }
+  }
+  if (CountMembers(*tools, kMaxSchemaMembers) > kMaxSchemaMembers) {
+    return InvalidArgumentError("'tools' holds more than " + std::to_string(kMaxSchemaMembers) +
+                                " names; the limit is " + std::to_string(kMaxSchemaMembers));
+  }
+  return InBodyOrder(body, "tools");
+}
+
+// tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": N}} with N
+// one of the tools; without it, auto when there are tools.
+Result<ToolChoice> ParseToolChoice(const json& root, const nlohmann::ordered_json& tools) {
+  ToolChoice choice;
+  choice.kind = tools.is_null() ? ToolChoice::kNone : ToolChoice::kAuto;
+  const json* c = Field(root, "tool_choice");
+  if (c == nullptr) return choice;
+  if (c->is_string()) {
+    const std::string kind = c->get<std::string>();
+    if (kind == "none") {
+      choice.kind = ToolChoice::kNone;
+    } else if (kind == "auto") {
+      choice.kind = tools.is_null() ? ToolChoice::kNone : ToolChoice::kAuto;
+    } else if (kind == "required") {
+      choice.kind = ToolChoice::kRequired;
+    } else {
+      return InvalidArgumentError("'tool_choice' = \"" + kind +
+                                  "\" is not one of none, auto, required");
+    }
+  } else if (c->is_object() && c->value("type", json()) == "function" && c->contains("function") &&
+             (*c)["function"].is_object() && (*c)["function"].contains("name") &&
+             (*c)["function"]["name"].is_string()) {
+    choice.kind = ToolChoice::kNamed;
+    choice.name = (*c)["function"]["name"].get<std::string>();
+  } else {
+    return InvalidArgumentError("'tool_choice' = " + c->dump() +
+                                " must be none, auto, required or {\"type\": \"function\", "
+                                "\"function\": {\"name\": ...}}");
+  }
+  if (choice.kind != ToolChoice::kNone && choice.kind != ToolChoice::kAuto && tools.is_null()) {
+    return InvalidArgumentError("'tool_choice' asks for a tool call, and 'tools' is empty");
+  }
+  if (choice.kind == ToolChoice::kNamed) {
+    bool found = false;
+    for (const auto& t : tools) found = found || t["function"]["name"] == choice.name;
+    if (!found) {
+      return InvalidArgumentError("'tool_choice' names the function \"" + choice.name +
+                                  "\", which 'tools' does not hold");
+    }
+  }
+  return choice;
+}
+
+// A message's fields besides role and content: an assistant's tool_calls, a tool message's
+// tool_call_id, a name. Any other field that is not null is refused.
+Result<nlohmann::ordered_json> MessageFields(const json& m, const std::string& at,
+                                             const std::string& role) {
+  nlohmann::ordered_json fields;
+  for (const auto& [key, value] : m.items()) {
+    if (key == "role" || key == "content" || value.is_null()) continue;
+    if (key == "name") {
+      if (!value.is_string()) return WrongType(at + ".name", "a string", value);
+      fields["name"] = value.get<std::string>();
+    } else if (key == "tool_call_id" && role == "tool") {
+      if (!value.is_string()) return WrongType(at + ".tool_call_id", "a string", value);
+      fields["tool_call_id"] = value.get<std::string>();
+    } else if (key == "tool_calls" && role == "assistant") {
+      if (!value.is_array() || value.size() > kMaxTools) {
+        return WrongType(at + ".tool_calls", "an array of at most 128 calls", value);
+      }
+      nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < value.size(); ++i) {
+        const json& call = value[i];
+        const std::string where = at + ".tool_calls[" + std::to_string(i) + "]";
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object() ||
+            !call["function"].contains("name") || !call["function"]["name"].is_string() ||
+            !call["function"].contains("arguments") || !call["function"]["arguments"].is_string()) {
+          return InvalidArgumentError(where +
+                                      " must be {\"id\", \"type\": \"function\", \"function\": "
+                                      "{\"name\", \"arguments\" (a JSON text)}}");
+        }
+        nlohmann::ordered_json out = nlohmann::ordered_json::object();
+        if (call.contains("id") && call["id"].is_string()) out["id"] = call["id"];
+        out["type"] = "function";
+        out["function"] = {{"name", call["function"]["name"].get<std::string>()},
+                           {"arguments", call["function"]["arguments"].get<std::string>()}};
+        calls.push_back(std::move(out));
+      }
+      fields["tool_calls"] = std::move(calls);
+    } else {
+      return InvalidArgumentError(at + "." + key + " is not supported in a " + role + " message");
+    }
+  }
+  return fields;
+}
+
 // The 'messages' of a chat (or of a chat to tokenize).
 Result<std::vector<ChatMessage>> ParseMessages(const json& root) {
   std::vector<ChatMessage> out;
@@ -461,6 +609,7 @@ Result<std::vector<ChatMessage>> ParseMessages(const json& root) {
     } else if (message.role != "assistant") {
       return InvalidArgumentError(at + " needs a \"content\"");
     }
+    SY_ASSIGN_OR_RETURN(message.fields, MessageFields(m, at, message.role));
     out.push_back(std::move(message));
   }
   return out;
@@ -492,6 +641,9 @@ Result<ChatRequest> ParseChatRequest(std::string_view body) {
   SY_ASSIGN_OR_RETURN(out.messages, ParseMessages(root));
   SY_ASSIGN_OR_RETURN(out.chat_template_kwargs, TemplateKwargs(root));
   SY_ASSIGN_OR_RETURN(out.params, ParseSampling(root, /*chat=*/true, body));
+  SY_ASSIGN_OR_RETURN(out.tools, ParseTools(root, body));
+  SY_ASSIGN_OR_RETURN(out.tool_choice, ParseToolChoice(root, out.tools));
+  SY_ASSIGN_OR_RETURN(out.parallel_tool_calls, GetBool(root, "parallel_tool_calls", true));
   return out;
 }
 
@@ -509,6 +661,7 @@ Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
     SY_ASSIGN_OR_RETURN(out.messages, ParseMessages(root));
     SY_ASSIGN_OR_RETURN(out.add_generation_prompt, GetBool(root, "add_generation_prompt", true));
     SY_ASSIGN_OR_RETURN(out.chat_template_kwargs, TemplateKwargs(root));
+    SY_ASSIGN_OR_RETURN(out.tools, ParseTools(root, body));
   } else {
     if (!prompt->is_string()) return WrongType("prompt", "a string", *prompt);
     out.prompt = prompt->get<std::string>();

@@ -5,8 +5,8 @@
 // A body is refused, with InvalidArgument naming the field and what it accepts, when it is not a
 // JSON object, is larger than kMaxBodyBytes, nests deeper or repeats a key (storage::
 // ParseStrictJson, storage/formats/text_file.h, parses it), has a field of the wrong type or out of
-// range, has a field this server does not know, or asks for something it does not do (tools, echo,
-// suffix, best_of > 1, a response_format schema keyword outside inference/json_grammar.h's
+// range, has a field this server does not know, or asks for something it does not do (echo, suffix,
+// best_of > 1, tools on a completion, a schema keyword outside inference/json_grammar.h's
 // subset): refused, never ignored, so a client never gets an answer computed differently from
 // what it asked for. `user` (an end-user id) changes nothing and is taken. Whether a request fits
 // the model (its context, its vocabulary, the served model's name) is for the server to check;
@@ -43,7 +43,8 @@ inline constexpr size_t kMaxMessages = 4096;
 inline constexpr int64_t kMaxChoices = 16;           // 'n' at most
 inline constexpr size_t kMaxLogitBias = 300;         // as the OpenAI API
 inline constexpr int64_t kMaxTokensLimit = 1 << 24;  // larger max_tokens are refused as absurd
-inline constexpr size_t kMaxSchemaMembers = 4096;    // names in a response_format schema
+inline constexpr size_t kMaxSchemaMembers = 4096;    // names in a response_format schema or tools
+inline constexpr size_t kMaxTools = 128;
 
 // What both endpoints take besides the prompt.
 struct SamplingParams {
@@ -83,6 +84,15 @@ struct CompletionRequest {
 struct ChatMessage {
   std::string role;     // system, user, assistant, tool or developer
   std::string content;  // the text parts joined
+  // An assistant's "tool_calls" ([{id, type, function: {name, arguments}}]), a tool message's
+  // "tool_call_id", a "name": as the chat template sees them; null when none.
+  nlohmann::ordered_json fields;
+};
+
+// tool_choice: whether and how the answer calls the request's tools (docs/serving.md, "Tools").
+struct ToolChoice {
+  enum Kind : uint8_t { kNone, kAuto, kRequired, kNamed } kind = kNone;
+  std::string name;  // kNamed: the function
 };
 
 struct ChatRequest {
@@ -90,6 +100,11 @@ struct ChatRequest {
   std::vector<ChatMessage> messages;  // 1 .. kMaxMessages
   // chat_template_kwargs (vLLM's): an object of extra template variables, or null.
   nlohmann::json chat_template_kwargs;
+  // tools: null, or the functions ([{"type": "function", "function": {"name", "description",
+  // "parameters", "strict"}}], at most kMaxTools), their members in the order the body gives.
+  nlohmann::ordered_json tools;
+  ToolChoice tool_choice;           // default: auto with tools, none without
+  bool parallel_tool_calls = true;  // false: an answer's first call only
   SamplingParams params;
 };
 
@@ -109,6 +124,7 @@ struct TokenizeRequest {
   std::vector<ChatMessage> messages;  // a chat otherwise
   bool add_generation_prompt = true;
   nlohmann::json chat_template_kwargs;  // as ChatRequest's
+  nlohmann::ordered_json tools;         // as ChatRequest's
 };
 Result<TokenizeRequest> ParseTokenizeRequest(std::string_view body);
 

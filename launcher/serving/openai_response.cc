@@ -75,6 +75,20 @@ json LogprobsJson(Endpoint endpoint, Logprobs logprobs) {
 
 }  // namespace
 
+// [{"id": "call-<prefix>-<k>", "type": "function", "function": {"name", "arguments"}}], each with
+// its "index" in a streamed delta.
+json ToolCallsJson(std::span<const ToolCall> calls, std::string_view prefix, bool indexed) {
+  json out = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    json call = {{"id", "call-" + std::string(prefix) + "-" + std::to_string(k)},
+                 {"type", "function"},
+                 {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+    if (indexed) call["index"] = k;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 std::string FullResponse(const ResponseHeader& header, std::span<const ChoiceText> choices,
                          const Usage& usage) {
   json out = Base(header, /*chunk=*/false);
@@ -86,6 +100,11 @@ std::string FullResponse(const ResponseHeader& header, std::span<const ChoiceTex
                    {"finish_reason", c.finish_reason}};
     if (header.endpoint == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] =
+            ToolCallsJson(c.tool_calls, c.tool_call_id_prefix, /*indexed=*/false);
+      }
     } else {
       choice["text"] = c.text;
     }
@@ -100,7 +119,8 @@ std::string FullResponse(const ResponseHeader& header, std::span<const ChoiceTex
 std::string StreamChunk(const ResponseHeader& header, int index, std::string_view text,
                         std::span<const int32_t> token_ids,
                         std::optional<std::string_view> finish_reason, bool first,
-                        Logprobs logprobs) {
+                        Logprobs logprobs, std::span<const ToolCall> tool_calls,
+                        std::string_view tool_call_id_prefix) {
   json out = Base(header, /*chunk=*/true);
   json choice = {{"index", index}, {"logprobs", LogprobsJson(header.endpoint, logprobs)}};
   choice["finish_reason"] = finish_reason ? json(*finish_reason) : json(nullptr);
@@ -108,6 +128,9 @@ std::string StreamChunk(const ResponseHeader& header, int index, std::string_vie
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (!text.empty() || (first && !finish_reason)) delta["content"] = text;
+    if (!tool_calls.empty()) {
+      delta["tool_calls"] = ToolCallsJson(tool_calls, tool_call_id_prefix, /*indexed=*/true);
+    }
     choice["delta"] = delta;
   } else {
     choice["text"] = text;

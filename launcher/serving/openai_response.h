@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "inference/tool_calls.h"
+
 namespace sy::serving {
 
 enum class Endpoint : uint8_t { kCompletion, kChat };
@@ -55,8 +57,12 @@ struct Usage {
 struct ChoiceText {
   std::string_view text;
   std::span<const int32_t> token_ids;
-  std::string_view finish_reason;  // "stop" or "length"
+  std::string_view finish_reason;  // "stop", "length" or "tool_calls"
   Logprobs logprobs;
+  // A chat's tool calls (then `text` is the content besides them, null when empty); each call's
+  // id is "call-<prefix>-<k>".
+  std::span<const ToolCall> tool_calls;
+  std::string tool_call_id_prefix;
 };
 
 // The whole answer: its choices (index 0, 1, ...) and the usage.
@@ -65,10 +71,12 @@ std::string FullResponse(const ResponseHeader& header, std::span<const ChoiceTex
 
 // One streamed chunk (the JSON after "data: "). A chat's first chunk (`first`) carries the
 // assistant role; the last one carries `finish_reason` (and usually no text).
+// `tool_calls` (a chat's, with ids as ChoiceText's) go in the delta's "tool_calls".
 std::string StreamChunk(const ResponseHeader& header, int index, std::string_view text,
                         std::span<const int32_t> token_ids,
                         std::optional<std::string_view> finish_reason, bool first,
-                        Logprobs logprobs = {});
+                        Logprobs logprobs = {}, std::span<const ToolCall> tool_calls = {},
+                        std::string_view tool_call_id_prefix = "");
 
 // The chunk after the last one when the client asked for stream_options.include_usage: no
 // choices, the usage.

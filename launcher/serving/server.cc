@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "inference/answer_stream.h"
+#include "inference/tool_calls.h"
 #include "launcher/serving/openai_request.h"
 #include "launcher/serving/openai_response.h"
 
@@ -145,6 +146,8 @@ struct Server::Prepared {
   SamplingParams params;
   int64_t prompt_tokens = 0;
   std::shared_ptr<const ConstraintVocabulary> vocabulary;  // with a response_format grammar
+  bool tool_calls = false;          // the answers are read for <tool_call> blocks (PrepareTools)
+  bool parallel_tool_calls = true;  // false: the first call only
 };
 
 // One request on its connection. libmicrohttpd calls back for it on its connection's event-loop
@@ -209,7 +212,14 @@ struct Server::Exchange {
   bool streamed = false;
   bool include_usage = false;
   int64_t prompt_tokens = 0;
-  int32_t logprobs = -1;                 // the request's (SamplingParams::logprobs)
+  int32_t logprobs = -1;            // the request's (SamplingParams::logprobs)
+  bool tool_calls = false;          // Prepared::tool_calls
+  bool parallel_tool_calls = true;  // Prepared::parallel_tool_calls
+  // An answer read for tool calls: its blocks as calls (the first only without
+  // parallel_tool_calls), the rest as content.
+  ParsedToolCalls ReadToolCalls(const std::string& text) const {
+    return ParseHermesToolCalls(text, parallel_tool_calls ? SIZE_MAX : 1);
+  }
   const Tokenizer* tokenizer = nullptr;  // the served model's, for the logprobs' texts
   bool client_left = false;
   bool stopping = false;          // past the drain: answer or close now, never wait again
@@ -581,12 +591,28 @@ struct HttpCallbacks {
     }
     x.NoteTtft();
     std::vector<ChoiceText> choices;
-    for (const Exchange::Choice& c : x.choices) {
+    std::vector<ParsedToolCalls> calls(x.choices.size());
+    for (size_t i = 0; i < x.choices.size(); ++i) {
+      const Exchange::Choice& c = x.choices[i];
       if (!c.status.ok()) {
         return Queue(x, 500, ErrorBody(500, "generation failed: " + c.status.ToString()), kJson);
       }
-      choices.push_back(ChoiceText{c.text, c.ids, c.finish_reason,
-                                   Logprobs{x.logprobs >= 0 ? &c.token_logprobs : nullptr, 0}});
+      ChoiceText choice{c.text,
+                        c.ids,
+                        c.finish_reason,
+                        Logprobs{x.logprobs >= 0 ? &c.token_logprobs : nullptr, 0},
+                        {},
+                        {}};
+      if (x.tool_calls) {  // <tool_call> blocks become tool_calls; the rest is the content
+        calls[i] = x.ReadToolCalls(c.text);
+        if (!calls[i].calls.empty()) {
+          choice.text = calls[i].content;
+          choice.tool_calls = calls[i].calls;
+          choice.tool_call_id_prefix = x.header.id + "-" + std::to_string(i);
+          choice.finish_reason = "tool_calls";
+        }
+      }
+      choices.push_back(choice);
     }
     return Queue(x, 200,
                  FullResponse(x.header, choices, Usage{x.prompt_tokens, x.completion_tokens()}),
@@ -632,6 +658,28 @@ struct HttpCallbacks {
       }
       if (c.done) continue;
       AnswerPiece piece = x.Take(c);
+      if (x.tool_calls) {  // held until the answer ends, then sent whole, its calls read
+        c.text += piece.text;
+        if (!piece.finished) continue;
+        if (!piece.status.ok()) {
+          x.out += SseEvent(
+              ErrorResponse("generation failed: " + piece.status.ToString(), "server_error"));
+          continue;
+        }
+        const ParsedToolCalls parsed = x.ReadToolCalls(c.text);
+        const std::string prefix = h.id + "-" + std::to_string(i);
+        const std::string_view content = parsed.calls.empty() ? c.text : parsed.content;
+        if (!content.empty() || !c.ids.empty()) {
+          x.out += SseEvent(StreamChunk(h, index, content, c.ids, std::nullopt, false));
+        }
+        if (!parsed.calls.empty()) {
+          x.out += SseEvent(
+              StreamChunk(h, index, "", {}, "tool_calls", false, {}, parsed.calls, prefix));
+        } else {
+          x.out += SseEvent(StreamChunk(h, index, "", {}, piece.finish_reason, false));
+        }
+        continue;
+      }
       if (!piece.text.empty() || !piece.token_ids.empty()) {
         std::vector<TokenLogprobText> texts;
         if (x.logprobs >= 0) texts = LogprobTexts(x.tokenizer, piece.token_ids, piece.logprobs);
@@ -919,6 +967,8 @@ void Server::Work(const std::shared_ptr<Exchange>& x) {
   x->header.model = model_.name;
   x->streamed = p.params.stream;
   x->logprobs = p.params.logprobs;
+  x->tool_calls = p.tool_calls;
+  x->parallel_tool_calls = p.parallel_tool_calls;
   x->tokenizer = model_.tokenizer;
   x->include_usage = p.params.include_usage;
   x->prompt_tokens = p.prompt_tokens;
@@ -999,10 +1049,11 @@ Result<std::string> Server::Tokenize(const std::string& body, int* code) {
     if (model_.chat_template == nullptr) return InvalidArgumentError(model_.no_chat_template);
     std::vector<ChatMessageText> messages;
     for (ChatMessage& m : r.messages) {
-      messages.push_back(ChatMessageText{std::move(m.role), std::move(m.content)});
+      messages.push_back(
+          ChatMessageText{std::move(m.role), std::move(m.content), std::move(m.fields)});
     }
     SY_ASSIGN_OR_RETURN(text, model_.chat_template->Render(messages, r.add_generation_prompt,
-                                                           r.chat_template_kwargs));
+                                                           r.chat_template_kwargs, r.tools));
   }
   SY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, model_.tokenizer->Encode(text));
   return TokenizeResponse(ids, model_.context);
@@ -1027,6 +1078,43 @@ Result<std::string> Server::Detokenize(const std::string& body, int* code) {
   return DetokenizeResponse(text);
 }
 
+Status Server::PrepareTools(const nlohmann::ordered_json& tools, const ToolChoice& choice,
+                            bool parallel, Prepared* p) {
+  if (!model_.chat_template->uses_hermes_tool_calls()) {
+    return InvalidArgumentError("the model '" + model_.name +
+                                "' has a chat template that defines no tool-call format this "
+                                "server reads (<tool_call> blocks, as Qwen's and Hermes' "
+                                "templates ask for); send the request without 'tools'");
+  }
+  if (p->params.stream && p->params.logprobs >= 0) {
+    return InvalidArgumentError(
+        "'logprobs' with 'tools' and 'stream' is not supported: a "
+        "streamed answer with tools is sent whole when it ends");
+  }
+  p->tool_calls = true;
+  p->parallel_tool_calls = parallel;
+  if (choice.kind == ToolChoice::kRequired || choice.kind == ToolChoice::kNamed) {
+    if (p->params.grammar != nullptr) {
+      return InvalidArgumentError(
+          "'tool_choice' " +
+          std::string(choice.kind == ToolChoice::kRequired ? "\"required\"" : "naming a function") +
+          " and 'response_format' both constrain the answer: send one");
+    }
+    // The answer is one call, of the named function or of any: constrained as response_format
+    // is, to the function's parameters schema.
+    std::vector<std::pair<std::string, nlohmann::ordered_json>> functions;
+    for (const auto& t : tools) {
+      const std::string name = t["function"]["name"].get<std::string>();
+      if (choice.kind == ToolChoice::kNamed && name != choice.name) continue;
+      functions.emplace_back(name, t["function"].value("parameters", nlohmann::ordered_json()));
+    }
+    Result<Grammar> grammar = HermesToolCallGrammar(functions);
+    if (!grammar.ok()) return grammar.status().WithContext("'tools'");
+    p->params.grammar = std::make_shared<const Grammar>(std::move(grammar).value());
+  }
+  return Status::Ok();
+}
+
 Result<std::shared_ptr<const ConstraintVocabulary>> Server::Vocabulary() {
   MutexLock lock(&vocabulary_mu_);
   if (vocabulary_ == nullptr) {
@@ -1045,13 +1133,20 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
   std::optional<std::string> text;
   std::vector<ChatMessageText> messages;
   nlohmann::json template_kwargs;
+  nlohmann::ordered_json tools;
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
   if (chat) {
     SY_ASSIGN_OR_RETURN(ChatRequest r, ParseChatRequest(body));
     model_name = std::move(r.model);
     p.params = std::move(r.params);
     template_kwargs = std::move(r.chat_template_kwargs);
+    tool_choice = std::move(r.tool_choice);
+    parallel_tool_calls = r.parallel_tool_calls;
+    if (tool_choice.kind != ToolChoice::kNone) tools = std::move(r.tools);
     for (ChatMessage& m : r.messages) {
-      messages.push_back(ChatMessageText{std::move(m.role), std::move(m.content)});
+      messages.push_back(
+          ChatMessageText{std::move(m.role), std::move(m.content), std::move(m.fields)});
     }
   } else {
     SY_ASSIGN_OR_RETURN(CompletionRequest r, ParseCompletionRequest(body));
@@ -1063,9 +1158,12 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
   SY_RETURN_IF_ERROR(CheckModelName(model_name, code));
   if (chat) {
     if (model_.chat_template == nullptr) return InvalidArgumentError(model_.no_chat_template);
-    SY_ASSIGN_OR_RETURN(
-        std::string rendered,
-        model_.chat_template->Render(messages, /*add_generation_prompt=*/true, template_kwargs));
+    if (!tools.is_null()) {
+      SY_RETURN_IF_ERROR(PrepareTools(tools, tool_choice, parallel_tool_calls, &p));
+    }
+    SY_ASSIGN_OR_RETURN(std::string rendered,
+                        model_.chat_template->Render(messages, /*add_generation_prompt=*/true,
+                                                     template_kwargs, tools));
     text = std::move(rendered);
   }
   if (text.has_value()) {

@@ -54,6 +54,7 @@
 #include "inference/token_constraint.h"
 #include "inference/tokenizer.h"
 #include "launcher/serving/connection_table.h"
+#include "launcher/serving/openai_request.h"
 #include "launcher/serving/server_metrics.h"
 #include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
@@ -130,6 +131,12 @@ class Server {
   void Tick();
   // Counts the exchange's end in the metrics, once; cancels its request if it is still running.
   void Finish(Exchange& x);
+  // A chat with tools (tool_choice not none): refused when the model's template has no tool-call
+  // format; marks the answers to be read for calls (all of them, or the first without
+  // `parallel`); for "required" or a named function, constrains the answer to one call
+  // (p->params.grammar).
+  Status PrepareTools(const nlohmann::ordered_json& tools, const ToolChoice& choice, bool parallel,
+                      Prepared* p);
   // The tokens' bytes for response_format's constrained decoding, built at the first request
   // that asks for it (inference/token_constraint.h).
   Result<std::shared_ptr<const ConstraintVocabulary>> Vocabulary() SY_EXCLUDES(vocabulary_mu_);

@@ -288,7 +288,7 @@ NB_MODULE(_switchyard, m) {
            [](const Model& model, const std::vector<std::pair<std::string, std::string>>& messages,
               const std::string& kwargs_json) {
              std::vector<ChatMessageText> texts;
-             for (const auto& [role, content] : messages) texts.push_back({role, content});
+             for (const auto& [role, content] : messages) texts.push_back({role, content, {}});
              return Unwrap(model.RenderChat(texts, kwargs_json));
            })
       .def(

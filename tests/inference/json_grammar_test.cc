@@ -11,6 +11,7 @@
 
 #include "inference/json_grammar.h"
 #include "inference/token_constraint.h"
+#include "tests/inference/list_tokenizer.h"
 
 namespace sy {
 namespace {
@@ -169,24 +170,6 @@ TEST(JsonGrammarTest, HostileSchemasAreBounded) {
       std::make_shared<const Grammar>(std::move(Grammar::FromJsonSchema(chain)).value());
   EXPECT_TRUE(Accepts(ambiguous, R"("still a string")"));
 }
-
-// A tokenizer over a fixed list of token texts.
-class ListTokenizer : public Tokenizer {
- public:
-  explicit ListTokenizer(std::vector<std::string> tokens) : tokens_(std::move(tokens)) {}
-  Result<std::vector<int32_t>> Encode(std::string_view) const override {
-    return UnimplementedError("not needed");
-  }
-  Result<std::string> Decode(std::span<const int32_t> ids) const override {
-    std::string out;
-    for (int32_t id : ids) out += tokens_[static_cast<size_t>(id)];
-    return out;
-  }
-  int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
-
- private:
-  std::vector<std::string> tokens_;
-};
 
 // Follows `target` (a value of `grammar`) through a constraint over random tokens of
 // `alphabet`, checking every mask against each token matched on its own.

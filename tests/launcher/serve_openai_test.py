@@ -747,6 +747,109 @@ def test_response_format(binary, model_dir):
         server.stop()
 
 
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                                    "unit": {"enum": ["c", "f"]}},
+                   "required": ["city", "unit"], "additionalProperties": False}}}
+CLOCK_TOOL = {"type": "function", "function": {"name": "now", "description": "The time",
+                                               "parameters": {"type": "object", "properties": {}}}}
+
+
+def test_tools(binary, model_dir):
+    """tools and tool_choice (issue 45): the template renders the tools and a conversation with
+    calls and results as transformers' renderer does (compared through /tokenize); tool_choice
+    "required" and a named function make the answer a call whose arguments validate against the
+    function's parameters (jsonschema), returned as tool_calls with finish_reason "tool_calls";
+    "auto" lets a model that writes no <tool_call> block answer in text; what is not supported is
+    refused by name."""
+    try:
+        import jsonschema
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+    except ImportError as e:
+        print(f"SKIP tools checks: {e}")
+        return
+    server = ServerProcess(binary, model_dir)
+    try:
+        client = server.client()
+        conversation = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call-1", "type": "function",
+                "function": {"name": "get_weather",
+                             "arguments": '{"city": "Oslo", "unit": "c"}'}}]},
+            {"role": "tool", "tool_call_id": "call-1", "content": "5 C, rain"}]
+        template, bos, eos = chat_templates.FAMILIES["qwen3_moe"]
+        want = _compile_jinja_template(template).render(
+            messages=conversation, tools=[WEATHER_TOOL, CLOCK_TOOL], add_generation_prompt=True,
+            bos_token=bos, eos_token=eos)
+        ours = httpx.post(server.base + "/tokenize", timeout=30, json={
+            "messages": conversation, "tools": [WEATHER_TOOL, CLOCK_TOOL]}).json()
+        theirs = httpx.post(server.base + "/tokenize", timeout=30, json={"prompt": want}).json()
+        check(ours.get("tokens") == theirs.get("tokens") and "<tools>" in want,
+              f"tools and tool calls render as transformers renders them "
+              f"({len(theirs.get('tokens', []))} tokens)")
+
+        hello = [{"role": "user", "content": "Weather in Oslo?"}]
+        schema = WEATHER_TOOL["function"]["parameters"]
+        for choice in ["required", {"type": "function", "function": {"name": "get_weather"}}]:
+            r = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=200,
+                                               temperature=1.0, seed=3, tool_choice=choice,
+                                               tools=[WEATHER_TOOL, CLOCK_TOOL])
+            c = r.choices[0]
+            calls = c.message.tool_calls or []
+            ok = c.finish_reason == "tool_calls" and len(calls) == 1
+            if ok and calls[0].function.name == "get_weather":
+                try:
+                    jsonschema.validate(json.loads(calls[0].function.arguments), schema)
+                except (ValueError, jsonschema.ValidationError):
+                    ok = False
+            elif ok:
+                ok = choice == "required" and calls[0].function.name == "now"
+            check(ok, f"tool_choice {choice}: one call, arguments valid: "
+                      f"{[(t.function.name, t.function.arguments) for t in calls]} "
+                      f"({c.finish_reason})")
+        named = r.choices[0].message.tool_calls[0]
+        check(named.function.name == "get_weather" and named.id.startswith("call-") and
+              r.choices[0].message.content is None,
+              f"a named tool_choice calls that function, with an id and no content: {named}")
+
+        # auto: the tiny model writes no <tool_call> block, so its answer is text.
+        auto = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=20,
+                                              temperature=0, tools=[WEATHER_TOOL])
+        check(auto.choices[0].message.tool_calls is None and
+              auto.choices[0].finish_reason in ("stop", "length") and
+              auto.choices[0].message.content,
+              f"tool_choice auto without a call: text ({auto.choices[0].message.content!r})")
+
+        expect_error(openai.BadRequestError,
+                     lambda: client.chat.completions.create(
+                         model=MODEL_NAME, messages=hello, tools=[WEATHER_TOOL],
+                         tool_choice={"type": "function", "function": {"name": "other"}}),
+                     "a tool_choice naming no tool", "does not hold")
+        # Streamed: the answer comes whole at its end, its call as a delta's tool_calls.
+        chunks = list(client.chat.completions.create(
+            model=MODEL_NAME, messages=hello, max_tokens=200, temperature=1.0, seed=3,
+            tool_choice="required", tools=[WEATHER_TOOL, CLOCK_TOOL], stream=True))
+        streamed = [t for c in chunks if c.choices for t in (c.choices[0].delta.tool_calls or [])]
+        reasons = [c.choices[0].finish_reason for c in chunks if c.choices]
+        check(len(streamed) == 1 and streamed[0].function.arguments == named.function.arguments
+              and streamed[0].index == 0 and reasons[-1] == "tool_calls",
+              f"streamed tool_choice required: the same call as a delta ({streamed})")
+        # (parallel_tool_calls false keeps an answer's first call: tool_calls_test.)
+        r = client.chat.completions.create(model=MODEL_NAME, messages=hello, max_tokens=200,
+                                           temperature=1.0, seed=3, tool_choice="required",
+                                           tools=[WEATHER_TOOL], parallel_tool_calls=False)
+        check(r.choices[0].finish_reason == "tool_calls", "parallel_tool_calls false is taken")
+        expect_error(openai.BadRequestError,
+                     lambda: client.completions.create(model=MODEL_NAME, prompt="x",
+                                                       extra_body={"tools": [WEATHER_TOOL]}),
+                     "tools on a completion", "is not supported by this server")
+    finally:
+        server.stop()
+
+
 def main():
     binary, work = sys.argv[1], sys.argv[2]
     shutil.rmtree(work, ignore_errors=True)
@@ -756,6 +859,7 @@ def main():
     test_text_server(binary, model_dir, work)
     test_key_cors_tokenize(binary, model_dir, work)
     test_response_format(binary, model_dir)
+    test_tools(binary, model_dir)
     test_ids_server(binary, model_dir, os.path.join(work, "ids-only"))
     test_policies(binary, model_dir)
     print(f"{PASSED[0]} passed, {len(FAILURES)} failed")

@@ -154,8 +154,7 @@ TEST(OpenAiRequestTest, UnsupportedOptionsAreRefusedNotIgnored) {
   ExpectRefused(false, R"({"prompt": "x", "logit_bias": {"x": 10}})", "not a token id");
   ExpectRefused(false, R"({"prompt": "x", "logit_bias": {"5": 200}})", "[-100, 100]");
   ExpectRefused(false, R"({"prompt": "x", "logit_bias": [5]})", "'logit_bias' must be");
-  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
-                "'tools'");
+  ExpectRefused(false, R"({"prompt": "x", "tools": [{}]})", "'tools'");
   // Issue 46, finding 9: fields this server does not know are refused by name, not ignored.
   for (const char* field : {"typical_p", "mirostat", "guided_json", "unknown_field"}) {
     ExpectRefused(false, std::string(R"({"prompt": "x", ")") + field + R"(": 1})",
@@ -222,6 +221,57 @@ TEST(OpenAiRequestTest, ResponseFormatCompilesItsSchemaInTheBodysOrder) {
                           {"type": "json_schema", "json_schema": {"schema": )" +
                     many + "}}}}}",
                 "holds more than 4096 names");
+}
+
+TEST(OpenAiRequestTest, ToolsKeepTheirOrderAndToolChoiceNamesOneOfThem) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather",
+      "description": "Weather", "parameters": {"type": "object", "properties": {"city":
+      {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}}])";
+  Result<ChatRequest> r =
+      ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}], )" + tools + "}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tool_choice.kind, ToolChoice::kAuto);
+  // The body's order ("type" before "function"; "city" before "unit"), not sorted.
+  EXPECT_EQ(r->tools.dump().substr(0, 40), R"([{"type":"function","function":{"name":")");
+  EXPECT_LT(r->tools.dump().find("city"), r->tools.dump().find("unit"));
+  r = ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice":
+      {"type": "function", "function": {"name": "get_weather"}}, )" +
+                       tools + "}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tool_choice.kind, ToolChoice::kNamed);
+  EXPECT_EQ(r->tool_choice.name, "get_weather");
+  EXPECT_EQ(ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice":
+                                 "none", )" +
+                             tools + "}")
+                ->tool_choice.kind,
+            ToolChoice::kNone);
+  ExpectRefused(true,
+                R"({"messages": [{"role": "user", "content": "x"}], "tool_choice":
+      {"type": "function", "function": {"name": "other"}}, )" +
+                    tools + "}",
+                "names the function \"other\", which 'tools' does not hold");
+  ExpectRefused(true,
+                R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+                "'tools' is empty");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "maybe"})",
+                "not one of none, auto, required");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "a b"}}]})",
+                "tools[0].function.name must be 1 to 64 letters");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "f", "returns": {}}}]})",
+                "tools[0].function.returns is not supported");
+  // A conversation with a call and its result: the fields reach the template.
+  r = ParseChatRequest(R"({"messages": [{"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": null, "refusal": null, "tool_calls": [{"id": "c1",
+       "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "5 C"}], )" +
+                       tools + "}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->messages[1].fields["tool_calls"][0]["function"]["arguments"], R"({"city": "Oslo"})");
+  EXPECT_EQ(r->messages[2].fields["tool_call_id"], "c1");
+  ExpectRefused(true, R"({"messages": [{"role": "user", "content": "x", "tool_call_id": "c"}]})",
+                "messages[0].tool_call_id is not supported in a user message");
 }
 
 TEST(OpenAiRequestTest, BadChatsAreRefused) {
