@@ -185,10 +185,18 @@ std::tuple<std::string, std::string, size_t> Convert(const std::string& in, cons
   if (ep_size < 0) ThrowIfError(InvalidArgumentError("ep_size must be 0 (not given) or more"));
   options.shard_bytes = static_cast<uint64_t>(shard_mib) << 20;
   options.ep_size = ep_size;
+  // A callback that raises is not called again; its exception is raised once the conversion has
+  // ended (C++ code between here and it is not unwound by exceptions).
+  std::optional<nb::python_error> callback_error;
   if (!progress.is_none()) {
-    options.progress = [&progress](const std::string& line) {
+    options.progress = [&progress, &callback_error](const std::string& line) {
+      if (callback_error) return;
       nb::gil_scoped_acquire acquire;
-      progress(line);
+      try {
+        progress(line);
+      } catch (nb::python_error& e) {
+        callback_error.emplace(std::move(e));
+      }
     };
   }
   Result<convert::ConvertSummary> done = InternalError("not run");
@@ -196,6 +204,7 @@ std::tuple<std::string, std::string, size_t> Convert(const std::string& in, cons
     nb::gil_scoped_release release;
     done = convert::Convert(options);
   }
+  if (callback_error) throw std::move(*callback_error);
   ThrowIfError(done.status());
   return {done->from, done->to, done->tensors};
 }

@@ -47,7 +47,8 @@ def train(
     resume: continue from the newest checkpoint in checkpoint.dir; resume_from: from this file.
 
     Ctrl-C (or SIGTERM) stops the run after the current step with a checkpoint and raises
-    KeyboardInterrupt (SIGTERM returns); a second Ctrl-C ends the process at once.
+    KeyboardInterrupt (SIGTERM returns); a second Ctrl-C ends the process at once. One train()
+    runs at a time in a process.
     """
     if isinstance(config, Mapping):
         config_path, config_text = "<dict>", json.dumps(config)

@@ -34,6 +34,15 @@ def test_convert_to_gguf_and_hf_keeps_the_model(tiny_run, tmp_path):
         assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max()), converted
 
 
+def test_a_failing_progress_callback_is_raised_after_the_conversion(tiny_run, tmp_path):
+    def fail(line):
+        raise RuntimeError("progress bar broke")
+
+    with pytest.raises(RuntimeError, match="progress bar broke"):
+        switchyard.convert(str(tiny_run[0]), str(tmp_path / "out.gguf"), progress=fail)
+    assert os.path.exists(tmp_path / "out.gguf")  # the conversion itself finished
+
+
 def test_inspect_reports_and_checks(tiny_run, tmp_path):
     checkpoint = sorted(p for p in os.listdir(tiny_run[0]) if p.endswith(".h5"))[-1]
     report = switchyard.inspect(os.path.join(tiny_run[0], checkpoint), checksums=True)
