@@ -228,6 +228,22 @@ class GrammarBuilder {
   }
 
  private:
+  // Whether `v` is of the JSON Schema type (or one of the types) `type`.
+  static bool OfType(const json& v, const json& type) {
+    if (type.is_array()) {
+      for (const json& one : type) {
+        if (OfType(v, one)) return true;
+      }
+      return false;
+    }
+    if (!type.is_string()) return false;
+    const std::string t = type.get<std::string>();
+    return (t == "string" && v.is_string()) || (t == "integer" && v.is_number_integer()) ||
+           (t == "number" && v.is_number()) || (t == "boolean" && v.is_boolean()) ||
+           (t == "null" && v.is_null()) || (t == "array" && v.is_array()) ||
+           (t == "object" && v.is_object());
+  }
+
   Status Refuse(const std::string& where, const std::string& what) {
     return InvalidArgumentError(where + ": " + what);
   }
@@ -274,12 +290,32 @@ class GrammarBuilder {
                                  "lists the keywords that are)");
       }
     }
+    // A keyword that chooses the value outright ($ref, const, enum, anyOf, oneOf, allOf) takes no
+    // other constraint beside it (only `type` beside const and enum, which their values must
+    // match): one left unchecked would let through values the schema refuses.
+    for (const char* main : {"$ref", "const", "enum", "anyOf", "oneOf", "allOf"}) {
+      if (!node.contains(main)) continue;
+      const bool typed = std::string_view(main) == "const" || std::string_view(main) == "enum";
+      for (const auto& [key, value] : node.items()) {
+        if (key == main || Annotations().count(key) > 0 || (typed && key == "type")) continue;
+        return Refuse(where, "'" + key + "' beside '" + main + "' is not supported");
+      }
+      break;
+    }
     if (node.contains("$ref")) return Reference(node.at("$ref"), where);
-    if (node.contains("const")) return Rule({Literal(node.at("const").dump())});
-    if (node.contains("enum")) {
-      const json& values = node.at("enum");
+    if (node.contains("const") || node.contains("enum")) {
+      const bool is_const = node.contains("const");
+      const json values = is_const ? json::array({node.at("const")}) : node.at("enum");
       if (!values.is_array() || values.empty()) {
         return Refuse(where, "'enum' must be a non-empty array");
+      }
+      if (node.contains("type")) {
+        const json& t = node.at("type");
+        for (const json& v : values) {
+          if (!OfType(v, t)) {
+            return Refuse(where, "the value " + v.dump() + " is not of 'type' " + t.dump());
+          }
+        }
       }
       std::vector<std::string> texts;
       for (const json& v : values) texts.push_back(v.dump());

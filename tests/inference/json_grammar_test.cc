@@ -91,6 +91,9 @@ TEST(JsonGrammarTest, RefsRecurseAndUnionsChoose) {
   EXPECT_TRUE(
       Accepts(tree, R"({"v":1,"kids":[{"v":2,"kids":[]},{"v":3,"kids":[{"v":4,"kids":[]}]}]})"));
   EXPECT_FALSE(Accepts(tree, R"({"v":1,"kids":[{"v":2}]})"));
+  auto typed_enum = Schema(R"({"enum": ["a", null], "type": ["string", "null"], "title": "t"})");
+  EXPECT_TRUE(Accepts(typed_enum, "null"));
+  EXPECT_TRUE(Accepts(typed_enum, R"("a")"));
   auto maybe = Schema(R"({"type": ["string", "null"]})");
   EXPECT_TRUE(Accepts(maybe, "null"));
   EXPECT_TRUE(Accepts(maybe, R"("x")"));
@@ -130,6 +133,10 @@ TEST(JsonGrammarTest, UnsupportedKeywordsAreRefusedByName) {
       {R"({"type": "tuple"})", "is not a JSON Schema type"},
       {R"({"type": "array", "maxItems": 100000})", "'maxItems' = 100000 must be an integer"},
       {"false", "accepts no value"},
+      {R"({"$ref": "#/$defs/a", "type": "object", "$defs": {"a": {}}})",
+       "'type' beside '$ref' is not supported"},
+      {R"({"anyOf": [{"type": "string"}], "maxLength": 3})", "'maxLength' beside 'anyOf'"},
+      {R"({"enum": ["a", 1], "type": "string"})", "the value 1 is not of 'type' \"string\""},
   };
   for (const auto& [schema, message] : cases) {
     Result<Grammar> g = Grammar::FromJsonSchema(json::parse(schema));
