@@ -104,8 +104,13 @@ Status Model::CheckIds(std::span<const int32_t> ids, const char* what) const {
 Result<std::unique_ptr<AnswerStream>> Model::Generate(std::vector<int32_t> prompt,
                                                       SamplerOptions sampling,
                                                       std::vector<std::string> stop,
-                                                      bool ignore_eos) {
+                                                      bool ignore_eos,
+                                                      std::string_view response_format) {
   if (prompt.empty()) return InvalidArgumentError("the prompt is empty");
+  std::shared_ptr<GrammarConstraint> constraint;
+  if (!response_format.empty()) {
+    SY_ASSIGN_OR_RETURN(constraint, Constraint(response_format, ignore_eos));
+  }
   SY_RETURN_IF_ERROR(CheckIds(prompt, "prompt"));
   const auto prompt_len = static_cast<int64_t>(prompt.size());
   if (prompt_len >= context_) {
@@ -129,9 +134,52 @@ Result<std::unique_ptr<AnswerStream>> Model::Generate(std::vector<int32_t> promp
   GenerateRequest request;
   request.prompt = std::move(prompt);
   request.sampling = std::move(sampling);
+  request.constraint = std::move(constraint);
   SY_ASSIGN_OR_RETURN(std::shared_ptr<RequestHandle> handle, engine_->Submit(std::move(request)));
   return std::make_unique<AnswerStream>(std::move(handle), tokenizer_.get(), std::move(stop),
                                         std::move(stop_tokens));
+}
+
+Result<std::shared_ptr<GrammarConstraint>> Model::Constraint(std::string_view response_format,
+                                                             bool ignore_eos) {
+  const nlohmann::ordered_json format =
+      nlohmann::ordered_json::parse(response_format, nullptr, /*allow_exceptions=*/false);
+  const std::string type =
+      format.is_object() && format.contains("type") && format["type"].is_string()
+          ? format["type"].get<std::string>()
+          : "";
+  std::shared_ptr<const Grammar> grammar;
+  if (type == "json_object") {
+    grammar = std::make_shared<const Grammar>(Grammar::AnyJsonObject());
+  } else if (type == "json_schema" && format.contains("json_schema") &&
+             format["json_schema"].is_object() && format["json_schema"].contains("schema")) {
+    Result<Grammar> schema = Grammar::FromJsonSchema(format["json_schema"]["schema"]);
+    if (!schema.ok()) return schema.status().WithContext("response_format");
+    grammar = std::make_shared<const Grammar>(std::move(schema).value());
+  } else if (type != "text") {
+    return InvalidArgumentError(
+        "response_format must be {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
+        "\"json_schema\": {\"schema\": {...}}} (or {\"type\": \"text\"})");
+  }
+  if (grammar == nullptr) return std::shared_ptr<GrammarConstraint>();
+  if (tokenizer_ == nullptr) {
+    return FailedPreconditionError("response_format constrains text, and " + path() +
+                                   " has no tokenizer");
+  }
+  if (ignore_eos || eos_.empty()) {
+    return InvalidArgumentError(
+        "response_format ends the answer at the model's end-of-sequence token: " +
+        std::string(ignore_eos ? "ignore_eos turns it off" : path() + " names none"));
+  }
+  std::shared_ptr<const ConstraintVocabulary> vocabulary;
+  {
+    MutexLock lock(&vocabulary_mu_);
+    if (vocabulary_ == nullptr) {
+      SY_ASSIGN_OR_RETURN(vocabulary_, ConstraintVocabulary::Build(*tokenizer_, vocab_size()));
+    }
+    vocabulary = vocabulary_;
+  }
+  return std::make_shared<GrammarConstraint>(std::move(grammar), std::move(vocabulary), eos_);
 }
 
 Result<std::vector<float>> Model::Logits(std::vector<int32_t> ids) {

@@ -30,9 +30,11 @@
 #include "inference/engine_thread.h"
 #include "inference/perplexity.h"
 #include "inference/sampler.h"
+#include "inference/token_constraint.h"
 #include "inference/tokenizer.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
+#include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
 
 namespace sy::python {
@@ -81,9 +83,13 @@ class Model {
   // the answer unless `ignore_eos`; `stop` strings cut its text. InvalidArgument when the prompt
   // is empty, holds an id outside the vocabulary, or leaves no room for max_new_tokens in the
   // context (naming both); the sampler's errors.
+  // `response_format` ("", or the OpenAI API's {"type": "json_object"} or {"type": "json_schema",
+  // "json_schema": {"schema": ...}} as JSON text) constrains the answer as `switchyard serve`
+  // does (inference/token_constraint.h); it needs a tokenizer and an end-of-sequence token.
   Result<std::unique_ptr<AnswerStream>> Generate(std::vector<int32_t> prompt,
                                                  SamplerOptions sampling,
-                                                 std::vector<std::string> stop, bool ignore_eos);
+                                                 std::vector<std::string> stop, bool ignore_eos,
+                                                 std::string_view response_format = "");
   // The logits of every position of `ids`, f32 [ids.size(), vocab_size] row-major.
   Result<std::vector<float>> Logits(std::vector<int32_t> ids);
   // Perplexity over `ids` in chunks of options.context (inference/perplexity.h), at most the
@@ -93,12 +99,19 @@ class Model {
  private:
   Model() = default;
   Status CheckIds(std::span<const int32_t> ids, const char* what) const;
+  // The constraint of a response_format (null for text).
+  Result<std::shared_ptr<GrammarConstraint>> Constraint(std::string_view response_format,
+                                                        bool ignore_eos)
+      SY_EXCLUDES(vocabulary_mu_);
 
   std::unique_ptr<launcher::InferenceSession> session_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;
   std::vector<int32_t> eos_;
   int64_t context_ = 0;
+  // The tokens' bytes for response_format, built at its first use.
+  Mutex vocabulary_mu_;
+  std::shared_ptr<const ConstraintVocabulary> vocabulary_ SY_GUARDED_BY(vocabulary_mu_);
   // Declared last: destroyed first, while the session it borrows lives.
   std::unique_ptr<EngineThread> engine_;
 };

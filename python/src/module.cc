@@ -305,12 +305,18 @@ NB_MODULE(_switchyard, m) {
           [](Model& model, std::vector<int32_t> prompt, int64_t max_tokens, float temperature,
              float top_p, int32_t top_k, float min_p, float repetition_penalty,
              float presence_penalty, float frequency_penalty, uint64_t seed,
-             std::vector<std::string> stop, std::vector<int32_t> stop_token_ids, bool ignore_eos) {
+             std::vector<std::string> stop, std::vector<int32_t> stop_token_ids, bool ignore_eos,
+             const std::string& response_format) {
             SamplerOptions sampling =
                 Sampling(max_tokens, temperature, top_p, top_k, min_p, repetition_penalty,
                          presence_penalty, frequency_penalty, seed, std::move(stop_token_ids));
-            return std::make_unique<StreamedAnswer>(Unwrap(model.Generate(
-                std::move(prompt), std::move(sampling), std::move(stop), ignore_eos)));
+            Result<std::unique_ptr<AnswerStream>> answer = InternalError("not run");
+            {
+              nb::gil_scoped_release release;  // (the first response_format reads the vocabulary)
+              answer = model.Generate(std::move(prompt), std::move(sampling), std::move(stop),
+                                      ignore_eos, response_format);
+            }
+            return std::make_unique<StreamedAnswer>(Unwrap(std::move(answer)));
           },
           // The stream borrows the model's tokenizer: it keeps the model alive.
           nb::keep_alive<0, 1>())

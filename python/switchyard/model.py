@@ -150,6 +150,7 @@ class Model:
         stop_token_ids: Optional[Sequence[int]] = None,
         ignore_eos: bool = False,
         seed: int = 0,
+        response_format: Optional[dict] = None,
         stream: bool = False,
     ) -> Union[Completion, Iterator[Chunk]]:
         """Generates from `prompt` (text, or a list of token ids).
@@ -159,6 +160,9 @@ class Model:
             the penalties as in the OpenAI API and transformers; seed makes sampling repeatable.
         stop: strings that end the answer (not part of its text); stop_token_ids: ids that end it
             (part of its ids); ignore_eos: do not stop at the model's end-of-sequence tokens.
+        response_format: {"type": "json_object"} or {"type": "json_schema", "json_schema":
+            {"schema": {...}}}, as the OpenAI API's: the answer is constrained to it while it is
+            drawn (the schema subset and its refusals: docs/serving.md, "Structured output").
         stream: an iterator of Chunk as tokens are drawn, instead of a Completion at the end.
             Leaving the loop early cancels the rest.
         """
@@ -179,6 +183,7 @@ class Model:
             list(stop or []),
             [int(t) for t in (stop_token_ids or [])],
             bool(ignore_eos),
+            json.dumps(response_format) if response_format else "",
         )
         if stream:
             return _chunks(core_stream)

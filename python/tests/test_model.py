@@ -2,6 +2,7 @@
 tests/inference/hf_moe_oracle.py for logits, greedy decoding and perplexity; the Hugging Face
 `tokenizers` library for tokenize/detokenize; transformers' chat template renderer for
 apply_chat_template; and, when SWITCHYARD_BINARY is set, the CLI for sampled generation."""
+import json
 import math
 import os
 import subprocess
@@ -124,6 +125,29 @@ def test_stop_strings_and_eos(qwen3_model):
                                   ignore_eos=True)
     first = free.ids.index(free.ids[1])  # the token may come earlier
     assert forced.ids == free.ids[:first + 1] and forced.finish_reason == "stop"
+
+
+def test_response_format_constrains_the_answer(qwen3_model):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "additionalProperties": False, "required": ["answer", "n"],
+              "properties": {"answer": {"enum": ["yes", "no"]}, "n": {"type": "integer"}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    plain = qwen3_model.chat([{"role": "user", "content": "Hi"}], max_tokens=30)
+    with pytest.raises(ValueError):
+        json.loads(plain.text)  # the model's own answer is not JSON
+    for seed in range(3):
+        done = qwen3_model.chat([{"role": "user", "content": "Hi"}], max_tokens=200,
+                                temperature=1.0, seed=seed, response_format=fmt)
+        assert done.finish_reason == "stop"
+        jsonschema.validate(json.loads(done.text), schema)
+    obj = qwen3_model.generate("Hello", max_tokens=200, response_format={"type": "json_object"},
+                               temperature=0.7, seed=1)
+    assert obj.finish_reason == "length" or isinstance(json.loads(obj.text), dict)
+    with pytest.raises(ValueError, match="'pattern' is not supported"):
+        qwen3_model.generate("x", response_format={"type": "json_schema", "json_schema": {
+            "schema": {"type": "string", "pattern": "a"}}})
+    with pytest.raises(ValueError, match="ignore_eos"):
+        qwen3_model.generate("x", ignore_eos=True, response_format={"type": "json_object"})
 
 
 def test_perplexity_matches_the_oracle(qwen3_model, tiny_qwen3, oracle):
