@@ -257,6 +257,22 @@ class GrammarBuilder {
     return v.get<int64_t>();
   }
 
+  // (min, max) of a count pair (minLength/maxLength, minItems/maxItems); max -1: none.
+  Result<std::pair<int64_t, int64_t>> Bounds(const json& node, const char* min_key,
+                                             const char* max_key, const std::string& where) {
+    int64_t lo = 0, hi = -1;
+    if (node.contains(min_key)) {
+      SY_ASSIGN_OR_RETURN(lo, Count(node, min_key, where));
+    }
+    if (node.contains(max_key)) {
+      SY_ASSIGN_OR_RETURN(hi, Count(node, max_key, where));
+    }
+    if (hi >= 0 && hi < lo) {
+      return Refuse(where, std::string(max_key) + " is below " + min_key);
+    }
+    return std::make_pair(lo, hi);
+  }
+
   Result<int32_t> Node(const json& node, const std::string& where) {
     if (++depth_ > 64) return Refuse(where, "the schema nests deeper than 64 levels");
     if (++nodes_ > kMaxNodes) {
@@ -377,36 +393,22 @@ class GrammarBuilder {
 
   Result<int32_t> Typed(const json& node, const std::string& type, const std::string& where) {
     if (type == "string") {
-      int64_t lo = 0, hi = -1;
-      if (node.contains("minLength")) {
-        SY_ASSIGN_OR_RETURN(lo, Count(node, "minLength", where));
-      }
-      if (node.contains("maxLength")) {
-        SY_ASSIGN_OR_RETURN(hi, Count(node, "maxLength", where));
-      }
-      if (hi >= 0 && hi < lo) return Refuse(where, "maxLength is below minLength");
-      return String(lo, hi);
+      SY_ASSIGN_OR_RETURN(const auto bounds, Bounds(node, "minLength", "maxLength", where));
+      return String(bounds.first, bounds.second);
     }
     if (type == "number") return Number();
     if (type == "integer") return Integer();
     if (type == "boolean") return Rule({Literal("true"), Literal("false")});
     if (type == "null") return Rule({Literal("null")});
     if (type == "array") {
-      int64_t lo = 0, hi = -1;
-      if (node.contains("minItems")) {
-        SY_ASSIGN_OR_RETURN(lo, Count(node, "minItems", where));
-      }
-      if (node.contains("maxItems")) {
-        SY_ASSIGN_OR_RETURN(hi, Count(node, "maxItems", where));
-      }
-      if (hi >= 0 && hi < lo) return Refuse(where, "maxItems is below minItems");
+      SY_ASSIGN_OR_RETURN(const auto bounds, Bounds(node, "minItems", "maxItems", where));
       int32_t item = -1;
       if (node.contains("items")) {
         SY_ASSIGN_OR_RETURN(item, Node(node.at("items"), where + ".items"));
       } else {
         item = AnyValue();
       }
-      return Array(item, lo, hi);
+      return Array(item, bounds.first, bounds.second);
     }
     if (type == "object") return Object(node, where);
     return Refuse(where, "'type' = \"" + type + "\" is not a JSON Schema type");
@@ -540,6 +542,51 @@ Result<Grammar> Grammar::OneOfFramed(const std::vector<Framed>& frames) {
   }
   if (alts.empty()) return InvalidArgumentError("no value to choose from");
   return builder.Finish(builder.Rule(std::move(alts)));
+}
+
+Result<std::shared_ptr<const Grammar>> Grammar::ForResponseFormat(const json& format) {
+  auto member = [](const json& object, const char* name) -> const json* {
+    auto it = object.find(name);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+  };
+  if (!format.is_object() || member(format, "type") == nullptr || !format["type"].is_string()) {
+    return InvalidArgumentError("'response_format' = " + format.dump() +
+                                " must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                                "{\"type\": \"json_schema\", \"json_schema\": {...}}");
+  }
+  const std::string type = format["type"].get<std::string>();
+  for (const auto& [name, value] : format.items()) {
+    if (name != "type" && !(name == "json_schema" && type == "json_schema")) {
+      return InvalidArgumentError("'response_format." + name + "' is not supported with type \"" +
+                                  type + "\"");
+    }
+  }
+  if (type == "text") return std::shared_ptr<const Grammar>();
+  if (type == "json_object") {
+    static const auto kAnyObject = std::make_shared<const Grammar>(AnyJsonObject());
+    return kAnyObject;
+  }
+  if (type != "json_schema") {
+    return InvalidArgumentError("'response_format.type' = \"" + type +
+                                "\" is not one of text, json_object, json_schema");
+  }
+  const json* spec = member(format, "json_schema");
+  if (spec == nullptr || !spec->is_object()) {
+    return InvalidArgumentError("'response_format.json_schema' must be an object with a 'schema'");
+  }
+  for (const auto& [name, value] : spec->items()) {
+    if (name != "name" && name != "schema" && name != "strict" && name != "description") {
+      return InvalidArgumentError("'response_format.json_schema." + name +
+                                  "' is not supported (name, schema, strict, description)");
+    }
+  }
+  const json* schema = member(*spec, "schema");
+  if (schema == nullptr) {
+    return InvalidArgumentError("'response_format.json_schema.schema' is required");
+  }
+  Result<Grammar> grammar = FromJsonSchema(*schema);
+  if (!grammar.ok()) return grammar.status().WithContext("'response_format.json_schema'");
+  return std::make_shared<const Grammar>(std::move(grammar).value());
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)

@@ -66,6 +66,12 @@ class Grammar {
     std::string where;  // "tools[2].function.parameters"
   };
   static Result<Grammar> OneOfFramed(const std::vector<Framed>& frames);
+  // The OpenAI API's response_format: null for {"type": "text"}, any JSON object for
+  // {"type": "json_object"}, the schema's values for {"type": "json_schema", "json_schema":
+  // {"name", "schema", "strict", "description"}}. InvalidArgument naming the field for any other
+  // shape or member, and FromJsonSchema's errors. The server and the Python API both read it here.
+  static Result<std::shared_ptr<const Grammar>> ForResponseFormat(
+      const nlohmann::ordered_json& format);
 
   const std::vector<std::vector<Sequence>>& rules() const { return rules_; }
   int32_t root() const { return root_; }

@@ -75,6 +75,15 @@ Result<std::shared_ptr<const ConstraintVocabulary>> ConstraintVocabulary::Build(
   return std::shared_ptr<const ConstraintVocabulary>(std::move(v));
 }
 
+Result<std::shared_ptr<const ConstraintVocabulary>> ConstraintVocabularyCache::Get(
+    const Tokenizer& tokenizer, int64_t vocab_size) {
+  MutexLock lock(&mu_);
+  if (vocabulary_ == nullptr) {
+    SY_ASSIGN_OR_RETURN(vocabulary_, ConstraintVocabulary::Build(tokenizer, vocab_size));
+  }
+  return vocabulary_;
+}
+
 const std::string* ConstraintVocabulary::bytes(int32_t id) const {
   if (id < 0 || id >= vocab_size_) return nullptr;
   const int32_t e = entry_of_id_[static_cast<size_t>(id)];

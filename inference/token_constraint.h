@@ -25,6 +25,7 @@
 
 #include "inference/json_grammar.h"
 #include "inference/tokenizer.h"
+#include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
 
 namespace sy {
@@ -49,6 +50,18 @@ class ConstraintVocabulary {
   std::vector<Entry> entries_;
   std::vector<int32_t> entry_of_id_;  // -1: no entry
   int64_t vocab_size_ = 0;
+};
+
+// The vocabulary of one tokenizer, built at its first use (a server's first response_format, the
+// Python API's) and shared after. Thread-safe.
+class ConstraintVocabularyCache {
+ public:
+  Result<std::shared_ptr<const ConstraintVocabulary>> Get(const Tokenizer& tokenizer,
+                                                          int64_t vocab_size) SY_EXCLUDES(mu_);
+
+ private:
+  Mutex mu_;
+  std::shared_ptr<const ConstraintVocabulary> vocabulary_ SY_GUARDED_BY(mu_);
 };
 
 class GrammarConstraint {

@@ -207,58 +207,19 @@ Result<nlohmann::ordered_json> InBodyOrder(std::string_view body, std::string_vi
   return std::move(again.at(name));
 }
 
-// response_format: none for {"type": "text"}, any JSON object for {"type": "json_object"}, the
-// values of the schema for {"type": "json_schema", "json_schema": {"name", "schema", "strict",
-// "description"}} (inference/json_grammar.h: the subset, and the keywords refused by name). The
-// schema's properties keep the order the body gives them: it is read again, that member only, as
-// an ordered_json, whose objects find keys by walking their members, so its size is bounded first.
+// response_format (Grammar::ForResponseFormat reads it). Its schema's properties keep the order the
+// body gives them: the member is read again as an ordered_json, whose objects find keys by walking
+// their members, so its size is bounded first.
 Result<std::shared_ptr<const Grammar>> ResponseFormat(const json& root, std::string_view body) {
   const json* f = Field(root, "response_format");
   if (f == nullptr) return std::shared_ptr<const Grammar>();
-  if (!f->is_object() || !f->contains("type") || !f->at("type").is_string()) {
-    return InvalidArgumentError("'response_format' = " + f->dump() +
-                                " must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
-                                "{\"type\": \"json_schema\", \"json_schema\": {...}}");
-  }
-  const std::string type = f->at("type").get<std::string>();
-  for (const auto& [name, value] : f->items()) {
-    if (name != "type" && !(name == "json_schema" && type == "json_schema")) {
-      return InvalidArgumentError("'response_format." + name + "' is not supported with type \"" +
-                                  type + "\"");
-    }
-  }
-  if (type == "text") return std::shared_ptr<const Grammar>();
-  if (type == "json_object") {
-    static const auto kAnyObject = std::make_shared<const Grammar>(Grammar::AnyJsonObject());
-    return std::shared_ptr<const Grammar>(kAnyObject);
-  }
-  if (type != "json_schema") {
-    return InvalidArgumentError("'response_format.type' = \"" + type +
-                                "\" is not one of text, json_object, json_schema");
-  }
-  const json* spec = Field(*f, "json_schema");
-  if (spec == nullptr || !spec->is_object()) {
-    return InvalidArgumentError("'response_format.json_schema' must be an object with a 'schema'");
-  }
-  for (const auto& [name, value] : spec->items()) {
-    if (name != "name" && name != "schema" && name != "strict" && name != "description") {
-      return InvalidArgumentError("'response_format.json_schema." + name +
-                                  "' is not supported (name, schema, strict, description)");
-    }
-  }
-  const json* schema = Field(*spec, "schema");
-  if (schema == nullptr) {
-    return InvalidArgumentError("'response_format.json_schema.schema' is required");
-  }
-  if (CountMembers(*schema, kMaxSchemaMembers) > kMaxSchemaMembers) {
-    return InvalidArgumentError("'response_format.json_schema.schema' holds more than " +
+  if (CountMembers(*f, kMaxSchemaMembers) > kMaxSchemaMembers) {
+    return InvalidArgumentError("'response_format' holds more than " +
                                 std::to_string(kMaxSchemaMembers) + " names; the limit is " +
                                 std::to_string(kMaxSchemaMembers));
   }
   SY_ASSIGN_OR_RETURN(const nlohmann::ordered_json format, InBodyOrder(body, "response_format"));
-  Result<Grammar> grammar = Grammar::FromJsonSchema(format.at("json_schema").at("schema"));
-  if (!grammar.ok()) return grammar.status().WithContext("'response_format.json_schema'");
-  return std::make_shared<const Grammar>(std::move(grammar).value());
+  return Grammar::ForResponseFormat(format);
 }
 
 Result<SamplingParams> ParseSampling(const json& root, bool chat, std::string_view body) {

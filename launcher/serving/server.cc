@@ -1115,15 +1115,6 @@ Status Server::PrepareTools(const nlohmann::ordered_json& tools, const ToolChoic
   return Status::Ok();
 }
 
-Result<std::shared_ptr<const ConstraintVocabulary>> Server::Vocabulary() {
-  MutexLock lock(&vocabulary_mu_);
-  if (vocabulary_ == nullptr) {
-    SY_ASSIGN_OR_RETURN(vocabulary_,
-                        ConstraintVocabulary::Build(*model_.tokenizer, model_.vocab_size));
-  }
-  return vocabulary_;
-}
-
 Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int* code) {
   *code = 400;
   Prepared p;
@@ -1189,7 +1180,7 @@ Result<Server::Prepared> Server::Prepare(const std::string& body, bool chat, int
           "end-of-sequence token, and the model '" +
           model_.name + "' names none (generation_config.json)");
     }
-    SY_ASSIGN_OR_RETURN(p.vocabulary, Vocabulary());
+    SY_ASSIGN_OR_RETURN(p.vocabulary, vocabulary_.Get(*model_.tokenizer, model_.vocab_size));
   }
   if (!p.params.stop.empty() && model_.tokenizer == nullptr) {
     return InvalidArgumentError("'stop' strings need a tokenizer, which the model '" + model_.name +

@@ -137,10 +137,6 @@ class Server {
   // (p->params.grammar).
   Status PrepareTools(const nlohmann::ordered_json& tools, const ToolChoice& choice, bool parallel,
                       Prepared* p);
-  // The tokens' bytes for response_format's constrained decoding, built at the first request
-  // that asks for it (inference/token_constraint.h).
-  Result<std::shared_ptr<const ConstraintVocabulary>> Vocabulary() SY_EXCLUDES(vocabulary_mu_);
-
   ServedModel model_;
   EngineThread& engine_;
   ServerOptions options_;
@@ -163,8 +159,7 @@ class Server {
   bool served_ SY_GUARDED_BY(mu_) = false;                            // Serve has returned
   std::set<std::shared_ptr<Exchange>> exchanges_ SY_GUARDED_BY(mu_);  // every one open
 
-  Mutex vocabulary_mu_;
-  std::shared_ptr<const ConstraintVocabulary> vocabulary_ SY_GUARDED_BY(vocabulary_mu_);
+  ConstraintVocabularyCache vocabulary_;  // response_format's and tool_choice's token bytes
 };
 
 }  // namespace sy::serving

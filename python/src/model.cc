@@ -144,23 +144,7 @@ Result<std::shared_ptr<GrammarConstraint>> Model::Constraint(std::string_view re
                                                              bool ignore_eos) {
   const nlohmann::ordered_json format =
       nlohmann::ordered_json::parse(response_format, nullptr, /*allow_exceptions=*/false);
-  const std::string type =
-      format.is_object() && format.contains("type") && format["type"].is_string()
-          ? format["type"].get<std::string>()
-          : "";
-  std::shared_ptr<const Grammar> grammar;
-  if (type == "json_object") {
-    grammar = std::make_shared<const Grammar>(Grammar::AnyJsonObject());
-  } else if (type == "json_schema" && format.contains("json_schema") &&
-             format["json_schema"].is_object() && format["json_schema"].contains("schema")) {
-    Result<Grammar> schema = Grammar::FromJsonSchema(format["json_schema"]["schema"]);
-    if (!schema.ok()) return schema.status().WithContext("response_format");
-    grammar = std::make_shared<const Grammar>(std::move(schema).value());
-  } else if (type != "text") {
-    return InvalidArgumentError(
-        "response_format must be {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
-        "\"json_schema\": {\"schema\": {...}}} (or {\"type\": \"text\"})");
-  }
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> grammar, Grammar::ForResponseFormat(format));
   if (grammar == nullptr) return std::shared_ptr<GrammarConstraint>();
   if (tokenizer_ == nullptr) {
     return FailedPreconditionError("response_format constrains text, and " + path() +
@@ -171,14 +155,8 @@ Result<std::shared_ptr<GrammarConstraint>> Model::Constraint(std::string_view re
         "response_format ends the answer at the model's end-of-sequence token: " +
         std::string(ignore_eos ? "ignore_eos turns it off" : path() + " names none"));
   }
-  std::shared_ptr<const ConstraintVocabulary> vocabulary;
-  {
-    MutexLock lock(&vocabulary_mu_);
-    if (vocabulary_ == nullptr) {
-      SY_ASSIGN_OR_RETURN(vocabulary_, ConstraintVocabulary::Build(*tokenizer_, vocab_size()));
-    }
-    vocabulary = vocabulary_;
-  }
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<const ConstraintVocabulary> vocabulary,
+                      vocabulary_.Get(*tokenizer_, vocab_size()));
   return std::make_shared<GrammarConstraint>(std::move(grammar), std::move(vocabulary), eos_);
 }
 

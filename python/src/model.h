@@ -34,7 +34,6 @@
 #include "inference/tokenizer.h"
 #include "launcher/command.h"
 #include "launcher/inference_session.h"
-#include "runtime/core/mutex.h"
 #include "runtime/core/status.h"
 
 namespace sy::python {
@@ -101,17 +100,14 @@ class Model {
   Status CheckIds(std::span<const int32_t> ids, const char* what) const;
   // The constraint of a response_format (null for text).
   Result<std::shared_ptr<GrammarConstraint>> Constraint(std::string_view response_format,
-                                                        bool ignore_eos)
-      SY_EXCLUDES(vocabulary_mu_);
+                                                        bool ignore_eos);
 
   std::unique_ptr<launcher::InferenceSession> session_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;
   std::vector<int32_t> eos_;
   int64_t context_ = 0;
-  // The tokens' bytes for response_format, built at its first use.
-  Mutex vocabulary_mu_;
-  std::shared_ptr<const ConstraintVocabulary> vocabulary_ SY_GUARDED_BY(vocabulary_mu_);
+  ConstraintVocabularyCache vocabulary_;  // response_format's token bytes
   // Declared last: destroyed first, while the session it borrows lives.
   std::unique_ptr<EngineThread> engine_;
 };
