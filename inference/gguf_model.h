@@ -96,15 +96,16 @@ class GgufCheckpoint : public HfTensorSource {
   std::vector<std::string> TensorNames() const override;
   bool Contains(const std::string& name) const override;
   Result<std::vector<int64_t>> Shape(const std::string& name) const override;
-  // Dequantized (F32, F16, BF16, F64, Q8_0, Q4_0, Q4_K) and unpermuted.
+  // Dequantized (F32, F16, BF16, F64, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) and unpermuted.
   Status ReadF32(const std::string& name, std::span<float> out) const override;
   // The GGUF tensor type the values of `name` are stored in.
   Result<storage::GgmlType> Type(const std::string& name) const;
   // The bytes of `name` in its stored type, rows unpermuted: F32, F16 and BF16 (what an HF export
-  // writes) and the blocks of Q8_0, Q4_0 and Q4_K; InvalidArgument naming the tensor for any
-  // other type (use ReadF32).
+  // writes) and the blocks of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K; InvalidArgument naming the tensor
+  // for any other type (use ReadF32).
   Result<std::vector<uint8_t>> ReadRaw(const std::string& name) const;
-  // Q8_0, Q4_0 and Q4_K tensors as the runtime's q8_0, q4_0, q4_k (ReadRaw's bytes).
+  // Q8_0, Q4_0, Q4_K, Q5_K and Q6_K tensors as the runtime's dtypes of those names (ReadRaw's
+  // bytes).
   std::optional<DType> StoredQuantizedDType(const std::string& name) const override;
   bool StoredQuantized(const std::string& name) const override;
   Status ReadBlocks(const std::string& name, std::span<uint8_t> out) const override;

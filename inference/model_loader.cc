@@ -142,6 +142,8 @@ Status UploadParameter(Backend& backend, Parameter& param, std::span<const float
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       return InvalidArgumentError("parameter " + param.name + " has the dtype " +
                                   std::string(DTypeName(value.dtype())) +
                                   ", which f32 values do not upload to (UploadBlocks)");
@@ -312,6 +314,8 @@ Status LoadHostExperts(const HfTensorSource& ckpt, HfFamily family, const ModelC
           case DType::kQ8_0:
           case DType::kQ4_0:
           case DType::kQ4_K:
+          case DType::kQ5_K:
+          case DType::kQ6_K:
             return InvalidArgumentError("host experts need a float weight dtype");
         }
       }

@@ -13,8 +13,8 @@
 // used (except rotary_emb.inv_freq buffers, and lm_head.weight of a tied model); otherwise the
 // error names the tensor. Weights are converted from the file's dtype (F32, F16, BF16, F64) to
 // LoadOptions::weight_dtype; the routed experts to LoadOptions::expert_dtype, which may be
-// quantized (q8_0, q4_0, q4_k): a file's own blocks of that type are copied as they are, other
-// values quantized on load. Dense matrices a file stores quantized stay quantized
+// quantized (q8_0, q4_0, q4_k, q5_k, q6_k): a file's own blocks of that type are copied as they
+// are, other values quantized on load. Dense matrices a file stores quantized stay quantized
 // (LoadOptions::keep_quantized_matrices).
 //
 // Experts on the host (LoadOptions::experts_on_host): the routed experts are converted straight
@@ -54,25 +54,25 @@ struct LoadOptions {
   // Storage dtype of the loaded weights (f32, bf16 or f16). Default: f32.
   DType weight_dtype = DType::kF32;
   // Storage dtype of the routed experts (ModelOptions::expert_weight_dtype): f32, bf16, f16, or
-  // quantized (q8_0, q4_0, q4_k) while attention and the rest stay in weight_dtype. An expert
-  // tensor the file already stores in exactly that quantized type is copied block for block (a
-  // GGUF's Q8_0 / Q4_0 / Q4_K); any other is read as f32 and quantized here (q8_0 and q4_0 only:
-  // q4_k has no quantizer). Unset: the type the file stores the experts in when that is one
-  // quantized type (a quantized GGUF loads with no requantizing) and the backend takes quantized
-  // weights; q8_0 when the file mixes block types among them (a Q4_K_M GGUF's Q4_K gate and up
-  // with some layers' down projections in Q6_K), uses one without kernels here (Q5_K, Q6_K), or
-  // one whose blocks the rows do not fill; else weight_dtype. Default: unset.
+  // quantized (q8_0, q4_0 or a k-quant) while attention and the rest stay in weight_dtype. An
+  // expert tensor the file already stores in exactly that quantized type is copied block for
+  // block (a GGUF's Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K); any other is read as f32 and quantized
+  // here (q8_0 and q4_0 only: the k-quants have no quantizer). Unset: the type the file stores
+  // the experts in when that is one quantized type (a quantized GGUF loads with no requantizing)
+  // and the backend takes quantized weights; q8_0 when the file mixes block types among them (a
+  // Q4_K_M GGUF's Q4_K gate and up with some layers' down projections in Q6_K), uses one without
+  // kernels here, or one whose blocks the rows do not fill; else weight_dtype. Default: unset.
   std::optional<DType> expert_dtype;
   // Dense matrices (runtime/model/dense_matrices.h: the attention projections, the dense and
   // shared-expert FFNs, the untied LM head) that the file stores in quantized blocks stay
   // quantized (ModelOptions::matrix_dtypes), so that decode reads as few bytes as the file holds:
-  // Q8_0, Q4_0 and Q4_K block for block; any other block type (llama-quantize writes a Q4_0
-  // model's output.weight as Q6_K, which has no kernels here) requantized to q8_0 from its
-  // values. A matrix whose rows are not whole blocks, and every matrix on a backend without
-  // quantized kernels (Backend::caps().quantized_weights: cuda), loads in weight_dtype. The
-  // routers, embeddings and norms always load in weight_dtype (llama.cpp's quantizer keeps the
-  // routers unquantized too). A safetensors checkpoint holds no blocks: nothing changes there.
-  // false: every dense matrix in weight_dtype. Default: true.
+  // Q8_0, Q4_0, Q4_K, Q5_K and Q6_K block for block; any other block type (Q2_K, Q3_K, MXFP4,
+  // which have no kernels here yet) requantized to q8_0 from its values. A matrix whose rows are
+  // not whole blocks, and every matrix on a backend without quantized kernels
+  // (Backend::caps().quantized_weights: cuda), loads in weight_dtype. The routers, embeddings and
+  // norms always load in weight_dtype (llama.cpp's quantizer keeps the routers unquantized too). A
+  // safetensors checkpoint holds no blocks: nothing changes there. false: every dense matrix in
+  // weight_dtype. Default: true.
   bool keep_quantized_matrices = true;
   // Load the routed experts into pinned host memory (LoadedModel::host_experts) instead of onto
   // the device. Default: false (every weight on the device).
@@ -127,11 +127,11 @@ class HfTensorSource {
   // The values of `name` as f32 (out.size() == its element count); errors name the file and the
   // tensor.
   virtual Status ReadF32(const std::string& name, std::span<float> out) const = 0;
-  // The quantized dtype (q8_0, q4_0, q4_k) the file stores `name` in, or nullopt for a plain
+  // The quantized dtype (q8_0, q4_0, a k-quant) the file stores `name` in, or nullopt for a plain
   // float type or an unknown name. Default: nullopt (a format without quantized tensors).
   virtual std::optional<DType> StoredQuantizedDType(const std::string& name) const;
   // Whether the file stores `name` in quantized blocks of any type, including types with no
-  // runtime dtype (a GGUF's Q6_K, which ReadF32 dequantizes). Default: false.
+  // runtime dtype (a GGUF's Q3_K, which ReadF32 dequantizes). Default: false.
   virtual bool StoredQuantized(const std::string& name) const;
   // The stored blocks of `name` byte for byte, in StoredQuantizedDType(name) (out.size() == their
   // bytes). Default: Unimplemented.

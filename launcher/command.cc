@@ -164,9 +164,9 @@ void AddQuantizeOptions(CLI::App& app, QuantizeFlags* flags) {
                  "projections and LM head stay in their blocks (a Q6_K LM head as q8_0)")
       ->check(CLI::IsMember({"none", "experts"}));
   app.add_option("--quant-type", flags->quant_type,
-                 "Block type of --quantize experts: q8_0, q4_0 (quantized on load), or q4_k (a "
-                 "GGUF's own Q4_K experts only) (default q8_0)")
-      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_k"}));
+                 "Block type of --quantize experts: q8_0, q4_0 (quantized on load), or q4_k, "
+                 "q5_k, q6_k (a GGUF's own blocks of that type only) (default q8_0)")
+      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_k", "q5_k", "q6_k"}));
 }
 
 Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DType weight_dtype) {
@@ -174,7 +174,8 @@ Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DTyp
   if (flags.quantize != "experts") return std::optional<DType>();
   SY_ASSIGN_OR_RETURN(DType type, ParseDType(flags.quant_type));
   if (!IsQuantized(type)) {
-    return InvalidArgumentError("--quant-type " + flags.quant_type + ": expected q8_0, q4_0, q4_k");
+    return InvalidArgumentError("--quant-type " + flags.quant_type +
+                                ": expected q8_0, q4_0, q4_k, q5_k, q6_k");
   }
   return std::optional<DType>(type);
 }

@@ -36,7 +36,7 @@ struct InferenceOptions {
   std::string model_path;            // required: see the top
   std::string device = "cpu";        // cpu, sim or cuda:N. Default: cpu
   DType weight_dtype = DType::kF32;  // Default: f32
-  // The routed experts' dtype (LoadOptions::expert_dtype: q8_0, q4_0, q4_k quantize them while
+  // The routed experts' dtype (LoadOptions::expert_dtype: q8_0 and q4_0 quantize them while
   // the rest stays in weight_dtype); unset: a GGUF's quantized experts as stored, else
   // weight_dtype. Hugging Face directories and GGUF files only. Default: unset
   std::optional<DType> expert_dtype;

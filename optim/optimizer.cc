@@ -31,6 +31,8 @@ void WriteComputeCopy(const ComputeCopy& copy, const float* param, size_t begin,
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
     case DType::kF64:
       break;
   }

@@ -45,6 +45,8 @@ MPI_Datatype BaseType(DType type) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;  // weights in blocks: never communicated
   }
   SY_CHECK(false) << "unknown DType " << static_cast<int>(type);

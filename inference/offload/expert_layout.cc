@@ -24,7 +24,7 @@ Status ExpertLayout::Validate() const {
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16 &&
       !IsQuantized(dtype)) {
     return InvalidArgumentError("ExpertLayout.dtype is " + std::string(DTypeName(dtype)) +
-                                ", expected f32, bf16, f16, q8_0, q4_0 or q4_k");
+                                ", expected f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
   }
   if (hidden % DTypeBlockSize(dtype) != 0 || intermediate % DTypeBlockSize(dtype) != 0) {
     return InvalidArgumentError("ExpertLayout: hidden " + std::to_string(hidden) +

@@ -36,8 +36,8 @@ struct ExpertLayout {
   int num_experts = 0;       // routed experts per MoE layer. Required, > 0
   int64_t hidden = 0;        // H. Required, > 0
   int64_t intermediate = 0;  // I (moe_intermediate_size). Required, > 0
-  // Weight storage dtype: f32, bf16, f16, or quantized (q8_0, q4_0, q4_k; hidden and intermediate
-  // whole blocks), which moves and stores each expert in its blocks. Default: f32
+  // Weight storage dtype: f32, bf16, f16, or quantized (q8_0, q4_0, a k-quant; hidden and
+  // intermediate whole blocks), which moves and stores each expert in its blocks. Default: f32
   DType dtype = DType::kF32;
 
   // InvalidArgument naming the first bad field.

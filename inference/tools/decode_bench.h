@@ -43,7 +43,7 @@ struct DecodeBenchOptions {
   int warmup = 2;              // Default: 2 untimed decode steps before them
   int threads = 0;             // Default: 0 = SY_NUM_THREADS, else every core
   DType dtype = DType::kBF16;  // Default: bf16 weights
-  // The routed experts' dtype (LoadOptions::expert_dtype: q8_0, q4_0 or q4_k quantize them);
+  // The routed experts' dtype (LoadOptions::expert_dtype: q8_0 or q4_0 quantize them);
   // unset: a GGUF's quantized experts as stored, else dtype. Default: unset
   std::optional<DType> expert_dtype;
   // A GGUF's quantized dense matrices stay in their blocks (LoadOptions::keep_quantized_matrices).

@@ -139,6 +139,8 @@ storage::SafetensorsDType ToSafetensors(DType t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;
   }
   SY_CHECK(false) << "no safetensors dtype for " << DTypeName(t);

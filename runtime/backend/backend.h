@@ -73,7 +73,7 @@ struct BackendCaps {
   bool async_copies = false;     // copies on another stream overlap with compute
   bool pinned_host = false;      // AllocateHost returns page-locked memory
   bool host_accessible = false;  // host code may dereference device memory directly
-  // The GEMM operators take quantized weights (q8_0, q4_0, q4_k; runtime/core/dtype.h).
+  // The GEMM operators take quantized weights (q8_0, q4_0, q4_k, q5_k, q6_k; runtime/core/dtype.h).
   bool quantized_weights = false;
   // Every operator takes 16-bit activations (Note [16-bit operands]): cpu, sim and cuda (whose
   // 16-bit paths were compiled without a GPU in session 25 and await validate.sh's op-checks).
@@ -191,7 +191,7 @@ class Backend {
   // c[M,N] = alpha * op(a) * op(b) + beta * c.  a [M,K] ([K,M] if trans_a), b [K,N] ([N,K] if
   // trans_b, the layout of a PyTorch Linear weight), c [M,N]: each f32, bf16 or f16.
   // Where caps().quantized_weights, b (here and in BatchedGemm and the GroupedGemms) may also be
-  // q8_0, q4_0 or q4_k, always [N,K] with trans_b and rows of whole blocks: the dequantized
+  // q8_0, q4_0 or a k-quant, always [N,K] with trans_b and rows of whole blocks: the dequantized
   // weight's product (small a's rows are rounded to 8 bits: runtime/core/quant_blocks.h).
   virtual void Gemm(const Tensor& a, const Tensor& b, const Tensor& c, GemmOptions options) = 0;
   // The same for each i of a leading batch dimension: a [Bt,M,K], b [Bt,K,N], c [Bt,M,N].

@@ -32,6 +32,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       SY_CHECK(false) << "DTypeSize of " << DTypeName(dtype)
                       << ", a block type with no per-element size (use DTypeBytes)";
       return 0;
@@ -41,7 +43,8 @@ size_t DTypeSize(DType dtype) {
 }
 
 bool IsQuantized(DType dtype) {
-  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K;
+  return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K ||
+         dtype == DType::kQ5_K || dtype == DType::kQ6_K;
 }
 
 int64_t DTypeBlockSize(DType dtype) {
@@ -50,6 +53,8 @@ int64_t DTypeBlockSize(DType dtype) {
     case DType::kQ4_0:
       return 32;
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       return 256;
     case DType::kF32:
     case DType::kF16:
@@ -72,6 +77,10 @@ size_t DTypeBlockBytes(DType dtype) {
       return 18;
     case DType::kQ4_K:
       return 144;
+    case DType::kQ5_K:
+      return 176;
+    case DType::kQ6_K:
+      return 210;
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
@@ -116,13 +125,18 @@ std::string_view DTypeName(DType dtype) {
       return "q4_0";
     case DType::kQ4_K:
       return "q4_k";
+    case DType::kQ5_K:
+      return "q5_k";
+    case DType::kQ6_K:
+      return "q6_k";
   }
   return "?";
 }
 
 Result<DType> ParseDType(std::string_view name) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8,
-                  DType::kI8, DType::kF64, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+  for (DType d :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8, DType::kI8,
+        DType::kF64, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     if (DTypeName(d) == name) return d;
   }
   if (name == "float32") return DType::kF32;
@@ -131,7 +145,7 @@ Result<DType> ParseDType(std::string_view name) {
   if (name == "float64") return DType::kF64;
   return InvalidArgumentError(
       "unknown dtype '" + std::string(name) +
-      "': expected one of f32, f16, bf16, i32, i64, u8, i8, f64, q8_0, q4_0, q4_k");
+      "': expected one of f32, f16, bf16, i32, i64, u8, i8, f64, q8_0, q4_0, q4_k, q5_k, q6_k");
 }
 
 bool IsFloatingPoint(DType dtype) {
@@ -256,6 +270,8 @@ float LoadAsF32(const void* data, DType dtype, size_t i) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       SY_CHECK(false) << "LoadAsF32 of a " << DTypeName(dtype)
                       << " element (dequantize its block: runtime/core/quant_blocks.h)";
   }

@@ -1,11 +1,18 @@
-// ggml's quantized block layouts (the DTypes q8_0, q4_0, q4_k), byte for byte as ggml and GGUF
-// store them (ggml/src/ggml-common.h). A block covers DTypeBlockSize consecutive values of a row:
+// ggml's quantized block layouts (the DTypes q8_0, q4_0, q4_k, q5_k, q6_k), byte for byte as ggml
+// and GGUF store them (ggml/src/ggml-common.h). A block covers DTypeBlockSize consecutive values of
+// a row:
 //   q8_0  { f16 d; i8 qs[32]; }                       x[i] = d * qs[i]
 //   q4_0  { f16 d; u8 qs[16]; }                       x[i] = d * ((qs[i] & 15) - 8),
 //                                                     x[i + 16] = d * ((qs[i] >> 4) - 8)
 //   q4_k  { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }  256 values in 8 sub-blocks of 32 with
 //         6-bit scales and mins packed in `scales` (get_scale_min_k4); sub-block pair j uses
 //         qs[32 j / 2 ..] low nibbles then high nibbles: x = d * sc * q - dmin * m
+//   q5_k  { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; }  q4_k's layout with a fifth
+//         bit per value: sub-block 2j takes bit 2j of qh[l], 2j + 1 bit 2j + 1 (q in 0..31)
+//   q6_k  { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; }  256 values in 16 sub-blocks of 16 with
+//         signed 8-bit scales; in each half of 128, value l + 32 j (j = 0..3) takes 4 low bits
+//         from ql (byte l or l + 32, low or high nibble) and 2 high bits from qh[l] (bits 2j,
+//         2j + 1): x = d * scales[l / 16 + 2 j] * (q - 32)
 //
 // These are the plain scalar versions: the oracle of the CPU kernels (runtime/cpu/cpu_quant.h)
 // and the converters of the formats layer (storage/formats/ggml_quants.h).
@@ -13,7 +20,7 @@
 // The quantizers reproduce ggml's reference quantize_row_q8_0_ref / quantize_row_q4_0_ref (and
 // gguf-py's gguf.quants, which matches them bit for bit): q8_0 takes d = amax / 127 and rounds
 // x / d half away from zero; q4_0 takes d = (the value of largest magnitude) / -8 and
-// q = min(15, trunc(x / d + 8.5)). There is no q4_k quantizer (ggml's searches scales; a q4_k
+// q = min(15, trunc(x / d + 8.5)). There is no k-quant quantizer (ggml's search scales; a k-quant
 // tensor comes from a GGUF file).
 //
 // Thread-safety: pure functions.
@@ -52,9 +59,10 @@ void QuantizeBlocks(DType dtype, const float* src, void* dst, int64_t n);
 // quantize_row_q8_0 (AVX2 path) except that d stays f32 instead of being rounded to f16.
 void RoundActivationBlocks(const float* x, int64_t n, int8_t* q, float* d);
 
-// The GEMM operators round the activations of quantized weights (q8_0, q4_0, q4_k) this way for a
-// group of at most this many rows of a (a decode step, or a prefill's tokens of one expert); larger
-// groups multiply f32 activations with the dequantized weights (runtime/backend/backend.h, Gemm).
+// The GEMM operators round the activations of quantized weights (every quantized dtype) this way
+// for a group of at most this many rows of a (a decode step, or a prefill's tokens of one expert);
+// larger groups multiply f32 activations with the dequantized weights (runtime/backend/backend.h,
+// Gemm).
 inline constexpr int64_t kInt8ActivationMaxRows = 64;
 
 }  // namespace sy

@@ -72,6 +72,8 @@ void CpuBackend::Fill(const Tensor& out, float value) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
     case DType::kF64:
       break;
   }

@@ -15,9 +15,9 @@
 // attention, and its tokens grouped per expert): past 4 rows each thread's range of weights is cut
 // into L2-sized tiles, and each tile meets the rows 4 at a time, so each weight byte is still read
 // once from memory, where a widened panel writes and reads 4 bytes of f32 per weight.
-// Quantized weights (q8_0, q4_0, q4_k, always b [N,K]) take the same two paths: the GEMV kernels
-// of cpu_quant.h in the same row ranges and tiles, and dequantized panels for larger M. They round
-// the activations to 8 bits once per operator and run the integer kernels up to
+// Quantized weights (q8_0, q4_0, the k-quants, always b [N,K]) take the same two paths: the GEMV
+// kernels of cpu_quant.h in the same row ranges and tiles, and dequantized panels for larger M.
+// They round the activations to 8 bits once per operator and run the integer kernels up to
 // kQuantGemvMaxRows rows per group.
 // A 16-bit a (mixed-precision training's activations, Note [16-bit operands]) times a bf16 b runs
 // on the bf16 dot products (cpu_bf16_gemm.h) where the CPU has them and op(a) has at least

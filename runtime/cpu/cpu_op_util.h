@@ -71,6 +71,8 @@ decltype(auto) DispatchWeight(DType dtype, const void* data, Fn&& fn) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
     case DType::kF64:
       break;
   }

@@ -20,70 +20,94 @@ inline float Finish(float acc, float alpha, float beta, const float* c) {
 
 #if !defined(__AVX2__) || !defined(__FMA__)
 
-// The weights of q4_k super-block `block` as the integer kernels take them: per sub-block j (0..7),
-// scale[j] = d * sc_j and min[j] = dmin * m_j, and the 256 unsigned 4-bit values q in order, so
-// that value i of sub-block j is scale[j] * q[32 j + i] - min[j].
-void UnpackQ4_K(const uint8_t* block, float* scale, float* min, uint8_t* q) {
-  F16 d, dmin;
-  std::memcpy(&d.bits, block, 2);
-  std::memcpy(&dmin.bits, block + 2, 2);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc = 0, m = 0;
-    Q4KScaleMin(j, block + 4, &sc, &m);
-    scale[j] = F16ToF32(d) * sc;
-    min[j] = F16ToF32(dmin) * m;
-  }
-  const uint8_t* qs = block + 16;
-  for (int chunk = 0; chunk < 4; ++chunk) {
-    for (int i = 0; i < 32; ++i) {
-      q[64 * chunk + i] = qs[32 * chunk + i] & 0x0F;
-      q[64 * chunk + 32 + i] = qs[32 * chunk + i] >> 4;
-    }
-  }
+// Block b (32 values) of a quantized row as the integer kernels take it: the 32 values as integers
+// x, a scale for values 0..15 and one for 16..31 (equal but for q6_k, whose sub-blocks are 16
+// long), and the minimum the q4_k and q5_k sub-blocks subtract, so that value i is
+// scale[i / 16] * x[i] - min.
+struct IntBlock {
+  int8_t x[32];
+  float scale[2];
+  float min = 0.0f;
+};
+
+float HalfScale(const uint8_t* p) {
+  F16 h;
+  std::memcpy(&h.bits, p, 2);
+  return F16ToF32(h);
 }
 
-// Any quantized dtype against int8 activations, any build: each block of 32 weights as integers
-// x (q8_0's int8, q4_0's nibble - 8, q4_k's unsigned nibble) with its scale and, for q4_k, its
-// minimum; the exact integer dot, then sum += d_a * (scale * dot - min * sum(y)).
+IntBlock UnpackBlock(DType dtype, const uint8_t* row, int64_t b) {
+  IntBlock out;
+  if (dtype == DType::kQ8_0 || dtype == DType::kQ4_0) {
+    const uint8_t* p = row + b * static_cast<int64_t>(DTypeBlockBytes(dtype));
+    out.scale[0] = out.scale[1] = HalfScale(p);
+    for (int i = 0; i < 16; ++i) {
+      if (dtype == DType::kQ8_0) {
+        out.x[i] = static_cast<int8_t>(p[2 + i]);
+        out.x[i + 16] = static_cast<int8_t>(p[18 + i]);
+      } else {
+        out.x[i] = static_cast<int8_t>((p[2 + i] & 0x0F) - 8);
+        out.x[i + 16] = static_cast<int8_t>((p[2 + i] >> 4) - 8);
+      }
+    }
+    return out;
+  }
+  const uint8_t* block = row + (b / 8) * static_cast<int64_t>(DTypeBlockBytes(dtype));
+  const int j = static_cast<int>(b % 8);  // the 32-value sub-block within the super-block
+  if (dtype == DType::kQ6_K) {
+    // Half j / 4 of 128 values; within it, 32-value group g = j % 4 takes ql[l + 32 (g % 2)]'s
+    // low (g < 2) or high nibble and bits 2g, 2g + 1 of qh[l], and scales 2g (l < 16), 2g + 1.
+    const uint8_t* ql = block + 64 * (j / 4);
+    const uint8_t* qh = block + 128 + 32 * (j / 4);
+    const auto* sc = reinterpret_cast<const int8_t*>(block + 192 + 8 * (j / 4));
+    const int g = j % 4;
+    const float d = HalfScale(block + 208);
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t byte = ql[l + 32 * (g % 2)];
+      const int low = g < 2 ? byte & 0x0F : byte >> 4;
+      out.x[l] = static_cast<int8_t>((low | (((qh[l] >> (2 * g)) & 3) << 4)) - 32);
+    }
+    out.scale[0] = d * sc[2 * g];
+    out.scale[1] = d * sc[2 * g + 1];
+    return out;
+  }
+  // q4_k and q5_k: sub-block j takes the low (even j) or high nibbles of qs[32 (j / 2) ..], and
+  // for q5_k bit j of qh[l] as its fifth bit.
+  const bool five = dtype == DType::kQ5_K;
+  const uint8_t* qs = block + (five ? 48 : 16) + 32 * (j / 2);
+  uint8_t sc = 0, m = 0;
+  Q4KScaleMin(j, block + 4, &sc, &m);
+  out.scale[0] = out.scale[1] = HalfScale(block) * sc;
+  out.min = HalfScale(block + 2) * m;
+  for (int l = 0; l < 32; ++l) {
+    int q = j % 2 == 0 ? qs[l] & 0x0F : qs[l] >> 4;
+    if (five) q |= ((block[16 + l] >> j) & 1) << 4;
+    out.x[l] = static_cast<int8_t>(q);
+  }
+  return out;
+}
+
+// Any quantized dtype against int8 activations, any build: per block of 32 weights (UnpackBlock)
+// the exact integer dots of each half of 16, then
+// sum += d_a * (scale_0 * dot_0 + scale_1 * dot_1 - min * sum(y)).
 template <int MR>
 void RowInt8Generic(DType dtype, const Int8Activations& a, int64_t k, const uint8_t* w,
                     float* sums) {
   const int64_t nb = k / 32;
   for (int m = 0; m < MR; ++m) sums[m] = 0.0f;
-  int8_t x[32];
-  float q4k_scale[8], q4k_min[8];
-  uint8_t q4k_values[256];
   for (int64_t b = 0; b < nb; ++b) {
-    float scale = 0.0f, min = 0.0f;
-    if (dtype == DType::kQ4_K) {
-      if (b % 8 == 0) UnpackQ4_K(w + (b / 8) * 144, q4k_scale, q4k_min, q4k_values);
-      scale = q4k_scale[b % 8];
-      min = q4k_min[b % 8];
-      for (int i = 0; i < 32; ++i) x[i] = static_cast<int8_t>(q4k_values[(b % 8) * 32 + i]);
-    } else {
-      const uint8_t* p = w + b * static_cast<int64_t>(DTypeBlockBytes(dtype));
-      F16 h;
-      std::memcpy(&h.bits, p, 2);
-      scale = F16ToF32(h);
-      if (dtype == DType::kQ8_0) {
-        std::memcpy(x, p + 2, 32);
-      } else {
-        for (int i = 0; i < 16; ++i) {
-          x[i] = static_cast<int8_t>((p[2 + i] & 0x0F) - 8);
-          x[i + 16] = static_cast<int8_t>((p[2 + i] >> 4) - 8);
-        }
-      }
-    }
+    const IntBlock block = UnpackBlock(dtype, w, b);
     for (int m = 0; m < MR; ++m) {
       const int8_t* y = a.q + m * k;
-      int32_t dot = 0, sum = 0;
+      int32_t dot[2] = {0, 0}, sum = 0;
       for (int i = 0; i < 32; ++i) {
         const int32_t yi = y[Int8ActivationIndex(nb, b, i)];
-        dot += int32_t{x[i]} * yi;
+        dot[i / 16] += int32_t{block.x[i]} * yi;
         sum += yi;
       }
-      sums[m] +=
-          a.d[m * nb + b] * (scale * static_cast<float>(dot) - min * static_cast<float>(sum));
+      sums[m] += a.d[m * nb + b] * (block.scale[0] * static_cast<float>(dot[0]) +
+                                    block.scale[1] * static_cast<float>(dot[1]) -
+                                    block.min * static_cast<float>(sum));
     }
   }
 }
@@ -293,8 +317,11 @@ void RowQ4_0(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
 // (d4) per pair accumulate a super-block, which d scales once. The minimums,
 // -dmin * m_j * d_a * sum(y) per sub-block, take one FMA per super-block: the 8 dmin * m_j against
 // the activation blocks' sums (Int8Activations::sums). Its weights are prefetched as RowQ8_0's.
-template <int MR>
+// With kFive it is RowQ5_K (below).
+template <int MR, bool kFive>
 void RowQ4_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+  constexpr int64_t kBlockBytes = kFive ? 176 : 144;
+  constexpr int64_t kQsOffset = kFive ? 48 : 16;
   const int64_t nb = k / 32;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i lane_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
@@ -306,10 +333,11 @@ void RowQ4_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
   __m256 acc[MR];
   for (int m = 0; m < MR; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < k / 256; ++sb) {
-    const uint8_t* block = w + sb * 144;
+    const uint8_t* block = w + sb * kBlockBytes;
     PrefetchOnce(block, kQ8_0PrefetchBytes);
     PrefetchOnce(block + 64, kQ8_0PrefetchBytes);
     PrefetchOnce(block + 128, kQ8_0PrefetchBytes);
+    if constexpr (kFive) PrefetchOnce(block + 175, kQ8_0PrefetchBytes);
     // The 6-bit scales and minimums (Q4KScaleMin), four at a time: bytes 0..3 hold sc_0..3 and
     // 4..7 m_0..3 in their low 6 bits; sc_4..7 and m_4..7 are the low and high nibbles of bytes
     // 8..11 with bits 4..5 from the top 2 bits of bytes 0..3 and 4..7.
@@ -326,17 +354,31 @@ void RowQ4_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
     __m256 t[MR];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      const uint8_t* qs = block + 16 + 32 * p;
-      const __m256i w_lo = _mm256_and_si256(
+      const uint8_t* qs = block + kQsOffset + 32 * p;
+      __m256i w_lo = _mm256_and_si256(
           _mm256_srlv_epi32(
               _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))),
               lane_shift),
           low4);
-      const __m256i w_hi = _mm256_and_si256(
+      __m256i w_hi = _mm256_and_si256(
           _mm256_srlv_epi32(_mm256_broadcastsi128_si256(
                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16))),
                             lane_shift),
           low4);
+      if constexpr (kFive) {
+        const __m256i bit_shift = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1,
+                                                    2 * p + 1, 2 * p + 1, 2 * p + 1);
+        const auto fifth = [&](const uint8_t* qh) {
+          const __m256i bits = _mm256_and_si256(
+              _mm256_srlv_epi32(_mm256_broadcastsi128_si256(
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(qh))),
+                                bit_shift),
+              _mm256_set1_epi8(1));
+          return _mm256_slli_epi16(bits, 4);
+        };
+        w_lo = _mm256_or_si256(w_lo, fifth(block + 16));
+        w_hi = _mm256_or_si256(w_hi, fifth(block + 32));
+      }
       const __m256i scales =
           _mm256_shuffle_epi8(scale_bytes, _mm256_add_epi8(pick_scales, _mm256_set1_epi8(2 * p)));
 #pragma GCC unroll 4
@@ -357,6 +399,108 @@ void RowQ4_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
       acc[m] = _mm256_fmadd_ps(d, t[m], acc[m]);
       acc[m] = _mm256_fnmadd_ps(mins, _mm256_loadu_ps(a.sums + m * nb + sb * 8), acc[m]);
     }
+  }
+  for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(acc[m]);
+}
+
+// One q5_k weight row of super-blocks { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; }
+// against MR rows of int8 activations: RowQ4_K's computation (one of its functions, templated on
+// the fifth bit) with each sub-block's fifth bit ORed in as 16. Sub-block s's fifth bits are bit s
+// of qh[0..31]; for pair p the low lane's shift is 2p and the high lane's 2p + 1, so the same
+// broadcast-and-shift that splits the nibbles brings each lane's bit to bit 0, masked to 1 and
+// moved up to bit 4. The values reach 31: vpmaddubsw's two halves still add in int16 (at most
+// 4 * 31 * 128).
+template <int MR>
+void RowQ5_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+  RowQ4_K<MR, true>(a, k, w, sums);
+}
+
+// One q6_k weight row of super-blocks { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; }: each half
+// of 128 values is two pairs of activation blocks. For a register meeting the activations' values
+// 0..15 of blocks 2p and 2p + 1 of the half, the low lane takes ql[0..15] and the high one
+// ql[32..47] (values 16..31: ql[16..31], ql[48..63]), low nibbles for p = 0 and high ones for
+// p = 1, and 2 bits of qh[0..15] (qh[16..31]) at shifts 4p and 4p + 2. Its 16-value sub-blocks
+// have their own signed scales, so each of the two registers is scaled on its own in vpmaddwd
+// (lanes [s_4p | s_4p+2] and [s_4p+1 | s_4p+3] of the half's 8 scales), and the stored 6-bit
+// values q in 0..63 stand for q - 32: vpmaddubsw(q, y) - vpmaddubsw(32, y) (each at most
+// 2 * 63 * 128 in int16) gives the signed products exactly.
+template <int MR>
+void RowQ6_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+  const int64_t nb = k / 32;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i low2 = _mm256_set1_epi8(0x03);
+  const __m256i thirty_two = _mm256_set1_epi8(32);
+  // vpshufb controls picking int16 scale a in the low lane and b in the high lane, 8 times each.
+  const auto pick = [](int lo, int hi) {
+    return _mm256_setr_epi8(
+        static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo),
+        static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1),
+        static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo),
+        static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1),
+        static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo),
+        static_cast<char>(2 * lo + 1), static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1),
+        static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1), static_cast<char>(2 * hi),
+        static_cast<char>(2 * hi + 1), static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1),
+        static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1), static_cast<char>(2 * hi),
+        static_cast<char>(2 * hi + 1), static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1),
+        static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1));
+  };
+  const __m256i pick_scales[2][2] = {{pick(0, 2), pick(1, 3)}, {pick(4, 6), pick(5, 7)}};
+  const __m256i qh_shift[2] = {_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2),
+                               _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6)};
+  __m256 acc[MR];
+  for (int m = 0; m < MR; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    const uint8_t* block = w + sb * 210;
+    PrefetchOnce(block, kQ8_0PrefetchBytes);
+    PrefetchOnce(block + 64, kQ8_0PrefetchBytes);
+    PrefetchOnce(block + 128, kQ8_0PrefetchBytes);
+    PrefetchOnce(block + 192, kQ8_0PrefetchBytes);
+    __m256 t[MR];
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = block + 64 * half;
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i qh =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * half));
+      // [ql 0..15 | ql 32..47] and [ql 16..31 | ql 48..63]; qh 0..15 and 16..31 in both lanes.
+      const __m256i bytes[2] = {_mm256_permute2x128_si256(ql0, ql1, 0x20),
+                                _mm256_permute2x128_si256(ql0, ql1, 0x31)};
+      const __m256i high[2] = {_mm256_permute2x128_si256(qh, qh, 0x00),
+                               _mm256_permute2x128_si256(qh, qh, 0x11)};
+      int64_t scale_bits;
+      std::memcpy(&scale_bits, block + 192 + 8 * half, 8);
+      const __m256i scales16 =
+          _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(scale_bits)));
+#pragma GCC unroll 2
+      for (int p = 0; p < 2; ++p) {
+        __m256i q[2], scale[2];
+        for (int r = 0; r < 2; ++r) {
+          const __m256i nibbles =
+              _mm256_and_si256(p == 0 ? bytes[r] : _mm256_srli_epi16(bytes[r], 4), low4);
+          const __m256i two = _mm256_and_si256(_mm256_srlv_epi32(high[r], qh_shift[p]), low2);
+          q[r] = _mm256_or_si256(nibbles, _mm256_slli_epi16(two, 4));
+          scale[r] = _mm256_shuffle_epi8(scales16, pick_scales[p][r]);
+        }
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) {
+          const int8_t* y = a.q + m * k + sb * 256 + 128 * half + 64 * p;
+          const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y));
+          const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32));
+          const __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(q[0], y0),
+                                              _mm256_maddubs_epi16(thirty_two, y0));
+          const __m256i p1 = _mm256_sub_epi16(_mm256_maddubs_epi16(q[1], y1),
+                                              _mm256_maddubs_epi16(thirty_two, y1));
+          const __m256 dot = _mm256_cvtepi32_ps(
+              _mm256_add_epi32(_mm256_madd_epi16(p0, scale[0]), _mm256_madd_epi16(p1, scale[1])));
+          const __m256 da = _mm256_loadu_ps(a.d4 + (m * nb + sb * 8 + 4 * half + 2 * p) * 4);
+          t[m] = half == 0 && p == 0 ? _mm256_mul_ps(da, dot) : _mm256_fmadd_ps(da, dot, t[m]);
+        }
+      }
+    }
+    const __m256 d = _mm256_set1_ps(BlockScale(block + 208));
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) acc[m] = _mm256_fmadd_ps(d, t[m], acc[m]);
   }
   for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(acc[m]);
 }
@@ -400,8 +544,12 @@ void Rows(DType dtype, const Int8Activations& qa, int64_t k, const uint8_t* w, f
       RowQ8_0<MR>(qa, k, row, sums);
     } else if (dtype == DType::kQ4_0) {
       RowQ4_0<MR>(qa, k, row, sums);
-    } else {  // q4_k: QuantGemvRows admits the quantized dtypes only
-      RowQ4_K<MR>(qa, k, row, sums);
+    } else if (dtype == DType::kQ4_K) {
+      RowQ4_K<MR, false>(qa, k, row, sums);
+    } else if (dtype == DType::kQ5_K) {
+      RowQ5_K<MR>(qa, k, row, sums);
+    } else {  // q6_k: QuantGemvRows admits the quantized dtypes only
+      RowQ6_K<MR>(qa, k, row, sums);
     }
 #else
     RowInt8Generic<MR>(dtype, qa, k, row, sums);
@@ -426,8 +574,8 @@ void Rows(DType dtype, const Int8Activations& qa, int64_t k, const uint8_t* w, f
 // its 4 lanes of the 8 int32 sums. q4_0's nibbles are unsigned (0..15) where its values are
 // n - 8: offsets[8 b + j] = 8 * (q[2j] + q[2j+1] + q[16+2j] + q[17+2j]) of block b (in order),
 // the amount the 16-bit lane j of vpmaddubsw(low) + vpmaddubsw(high) exceeds sum((n - 8) q) by.
-// q4_k's values are d * sc * n - dmin * m: sums[b] = d[b] * sum(q) of block b, which the
-// sub-block's dmin * m multiplies.
+// q4_k's (and q5_k's) values are d * sc * n - dmin * m: sums[b] = d[b] * sum(q) of block b, which
+// the sub-block's dmin * m multiplies.
 void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
                          int16_t* offsets, float* sums) {
   SY_CHECK(k % 32 == 0) << "QuantizeActivations: rows of " << k << " values";
@@ -472,7 +620,7 @@ void QuantGemvRows(DType dtype, const Int8Activations& qa, int64_t rows, int64_t
   SY_CHECK(rows >= 1) << "QuantGemvRows: " << rows << " activation rows";
   SY_CHECK(qa.q != nullptr && qa.d != nullptr && qa.d4 != nullptr &&
            (dtype != DType::kQ4_0 || qa.offsets != nullptr) &&
-           (dtype != DType::kQ4_K || qa.sums != nullptr))
+           ((dtype != DType::kQ4_K && dtype != DType::kQ5_K) || qa.sums != nullptr))
       << "QuantGemvRows: " << DTypeName(dtype) << " without its activations";
   const auto* wb = static_cast<const uint8_t*>(w);
   // Up to 4 activation rows per pass over the row range; the caller (cpu_gemm.cc GemvTransB)

@@ -1,7 +1,7 @@
-// Private to runtime/cpu: products of activations with quantized weight rows (q8_0, q4_0, q4_k;
-// runtime/core/quant_blocks.h), the GEMM operators' kernels for a quantized b [N,K].
+// Private to runtime/cpu: products of activations with quantized weight rows (q8_0, q4_0, q4_k,
+// q5_k, q6_k; runtime/core/quant_blocks.h), the GEMM operators' kernels for a quantized b [N,K].
 //
-// All three multiply activations rounded to 8 bits per block of 32 (QuantizeActivations, once per
+// All of them multiply activations rounded to 8 bits per block of 32 (QuantizeActivations, once per
 // operator and shared by every row and thread), in integers as ggml does: per block, the 32 int8
 // x int8 (or 4-bit x int8) products are summed exactly (AVX2: vpmaddubsw, with the sign trick for
 // q8_0; q8_0 takes vpdpbusd instead where the target has VNNI) and scaled by the block's scales
@@ -27,11 +27,15 @@
 // the rest of the step; the ordinary one elsewhere (on an Intel Xeon the non-temporal one halved
 // it).
 //
-// AVX2 kernels for all three (AVX-512 builds use them too); builds without AVX2 run portable
+// q5_k runs q4_k's kernel with the fifth bit ORed in; q6_k's 16-value sub-blocks take their
+// signed scales in vpmaddwd, one register at a time, and its -32 offset as a second vpmaddubsw
+// (RowQ6_K in cpu_quant.cc).
+//
+// AVX2 kernels for all of them (AVX-512 builds use them too); builds without AVX2 run portable
 // scalar integer dots. With VNNI (AVX512-VNNI with VL, or AVX-VNNI) q8_0's dot is one vpdpbusd per
 // 32 bytes for vpmaddubsw + vpmaddwd + vpaddd: on an Intel Xeon a 32-token q8_0 prefill ran
-// 1.1-1.2x faster, decode alike (memory-bound; session 23). q4_0 and q4_k keep the int16 step,
-// where their offsets and sub-block scales apply per int16 lane.
+// 1.1-1.2x faster, decode alike (memory-bound; session 23). q4_0 and the k-quants keep the int16
+// step, where their offsets and sub-block scales apply per int16 lane.
 //
 // Thread-safety: pure functions over caller-owned memory; callers split rows across threads.
 #pragma once

@@ -35,6 +35,8 @@ cuda::FloatType ToFloatType(DType dtype, const char* what) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
     case DType::kF64:
       break;
   }
@@ -110,6 +112,8 @@ void CudaBackend::Fill(const Tensor& out, float value) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       SY_CHECK(false) << "Fill of a quantized " << out.ToString();
   }
   ScopedCudaDevice guard(info_.index);

@@ -5,10 +5,10 @@
 // They are the attention projections (layers/L/attn/{wq,wk,wv,wo}), the dense FFNs
 // (layers/L/mlp/{w_gate,w_up,w_down}), the shared experts' FFN
 // (layers/L/moe/shared_experts/{w_gate,w_up,w_down}) and the LM head (lm_head, absent when tied).
-// Linear::Forward computes them with Backend::Gemm (trans_b), which takes q8_0, q4_0 and q4_k
-// weights where Backend::caps().quantized_weights (cpu, sim; not cuda). Not listed, and so always
-// in ModelOptions::weight_dtype: the routers and pre-gates (their logits pick the experts, and
-// llama.cpp's quantizer keeps them unquantized too), the shared-expert gate, the embeddings (a
+// Linear::Forward computes them with Backend::Gemm (trans_b), which takes q8_0, q4_0 and the
+// k-quants weights where Backend::caps().quantized_weights (cpu, sim; not cuda). Not listed, and so
+// always in ModelOptions::weight_dtype: the routers and pre-gates (their logits pick the experts,
+// and llama.cpp's quantizer keeps them unquantized too), the shared-expert gate, the embeddings (a
 // gather, not a GEMM; a tied LM head reads the embedding table), the norms and the biases.
 //
 // Thread-safety: pure functions.
@@ -39,8 +39,8 @@ std::vector<DenseMatrix> DenseMatrices(const ModelConfig& config);
 std::string DescribeMatrixDTypes(const std::map<std::string, DType>& matrix_dtypes);
 
 // Checks ModelOptions::matrix_dtypes: every name is one of DenseMatrices(config); every dtype is
-// f32, bf16, f16, q8_0, q4_0 or q4_k; anything but f32 needs !with_grad; a quantized dtype needs
-// the matrix's in-features to be whole blocks and `backend` to take quantized weights.
+// f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k; anything but f32 needs !with_grad; a quantized
+// dtype needs the matrix's in-features to be whole blocks and `backend` to take quantized weights.
 // InvalidArgument naming the matrix and the fix otherwise.
 Status CheckMatrixDTypes(const Backend& backend, const ModelConfig& config,
                          const std::map<std::string, DType>& matrix_dtypes, bool with_grad);

@@ -41,9 +41,10 @@ Status CopyFromHost(Backend& backend, std::span<const float> values, const Tenso
   if (values.empty()) return Status::Ok();
   SY_ASSIGN_OR_RETURN(Tensor host, backend.AllocateHost(dst.dtype(), dst.shape()));
   if (IsQuantized(dst.dtype())) {
-    if (dst.dtype() == DType::kQ4_K) {
-      return InvalidArgumentError("CopyFromHost into " + dst.ToString() +
-                                  ": q4_k has no quantizer here (q8_0 and q4_0 do)");
+    if (dst.dtype() != DType::kQ8_0 && dst.dtype() != DType::kQ4_0) {
+      return InvalidArgumentError("CopyFromHost into " + dst.ToString() + ": " +
+                                  std::string(DTypeName(dst.dtype())) +
+                                  " has no quantizer here (q8_0 and q4_0 do)");
     }
     QuantizeBlocks(dst.dtype(), values.data(), host.data(), dst.numel());
   } else {

@@ -59,7 +59,7 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
     if (!plain && !IsQuantized(e)) {
       return InvalidArgumentError("model options: expert_weight_dtype " +
                                   std::string(DTypeName(e)) +
-                                  " must be f32, bf16, f16, q8_0, q4_0 or q4_k");
+                                  " must be f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
     }
     if (IsQuantized(e) && !backend.caps().quantized_weights) {
       return InvalidArgumentError("model options: expert_weight_dtype " +

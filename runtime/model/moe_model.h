@@ -99,14 +99,14 @@ struct ModelOptions {
   // Storage dtype of single dense matrices, by parameter name (runtime/model/dense_matrices.h):
   // the attention projections, the dense and shared-expert FFNs and the untied LM head, which only
   // Linear::Forward reads (Backend::Gemm with trans_b). Besides f32, bf16 and f16, a forward-only
-  // model may hold them quantized (q8_0, q4_0, q4_k) when their rows are whole blocks and the
-  // backend takes quantized weights (Backend::caps().quantized_weights: cpu and sim, not cuda).
-  // A matrix not named here, the routers, the embeddings and the norms stay in weight_dtype.
+  // model may hold them quantized (q8_0, q4_0, q4_k, q5_k, q6_k) when their rows are whole blocks
+  // and the backend takes quantized weights (Backend::caps().quantized_weights: cpu and sim, not
+  // cuda). A matrix not named here, the routers, the embeddings and the norms stay in weight_dtype.
   // InvalidArgument naming the entry for any other name. Default: empty.
   std::map<std::string, DType> matrix_dtypes = {};
   // Storage dtype of the routed experts' weights; unset: weight_dtype. Besides f32, bf16 and f16,
-  // a forward-only model may hold them quantized (q8_0, q4_0, q4_k: runtime/core/dtype.h), when
-  // hidden_size and moe_intermediate_size are whole blocks; attention, the routers, the norms,
+  // a forward-only model may hold them quantized (q8_0, q4_0 or a k-quant: runtime/core/dtype.h),
+  // when hidden_size and moe_intermediate_size are whole blocks; attention, the routers, the norms,
   // the embeddings and the LM head stay in weight_dtype (or matrix_dtypes). Quantized experts
   // need a backend that takes quantized weights (cpu, sim). Default: unset.
   std::optional<DType> expert_weight_dtype = std::nullopt;

@@ -56,6 +56,8 @@ double RoundTo(DType dtype, double x) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
     case DType::kF64:
       break;
   }

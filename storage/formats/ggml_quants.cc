@@ -17,67 +17,6 @@ float HalfAt(const uint8_t* p) {
   return F16ToF32(h);
 }
 
-// Q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; } (ggml-common.h): 256 values in two halves
-// of 128; in each, value l + 32 j (j = 0..3) takes 4 low bits from ql (byte l or l + 32, low or
-// high nibble) and 2 high bits from qh[l] (bits 2j, 2j + 1), minus 32, times d * scales[l / 16 +
-// 2 j]. ggml's dequantize_row_q6_K, multiplying (d * scale) * q as it and gguf-py do.
-void DequantQ6_K(const uint8_t* block, float* y) {
-  const uint8_t* ql = block;
-  const uint8_t* qh = block + 128;
-  const auto* sc = reinterpret_cast<const int8_t*>(block + 192);
-  const float d = HalfAt(block + 208);
-  for (int half = 0; half < 2; ++half) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q[4] = {
-          ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32,
-          ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32,
-          ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32,
-          ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32,
-      };
-      for (int j = 0; j < 4; ++j) {
-        y[l + 32 * j] = d * static_cast<float>(sc[is + 2 * j]) * static_cast<float>(q[j]);
-      }
-    }
-    y += 128;
-    ql += 64;
-    qh += 32;
-    sc += 8;
-  }
-}
-
-// Q5_K { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; } (ggml-common.h): Q4_K's
-// layout with a fifth bit per value. In each 64 values j, the first 32 take the low nibbles of
-// qs[32 j ..] and bit 2j of qh[l], the next 32 the high nibbles and bit 2j + 1; x = d * sc * q -
-// dmin * m with sc, m as Q4_K's (Q4KScaleMin). ggml's dequantize_row_q5_K, in gguf-py's order:
-// (d * sc) * q, then minus dmin * m.
-void DequantQ5_K(const uint8_t* block, float* y) {
-  const float d = HalfAt(block);
-  const float dmin = HalfAt(block + 2);
-  const uint8_t* scales = block + 4;
-  const uint8_t* qh = block + 16;
-  const uint8_t* ql = block + 48;
-  for (int j = 0; j < 4; ++j) {
-    uint8_t sc = 0;
-    uint8_t m = 0;
-    Q4KScaleMin(2 * j, scales, &sc, &m);
-    const float d1 = d * sc;
-    const float m1 = dmin * m;
-    Q4KScaleMin(2 * j + 1, scales, &sc, &m);
-    const float d2 = d * sc;
-    const float m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) {
-      const int q = (ql[l] & 0xF) | (((qh[l] >> (2 * j)) & 1) << 4);
-      *y++ = d1 * static_cast<float>(q) - m1;
-    }
-    for (int l = 0; l < 32; ++l) {
-      const int q = (ql[l] >> 4) | (((qh[l] >> (2 * j + 1)) & 1) << 4);
-      *y++ = d2 * static_cast<float>(q) - m2;
-    }
-    ql += 32;
-  }
-}
-
 }  // namespace
 
 std::optional<DType> GgmlTypeToDType(GgmlType type) {
@@ -87,6 +26,8 @@ std::optional<DType> GgmlTypeToDType(GgmlType type) {
   if (type == GgmlType::kQ8_0) return DType::kQ8_0;
   if (type == GgmlType::kQ4_0) return DType::kQ4_0;
   if (type == GgmlType::kQ4_K) return DType::kQ4_K;
+  if (type == GgmlType::kQ5_K) return DType::kQ5_K;
+  if (type == GgmlType::kQ6_K) return DType::kQ6_K;
   return std::nullopt;
 }
 
@@ -129,11 +70,7 @@ Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<f
       std::memcpy(&v, src + 8 * i, 8);
       dst[i] = static_cast<float>(v);
     }
-  } else if (type == GgmlType::kQ5_K) {
-    for (size_t b = 0; b < n / block; ++b) DequantQ5_K(src + b * size, dst + b * block);
-  } else if (type == GgmlType::kQ6_K) {
-    for (size_t b = 0; b < n / block; ++b) DequantQ6_K(src + b * size, dst + b * block);
-  } else {  // Q8_0, Q4_0 or Q4_K, the block types GgmlTypeConvertsToF32 accepts
+  } else {  // Q8_0, Q4_0, Q4_K, Q5_K or Q6_K, the block types GgmlTypeConvertsToF32 accepts
     DequantizeBlocks(*GgmlTypeToDType(type), src, dst, static_cast<int64_t>(n));
   }
   return Status::Ok();

@@ -24,6 +24,8 @@ hid_t Hdf5FileType(DType dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;  // no HDF5 checkpoint holds quantized weights
   }
   return H5I_INVALID_HID;
@@ -49,6 +51,8 @@ hid_t Hdf5MemoryType(DType dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;
   }
   return H5I_INVALID_HID;

@@ -21,8 +21,9 @@ match hf_moe_oracle's float64 forward on the dequantized weights (tolerance 1e-4
 The quantized attention projections and LM head stay in their blocks ("dense matrices q8_0 xN"),
 their inputs rounded to 8 bits as the experts' are (below), which the float64 forward emulates
 (compare_logits says how it allows for an input on a rounding boundary); a Q6_K LM head
-(llama-quantize's Q4_0 files) must run as gguf.quants' Q8_0 requantization of its values, and so
-must a Q4_K_M-style file's mixed Q4_K / Q6_K experts and Q5_K attention output. Our
+(llama-quantize's Q4_0 files), a Q5_K attention output and experts all in Q4_K, Q5_K or Q6_K
+must run in their own blocks, and a Q4_K_M-style file's mixed Q4_K / Q6_K experts as gguf.quants'
+Q8_0 requantization of their values. Our
 Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte, and random Q4_K / Q5_K / Q6_K
 blocks must dequantize to gguf.quants.dequantize's values exactly. Quantized experts: on
 models whose expert rows are whole blocks, a gguf-py Q8_0 / Q4_0 file must load its experts as
@@ -419,14 +420,16 @@ def quantized_experts_check(binary, work):
     return failures
 
 
-def requantized_blocks_check(binary, work, name, seed, intermediate, kquants, label):
+EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+
+
+def kquant_blocks_check(binary, work, name, seed, intermediate, kquants, label):
     """A llama-quantize-style mixtral file: Q8_0 matrices, a Q6_K LM head, and the tensor kinds of
-    `kquants` in random blocks of their K-quant types. Switchyard requantizes to Q8_0 on load each
-    matrix whose type has no kernels here (Q5_K, Q6_K) and, when the experts' matrices come in
-    more than one type, all of the experts (LoadOptions::expert_dtype, keep_quantized_matrices);
-    so everything runs in q8_0. The oracle is the float64 forward on gguf.quants' values,
-    requantized by gguf.quants to Q8_0 where Switchyard requantizes, every matrix's input rounded
-    to 8 bits as the kernels round."""
+    `kquants` in random blocks of their K-quant types. Switchyard runs every Q4_K, Q5_K and Q6_K
+    matrix in its own blocks (no requantizing) and, when the experts' matrices come in more than
+    one type, all of the experts in Q8_0 (LoadOptions::expert_dtype). The oracle is the float64
+    forward on gguf.quants' values (requantized by gguf.quants to Q8_0 where Switchyard
+    requantizes), every matrix's input rounded to 8 bits as the kernels round."""
     fam = "mixtral"
     config = dict(H.CASES[fam][0], hidden_size=256, intermediate_size=intermediate)
     rng = np.random.default_rng(seed)
@@ -437,10 +440,13 @@ def requantized_blocks_check(binary, work, name, seed, intermediate, kquants, la
     path = os.path.join(work, name + ".gguf")
     quantized = set()
     held = write_with_gguf_py(fam, config, hf_values, path, Q.Q8_0, quantized, rng, kquants)
+    expert_types = {kquants.get(k, Q.Q8_0) for k in EXPERT_KINDS}
+    mixed_experts = len(expert_types) > 1
     as_run = dict(held)
-    for tensor, arr in held.items():
-        if tensor == "output.weight" or tensor.split(".")[-2] in kquants:
-            as_run[tensor] = dequantize(quantize(arr, Q.Q8_0), Q.Q8_0).reshape(arr.shape)
+    if mixed_experts:
+        for tensor, arr in held.items():
+            if tensor.split(".")[-2] in EXPERT_KINDS:
+                as_run[tensor] = dequantize(quantize(arr, Q.Q8_0), Q.Q8_0).reshape(arr.shape)
     rounded = held_matrices(fam, config, held, quantized)
     ref = H.Family(fam, config, to_hf_layout(fam, config, as_run), round_expert_inputs=True,
                    round_inputs_of=rounded).forward(H.PROMPT)
@@ -449,23 +455,30 @@ def requantized_blocks_check(binary, work, name, seed, intermediate, kquants, la
     if rr.returncode != 0:
         return [f"{label}: generate failed: {rr.stderr.strip()}"]
     failures = []
-    # 4 matrices per layer and the LM head, every one of them q8_0.
-    want = f"dense matrices q8_0 x{4 * config['num_hidden_layers'] + 1}"
-    if want not in rr.stderr or "experts q8_0" not in rr.stderr:
-        failures.append(f"{label}: expected q8_0 experts and {want}: {rr.stderr.strip()}")
-    # The requantized values differ from the file's by more than the tolerance, so the check
-    # would fail had they been read as f32 (or dequantized) instead.
-    plain = H.Family(fam, config, to_hf_layout(fam, config, held), round_expert_inputs=True,
-                     round_inputs_of=rounded).forward(H.PROMPT)
-    gap = float((plain - ref).abs().max()) / max(1.0, float(ref.abs().max()))
-    print(f"     (the file's values against their Q8_0 requantization: {gap:.1e} of max|logit|)")
+    # 4 matrices per layer and the LM head, each in the type the file holds it in.
+    layers = config["num_hidden_layers"]
+    dense = {"q6_k": 1, "q8_0": 3 * layers}
+    out_type = kquants.get("attn_output", Q.Q8_0).name.lower()
+    dense[out_type] = dense.get(out_type, 0) + layers
+    want = "dense matrices " + ", ".join(f"{t} x{n}" for t, n in sorted(dense.items()))
+    experts = "q8_0" if mixed_experts else next(iter(expert_types)).name.lower()
+    if want not in rr.stderr or f"experts {experts}" not in rr.stderr:
+        failures.append(f"{label}: expected {experts} experts and {want}: {rr.stderr.strip()}")
+    if mixed_experts:
+        # The requantized values differ from the file's by more than the tolerance, so the check
+        # would fail had they been read as f32 (or dequantized) instead.
+        plain = H.Family(fam, config, to_hf_layout(fam, config, held), round_expert_inputs=True,
+                         round_inputs_of=rounded).forward(H.PROMPT)
+        gap = float((plain - ref).abs().max()) / max(1.0, float(ref.abs().max()))
+        print(f"     (the experts' values against their Q8_0 requantization: {gap:.1e} of "
+              f"max|logit|)")
     return failures + compare_logits(H.read_logits(out), ref, label, rounded=True)
 
 
 def q6k_head_check(binary, work):
     """Q8_0 attention and experts and a Q6_K LM head, as llama-quantize writes a Q4_0 model."""
-    return requantized_blocks_check(binary, work, "q6k_head", 6, 64, {},
-                                    "mixtral: Q8_0 file with a Q6_K LM head")
+    return kquant_blocks_check(binary, work, "q6k_head", 6, 64, {},
+                               "mixtral: Q8_0 file with a Q6_K LM head")
 
 
 def kquant_mix_check(binary, work):
@@ -473,8 +486,19 @@ def kquant_mix_check(binary, work):
     attention output, a Q6_K LM head (and Q8_0 q/k/v here)."""
     kquants = {"ffn_gate_exps": Q.Q4_K, "ffn_up_exps": Q.Q4_K, "ffn_down_exps": Q.Q6_K,
                "attn_output": Q.Q5_K}
-    return requantized_blocks_check(binary, work, "kquant_mix", 26, 256, kquants,
-                                    "mixtral: Q4_K_M-style file (Q4_K, Q5_K, Q6_K, Q8_0)")
+    return kquant_blocks_check(binary, work, "kquant_mix", 26, 256, kquants,
+                               "mixtral: Q4_K_M-style file (Q4_K, Q5_K, Q6_K, Q8_0)")
+
+
+def kquant_experts_check(binary, work):
+    """Every expert matrix in one k-quant type (as llama-quantize's Q6_K and Q5_K_S files hold
+    them): the experts load and run in that type."""
+    failures = []
+    for qtype, seed in ((Q.Q6_K, 31), (Q.Q5_K, 32), (Q.Q4_K, 33)):
+        kquants = {k: qtype for k in EXPERT_KINDS}
+        failures += kquant_blocks_check(binary, work, f"{qtype.name.lower()}_experts", seed, 256,
+                                        kquants, f"mixtral: {qtype.name} experts")
+    return failures
 
 
 def main():
@@ -558,6 +582,7 @@ def main():
     failures += quantized_experts_check(binary, work)
     failures += q6k_head_check(binary, work)
     failures += kquant_mix_check(binary, work)
+    failures += kquant_experts_check(binary, work)
     failures += bad_input_checks(binary, work)
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))

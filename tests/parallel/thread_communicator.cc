@@ -157,6 +157,8 @@ void ThreadCommunicator::Reduce(size_t offset, size_t count, DType type, Reducti
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
       break;
   }
   SY_CHECK(false) << "reduction on " << DTypeName(type);

@@ -5,7 +5,7 @@
 // vpmaddubsw / vpmaddwd dot where the build's target has vpdpbusd). Each checks the activation
 // layout and the GEMV against the dequantize-then-f64 product of the blocks with the rounded
 // activations (RoundActivationBlocks, DequantizeBlocks), odd block counts and several activation
-// rows; q4_k (which has no quantizer) on random blocks.
+// rows; the k-quants (which have no quantizer) on random blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,16 +26,19 @@
 namespace sy {
 namespace {
 
-// n * k / 256 q4_k blocks of random bytes, with d and dmin random f16 in [2^-8, 2^-6).
-std::vector<uint8_t> RandomQ4_K(std::mt19937& rng, int64_t n, int64_t k) {
-  std::vector<uint8_t> blocks(DTypeBytes(DType::kQ4_K, n * k));
+// n * k / 256 blocks of k-quant `t` of random bytes, with the f16 super-block scales (q4_k, q5_k:
+// d and dmin at bytes 0 and 2; q6_k: d at 208) random in [2^-8, 2^-6).
+std::vector<uint8_t> RandomKQuant(std::mt19937& rng, DType t, int64_t n, int64_t k) {
+  std::vector<uint8_t> blocks(DTypeBytes(t, n * k));
   std::uniform_int_distribution<int> byte(0, 255);
   for (uint8_t& v : blocks) v = static_cast<uint8_t>(byte(rng));
-  for (size_t b = 0; b < blocks.size(); b += 144) {
-    for (size_t h = 0; h < 2; ++h) {
+  const std::vector<size_t> offsets =
+      t == DType::kQ6_K ? std::vector<size_t>{208} : std::vector<size_t>{0, 2};
+  for (size_t b = 0; b < blocks.size(); b += DTypeBlockBytes(t)) {
+    for (size_t offset : offsets) {
       const F16 scale =
           F32ToF16(std::ldexp(1.0f + static_cast<float>(byte(rng)) / 256.0f, -8 + byte(rng) % 2));
-      std::memcpy(&blocks[b + 2 * h], &scale.bits, 2);
+      std::memcpy(&blocks[b + offset], &scale.bits, 2);
     }
   }
   return blocks;
@@ -44,7 +47,7 @@ std::vector<uint8_t> RandomQ4_K(std::mt19937& rng, int64_t n, int64_t k) {
 TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
   for (int64_t k : {32, 96, 224, 256, 1024}) {
     for (int64_t rows : {1, 3, 5}) {
-      for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+      for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
         if (k % DTypeBlockSize(t) != 0) continue;
         const int64_t n = 37, nb = k / 32;
         std::mt19937 rng(static_cast<uint32_t>(k * 7 + rows));
@@ -53,8 +56,8 @@ TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
         for (float& v : w) v = dist(rng);
         for (float& v : a) v = dist(rng);
         std::vector<uint8_t> wq(DTypeBytes(t, n * k));
-        if (t == DType::kQ4_K) {
-          wq = RandomQ4_K(rng, n, k);
+        if (DTypeBlockSize(t) == 256) {
+          wq = RandomKQuant(rng, t, n, k);
         } else {
           QuantizeBlocks(t, w.data(), wq.data(), n * k);
         }

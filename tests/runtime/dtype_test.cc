@@ -345,7 +345,9 @@ TEST(DType, QuantizedBlocks) {
   EXPECT_EQ(static_cast<int>(DType::kQ8_0), 8);
   EXPECT_EQ(static_cast<int>(DType::kQ4_0), 9);
   EXPECT_EQ(static_cast<int>(DType::kQ4_K), 10);
-  for (DType d : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K}) {
+  EXPECT_EQ(static_cast<int>(DType::kQ5_K), 11);
+  EXPECT_EQ(static_cast<int>(DType::kQ6_K), 12);
+  for (DType d : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     EXPECT_EQ(*ParseDType(DTypeName(d)), d);
     EXPECT_TRUE(IsQuantized(d));
     EXPECT_FALSE(IsFloatingPoint(d));
@@ -357,6 +359,10 @@ TEST(DType, QuantizedBlocks) {
   EXPECT_EQ(DTypeBytes(DType::kQ8_0, 64), 68u);
   EXPECT_EQ(DTypeBytes(DType::kQ4_0, 96), 54u);
   EXPECT_EQ(DTypeBytes(DType::kQ4_K, 512), 288u);
+  // ggml-common.h: 2 f16 + 12 scale bytes + 128 + 32 (q5_k); f16 + 16 scales + 192 (q6_k).
+  EXPECT_EQ(DTypeBytes(DType::kQ5_K, 512), 352u);
+  EXPECT_EQ(DTypeBytes(DType::kQ6_K, 512), 420u);
+  EXPECT_EQ(DTypeBlockSize(DType::kQ6_K), 256);
   EXPECT_EQ(DTypeBytes(DType::kBF16, 3), 6u);
   EXPECT_DEATH(DTypeBytes(DType::kQ8_0, 48), "whole number of blocks");
   EXPECT_DEATH(DTypeSize(DType::kQ4_0), "DTypeBytes");
