@@ -363,36 +363,63 @@ Status CheckCheckpointCoversConfig(const HfTensorSource& ckpt, HfFamily family,
   return Status::Ok();
 }
 
-// LoadOptions::expert_dtype; else the quantized type the file stores every routed expert matrix in,
-// when the backend takes quantized weights and the rows are whole blocks of it; else, when the
-// file stores them in blocks of several types (llama-quantize's Q4_K_M and Q5_K_M files keep some
-// layers' down projections in Q6_K), of a type without kernels here, or of one whose blocks the
-// rows do not fill, q8_0 where the rows are whole blocks of 32; else weight_dtype. Checks expert 0
-// of each MoE layer: a GGUF holds each layer's experts in one tensor per matrix, so one type.
-DType ExpertDType(const Backend& backend, const HfTensorSource& source, HfFamily family,
-                  const ModelConfig& config, const LoadOptions& options) {
-  if (options.expert_dtype) return *options.expert_dtype;
-  if (!backend.caps().quantized_weights) return options.weight_dtype;
-  std::optional<DType> common;
-  bool one_type = true, any_blocks = false;
-  for (int layer = 0; layer < config.num_layers; ++layer) {
-    if (config.MoeIndex(layer) < 0) continue;
-    for (const char* matrix : {"w_gate", "w_up", "w_down"}) {
-      const std::string name = HfTensorName(
-          family, "experts/layer" + std::to_string(layer) + "/expert0/" + std::string(matrix));
-      const std::optional<DType> stored = source.StoredQuantizedDType(name);
-      any_blocks = any_blocks || source.StoredQuantized(name);
-      if (!stored || (common && *common != *stored)) one_type = false;
-      if (stored) common = stored;
-    }
-  }
+// The routed experts' dtypes: one for the model (ModelOptions::expert_weight_dtype) and those of
+// the layers that differ from it (ModelOptions::expert_layer_dtypes).
+struct ExpertDTypes {
+  DType common;
+  std::map<int, ExpertMatrixDTypes> layers;
+};
+
+// LoadOptions::expert_dtype; else, when the backend takes quantized weights and every routed
+// expert matrix is stored in blocks of a type with kernels here whose blocks the rows fill, those
+// types as they are: one for all, or (not for experts on the host, whose layout holds one type)
+// the most common one with the layers that differ (llama-quantize's Q4_K_M and Q5_K_M files keep
+// some layers' down projections in Q6_K); else, when the file stores them in blocks, q8_0 where
+// the rows are whole blocks of 32; else weight_dtype. Checks expert 0 of each MoE layer: a GGUF
+// holds each layer's experts in one tensor per matrix, so one type.
+ExpertDTypes ChooseExpertDTypes(const Backend& backend, const HfTensorSource& source,
+                                HfFamily family, const ModelConfig& config,
+                                const LoadOptions& options) {
+  if (options.expert_dtype) return {*options.expert_dtype, {}};
+  if (!backend.caps().quantized_weights) return {options.weight_dtype, {}};
   const auto whole_blocks = [&](DType t) {
     return config.hidden_size % DTypeBlockSize(t) == 0 &&
            config.moe_intermediate_size % DTypeBlockSize(t) == 0;
   };
-  if (one_type && common && whole_blocks(*common)) return *common;
-  if (any_blocks && whole_blocks(DType::kQ8_0)) return DType::kQ8_0;
-  return options.weight_dtype;
+  std::map<int, ExpertMatrixDTypes> stored_by_layer;
+  std::map<DType, int> count;
+  bool all_native = true, any_blocks = false;
+  for (int layer = 0; layer < config.num_layers; ++layer) {
+    if (config.MoeIndex(layer) < 0) continue;
+    DType types[3] = {};
+    for (int c = 0; c < 3; ++c) {
+      static constexpr const char* kMatrices[] = {"w_gate", "w_up", "w_down"};
+      const std::string name = HfTensorName(
+          family, "experts/layer" + std::to_string(layer) + "/expert0/" + kMatrices[c]);
+      const std::optional<DType> stored = source.StoredQuantizedDType(name);
+      any_blocks = any_blocks || source.StoredQuantized(name);
+      if (!stored || !whole_blocks(*stored)) {
+        all_native = false;
+        continue;
+      }
+      types[c] = *stored;
+      ++count[*stored];
+    }
+    stored_by_layer[layer] = ExpertMatrixDTypes{types[0], types[1], types[2]};
+  }
+  if (all_native && count.size() == 1) return {count.begin()->first, {}};
+  if (all_native && !count.empty() && !options.experts_on_host) {
+    ExpertDTypes out{count.begin()->first, {}};
+    for (const auto& [t, n] : count) {
+      if (n > count[out.common]) out.common = t;
+    }
+    for (const auto& [layer, types] : stored_by_layer) {
+      if (!(types == ExpertMatrixDTypes::All(out.common))) out.layers[layer] = types;
+    }
+    return out;
+  }
+  if (any_blocks && whole_blocks(DType::kQ8_0)) return {DType::kQ8_0, {}};
+  return {options.weight_dtype, {}};
 }
 
 // ModelOptions::matrix_dtypes for LoadOptions::keep_quantized_matrices: each dense matrix the
@@ -444,8 +471,10 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
   model_options.with_grad = false;
   model_options.weight_dtype = options.weight_dtype;
   model_options.routed_experts = !options.experts_on_host;
-  model_options.expert_weight_dtype =
-      ExpertDType(backend, *ckpt, family, loaded.hf.config, options);
+  ExpertDTypes expert_dtypes =
+      ChooseExpertDTypes(backend, *ckpt, family, loaded.hf.config, options);
+  model_options.expert_weight_dtype = expert_dtypes.common;
+  model_options.expert_layer_dtypes = std::move(expert_dtypes.layers);
   if (options.keep_quantized_matrices && backend.caps().quantized_weights) {
     model_options.matrix_dtypes = HeldMatrixDTypes(*ckpt, family, loaded.hf.config);
   }

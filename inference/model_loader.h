@@ -58,10 +58,13 @@ struct LoadOptions {
   // expert tensor the file already stores in exactly that quantized type is copied block for
   // block (a GGUF's Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K); any other is read as f32 and quantized
   // here (q8_0 and q4_0 only: the k-quants have no quantizer). Unset: the type the file stores
-  // the experts in when that is one quantized type (a quantized GGUF loads with no requantizing)
-  // and the backend takes quantized weights; q8_0 when the file mixes block types among them (a
-  // Q4_K_M GGUF's Q4_K gate and up with some layers' down projections in Q6_K), uses one without
-  // kernels here, or one whose blocks the rows do not fill; else weight_dtype. Default: unset.
+  // the experts in, when every one is in blocks of a type with kernels here that the rows fill and
+  // the backend takes quantized weights (a quantized GGUF loads with no requantizing): one type
+  // for all, or, when the file mixes them (a Q4_K_M GGUF's Q4_K gate and up with some layers' down
+  // projections in Q6_K), each layer's matrices in their own (ModelOptions::expert_layer_dtypes;
+  // with experts_on_host, whose layout holds one type, all in q8_0); q8_0 when the file stores
+  // them in blocks of a type without kernels here or that the rows do not fill; else
+  // weight_dtype. Default: unset.
   std::optional<DType> expert_dtype;
   // Dense matrices (runtime/model/dense_matrices.h: the attention projections, the dense and
   // shared-expert FFNs, the untied LM head) that the file stores in quantized blocks stay

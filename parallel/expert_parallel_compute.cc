@@ -85,7 +85,8 @@ Result<std::unique_ptr<ExpertParallelCompute>> ExpertParallelCompute::Create(
   SY_ASSIGN_OR_RETURN(
       ep->local_,
       LocalExpertCompute::Create(backend, store, layer, ep->num_local_, options.hidden,
-                                 options.intermediate, weight_dtype, with_grad, ep->first_expert_));
+                                 options.intermediate, ExpertMatrixDTypes::All(weight_dtype),
+                                 with_grad, ep->first_expert_));
   return ep;
 }
 

@@ -29,6 +29,12 @@ Result<ExpertLayout> ExpertLayoutOf(const MoeModel& model) {
   layout.hidden = config.hidden_size;
   layout.intermediate = config.moe_intermediate_size;
   layout.dtype = model.options().expert_dtype();
+  if (!model.options().expert_layer_dtypes.empty()) {
+    return InvalidArgumentError(
+        "the model's experts: their dtypes differ between layers or matrices "
+        "(ModelOptions::expert_layer_dtypes), and an offload layout holds one; load them in one "
+        "dtype (--quantize experts --quant-type q8_0)");
+  }
   SY_RETURN_IF_ERROR(layout.Validate().WithContext("the model's experts"));
   return layout;
 }

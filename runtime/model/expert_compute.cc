@@ -31,16 +31,19 @@ void LocalExpertCompute::set_weight_source(ExpertWeightSource* source) {
 
 Result<std::unique_ptr<LocalExpertCompute>> LocalExpertCompute::Create(
     Backend& backend, ParameterStore& store, int layer, int num_experts, int64_t hidden,
-    int64_t intermediate, DType weight_dtype, bool with_grad, int first_expert) {
+    int64_t intermediate, ExpertMatrixDTypes weight_dtypes, bool with_grad, int first_expert) {
   SY_CHECK_GE(first_expert, 0) << "first_expert";
   std::unique_ptr<LocalExpertCompute> ec(new LocalExpertCompute());
   ec->layer_ = layer;
   ec->first_expert_ = first_expert;
   ec->num_experts_ = num_experts;
   const int64_t e = num_experts;
-  SY_ASSIGN_OR_RETURN(ec->w_gate_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
-  SY_ASSIGN_OR_RETURN(ec->w_up_, backend.Allocate(weight_dtype, Shape{e, intermediate, hidden}));
-  SY_ASSIGN_OR_RETURN(ec->w_down_, backend.Allocate(weight_dtype, Shape{e, hidden, intermediate}));
+  SY_ASSIGN_OR_RETURN(ec->w_gate_,
+                      backend.Allocate(weight_dtypes.gate, Shape{e, intermediate, hidden}));
+  SY_ASSIGN_OR_RETURN(ec->w_up_,
+                      backend.Allocate(weight_dtypes.up, Shape{e, intermediate, hidden}));
+  SY_ASSIGN_OR_RETURN(ec->w_down_,
+                      backend.Allocate(weight_dtypes.down, Shape{e, hidden, intermediate}));
   if (with_grad) {
     SY_ASSIGN_OR_RETURN(ec->dw_gate_,
                         backend.Allocate(DType::kF32, Shape{e, intermediate, hidden}));
@@ -99,9 +102,14 @@ Status LocalExpertCompute::Forward(Backend& backend, const Tensor& xs,
   SY_ASSIGN_OR_RETURN(g_, backend.Allocate(xs.dtype(), Shape{r, inter}));
   SY_ASSIGN_OR_RETURN(u_, backend.Allocate(xs.dtype(), Shape{r, inter}));
   SY_ASSIGN_OR_RETURN(act_, backend.Allocate(xs.dtype(), Shape{r, inter}));
-  const Tensor weights[] = {cur_.w_gate, cur_.w_up};
-  const Tensor outputs[] = {g_, u_};
-  backend.GroupedGemmShared(xs, weights, outputs, cur_.group_rows, GemmOptions{.trans_b = true});
+  if (cur_.w_gate.dtype() == cur_.w_up.dtype()) {
+    const Tensor weights[] = {cur_.w_gate, cur_.w_up};
+    const Tensor outputs[] = {g_, u_};
+    backend.GroupedGemmShared(xs, weights, outputs, cur_.group_rows, GemmOptions{.trans_b = true});
+  } else {  // ExpertMatrixDTypes with gate and up in different dtypes
+    backend.GroupedGemm(xs, cur_.w_gate, g_, cur_.group_rows, GemmOptions{.trans_b = true});
+    backend.GroupedGemm(xs, cur_.w_up, u_, cur_.group_rows, GemmOptions{.trans_b = true});
+  }
   backend.Swiglu(g_, u_, act_);
   backend.GroupedGemm(act_, cur_.w_down, ys, cur_.group_rows, GemmOptions{.trans_b = true});
   xs_ = xs;

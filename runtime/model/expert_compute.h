@@ -120,16 +120,27 @@ class AbsentExpertCompute final : public ExpertCompute {
   int layer_;
 };
 
+// The storage dtypes of an expert's three matrices. They may differ (a Q4_K_M GGUF keeps some
+// layers' down projections in Q6_K): each is one the grouped GEMM takes.
+struct ExpertMatrixDTypes {
+  DType gate = DType::kF32;
+  DType up = DType::kF32;
+  DType down = DType::kF32;
+  static ExpertMatrixDTypes All(DType dtype) { return {dtype, dtype, dtype}; }
+  bool operator==(const ExpertMatrixDTypes&) const = default;
+};
+
 class LocalExpertCompute final : public ExpertCompute {
  public:
   // Registers the experts of decoder layer `layer` in `store`, expert by expert: `num_experts`
   // experts with global ids first_expert .. first_expert + num_experts - 1 (an expert-parallel
   // rank holds a contiguous range; group i of Forward's group_rows is expert first_expert + i).
+  // Each matrix is stored in its own dtype of `weight_dtypes`.
   static Result<std::unique_ptr<LocalExpertCompute>> Create(Backend& backend, ParameterStore& store,
                                                             int layer, int num_experts,
                                                             int64_t hidden, int64_t intermediate,
-                                                            DType weight_dtype, bool with_grad,
-                                                            int first_expert = 0);
+                                                            ExpertMatrixDTypes weight_dtypes,
+                                                            bool with_grad, int first_expert = 0);
   // Note [bound experts]: `num_experts` experts from first_expert on, without weights; Forward
   // fails until set_weight_source names where they come from.
   static std::unique_ptr<LocalExpertCompute> CreateBound(int layer, int num_experts,

@@ -43,7 +43,8 @@ Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(Backend& backend, ParameterSt
   } else {
     SY_ASSIGN_OR_RETURN(moe->experts_, LocalExpertCompute::Create(
                                            backend, store, layer, config.num_experts, h,
-                                           config.moe_intermediate_size, weight_dtype, with_grad));
+                                           config.moe_intermediate_size,
+                                           ExpertMatrixDTypes::All(weight_dtype), with_grad));
   }
   moe->router_ = Router(RouterOptions{
       .num_experts = config.num_experts,

@@ -25,6 +25,39 @@ Result<std::vector<int32_t>> ReadIds(Backend& backend, const Tensor& t, const ch
   return DownloadI32(backend, t);
 }
 
+// A routed-expert storage dtype other than weight_dtype (ModelOptions::expert_weight_dtype and
+// expert_layer_dtypes): `what` names the option in the error.
+Status CheckExpertDType(const Backend& backend, const ModelConfig& config,
+                        const ModelOptions& options, DType e, const std::string& what) {
+  const bool plain = e == DType::kF32 || e == DType::kBF16 || e == DType::kF16;
+  if (!plain && !IsQuantized(e)) {
+    return InvalidArgumentError("model options: " + what + " " + std::string(DTypeName(e)) +
+                                " must be f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
+  }
+  if (IsQuantized(e) && !backend.caps().quantized_weights) {
+    return InvalidArgumentError("model options: " + what + " " + std::string(DTypeName(e)) +
+                                ": the " + backend.name() +
+                                " backend has no kernels for quantized weights; keep the "
+                                "experts in a float dtype, or run on the cpu device");
+  }
+  if (options.with_grad) {
+    return InvalidArgumentError("model options: " + what + " " + std::string(DTypeName(e)) +
+                                " differs from weight_dtype " +
+                                std::string(DTypeName(options.weight_dtype)) +
+                                ", which training needs; set with_grad = false");
+  }
+  const int64_t block = DTypeBlockSize(e);
+  if (config.hidden_size % block != 0 || config.moe_intermediate_size % block != 0) {
+    return InvalidArgumentError(
+        "model options: experts in " + std::string(DTypeName(e)) + " (" + what +
+        ") need hidden_size (" + std::to_string(config.hidden_size) +
+        ") and moe_intermediate_size (" + std::to_string(config.moe_intermediate_size) +
+        ") to be multiples of " + std::to_string(block) + "; keep the experts in " +
+        std::string(DTypeName(options.weight_dtype)) + " or pick q8_0 / q4_0 (blocks of 32)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const ModelConfig& config,
@@ -55,32 +88,17 @@ Result<std::unique_ptr<MoeModel>> MoeModel::Create(Backend& backend, const Model
         std::string(DTypeName(options.compute_dtype)) + "); or set with_grad = false");
   }
   if (const DType e = options.expert_dtype(); e != options.weight_dtype) {
-    const bool plain = e == DType::kF32 || e == DType::kBF16 || e == DType::kF16;
-    if (!plain && !IsQuantized(e)) {
-      return InvalidArgumentError("model options: expert_weight_dtype " +
-                                  std::string(DTypeName(e)) +
-                                  " must be f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
+    SY_RETURN_IF_ERROR(CheckExpertDType(backend, config, options, e, "expert_weight_dtype"));
+  }
+  for (const auto& [layer, dtypes] : options.expert_layer_dtypes) {
+    const std::string what = "expert_layer_dtypes[" + std::to_string(layer) + "]";
+    if (layer < 0 || layer >= config.num_layers || !config.IsMoeLayer(layer)) {
+      return InvalidArgumentError("model options: " + what + ": layer " + std::to_string(layer) +
+                                  " is not an MoE layer of this model");
     }
-    if (IsQuantized(e) && !backend.caps().quantized_weights) {
-      return InvalidArgumentError("model options: expert_weight_dtype " +
-                                  std::string(DTypeName(e)) + ": the " + backend.name() +
-                                  " backend has no kernels for quantized weights; keep the "
-                                  "experts in a float dtype, or run on the cpu device");
-    }
-    if (options.with_grad) {
-      return InvalidArgumentError("model options: expert_weight_dtype " +
-                                  std::string(DTypeName(e)) + " differs from weight_dtype " +
-                                  std::string(DTypeName(options.weight_dtype)) +
-                                  ", which training needs; set with_grad = false");
-    }
-    const int64_t block = DTypeBlockSize(e);
-    if (config.hidden_size % block != 0 || config.moe_intermediate_size % block != 0) {
-      return InvalidArgumentError(
-          "model options: experts in " + std::string(DTypeName(e)) + " need hidden_size (" +
-          std::to_string(config.hidden_size) + ") and moe_intermediate_size (" +
-          std::to_string(config.moe_intermediate_size) + ") to be multiples of " +
-          std::to_string(block) + "; keep the experts in " +
-          std::string(DTypeName(options.weight_dtype)) + " or pick q8_0 / q4_0 (blocks of 32)");
+    for (const DType e : {dtypes.gate, dtypes.up, dtypes.down}) {
+      if (e != options.weight_dtype)
+        SY_RETURN_IF_ERROR(CheckExpertDType(backend, config, options, e, what));
     }
   }
   SY_RETURN_IF_ERROR(CheckMatrixDTypes(backend, config, options.matrix_dtypes, options.with_grad));
@@ -103,13 +121,13 @@ Status MoeModel::Build() {
   const Tensor table = embedding.table(), table_grad = embedding.table_grad();
   embedding_ = std::make_unique<Embedding>(std::move(embedding));
   ExpertComputeFactory experts;  // empty: LocalExpertCompute over every routed expert
-  if (options_.expert_dtype() != wd) {
+  if (options_.expert_dtype() != wd || !options_.expert_layer_dtypes.empty()) {
     experts = [this](Backend& backend, ParameterStore& store, int layer, DType,
                      bool grad) -> Result<std::unique_ptr<ExpertCompute>> {
       SY_ASSIGN_OR_RETURN(
           auto local, LocalExpertCompute::Create(backend, store, layer, config_.num_experts,
                                                  config_.hidden_size, config_.moe_intermediate_size,
-                                                 options_.expert_dtype(), grad));
+                                                 options_.expert_dtypes(layer), grad));
       return std::unique_ptr<ExpertCompute>(std::move(local));
     };
   }

@@ -73,6 +73,7 @@
 #include "runtime/model/attention_block.h"
 #include "runtime/model/decoder_layer.h"
 #include "runtime/model/embedding.h"
+#include "runtime/model/expert_compute.h"
 #include "runtime/model/layer_hooks.h"
 #include "runtime/model/linear.h"
 #include "runtime/model/model_config.h"
@@ -110,6 +111,11 @@ struct ModelOptions {
   // the embeddings and the LM head stay in weight_dtype (or matrix_dtypes). Quantized experts
   // need a backend that takes quantized weights (cpu, sim). Default: unset.
   std::optional<DType> expert_weight_dtype = std::nullopt;
+  // The routed experts' dtypes of single MoE layers, by decoder layer index, where they differ from
+  // expert_dtype() (a Q4_K_M GGUF holds the gate and up projections in Q4_K and some layers' down
+  // projections in Q6_K, others in Q4_K): each matrix as expert_weight_dtype allows, forward-only.
+  // InvalidArgument naming the layer for a layer that is not an MoE layer. Default: empty.
+  std::map<int, ExpertMatrixDTypes> expert_layer_dtypes = {};
   // The routed experts have no weights in the model: each MoE layer computes through a bound
   // LocalExpertCompute (Note [bound experts] in runtime/model/expert_compute.h) whose weights a
   // source gives per Forward; their parameters are not registered. Training on the expert store
@@ -119,8 +125,13 @@ struct ModelOptions {
   // (parallel/zero3.h) can drop the dense ones' memory between uses on a GPU (on cpu every
   // allocation already can). Default: false.
   bool releasable_parameters = false;
-  // The dtype the routed experts are stored in.
+  // The dtype the routed experts are stored in, but for the layers of expert_layer_dtypes.
   DType expert_dtype() const { return expert_weight_dtype.value_or(weight_dtype); }
+  // The dtypes of decoder layer `layer`'s routed experts.
+  ExpertMatrixDTypes expert_dtypes(int layer) const {
+    const auto it = expert_layer_dtypes.find(layer);
+    return it != expert_layer_dtypes.end() ? it->second : ExpertMatrixDTypes::All(expert_dtype());
+  }
 };
 
 struct LossReport {

@@ -22,8 +22,8 @@ The quantized attention projections and LM head stay in their blocks ("dense mat
 their inputs rounded to 8 bits as the experts' are (below), which the float64 forward emulates
 (compare_logits says how it allows for an input on a rounding boundary); a Q6_K LM head
 (llama-quantize's Q4_0 files), a Q5_K attention output and experts all in Q4_K, Q5_K or Q6_K
-must run in their own blocks, and a Q4_K_M-style file's mixed Q4_K / Q6_K experts as gguf.quants'
-Q8_0 requantization of their values. Our
+must run in their own blocks, and so must a Q4_K_M-style file's mixed Q4_K / Q6_K experts (with
+an offload policy, whose host layout holds one type: as gguf.quants' Q8_0 requantization). Our
 Q8_0 / Q4_0 export must equal gguf.quants.quantize byte for byte, and random Q4_K / Q5_K / Q6_K
 blocks must dequantize to gguf.quants.dequantize's values exactly. Quantized experts: on
 models whose expert rows are whole blocks, a gguf-py Q8_0 / Q4_0 file must load its experts as
@@ -426,10 +426,11 @@ EXPERT_KINDS = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 def kquant_blocks_check(binary, work, name, seed, intermediate, kquants, label):
     """A llama-quantize-style mixtral file: Q8_0 matrices, a Q6_K LM head, and the tensor kinds of
     `kquants` in random blocks of their K-quant types. Switchyard runs every Q4_K, Q5_K and Q6_K
-    matrix in its own blocks (no requantizing) and, when the experts' matrices come in more than
-    one type, all of the experts in Q8_0 (LoadOptions::expert_dtype). The oracle is the float64
-    forward on gguf.quants' values (requantized by gguf.quants to Q8_0 where Switchyard
-    requantizes), every matrix's input rounded to 8 bits as the kernels round."""
+    matrix in its own blocks, no requantizing, the experts too when their matrices come in several
+    types (ModelOptions::expert_layer_dtypes). The oracle is the float64 forward on gguf.quants'
+    values, every matrix's input rounded to 8 bits as the kernels round. With mixed experts, an
+    offload policy (experts on the host, whose layout holds one type) must run them as gguf.quants'
+    Q8_0 requantization of their values, and says so."""
     fam = "mixtral"
     config = dict(H.CASES[fam][0], hidden_size=256, intermediate_size=intermediate)
     rng = np.random.default_rng(seed)
@@ -440,39 +441,49 @@ def kquant_blocks_check(binary, work, name, seed, intermediate, kquants, label):
     path = os.path.join(work, name + ".gguf")
     quantized = set()
     held = write_with_gguf_py(fam, config, hf_values, path, Q.Q8_0, quantized, rng, kquants)
-    expert_types = {kquants.get(k, Q.Q8_0) for k in EXPERT_KINDS}
-    mixed_experts = len(expert_types) > 1
-    as_run = dict(held)
-    if mixed_experts:
-        for tensor, arr in held.items():
-            if tensor.split(".")[-2] in EXPERT_KINDS:
-                as_run[tensor] = dequantize(quantize(arr, Q.Q8_0), Q.Q8_0).reshape(arr.shape)
-    rounded = held_matrices(fam, config, held, quantized)
-    ref = H.Family(fam, config, to_hf_layout(fam, config, as_run), round_expert_inputs=True,
-                   round_inputs_of=rounded).forward(H.PROMPT)
-    out = os.path.join(work, name + ".logits")
-    rr = H.run_switchyard(binary, path, out)
-    if rr.returncode != 0:
-        return [f"{label}: generate failed: {rr.stderr.strip()}"]
-    failures = []
-    # 4 matrices per layer and the LM head, each in the type the file holds it in.
     layers = config["num_hidden_layers"]
+    expert_types = [kquants.get(k, Q.Q8_0).name.lower() for k in EXPERT_KINDS]
+    if len(set(expert_types)) == 1:
+        experts = expert_types[0]
+    else:  # one matrix of each kind per layer, counted by type
+        experts = ", ".join(f"{t} x{expert_types.count(t) * layers}"
+                            for t in sorted(set(expert_types)))
+    # 4 matrices per layer and the LM head, each in the type the file holds it in.
     dense = {"q6_k": 1, "q8_0": 3 * layers}
     out_type = kquants.get("attn_output", Q.Q8_0).name.lower()
     dense[out_type] = dense.get(out_type, 0) + layers
     want = "dense matrices " + ", ".join(f"{t} x{n}" for t, n in sorted(dense.items()))
-    experts = "q8_0" if mixed_experts else next(iter(expert_types)).name.lower()
-    if want not in rr.stderr or f"experts {experts}" not in rr.stderr:
-        failures.append(f"{label}: expected {experts} experts and {want}: {rr.stderr.strip()}")
-    if mixed_experts:
-        # The requantized values differ from the file's by more than the tolerance, so the check
-        # would fail had they been read as f32 (or dequantized) instead.
-        plain = H.Family(fam, config, to_hf_layout(fam, config, held), round_expert_inputs=True,
-                         round_inputs_of=rounded).forward(H.PROMPT)
-        gap = float((plain - ref).abs().max()) / max(1.0, float(ref.abs().max()))
-        print(f"     (the experts' values against their Q8_0 requantization: {gap:.1e} of "
-              f"max|logit|)")
-    return failures + compare_logits(H.read_logits(out), ref, label, rounded=True)
+    rounded = held_matrices(fam, config, held, quantized)
+    runs = [("resident", (), held, experts)]
+    if len(set(expert_types)) > 1:
+        requantized = dict(held)
+        for tensor, arr in held.items():
+            if tensor.split(".")[-2] in EXPERT_KINDS:
+                requantized[tensor] = dequantize(quantize(arr, Q.Q8_0), Q.Q8_0).reshape(arr.shape)
+        runs.append(("ondemand", ("--policy", "ondemand"), requantized, "q8_0"))
+    failures = []
+    for policy, extra, values, want_experts in runs:
+        ref = H.Family(fam, config, to_hf_layout(fam, config, values), round_expert_inputs=True,
+                       round_inputs_of=rounded).forward(H.PROMPT)
+        out = os.path.join(work, f"{name}.{policy}.logits")
+        rr = H.run_switchyard(binary, path, out, extra)
+        what = f"{label}, {policy}"
+        if rr.returncode != 0:
+            failures.append(f"{what}: generate failed: {rr.stderr.strip()}")
+            continue
+        if want not in rr.stderr or f"experts {want_experts}," not in rr.stderr:
+            failures.append(f"{what}: expected experts {want_experts} and {want}: "
+                            f"{rr.stderr.strip()}")
+        if values is not held:
+            # The requantized values differ from the file's by more than the tolerance, so the
+            # check would fail had they been read as the file holds them.
+            plain = H.Family(fam, config, to_hf_layout(fam, config, held),
+                             round_expert_inputs=True, round_inputs_of=rounded).forward(H.PROMPT)
+            gap = float((plain - ref).abs().max()) / max(1.0, float(ref.abs().max()))
+            print(f"     (the experts' values against their Q8_0 requantization: {gap:.1e} of "
+                  f"max|logit|)")
+        failures += compare_logits(H.read_logits(out), ref, what, rounded=True)
+    return failures
 
 
 def q6k_head_check(binary, work):

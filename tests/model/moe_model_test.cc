@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/core/dtype.h"
+#include "runtime/core/quant_blocks.h"
 #include "runtime/model/dense_matrices.h"
 #include "runtime/model/moe_model.h"
 #include "runtime/model/pregate_init.h"
@@ -389,6 +393,99 @@ TEST(MoeModelTest, DenseMatricesInTheirOwnDTypes) {
   refused({{"layers/0/attn/wq", DType::kQ8_0}}, false, "whole blocks");
   refused({{"layers/0/attn/wq", DType::kBF16}}, true, "forward-only");
   refused({{"layers/0/attn/wq", DType::kI32}}, false, "expected f32");
+}
+
+// Routed experts in per-layer, per-matrix dtypes (ModelOptions::expert_layer_dtypes, as a Q4_K_M
+// GGUF holds them): each expert matrix is allocated in its layer's dtype, and the forward gives
+// the logits of the f32 model holding the blocks' values, up to the rounding of the quantized
+// matrices' inputs to 8 bits (to the loose bound of DenseMatricesInTheirOwnDTypes; the exact check
+// is tests/inference/gguf_oracle.py). A layer that is not an MoE layer, training, and rows that
+// are not whole blocks are refused, naming the layer.
+TEST(MoeModelTest, ExpertsInPerLayerDTypes) {
+  auto backend = testing::MakeBackend(Device::Cpu());
+  ModelConfig c = Featureful();  // layer 0 dense, layers 1 and 2 MoE
+  c.hidden_size = 256;
+  c.head_dim = 64;
+  c.intermediate_size = 256;
+  c.moe_intermediate_size = 256;
+  c.shared_expert_intermediate_size = 256;
+  const ExpertMatrixDTypes layer2{DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  ModelOptions options{.with_grad = false,
+                       .expert_weight_dtype = DType::kQ8_0,
+                       .expert_layer_dtypes = {{2, layer2}}};
+  auto mixed = MoeModel::Create(*backend, c, options);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  auto f32 = MakeModel(*backend, c);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> small(1e-4f, 5e-4f);
+  int checked = 0;
+  for (Parameter& p : (*mixed)->parameters()) {
+    Parameter* mine = f32->parameters().Find(p.name);
+    ASSERT_NE(mine, nullptr) << p.name;
+    const DType t = p.value.dtype();
+    if (p.name.find("experts/layer2/") == 0) {
+      const std::string_view matrix = std::string_view(p.name).substr(p.name.rfind('/') + 1);
+      const DType want = matrix == "w_gate" ? layer2.gate
+                         : matrix == "w_up" ? layer2.up
+                                            : layer2.down;
+      EXPECT_EQ(t, want) << p.name;
+      ++checked;
+    } else if (p.name.find("experts/layer1/") == 0) {
+      EXPECT_EQ(t, DType::kQ8_0) << p.name;
+    }
+    if (!IsQuantized(t)) {
+      testing::FromHost(*backend, ToHost(*backend, mine->value), p.value);
+      continue;
+    }
+    // Random blocks with small f16 super-block scales (q4_k, q5_k: d and dmin at bytes 0 and 2;
+    // q6_k: d at 208; q8_0: d at 0 of each 34).
+    std::vector<uint8_t> blocks(p.value.nbytes());
+    for (uint8_t& b : blocks) b = static_cast<uint8_t>(byte(rng));
+    const std::vector<size_t> scales = t == DType::kQ6_K   ? std::vector<size_t>{208}
+                                       : t == DType::kQ8_0 ? std::vector<size_t>{0}
+                                                           : std::vector<size_t>{0, 2};
+    for (size_t b = 0; b < blocks.size(); b += DTypeBlockBytes(t)) {
+      for (size_t offset : scales) {
+        const F16 d = F32ToF16(t == DType::kQ8_0 ? small(rng) * 40.0f : small(rng));
+        std::memcpy(&blocks[b + offset], &d.bits, 2);
+      }
+    }
+    backend->CopyAsync(Tensor::Wrap(blocks.data(), t, p.value.shape()), p.value,
+                       backend->compute_stream());
+    backend->SynchronizeStream(backend->compute_stream());
+    std::vector<float> values(static_cast<size_t>(p.value.numel()));
+    DequantizeBlocks(t, blocks.data(), values.data(), p.value.numel());
+    testing::FromHost(*backend, values, mine->value);
+  }
+  EXPECT_EQ(checked, 3 * c.num_experts);
+  Tensor tok = HostI32(testing::RandomTokens(12, c.vocab_size, 4), Shape{2, 6});
+  ASSERT_TRUE((*mixed)->Forward(tok, Tensor()).ok());
+  ASSERT_TRUE(f32->Forward(tok, Tensor()).ok());
+  std::vector<float> la = ToHost(*backend, f32->logits());
+  std::vector<float> lb = ToHost(*backend, (*mixed)->logits());
+  double err = 0, scale = 1;
+  for (size_t i = 0; i < la.size(); ++i) {
+    err = std::max(err, double(std::abs(la[i] - lb[i])));
+    scale = std::max(scale, double(std::abs(la[i])));
+  }
+  EXPECT_GT(err, 0.0);
+  EXPECT_LE(err, 0.15 * scale);
+
+  auto refused = [&](ModelConfig config, ModelOptions o, const char* needle) {
+    auto m = MoeModel::Create(*backend, config, o);
+    ASSERT_FALSE(m.ok()) << needle;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(m.status().ToString().find(needle), std::string::npos) << m.status().ToString();
+  };
+  const ExpertMatrixDTypes k = ExpertMatrixDTypes::All(DType::kQ6_K);
+  refused(c, ModelOptions{.with_grad = false, .expert_layer_dtypes = {{0, k}}},
+          "expert_layer_dtypes[0]: layer 0 is not an MoE layer");
+  refused(c, ModelOptions{.with_grad = true, .expert_layer_dtypes = {{1, k}}}, "with_grad");
+  ModelConfig narrow = c;
+  narrow.moe_intermediate_size = 128;  // not whole blocks of 256
+  refused(narrow, ModelOptions{.with_grad = false, .expert_layer_dtypes = {{1, k}}},
+          "expert_layer_dtypes[1]) need hidden_size");
 }
 
 TEST(MoeModelTest, RejectsBadInputsAndStates) {

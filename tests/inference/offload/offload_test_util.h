@@ -39,7 +39,8 @@ class ReferenceExperts {
       : layout_(layout), cpu_(std::move(CreateBackend(Device::Cpu()).value())) {
     for (int m = 0; m < layout.num_layers; ++m) {
       layers_.push_back(LocalExpertCompute::Create(*cpu_, store_, m, layout.num_experts,
-                                                   layout.hidden, layout.intermediate, layout.dtype,
+                                                   layout.hidden, layout.intermediate,
+                                                   ExpertMatrixDTypes::All(layout.dtype),
                                                    /*with_grad=*/false)
                             .value());
     }
