@@ -144,6 +144,8 @@ Status UploadParameter(Backend& backend, Parameter& param, std::span<const float
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       return InvalidArgumentError("parameter " + param.name + " has the dtype " +
                                   std::string(DTypeName(value.dtype())) +
                                   ", which f32 values do not upload to (UploadBlocks)");
@@ -316,6 +318,8 @@ Status LoadHostExperts(const HfTensorSource& ckpt, HfFamily family, const ModelC
           case DType::kQ4_K:
           case DType::kQ5_K:
           case DType::kQ6_K:
+          case DType::kQ2_K:
+          case DType::kQ3_K:
             return InvalidArgumentError("host experts need a float weight dtype");
         }
       }

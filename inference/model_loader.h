@@ -13,7 +13,7 @@
 // used (except rotary_emb.inv_freq buffers, and lm_head.weight of a tied model); otherwise the
 // error names the tensor. Weights are converted from the file's dtype (F32, F16, BF16, F64) to
 // LoadOptions::weight_dtype; the routed experts to LoadOptions::expert_dtype, which may be
-// quantized (q8_0, q4_0, q4_k, q5_k, q6_k): a file's own blocks of that type are copied as they
+// quantized (q8_0, q4_0, a k-quant): a file's own blocks of that type are copied as they
 // are, other values quantized on load. Dense matrices a file stores quantized stay quantized
 // (LoadOptions::keep_quantized_matrices).
 //
@@ -69,8 +69,9 @@ struct LoadOptions {
   // Dense matrices (runtime/model/dense_matrices.h: the attention projections, the dense and
   // shared-expert FFNs, the untied LM head) that the file stores in quantized blocks stay
   // quantized (ModelOptions::matrix_dtypes), so that decode reads as few bytes as the file holds:
-  // Q8_0, Q4_0, Q4_K, Q5_K and Q6_K block for block; any other block type (Q2_K, Q3_K, MXFP4,
-  // which have no kernels here yet) requantized to q8_0 from its values. A matrix whose rows are
+  // Q8_0, Q4_0 and Q2_K ... Q6_K block for block; a block type without kernels here that
+  // converts to f32 would be requantized to q8_0 from its values (none does today: the other
+  // ggml types, Q4_1, Q5_0, the IQ types and MXFP4, do not load). A matrix whose rows are
   // not whole blocks, and every matrix on a backend without quantized kernels
   // (Backend::caps().quantized_weights: cuda), loads in weight_dtype. The routers, embeddings and
   // norms always load in weight_dtype (llama.cpp's quantizer keeps the routers unquantized too). A
@@ -134,7 +135,7 @@ class HfTensorSource {
   // float type or an unknown name. Default: nullopt (a format without quantized tensors).
   virtual std::optional<DType> StoredQuantizedDType(const std::string& name) const;
   // Whether the file stores `name` in quantized blocks of any type, including types with no
-  // runtime dtype (a GGUF's Q3_K, which ReadF32 dequantizes). Default: false.
+  // runtime dtype. Default: false.
   virtual bool StoredQuantized(const std::string& name) const;
   // The stored blocks of `name` byte for byte, in StoredQuantizedDType(name) (out.size() == their
   // bytes). Default: Unimplemented.

@@ -164,9 +164,9 @@ void AddQuantizeOptions(CLI::App& app, QuantizeFlags* flags) {
                  "projections and LM head stay in their blocks (a Q6_K LM head as q8_0)")
       ->check(CLI::IsMember({"none", "experts"}));
   app.add_option("--quant-type", flags->quant_type,
-                 "Block type of --quantize experts: q8_0, q4_0 (quantized on load), or q4_k, "
-                 "q5_k, q6_k (a GGUF's own blocks of that type only) (default q8_0)")
-      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_k", "q5_k", "q6_k"}));
+                 "Block type of --quantize experts: q8_0, q4_0 (quantized on load), or q2_k ... "
+                 "q6_k (a GGUF's own blocks of that type only) (default q8_0)")
+      ->check(CLI::IsMember({"q8_0", "q4_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}));
 }
 
 Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DType weight_dtype) {
@@ -175,7 +175,7 @@ Result<std::optional<DType>> ParseQuantizeFlags(const QuantizeFlags& flags, DTyp
   SY_ASSIGN_OR_RETURN(DType type, ParseDType(flags.quant_type));
   if (!IsQuantized(type)) {
     return InvalidArgumentError("--quant-type " + flags.quant_type +
-                                ": expected q8_0, q4_0, q4_k, q5_k, q6_k");
+                                ": expected q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k");
   }
   return std::optional<DType>(type);
 }

@@ -76,7 +76,7 @@ SamplerOptions GreedySampling();
 // The context of a `generate` without --max-tokens and of a `chat`: -c when given (ctx_size > 0),
 // else the model's own (`trained`, 0 when unknown) up to 4096 tokens, as llama.cpp's default -c.
 int64_t OpenEndedContext(int64_t ctx_size, int64_t trained);
-// --quantize none|experts and --quant-type q8_0|q4_0|q4_k|q5_k|q6_k: the routed experts' dtype.
+// --quantize none|experts and --quant-type q8_0|q4_0|q2_k..q6_k: the routed experts' dtype.
 struct QuantizeFlags {
   std::string quantize;             // "", "none" or "experts"
   std::string quant_type = "q8_0";  // the block type of "experts"

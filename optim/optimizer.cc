@@ -33,6 +33,8 @@ void WriteComputeCopy(const ComputeCopy& copy, const float* param, size_t begin,
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kF64:
       break;
   }

@@ -47,6 +47,8 @@ MPI_Datatype BaseType(DType type) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       break;  // weights in blocks: never communicated
   }
   SY_CHECK(false) << "unknown DType " << static_cast<int>(type);

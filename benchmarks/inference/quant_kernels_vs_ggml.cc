@@ -1,20 +1,21 @@
-// Switchyard's q4_0 / q8_0 / q4_k GEMV kernels (runtime/cpu/cpu_quant.h) against ggml's, per 32
-// weights, on one thread (issue 18: "as fast per byte as ggml's"). Built and run by
+// Switchyard's q4_0 / q8_0 / q2_k ... q6_k GEMV kernels (runtime/cpu/cpu_quant.h) against
+// ggml's, per 32 weights, on one thread (issue 18: "as fast per byte as ggml's"). Built and run by
 // quant_kernels_vs_ggml.sh against the llama.cpp build of scripts/build-llamacpp.sh.
 //
 //   quant_kernels_vs_ggml N K [ROUNDS]
 //
 // One GEMV y[N] = W[N, K] x[K] per pass, the activation rounding included on both sides
-// (Switchyard's QuantizeActivations, ggml's quantize_row_q8_0, or quantize_row_q8_K for q4_k):
+// (Switchyard's QuantizeActivations, ggml's quantize_row_q8_0, or quantize_row_q8_K for the
+// k-quants):
 //   - Switchyard: QuantGemvRows over the GGUF blocks as stored.
-//   - ggml vec_dot: ggml_vec_dot_q4_0_q8_0 / ggml_vec_dot_q8_0_q8_0 / ggml_vec_dot_q4_K_q8_K per
+//   - ggml vec_dot: ggml_vec_dot_q4_0_q8_0 / ggml_vec_dot_q8_0_q8_0 / ggml_vec_dot_qN_K_q8_K per
 //     row.
 //   - ggml repacked (q4_0 only): ggml_gemv_q4_0_8x8_q8_0 over the rows repacked 8 at a time into
 //     block_q4_0x8, what llama.cpp runs for Q4_0 on an AVX2 CPU (ggml-cpu/repack.cpp picks it
 //     when the row count is a multiple of 8); llama.cpp's q8_0 has no repacked path on x86. Its
 //     q4_k one (block_q4_Kx8) is not reproduced here: compare whole decodes (vs_llamacpp.sh).
-// q4_k has no quantizer here (ggml's searches its scales): its blocks are random bytes with d and
-// dmin of 2^-8..2^-6, as the op-check harness makes them.
+// The k-quants have no quantizer here (ggml's search their scales): their blocks are random bytes
+// with d (and dmin) of 2^-8..2^-6, as the op-check harness makes them.
 // Each figure is the best of ROUNDS (default 7) passes of at least 0.15 s of thread CPU time, so a
 // shared machine's other jobs do not inflate it; the three alternate within each round. The
 // outputs are checked against each other (relative to the largest |y|) before timing.
@@ -28,6 +29,7 @@
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "runtime/core/quant_blocks.h"
@@ -38,6 +40,14 @@ void ggml_cpu_init(void);
 void quantize_row_q8_0(const float* x, void* y, int64_t k);
 void quantize_row_q8_K(const float* x, void* y, int64_t k);
 void ggml_vec_dot_q4_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
+                            size_t by, int nrc);
+void ggml_vec_dot_q2_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
+                            size_t by, int nrc);
+void ggml_vec_dot_q3_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
+                            size_t by, int nrc);
+void ggml_vec_dot_q5_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
+                            size_t by, int nrc);
+void ggml_vec_dot_q6_K_q8_K(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
                             size_t by, int nrc);
 void ggml_vec_dot_q4_0_q8_0(int n, float* s, size_t bs, const void* vx, size_t bx, const void* vy,
                             size_t by, int nrc);
@@ -87,16 +97,18 @@ std::vector<uint8_t> RepackQ4_0x8(const std::vector<uint8_t>& q4, int64_t n, int
   return out;
 }
 
-// n * k / 256 q4_k blocks of random bytes, d and dmin f16 in [2^-8, 2^-6).
-std::vector<uint8_t> RandomQ4_K(std::mt19937& rng, int64_t n, int64_t k) {
-  std::vector<uint8_t> blocks(static_cast<size_t>(n * k / 256 * 144));
+// n * k / 256 blocks of k-quant t of random bytes, the f16 super-block scales (KQuantScaleOffsets)
+// in [2^-8, 2^-6).
+std::vector<uint8_t> RandomKQuant(std::mt19937& rng, sy::DType t, int64_t n, int64_t k) {
+  std::vector<uint8_t> blocks(sy::DTypeBytes(t, n * k));
   std::uniform_int_distribution<int> byte(0, 255);
   for (uint8_t& v : blocks) v = static_cast<uint8_t>(byte(rng));
-  for (size_t b = 0; b < blocks.size(); b += 144) {
-    for (size_t h = 0; h < 2; ++h) {
+  const std::vector<size_t> offsets = sy::KQuantScaleOffsets(t);
+  for (size_t b = 0; b < blocks.size(); b += sy::DTypeBlockBytes(t)) {
+    for (size_t offset : offsets) {
       const sy::F16 scale = sy::F32ToF16(
           std::ldexp(1.0f + static_cast<float>(byte(rng)) / 256.0f, -8 + byte(rng) % 2));
-      std::memcpy(&blocks[b + 2 * h], &scale.bits, 2);
+      std::memcpy(&blocks[b + offset], &scale.bits, 2);
     }
   }
   return blocks;
@@ -145,12 +157,18 @@ int main(int argc, char** argv) {
       "| type | N x K | Switchyard ns/32 weights | ggml vec_dot ns/32 weights | ggml repacked "
       "ns/32 weights | ggml best / Switchyard | max rel. diff |\n"
       "| --- | --- | --- | --- | --- | --- | --- |\n");
-  for (sy::DType t : {sy::DType::kQ4_0, sy::DType::kQ8_0, sy::DType::kQ4_K}) {
-    const bool q4 = t == sy::DType::kQ4_0, q4k = t == sy::DType::kQ4_K;
+  for (sy::DType t : {sy::DType::kQ4_0, sy::DType::kQ8_0, sy::DType::kQ2_K, sy::DType::kQ3_K,
+                      sy::DType::kQ4_K, sy::DType::kQ5_K, sy::DType::kQ6_K}) {
+    const bool q4 = t == sy::DType::kQ4_0, kquant = sy::DTypeBlockSize(t) == 256;
+    const auto kquant_dot = t == sy::DType::kQ2_K   ? ggml_vec_dot_q2_K_q8_K
+                            : t == sy::DType::kQ3_K ? ggml_vec_dot_q3_K_q8_K
+                            : t == sy::DType::kQ4_K ? ggml_vec_dot_q4_K_q8_K
+                            : t == sy::DType::kQ5_K ? ggml_vec_dot_q5_K_q8_K
+                                                    : ggml_vec_dot_q6_K_q8_K;
     const auto row_bytes = static_cast<int64_t>(sy::DTypeBytes(t, k));
     std::vector<uint8_t> wq(static_cast<size_t>(n * row_bytes));
-    if (q4k) {
-      wq = RandomQ4_K(rng, n, k);
+    if (kquant) {
+      wq = RandomKQuant(rng, t, n, k);
     } else {
       sy::QuantizeBlocks(t, w.data(), wq.data(), n * k);
     }
@@ -163,11 +181,11 @@ int main(int argc, char** argv) {
                              k, wq.data(), ours.data(), n, 1.0f, 0.0f, 0, n);
     };
     auto run_vec = [&] {
-      if (q4k) {
+      if (kquant) {
         quantize_row_q8_K(x.data(), xq8k.data(), k);
         for (int64_t r = 0; r < n; ++r) {
-          ggml_vec_dot_q4_K_q8_K(static_cast<int>(k), &vec[r], 0, wq.data() + r * row_bytes, 0,
-                                 xq8k.data(), 0, 1);
+          kquant_dot(static_cast<int>(k), &vec[r], 0, wq.data() + r * row_bytes, 0, xq8k.data(), 0,
+                     1);
         }
         return;
       }
@@ -194,11 +212,12 @@ int main(int argc, char** argv) {
       diff = std::max(diff, MaxRelativeDifference(repacked, vec));
     }
     // The activations round to 8 bits on both sides; ggml keeps their scale in f16, Switchyard in
-    // f32, so the products differ by about 2^-11 of the largest (q4_k: ggml rounds them per 256
-    // values with one f32 scale, Switchyard per 32, so they differ by about 1%).
-    const char* name = q4 ? "q4_0" : q4k ? "q4_k" : "q8_0";
-    if (diff > (q4k ? 5e-2 : 1e-2)) {
-      std::fprintf(stderr, "%s: the kernels disagree (max relative difference %g)\n", name, diff);
+    // f32, so the products differ by about 2^-11 of the largest (the k-quants: ggml rounds them per
+    // 256 values with one f32 scale, Switchyard per 32, so they differ by about 1%).
+    const std::string name(sy::DTypeName(t));
+    if (diff > (kquant ? 5e-2 : 1e-2)) {
+      std::fprintf(stderr, "%s: the kernels disagree (max relative difference %g)\n", name.c_str(),
+                   diff);
       return 1;
     }
     double best_ours = 1e30, best_vec = 1e30, best_rep = 1e30;
@@ -210,7 +229,7 @@ int main(int argc, char** argv) {
     const double ggml_best = std::min(best_vec, best_rep);
     char rep[32] = "-";
     if (q4) std::snprintf(rep, sizeof(rep), "%.3f", best_rep);
-    std::printf("| %s | %lld x %lld | %.3f | %.3f | %s | %.2f | %.1e |\n", name,
+    std::printf("| %s | %lld x %lld | %.3f | %.3f | %s | %.2f | %.1e |\n", name.c_str(),
                 static_cast<long long>(n), static_cast<long long>(k), best_ours, best_vec, rep,
                 ggml_best / best_ours, diff);
   }

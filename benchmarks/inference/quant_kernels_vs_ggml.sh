@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Switchyard's q4_0 / q8_0 GEMV kernels against ggml's, per weight block, one thread (issue 18):
+# Switchyard's q4_0 / q8_0 / q4_k / q5_k / q6_k GEMV kernels against ggml's, per weight block, one
+# thread (issues 18, 42):
 # compiles quant_kernels_vs_ggml.cc against this tree's runtime library and llama.cpp's ggml-cpu
 # (scripts/build-llamacpp.sh, cached), then runs it on a GEMV whose weights stay in L2 and on one
 # that streams them from DRAM. Runnable by hand; not part of the CI test run.

@@ -23,8 +23,9 @@ Status ExpertLayout::Validate() const {
   if (intermediate <= 0) return InvalidArgumentError("ExpertLayout.intermediate must be > 0");
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16 &&
       !IsQuantized(dtype)) {
-    return InvalidArgumentError("ExpertLayout.dtype is " + std::string(DTypeName(dtype)) +
-                                ", expected f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
+    return InvalidArgumentError(
+        "ExpertLayout.dtype is " + std::string(DTypeName(dtype)) +
+        ", expected f32, bf16, f16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k or q6_k");
   }
   if (hidden % DTypeBlockSize(dtype) != 0 || intermediate % DTypeBlockSize(dtype) != 0) {
     return InvalidArgumentError("ExpertLayout: hidden " + std::to_string(hidden) +

@@ -141,6 +141,8 @@ storage::SafetensorsDType ToSafetensors(DType t) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       break;
   }
   SY_CHECK(false) << "no safetensors dtype for " << DTypeName(t);

@@ -76,8 +76,8 @@ class Model:
         threads: CPU threads (0: SY_NUM_THREADS or every core).
         ctx_size: tokens of context, prompt and answer (0: the model's own, at most 4096).
         max_batch: sequences the engine runs together.
-        quantize: None, or "q8_0" or "q4_0" to quantize the routed experts ("q4_k",
-            "q5_k", "q6_k": a GGUF's own blocks of that type).
+        quantize: None, or "q8_0" or "q4_0" to quantize the routed experts ("q2_k" ...
+            "q6_k": a GGUF's own blocks of that type).
         """
         core = _switchyard.Model.load(
             path=str(path),

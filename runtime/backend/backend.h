@@ -73,7 +73,7 @@ struct BackendCaps {
   bool async_copies = false;     // copies on another stream overlap with compute
   bool pinned_host = false;      // AllocateHost returns page-locked memory
   bool host_accessible = false;  // host code may dereference device memory directly
-  // The GEMM operators take quantized weights (q8_0, q4_0, q4_k, q5_k, q6_k; runtime/core/dtype.h).
+  // The GEMM operators take quantized weights (q8_0, q4_0, the k-quants; runtime/core/dtype.h).
   bool quantized_weights = false;
   // Every operator takes 16-bit activations (Note [16-bit operands]): cpu, sim and cuda (whose
   // 16-bit paths were compiled without a GPU in session 25 and await validate.sh's op-checks).

@@ -34,6 +34,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       SY_CHECK(false) << "DTypeSize of " << DTypeName(dtype)
                       << ", a block type with no per-element size (use DTypeBytes)";
       return 0;
@@ -44,7 +46,8 @@ size_t DTypeSize(DType dtype) {
 
 bool IsQuantized(DType dtype) {
   return dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_K ||
-         dtype == DType::kQ5_K || dtype == DType::kQ6_K;
+         dtype == DType::kQ5_K || dtype == DType::kQ6_K || dtype == DType::kQ2_K ||
+         dtype == DType::kQ3_K;
 }
 
 int64_t DTypeBlockSize(DType dtype) {
@@ -55,6 +58,8 @@ int64_t DTypeBlockSize(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       return 256;
     case DType::kF32:
     case DType::kF16:
@@ -81,6 +86,10 @@ size_t DTypeBlockBytes(DType dtype) {
       return 176;
     case DType::kQ6_K:
       return 210;
+    case DType::kQ2_K:
+      return 84;
+    case DType::kQ3_K:
+      return 110;
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
@@ -129,23 +138,27 @@ std::string_view DTypeName(DType dtype) {
       return "q5_k";
     case DType::kQ6_K:
       return "q6_k";
+    case DType::kQ2_K:
+      return "q2_k";
+    case DType::kQ3_K:
+      return "q3_k";
   }
   return "?";
 }
 
 Result<DType> ParseDType(std::string_view name) {
-  for (DType d :
-       {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8, DType::kI8,
-        DType::kF64, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kU8,
+                  DType::kI8, DType::kF64, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
+                  DType::kQ6_K, DType::kQ2_K, DType::kQ3_K}) {
     if (DTypeName(d) == name) return d;
   }
   if (name == "float32") return DType::kF32;
   if (name == "float16") return DType::kF16;
   if (name == "bfloat16") return DType::kBF16;
   if (name == "float64") return DType::kF64;
-  return InvalidArgumentError(
-      "unknown dtype '" + std::string(name) +
-      "': expected one of f32, f16, bf16, i32, i64, u8, i8, f64, q8_0, q4_0, q4_k, q5_k, q6_k");
+  return InvalidArgumentError("unknown dtype '" + std::string(name) +
+                              "': expected one of f32, f16, bf16, i32, i64, u8, i8, f64, q8_0, "
+                              "q4_0, q2_k, q3_k, q4_k, q5_k, q6_k");
 }
 
 bool IsFloatingPoint(DType dtype) {
@@ -272,6 +285,8 @@ float LoadAsF32(const void* data, DType dtype, size_t i) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       SY_CHECK(false) << "LoadAsF32 of a " << DTypeName(dtype)
                       << " element (dequantize its block: runtime/core/quant_blocks.h)";
   }

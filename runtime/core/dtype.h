@@ -4,12 +4,12 @@
 // f64 is a host type for statistics and reductions (losses, norms, sums moved by the
 // communicators); no backend computes with it, and ConvertBuffer does not convert it.
 //
-// q8_0, q4_0 and the k-quants q4_k, q5_k and q6_k are weight storage types in ggml's block layouts,
-// byte for byte as a GGUF file stores them (runtime/core/quant_blocks.h): a block of 32 (the
-// k-quants: 256) consecutive values of a row shares its scales. They have no per-element size:
-// DTypeSize aborts on them, and byte counts come from DTypeBytes, which needs a whole number of
-// blocks. Only a weight operand of the GEMM operators may be quantized (runtime/backend/backend.h),
-// always with its rows along the last dimension (trans_b).
+// q8_0, q4_0 and the k-quants q2_k, q3_k, q4_k, q5_k and q6_k are weight storage types in ggml's
+// block layouts, byte for byte as a GGUF file stores them (runtime/core/quant_blocks.h): a block of
+// 32 (the k-quants: 256) consecutive values of a row shares its scales. They have no per-element
+// size: DTypeSize aborts on them, and byte counts come from DTypeBytes, which needs a whole number
+// of blocks. Only a weight operand of the GEMM operators may be quantized
+// (runtime/backend/backend.h), always with its rows along the last dimension (trans_b).
 //
 // Conversions to 16-bit floats round to nearest, ties to even, exactly as IEEE 754 does (and as
 // PyTorch's .to(torch.bfloat16) / .to(torch.float16) do): overflow goes to infinity, f16
@@ -43,22 +43,25 @@ enum class DType : uint8_t {
   kQ4_0,
   kQ4_K,
   kQ5_K,
-  kQ6_K
+  kQ6_K,
+  kQ2_K,
+  kQ3_K
 };
 
 // Bytes per element of a plain dtype; aborts for a quantized one (use DTypeBytes).
 size_t DTypeSize(DType dtype);
-// "f32", "f16", "bf16", "i32", "i64", "u8", "i8", "f64", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"
+// "f32", "f16", "bf16", "i32", "i64", "u8", "i8", "f64", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k",
+// "q2_k", "q3_k"
 std::string_view DTypeName(DType dtype);
 Result<DType> ParseDType(std::string_view name);
 // f32, f16, bf16 and f64 (not the quantized types, whose values need their block to read).
 bool IsFloatingPoint(DType dtype);
-// q8_0, q4_0, q4_k, q5_k, q6_k.
+// q8_0, q4_0 and the k-quants.
 bool IsQuantized(DType dtype);
 // Values per block: 1 for a plain dtype, 32 for q8_0 and q4_0, 256 for the k-quants.
 int64_t DTypeBlockSize(DType dtype);
-// Bytes per block: DTypeSize for a plain dtype; 34 (q8_0), 18 (q4_0), 144 (q4_k), 176 (q5_k),
-// 210 (q6_k).
+// Bytes per block: DTypeSize for a plain dtype; 34 (q8_0), 18 (q4_0), 84 (q2_k), 110 (q3_k),
+// 144 (q4_k), 176 (q5_k), 210 (q6_k).
 size_t DTypeBlockBytes(DType dtype);
 // Bytes of `numel` values; aborts unless numel is a whole number of blocks.
 size_t DTypeBytes(DType dtype, int64_t numel);

@@ -112,6 +112,45 @@ void DequantQ5_K(const uint8_t* block, float* y) {
   }
 }
 
+// Q2_K { u8 scales[16]; u8 qs[64]; f16 d; f16 dmin; }: 256 values in 16 sub-blocks of 16, each
+// with a 4-bit scale (low nibble of scales[s]) and minimum (high nibble); in each half of 128,
+// value l + 32 j (l < 32) takes bits 2j, 2j + 1 of qs[l]. ggml's dequantize_row_q2_K, in gguf-py's
+// order: (d * sc) * q - dmin * m.
+void DequantQ2_K(const uint8_t* block, float* y) {
+  const float d = HalfAt(block + 80);
+  const float dmin = HalfAt(block + 82);
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* qs = block + 16 + 32 * half;
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t sc = block[8 * half + 2 * j + l / 16];
+        const float dl = d * static_cast<float>(sc & 0xF);
+        const float ml = dmin * static_cast<float>(sc >> 4);
+        *y++ = dl * static_cast<float>((qs[l] >> (2 * j)) & 3) - ml;
+      }
+    }
+  }
+}
+
+// Q3_K { u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d; }: 256 values in 16 sub-blocks of 16 with
+// 6-bit scales minus 32 (Q3KScale); in each half h of 128, value l + 32 j takes bits 2j, 2j + 1 of
+// qs[l] minus 4 when bit 4h + j of hmask[l] is clear. ggml's dequantize_row_q3_K, in gguf-py's
+// order: (d * (sc - 32)) * q.
+void DequantQ3_K(const uint8_t* block, float* y) {
+  const float d = HalfAt(block + 108);
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* qs = block + 32 + 32 * half;
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        const float dl = d * static_cast<float>(Q3KScale(8 * half + 2 * j + l / 16, block + 96));
+        int q = (qs[l] >> (2 * j)) & 3;
+        if (((block[l] >> (4 * half + j)) & 1) == 0) q -= 4;
+        *y++ = dl * static_cast<float>(q);
+      }
+    }
+  }
+}
+
 void QuantQ8_0(const float* x, uint8_t* y) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
@@ -172,6 +211,12 @@ void DequantizeBlocks(DType dtype, const void* src, float* dst, int64_t n) {
         break;
       case DType::kQ6_K:
         DequantQ6_K(s + b * bytes, dst + b * block);
+        break;
+      case DType::kQ2_K:
+        DequantQ2_K(s + b * bytes, dst + b * block);
+        break;
+      case DType::kQ3_K:
+        DequantQ3_K(s + b * bytes, dst + b * block);
         break;
       case DType::kF32:
       case DType::kF16:

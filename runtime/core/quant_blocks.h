@@ -1,4 +1,4 @@
-// ggml's quantized block layouts (the DTypes q8_0, q4_0, q4_k, q5_k, q6_k), byte for byte as ggml
+// ggml's quantized block layouts (the DTypes q8_0, q4_0 and the k-quants), byte for byte as ggml
 // and GGUF store them (ggml/src/ggml-common.h). A block covers DTypeBlockSize consecutive values of
 // a row:
 //   q8_0  { f16 d; i8 qs[32]; }                       x[i] = d * qs[i]
@@ -13,6 +13,12 @@
 //         signed 8-bit scales; in each half of 128, value l + 32 j (j = 0..3) takes 4 low bits
 //         from ql (byte l or l + 32, low or high nibble) and 2 high bits from qh[l] (bits 2j,
 //         2j + 1): x = d * scales[l / 16 + 2 j] * (q - 32)
+//   q2_k  { u8 scales[16]; u8 qs[64]; f16 d; f16 dmin; }  16 sub-blocks of 16, each with a 4-bit
+//         scale and minimum; in each half of 128, value l + 32 j takes bits 2j, 2j + 1 of qs[l]:
+//         x = d * sc * q - dmin * m
+//   q3_k  { u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d; }  q2_k's 2-bit values with a third
+//         bit in hmask (bit 4h + j of hmask[l] in half h; clear subtracts 4) and 6-bit scales:
+//         x = d * (sc - 32) * (q - 4 clear)
 //
 // These are the plain scalar versions: the oracle of the CPU kernels (runtime/cpu/cpu_quant.h)
 // and the converters of the formats layer (storage/formats/ggml_quants.h).
@@ -26,7 +32,9 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "runtime/core/dtype.h"
 
@@ -41,6 +49,34 @@ inline void Q4KScaleMin(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
   } else {
     *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
     *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+  }
+}
+
+// ggml's q3_k scale of sub-block j (0..15), minus 32, from its 12 packed `scales` bytes: the low
+// 4 bits are the low (j < 8) or high nibble of byte j % 8, the high 2 bits bits 2 (j / 4) of byte
+// 8 + j % 4.
+inline int Q3KScale(int j, const uint8_t* scales) {
+  const int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+  const int high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
+// Where a k-quant block keeps its f16 super-block scales: d and dmin at bytes 0 and 2 (q4_k, q5_k),
+// 80 and 82 (q2_k); d alone at 108 (q3_k), 208 (q6_k). Empty for other dtypes. (For tests and
+// benchmarks that make random blocks.)
+inline std::vector<size_t> KQuantScaleOffsets(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      return {0, 2};
+    case DType::kQ2_K:
+      return {80, 82};
+    case DType::kQ3_K:
+      return {108};
+    case DType::kQ6_K:
+      return {208};
+    default:
+      return {};
   }
 }
 

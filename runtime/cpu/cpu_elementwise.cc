@@ -74,6 +74,8 @@ void CpuBackend::Fill(const Tensor& out, float value) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kF64:
       break;
   }

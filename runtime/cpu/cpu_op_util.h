@@ -73,6 +73,8 @@ decltype(auto) DispatchWeight(DType dtype, const void* data, Fn&& fn) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kF64:
       break;
   }

@@ -21,13 +21,13 @@ inline float Finish(float acc, float alpha, float beta, const float* c) {
 #if !defined(__AVX2__) || !defined(__FMA__)
 
 // Block b (32 values) of a quantized row as the integer kernels take it: the 32 values as integers
-// x, a scale for values 0..15 and one for 16..31 (equal but for q6_k, whose sub-blocks are 16
-// long), and the minimum the q4_k and q5_k sub-blocks subtract, so that value i is
-// scale[i / 16] * x[i] - min.
+// x, a scale for values 0..15 and one for 16..31 (equal but for q6_k, q3_k and q2_k, whose
+// sub-blocks are 16 long), and the minimums the q4_k, q5_k and q2_k sub-blocks subtract, so that
+// value i is scale[i / 16] * x[i] - min[i / 16].
 struct IntBlock {
   int8_t x[32];
   float scale[2];
-  float min = 0.0f;
+  float min[2] = {0.0f, 0.0f};
 };
 
 float HalfScale(const uint8_t* p) {
@@ -54,6 +54,29 @@ IntBlock UnpackBlock(DType dtype, const uint8_t* row, int64_t b) {
   }
   const uint8_t* block = row + (b / 8) * static_cast<int64_t>(DTypeBlockBytes(dtype));
   const int j = static_cast<int>(b % 8);  // the 32-value sub-block within the super-block
+  if (dtype == DType::kQ2_K || dtype == DType::kQ3_K) {
+    // Half j / 4 of 128 values; 32-value group g = j % 4 takes bits 2g, 2g + 1 of qs[l] and the
+    // scales of 16-value sub-blocks 2g, 2g + 1 of the half. q2_k: 4-bit scale and minimum per
+    // sub-block; q3_k: bit 4 (j / 4) + g of hmask[l] clear subtracts 4, 6-bit scales minus 32.
+    const int g = j % 4, half = j / 4;
+    const bool q2 = dtype == DType::kQ2_K;
+    const uint8_t* qs = block + (q2 ? 16 : 32) + 32 * half;
+    for (int l = 0; l < 32; ++l) {
+      int q = (qs[l] >> (2 * g)) & 3;
+      if (!q2 && ((block[l] >> (4 * half + g)) & 1) == 0) q -= 4;
+      out.x[l] = static_cast<int8_t>(q);
+    }
+    for (int r = 0; r < 2; ++r) {
+      const int sub = 8 * half + 2 * g + r;
+      if (q2) {
+        out.scale[r] = HalfScale(block + 80) * static_cast<float>(block[sub] & 0x0F);
+        out.min[r] = HalfScale(block + 82) * static_cast<float>(block[sub] >> 4);
+      } else {
+        out.scale[r] = HalfScale(block + 108) * static_cast<float>(Q3KScale(sub, block + 96));
+      }
+    }
+    return out;
+  }
   if (dtype == DType::kQ6_K) {
     // Half j / 4 of 128 values; within it, 32-value group g = j % 4 takes ql[l + 32 (g % 2)]'s
     // low (g < 2) or high nibble and bits 2g, 2g + 1 of qh[l], and scales 2g (l < 16), 2g + 1.
@@ -78,7 +101,7 @@ IntBlock UnpackBlock(DType dtype, const uint8_t* row, int64_t b) {
   uint8_t sc = 0, m = 0;
   Q4KScaleMin(j, block + 4, &sc, &m);
   out.scale[0] = out.scale[1] = HalfScale(block) * sc;
-  out.min = HalfScale(block + 2) * m;
+  out.min[0] = out.min[1] = HalfScale(block + 2) * m;
   for (int l = 0; l < 32; ++l) {
     int q = j % 2 == 0 ? qs[l] & 0x0F : qs[l] >> 4;
     if (five) q |= ((block[16 + l] >> j) & 1) << 4;
@@ -88,8 +111,8 @@ IntBlock UnpackBlock(DType dtype, const uint8_t* row, int64_t b) {
 }
 
 // Any quantized dtype against int8 activations, any build: per block of 32 weights (UnpackBlock)
-// the exact integer dots of each half of 16, then
-// sum += d_a * (scale_0 * dot_0 + scale_1 * dot_1 - min * sum(y)).
+// the exact integer dots and activation sums of each half of 16, then
+// sum += d_a * (scale_0 * dot_0 + scale_1 * dot_1 - min_0 * sum_0(y) - min_1 * sum_1(y)).
 template <int MR>
 void RowInt8Generic(DType dtype, const Int8Activations& a, int64_t k, const uint8_t* w,
                     float* sums) {
@@ -99,15 +122,18 @@ void RowInt8Generic(DType dtype, const Int8Activations& a, int64_t k, const uint
     const IntBlock block = UnpackBlock(dtype, w, b);
     for (int m = 0; m < MR; ++m) {
       const int8_t* y = a.q + m * k;
-      int32_t dot[2] = {0, 0}, sum = 0;
+      int32_t dot[2] = {0, 0}, sum[2] = {0, 0};
       for (int i = 0; i < 32; ++i) {
         const int32_t yi = y[Int8ActivationIndex(nb, b, i)];
         dot[i / 16] += int32_t{block.x[i]} * yi;
-        sum += yi;
+        sum[i / 16] += yi;
       }
-      sums[m] += a.d[m * nb + b] * (block.scale[0] * static_cast<float>(dot[0]) +
-                                    block.scale[1] * static_cast<float>(dot[1]) -
-                                    block.min * static_cast<float>(sum));
+      float total = 0.0f;
+      for (int h = 0; h < 2; ++h) {
+        total +=
+            block.scale[h] * static_cast<float>(dot[h]) - block.min[h] * static_cast<float>(sum[h]);
+      }
+      sums[m] += a.d[m * nb + b] * total;
     }
   }
 }
@@ -415,92 +441,200 @@ void RowQ5_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
   RowQ4_K<MR, true>(a, k, w, sums);
 }
 
-// One q6_k weight row of super-blocks { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; }: each half
-// of 128 values is two pairs of activation blocks. For a register meeting the activations' values
-// 0..15 of blocks 2p and 2p + 1 of the half, the low lane takes ql[0..15] and the high one
-// ql[32..47] (values 16..31: ql[16..31], ql[48..63]), low nibbles for p = 0 and high ones for
-// p = 1, and 2 bits of qh[0..15] (qh[16..31]) at shifts 4p and 4p + 2. Its 16-value sub-blocks
-// have their own signed scales, so each of the two registers is scaled on its own in vpmaddwd
-// (lanes [s_4p | s_4p+2] and [s_4p+1 | s_4p+3] of the half's 8 scales), and the stored 6-bit
-// values q in 0..63 stand for q - 32: vpmaddubsw(q, y) - vpmaddubsw(32, y) (each at most
-// 2 * 63 * 128 in int16) gives the signed products exactly.
-template <int MR>
-void RowQ6_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
+// vpshufb control taking int16 lane `lo` of the low 128-bit lane and `hi` of the high one, 8 times
+// each.
+inline __m256i PickInt16(int lo, int hi) {
+  alignas(32) int8_t control[32];
+  for (int i = 0; i < 32; ++i) {
+    control[i] = static_cast<int8_t>(2 * (i < 16 ? lo : hi) + i % 2);
+  }
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(control));
+}
+
+// Activation-block pair p (0..3) of a super-block of 16-value sub-blocks, as RowSixteens takes
+// it: q[0] meets the activations' values 0..15 of blocks 2p and 2p + 1 ([block 2p | block 2p + 1]
+// in the two 128-bit lanes), q[1] their values 16..31, as unsigned bytes; scale[r] and min[r] the
+// int16 scale and minimum of each lane's sub-block (16 values: sub-blocks 4p + r and 4p + 2 + r).
+struct SixteensPair {
+  __m256i q[2];
+  __m256i scale[2];
+  __m256i min[2];
+};
+
+// Both lanes' 8 int16 `values` of a half (sub-blocks 8 h .. 8 h + 7) picked for pair p's registers.
+inline void PickPairScales(__m256i values, int p, __m256i out[2]) {
+  const int first = 4 * (p % 2);
+  out[0] = _mm256_shuffle_epi8(values, PickInt16(first, first + 2));
+  out[1] = _mm256_shuffle_epi8(values, PickInt16(first + 1, first + 3));
+}
+
+// Bytes `bytes[0..15]` in both lanes, shifted right by `lo` bits in the low lane and `hi` in the
+// high one (within 32-bit lanes: a byte's bits below 8 - shift are its own), masked by `mask`.
+inline __m256i BroadcastShiftMask(const uint8_t* bytes, int lo, int hi, int mask) {
+  const __m256i v =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi)),
+                          _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// q6_k { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; }: in half h, register r of pair p takes
+// ql[16 r ..] (low lane) and ql[32 + 16 r ..] (high lane), low nibbles for even p and high ones
+// for odd, and 2 bits of qh[16 r ..] at shifts 4 (p % 2) and 4 (p % 2) + 2; the 6-bit values stand
+// for q - 32.
+struct Q6KPairs {
+  static constexpr int64_t kBlockBytes = 210;
+  static constexpr int kOffset = 32;
+  static constexpr bool kMins = false;
+  const uint8_t* block;
+  float d() const { return BlockScale(block + 208); }
+  float dmin() const { return 0.0f; }
+  SixteensPair Pair(int p) const {
+    SixteensPair out;
+    const int half = p / 2, odd = p % 2;
+    const uint8_t* ql = block + 64 * half;
+    const uint8_t* qh = block + 128 + 32 * half;
+    for (int r = 0; r < 2; ++r) {
+      const __m256i bytes =
+          _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + 32 + 16 * r)),
+                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + 16 * r)));
+      const __m256i nibbles =
+          _mm256_and_si256(odd == 0 ? bytes : _mm256_srli_epi16(bytes, 4), _mm256_set1_epi8(0x0F));
+      const __m256i two = BroadcastShiftMask(qh + 16 * r, 4 * odd, 4 * odd + 2, 3);
+      out.q[r] = _mm256_or_si256(nibbles, _mm256_slli_epi16(two, 4));
+    }
+    int64_t scale_bits;
+    std::memcpy(&scale_bits, block + 192 + 8 * half, 8);
+    PickPairScales(_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(scale_bits))), p,
+                   out.scale);
+    return out;
+  }
+};
+
+// q3_k { u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d; }: in half h, register r of pair p takes
+// 2 bits of qs[32 h + 16 r ..] at shifts 4 (p % 2) and 4 (p % 2) + 2, and as bit 2 the bits
+// 4 h + 2 (p % 2) and 4 h + 2 (p % 2) + 1 of hmask[16 r ..]; the 3-bit values stand for q - 4 (a
+// clear hmask bit subtracts 4). Scales are 6 bits minus 32 (Q3KScale).
+struct Q3KPairs {
+  static constexpr int64_t kBlockBytes = 110;
+  static constexpr int kOffset = 4;
+  static constexpr bool kMins = false;
+  // The 16 scales minus 32 (Q3KScale), unpacked once per super-block as ggml does: 32-bit words
+  // of the 12 bytes give 4 scales at a time, low nibbles and 2-bit pieces moved into place.
+  explicit Q3KPairs(const uint8_t* b) : block(b) {
+    uint32_t aux[4];
+    std::memcpy(aux, block + 96, 12);
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & 0x0F0F0F0Fu) | (((tmp >> 4) & 0x03030303u) << 4);
+    aux[3] = ((aux[1] >> 4) & 0x0F0F0F0Fu) | (((tmp >> 6) & 0x03030303u) << 4);
+    aux[0] = (aux[0] & 0x0F0F0F0Fu) | (((tmp >> 0) & 0x03030303u) << 4);
+    aux[1] = (aux[1] & 0x0F0F0F0Fu) | (((tmp >> 2) & 0x03030303u) << 4);
+    scales =
+        _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(aux)), _mm_set1_epi8(32));
+  }
+  const uint8_t* block;
+  __m128i scales;  // int8 scale - 32 of sub-blocks 0..15
+  float d() const { return BlockScale(block + 108); }
+  float dmin() const { return 0.0f; }
+  SixteensPair Pair(int p) const {
+    SixteensPair out;
+    const int half = p / 2, odd = p % 2;
+    const uint8_t* qs = block + 32 + 32 * half;
+    for (int r = 0; r < 2; ++r) {
+      const __m256i low = BroadcastShiftMask(qs + 16 * r, 4 * odd, 4 * odd + 2, 3);
+      const __m256i high =
+          BroadcastShiftMask(block + 16 * r, 4 * half + 2 * odd, 4 * half + 2 * odd + 1, 1);
+      out.q[r] = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
+    }
+    const __m128i half_scales = half == 0 ? scales : _mm_unpackhi_epi64(scales, scales);
+    PickPairScales(_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(half_scales)), p, out.scale);
+    return out;
+  }
+};
+
+// q2_k { u8 scales[16]; u8 qs[64]; f16 d; f16 dmin; }: in half h, register r of pair p takes 2 bits
+// of qs[32 h + 16 r ..] at shifts 4 (p % 2) and 4 (p % 2) + 2; sub-block s's scale is the low
+// nibble of scales[s] and its minimum the high one: x = d * sc * q - dmin * m.
+struct Q2KPairs {
+  static constexpr int64_t kBlockBytes = 84;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMins = true;
+  const uint8_t* block;
+  float d() const { return BlockScale(block + 80); }
+  float dmin() const { return BlockScale(block + 82); }
+  SixteensPair Pair(int p) const {
+    SixteensPair out;
+    const int half = p / 2, odd = p % 2;
+    const uint8_t* qs = block + 16 + 32 * half;
+    for (int r = 0; r < 2; ++r) {
+      out.q[r] = BroadcastShiftMask(qs + 16 * r, 4 * odd, 4 * odd + 2, 3);
+    }
+    const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 8 * half));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    PickPairScales(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_and_si128(packed, low4))), p,
+                   out.scale);
+    PickPairScales(_mm256_broadcastsi128_si256(
+                       _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4))),
+                   p, out.min);
+    return out;
+  }
+};
+
+// One weight row of a k-quant with 16-value sub-blocks (q6_k, q3_k, q2_k: `Pairs`) against MR rows
+// of int8 activations in their pair layout (Note [int8 activations]). Each 16-value sub-block has
+// its own scale, so each of a pair's two registers is scaled on its own in vpmaddwd: vpmaddubsw
+// takes the unsigned stored values u (pairs at most 2 * 63 * 128 in int16), minus vpmaddubsw of
+// the type's offset (q6_k's 32, q3_k's 4) gives the signed products exactly, and vpmaddwd by the
+// lanes' scales leaves 8 int32 sums, 4 per activation block, which one convert and FMA scale by
+// the activations' per-lane d4. q2_k's minimums are a second such sum, of the activations' pair
+// sums (vpmaddubsw by 1) times each sub-block's minimum, kept apart: the super-block's d and dmin
+// scale the two once.
+template <int MR, typename Pairs>
+void RowSixteens(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
   const int64_t nb = k / 32;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i low2 = _mm256_set1_epi8(0x03);
-  const __m256i thirty_two = _mm256_set1_epi8(32);
-  // vpshufb controls picking int16 scale a in the low lane and b in the high lane, 8 times each.
-  const auto pick = [](int lo, int hi) {
-    return _mm256_setr_epi8(
-        static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo),
-        static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1),
-        static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo),
-        static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1),
-        static_cast<char>(2 * lo), static_cast<char>(2 * lo + 1), static_cast<char>(2 * lo),
-        static_cast<char>(2 * lo + 1), static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1),
-        static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1), static_cast<char>(2 * hi),
-        static_cast<char>(2 * hi + 1), static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1),
-        static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1), static_cast<char>(2 * hi),
-        static_cast<char>(2 * hi + 1), static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1),
-        static_cast<char>(2 * hi), static_cast<char>(2 * hi + 1));
-  };
-  const __m256i pick_scales[2][2] = {{pick(0, 2), pick(1, 3)}, {pick(4, 6), pick(5, 7)}};
-  const __m256i qh_shift[2] = {_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2),
-                               _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6)};
+  const __m256i offset = _mm256_set1_epi8(Pairs::kOffset);
+  const __m256i ones = _mm256_set1_epi8(1);
   __m256 acc[MR];
   for (int m = 0; m < MR; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < k / 256; ++sb) {
-    const uint8_t* block = w + sb * 210;
-    PrefetchOnce(block, kQ8_0PrefetchBytes);
-    PrefetchOnce(block + 64, kQ8_0PrefetchBytes);
-    PrefetchOnce(block + 128, kQ8_0PrefetchBytes);
-    PrefetchOnce(block + 192, kQ8_0PrefetchBytes);
-    __m256 t[MR];
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* ql = block + 64 * half;
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      const __m256i qh =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * half));
-      // [ql 0..15 | ql 32..47] and [ql 16..31 | ql 48..63]; qh 0..15 and 16..31 in both lanes.
-      const __m256i bytes[2] = {_mm256_permute2x128_si256(ql0, ql1, 0x20),
-                                _mm256_permute2x128_si256(ql0, ql1, 0x31)};
-      const __m256i high[2] = {_mm256_permute2x128_si256(qh, qh, 0x00),
-                               _mm256_permute2x128_si256(qh, qh, 0x11)};
-      int64_t scale_bits;
-      std::memcpy(&scale_bits, block + 192 + 8 * half, 8);
-      const __m256i scales16 =
-          _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(scale_bits)));
-#pragma GCC unroll 2
-      for (int p = 0; p < 2; ++p) {
-        __m256i q[2], scale[2];
-        for (int r = 0; r < 2; ++r) {
-          const __m256i nibbles =
-              _mm256_and_si256(p == 0 ? bytes[r] : _mm256_srli_epi16(bytes[r], 4), low4);
-          const __m256i two = _mm256_and_si256(_mm256_srlv_epi32(high[r], qh_shift[p]), low2);
-          q[r] = _mm256_or_si256(nibbles, _mm256_slli_epi16(two, 4));
-          scale[r] = _mm256_shuffle_epi8(scales16, pick_scales[p][r]);
-        }
+    const Pairs pairs{w + sb * Pairs::kBlockBytes};
+    for (int64_t at = 0; at < Pairs::kBlockBytes; at += 64) {
+      PrefetchOnce(pairs.block + at, kQ8_0PrefetchBytes);
+    }
+    __m256 t[MR], tm[MR];
 #pragma GCC unroll 4
-        for (int m = 0; m < MR; ++m) {
-          const int8_t* y = a.q + m * k + sb * 256 + 128 * half + 64 * p;
-          const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y));
-          const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32));
-          const __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(q[0], y0),
-                                              _mm256_maddubs_epi16(thirty_two, y0));
-          const __m256i p1 = _mm256_sub_epi16(_mm256_maddubs_epi16(q[1], y1),
-                                              _mm256_maddubs_epi16(thirty_two, y1));
-          const __m256 dot = _mm256_cvtepi32_ps(
-              _mm256_add_epi32(_mm256_madd_epi16(p0, scale[0]), _mm256_madd_epi16(p1, scale[1])));
-          const __m256 da = _mm256_loadu_ps(a.d4 + (m * nb + sb * 8 + 4 * half + 2 * p) * 4);
-          t[m] = half == 0 && p == 0 ? _mm256_mul_ps(da, dot) : _mm256_fmadd_ps(da, dot, t[m]);
+    for (int p = 0; p < 4; ++p) {
+      const SixteensPair pair = pairs.Pair(p);
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) {
+        const int8_t* y = a.q + m * k + sb * 256 + 64 * p;
+        const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y));
+        const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32));
+        __m256i p0 = _mm256_maddubs_epi16(pair.q[0], y0);
+        __m256i p1 = _mm256_maddubs_epi16(pair.q[1], y1);
+        if constexpr (Pairs::kOffset != 0) {
+          p0 = _mm256_sub_epi16(p0, _mm256_maddubs_epi16(offset, y0));
+          p1 = _mm256_sub_epi16(p1, _mm256_maddubs_epi16(offset, y1));
+        }
+        const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(
+            _mm256_madd_epi16(p0, pair.scale[0]), _mm256_madd_epi16(p1, pair.scale[1])));
+        const __m256 da = _mm256_loadu_ps(a.d4 + (m * nb + sb * 8 + 2 * p) * 4);
+        t[m] = p == 0 ? _mm256_mul_ps(da, dot) : _mm256_fmadd_ps(da, dot, t[m]);
+        if constexpr (Pairs::kMins) {
+          const __m256 ms = _mm256_cvtepi32_ps(
+              _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, y0), pair.min[0]),
+                               _mm256_madd_epi16(_mm256_maddubs_epi16(ones, y1), pair.min[1])));
+          tm[m] = p == 0 ? _mm256_mul_ps(da, ms) : _mm256_fmadd_ps(da, ms, tm[m]);
         }
       }
     }
-    const __m256 d = _mm256_set1_ps(BlockScale(block + 208));
+    const __m256 d = _mm256_set1_ps(pairs.d());
 #pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) acc[m] = _mm256_fmadd_ps(d, t[m], acc[m]);
+    for (int m = 0; m < MR; ++m) {
+      acc[m] = _mm256_fmadd_ps(d, t[m], acc[m]);
+      if constexpr (Pairs::kMins) {
+        acc[m] = _mm256_fnmadd_ps(_mm256_set1_ps(pairs.dmin()), tm[m], acc[m]);
+      }
+    }
   }
   for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(acc[m]);
 }
@@ -548,8 +682,12 @@ void Rows(DType dtype, const Int8Activations& qa, int64_t k, const uint8_t* w, f
       RowQ4_K<MR, false>(qa, k, row, sums);
     } else if (dtype == DType::kQ5_K) {
       RowQ5_K<MR>(qa, k, row, sums);
-    } else {  // q6_k: QuantGemvRows admits the quantized dtypes only
-      RowQ6_K<MR>(qa, k, row, sums);
+    } else if (dtype == DType::kQ6_K) {
+      RowSixteens<MR, Q6KPairs>(qa, k, row, sums);
+    } else if (dtype == DType::kQ3_K) {
+      RowSixteens<MR, Q3KPairs>(qa, k, row, sums);
+    } else {  // q2_k: QuantGemvRows admits the quantized dtypes only
+      RowSixteens<MR, Q2KPairs>(qa, k, row, sums);
     }
 #else
     RowInt8Generic<MR>(dtype, qa, k, row, sums);

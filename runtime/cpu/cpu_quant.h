@@ -1,5 +1,6 @@
-// Private to runtime/cpu: products of activations with quantized weight rows (q8_0, q4_0, q4_k,
-// q5_k, q6_k; runtime/core/quant_blocks.h), the GEMM operators' kernels for a quantized b [N,K].
+// Private to runtime/cpu: products of activations with quantized weight rows (q8_0, q4_0 and the
+// k-quants q2_k ... q6_k; runtime/core/quant_blocks.h), the GEMM operators' kernels for a
+// quantized b [N,K].
 //
 // All of them multiply activations rounded to 8 bits per block of 32 (QuantizeActivations, once per
 // operator and shared by every row and thread), in integers as ggml does: per block, the 32 int8
@@ -27,9 +28,10 @@
 // the rest of the step; the ordinary one elsewhere (on an Intel Xeon the non-temporal one halved
 // it).
 //
-// q5_k runs q4_k's kernel with the fifth bit ORed in; q6_k's 16-value sub-blocks take their
-// signed scales in vpmaddwd, one register at a time, and its -32 offset as a second vpmaddubsw
-// (RowQ6_K in cpu_quant.cc).
+// q5_k runs q4_k's kernel with the fifth bit ORed in; the k-quants of 16-value sub-blocks (q6_k,
+// q3_k, q2_k) take their scales in vpmaddwd, one register at a time, q6_k's and q3_k's offsets
+// (32, 4) as a second vpmaddubsw and q2_k's minimums as a second sum (RowSixteens in
+// cpu_quant.cc).
 //
 // AVX2 kernels for all of them (AVX-512 builds use them too); builds without AVX2 run portable
 // scalar integer dots. With VNNI (AVX512-VNNI with VL, or AVX-VNNI) q8_0's dot is one vpdpbusd per

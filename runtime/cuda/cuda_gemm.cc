@@ -70,6 +70,8 @@ cudaDataType_t CudaDataType(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kF64:
       break;
   }

@@ -37,6 +37,8 @@ cuda::FloatType ToFloatType(DType dtype, const char* what) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kF64:
       break;
   }
@@ -114,6 +116,8 @@ void CudaBackend::Fill(const Tensor& out, float value) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       SY_CHECK(false) << "Fill of a quantized " << out.ToString();
   }
   ScopedCudaDevice guard(info_.index);

@@ -57,8 +57,8 @@ Status CheckMatrixDTypes(const Backend& backend, const ModelConfig& config,
     }
     const bool plain = dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
     if (!plain && !IsQuantized(dtype)) {
-      return InvalidArgumentError(what +
-                                  ": expected f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
+      return InvalidArgumentError(
+          what + ": expected f32, bf16, f16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k or q6_k");
     }
     if (with_grad && dtype != DType::kF32) {
       return InvalidArgumentError(what + " is forward-only; set with_grad = false");

@@ -39,9 +39,9 @@ std::vector<DenseMatrix> DenseMatrices(const ModelConfig& config);
 std::string DescribeMatrixDTypes(const std::map<std::string, DType>& matrix_dtypes);
 
 // Checks ModelOptions::matrix_dtypes: every name is one of DenseMatrices(config); every dtype is
-// f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k; anything but f32 needs !with_grad; a quantized
-// dtype needs the matrix's in-features to be whole blocks and `backend` to take quantized weights.
-// InvalidArgument naming the matrix and the fix otherwise.
+// f32, bf16, f16, q8_0, q4_0 or a k-quant (q2_k ... q6_k); anything but f32 needs !with_grad; a
+// quantized dtype needs the matrix's in-features to be whole blocks and `backend` to take quantized
+// weights. InvalidArgument naming the matrix and the fix otherwise.
 Status CheckMatrixDTypes(const Backend& backend, const ModelConfig& config,
                          const std::map<std::string, DType>& matrix_dtypes, bool with_grad);
 

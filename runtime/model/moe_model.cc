@@ -31,8 +31,9 @@ Status CheckExpertDType(const Backend& backend, const ModelConfig& config,
                         const ModelOptions& options, DType e, const std::string& what) {
   const bool plain = e == DType::kF32 || e == DType::kBF16 || e == DType::kF16;
   if (!plain && !IsQuantized(e)) {
-    return InvalidArgumentError("model options: " + what + " " + std::string(DTypeName(e)) +
-                                " must be f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
+    return InvalidArgumentError(
+        "model options: " + what + " " + std::string(DTypeName(e)) +
+        " must be f32, bf16, f16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k or q6_k");
   }
   if (IsQuantized(e) && !backend.caps().quantized_weights) {
     return InvalidArgumentError("model options: " + what + " " + std::string(DTypeName(e)) +

@@ -100,7 +100,7 @@ struct ModelOptions {
   // Storage dtype of single dense matrices, by parameter name (runtime/model/dense_matrices.h):
   // the attention projections, the dense and shared-expert FFNs and the untied LM head, which only
   // Linear::Forward reads (Backend::Gemm with trans_b). Besides f32, bf16 and f16, a forward-only
-  // model may hold them quantized (q8_0, q4_0, q4_k, q5_k, q6_k) when their rows are whole blocks
+  // model may hold them quantized (q8_0, q4_0, a k-quant) when their rows are whole blocks
   // and the backend takes quantized weights (Backend::caps().quantized_weights: cpu and sim, not
   // cuda). A matrix not named here, the routers, the embeddings and the norms stay in weight_dtype.
   // InvalidArgument naming the entry for any other name. Default: empty.

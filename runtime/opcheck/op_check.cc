@@ -133,6 +133,8 @@ class DeviceIo {
         case DType::kQ4_K:
         case DType::kQ5_K:
         case DType::kQ6_K:
+        case DType::kQ2_K:
+        case DType::kQ3_K:
           SY_CHECK(false) << "op-check: upload of " << DTypeName(dtype) << " as floats";
       }
     }
@@ -141,16 +143,15 @@ class DeviceIo {
 
   // A device tensor of quantized `dtype` with seeded random blocks: q8_0 and q4_0 quantize
   // uniforms in [-1, 1] with the reference quantizers; the k-quants (which have none) get random
-  // bytes with small positive f16 super-block scales (q4_k, q5_k: d and dmin at bytes 0 and 2;
-  // q6_k: d at 208). `values` receives the blocks dequantized: what the reference multiplies with.
+  // bytes with small positive f16 super-block scales (KQuantScaleOffsets). `values` receives the
+  // blocks dequantized: what the reference multiplies with.
   Tensor UpQuantized(DType dtype, Shape shape, Rng& rng, Values& values) {
     const int64_t n = shape.numel();
     Tensor host = Tensor::Host(dtype, shape);
     auto* bytes = static_cast<uint8_t*>(host.data());
     if (DTypeBlockSize(dtype) == 256) {
       const size_t block_bytes = DTypeBlockBytes(dtype);
-      const std::vector<size_t> scale_offsets =
-          dtype == DType::kQ6_K ? std::vector<size_t>{208} : std::vector<size_t>{0, 2};
+      const std::vector<size_t> scale_offsets = KQuantScaleOffsets(dtype);
       for (size_t i = 0; i < host.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng.Int(0, 255));
       for (int64_t b = 0; b < n / 256; ++b) {
         for (size_t offset : scale_offsets) {
@@ -642,7 +643,8 @@ void AddQuantizedGemmCases(std::vector<OpCheckCase>& cases) {
     bool trans_a;
     float alpha, beta;
   };
-  for (DType w : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType w : {DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                  DType::kQ5_K, DType::kQ6_K}) {
     const std::string t = DTypeTag(w);
     const int64_t kb = DTypeBlockSize(w);  // K in whole blocks
     const Spec specs[] = {

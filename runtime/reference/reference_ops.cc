@@ -58,6 +58,8 @@ double RoundTo(DType dtype, double x) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kF64:
       break;
   }

@@ -28,13 +28,16 @@ std::optional<DType> GgmlTypeToDType(GgmlType type) {
   if (type == GgmlType::kQ4_K) return DType::kQ4_K;
   if (type == GgmlType::kQ5_K) return DType::kQ5_K;
   if (type == GgmlType::kQ6_K) return DType::kQ6_K;
+  if (type == GgmlType::kQ2_K) return DType::kQ2_K;
+  if (type == GgmlType::kQ3_K) return DType::kQ3_K;
   return std::nullopt;
 }
 
 bool GgmlTypeConvertsToF32(GgmlType type) {
   return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 ||
          type == GgmlType::kF64 || type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 ||
-         type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+         type == GgmlType::kQ2_K || type == GgmlType::kQ3_K || type == GgmlType::kQ4_K ||
+         type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
 }
 
 Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<float> out) {
@@ -43,7 +46,7 @@ Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<f
     return InvalidArgumentError(
         "ggml type " + name +
         " has no f32 conversion here; supported: F32, F16, BF16, F64, "
-        "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (re-quantize the model to one of them)");
+        "Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (re-quantize the model to one of them)");
   }
   const auto block = static_cast<size_t>(GgmlBlockSize(type));
   const auto size = static_cast<size_t>(GgmlTypeSize(type));
@@ -70,7 +73,7 @@ Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<f
       std::memcpy(&v, src + 8 * i, 8);
       dst[i] = static_cast<float>(v);
     }
-  } else {  // Q8_0, Q4_0, Q4_K, Q5_K or Q6_K, the block types GgmlTypeConvertsToF32 accepts
+  } else {  // Q8_0, Q4_0 or a k-quant, the block types GgmlTypeConvertsToF32 accepts
     DequantizeBlocks(*GgmlTypeToDType(type), src, dst, static_cast<int64_t>(n));
   }
   return Status::Ok();

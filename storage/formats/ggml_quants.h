@@ -4,7 +4,8 @@
 // The block layouts and the reference quantizers (ggml's quantize_row_q8_0_ref /
 // quantize_row_q4_0_ref) live in runtime/core/quant_blocks.h, shared with the runtime's quantized
 // weights; this file maps GGUF's type numbers onto them. F32, F16, BF16 and F64 convert
-// elementwise; Q8_0, Q4_0, Q4_K, Q5_K and Q6_K are runtime DTypes whose blocks load as they are.
+// elementwise; Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K are runtime DTypes whose blocks load as
+// they are.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -26,8 +27,8 @@ bool GgmlTypeConvertsToF32(GgmlType type);
 // InvalidArgument when the type has no conversion here or the sizes do not agree.
 Status DequantizeToF32(GgmlType type, std::span<const uint8_t> data, std::span<float> out);
 
-// The runtime DType that holds `type`'s blocks as they are (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, F32,
-// F16, BF16),
+// The runtime DType that holds `type`'s blocks as they are (Q8_0, Q4_0, the k-quants, F32, F16,
+// BF16),
 // or nullopt.
 std::optional<DType> GgmlTypeToDType(GgmlType type);
 

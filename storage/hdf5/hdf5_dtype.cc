@@ -26,6 +26,8 @@ hid_t Hdf5FileType(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       break;  // no HDF5 checkpoint holds quantized weights
   }
   return H5I_INVALID_HID;
@@ -53,6 +55,8 @@ hid_t Hdf5MemoryType(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       break;
   }
   return H5I_INVALID_HID;

@@ -438,13 +438,12 @@ TEST(MoeModelTest, ExpertsInPerLayerDTypes) {
       testing::FromHost(*backend, ToHost(*backend, mine->value), p.value);
       continue;
     }
-    // Random blocks with small f16 super-block scales (q4_k, q5_k: d and dmin at bytes 0 and 2;
-    // q6_k: d at 208; q8_0: d at 0 of each 34).
+    // Random blocks with small f16 super-block scales (KQuantScaleOffsets; q8_0: d at 0 of each
+    // 34).
     std::vector<uint8_t> blocks(p.value.nbytes());
     for (uint8_t& b : blocks) b = static_cast<uint8_t>(byte(rng));
-    const std::vector<size_t> scales = t == DType::kQ6_K   ? std::vector<size_t>{208}
-                                       : t == DType::kQ8_0 ? std::vector<size_t>{0}
-                                                           : std::vector<size_t>{0, 2};
+    const std::vector<size_t> scales =
+        t == DType::kQ8_0 ? std::vector<size_t>{0} : KQuantScaleOffsets(t);
     for (size_t b = 0; b < blocks.size(); b += DTypeBlockBytes(t)) {
       for (size_t offset : scales) {
         const F16 d = F32ToF16(t == DType::kQ8_0 ? small(rng) * 40.0f : small(rng));

@@ -159,6 +159,8 @@ void ThreadCommunicator::Reduce(size_t offset, size_t count, DType type, Reducti
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       break;
   }
   SY_CHECK(false) << "reduction on " << DTypeName(type);

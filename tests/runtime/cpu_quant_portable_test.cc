@@ -26,14 +26,13 @@
 namespace sy {
 namespace {
 
-// n * k / 256 blocks of k-quant `t` of random bytes, with the f16 super-block scales (q4_k, q5_k:
-// d and dmin at bytes 0 and 2; q6_k: d at 208) random in [2^-8, 2^-6).
+// n * k / 256 blocks of k-quant `t` of random bytes, with the f16 super-block scales
+// (KQuantScaleOffsets) random in [2^-8, 2^-6).
 std::vector<uint8_t> RandomKQuant(std::mt19937& rng, DType t, int64_t n, int64_t k) {
   std::vector<uint8_t> blocks(DTypeBytes(t, n * k));
   std::uniform_int_distribution<int> byte(0, 255);
   for (uint8_t& v : blocks) v = static_cast<uint8_t>(byte(rng));
-  const std::vector<size_t> offsets =
-      t == DType::kQ6_K ? std::vector<size_t>{208} : std::vector<size_t>{0, 2};
+  const std::vector<size_t> offsets = KQuantScaleOffsets(t);
   for (size_t b = 0; b < blocks.size(); b += DTypeBlockBytes(t)) {
     for (size_t offset : offsets) {
       const F16 scale =
@@ -47,7 +46,8 @@ std::vector<uint8_t> RandomKQuant(std::mt19937& rng, DType t, int64_t n, int64_t
 TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
   for (int64_t k : {32, 96, 224, 256, 1024}) {
     for (int64_t rows : {1, 3, 5}) {
-      for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+      for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                      DType::kQ5_K, DType::kQ6_K}) {
         if (k % DTypeBlockSize(t) != 0) continue;
         const int64_t n = 37, nb = k / 32;
         std::mt19937 rng(static_cast<uint32_t>(k * 7 + rows));

@@ -347,7 +347,10 @@ TEST(DType, QuantizedBlocks) {
   EXPECT_EQ(static_cast<int>(DType::kQ4_K), 10);
   EXPECT_EQ(static_cast<int>(DType::kQ5_K), 11);
   EXPECT_EQ(static_cast<int>(DType::kQ6_K), 12);
-  for (DType d : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  EXPECT_EQ(static_cast<int>(DType::kQ2_K), 13);
+  EXPECT_EQ(static_cast<int>(DType::kQ3_K), 14);
+  for (DType d : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                  DType::kQ2_K, DType::kQ3_K}) {
     EXPECT_EQ(*ParseDType(DTypeName(d)), d);
     EXPECT_TRUE(IsQuantized(d));
     EXPECT_FALSE(IsFloatingPoint(d));
@@ -362,6 +365,9 @@ TEST(DType, QuantizedBlocks) {
   // ggml-common.h: 2 f16 + 12 scale bytes + 128 + 32 (q5_k); f16 + 16 scales + 192 (q6_k).
   EXPECT_EQ(DTypeBytes(DType::kQ5_K, 512), 352u);
   EXPECT_EQ(DTypeBytes(DType::kQ6_K, 512), 420u);
+  // 16 scale bytes + 64 + 2 f16 (q2_k); 32 hmask + 64 + 12 scale bytes + f16 (q3_k).
+  EXPECT_EQ(DTypeBytes(DType::kQ2_K, 512), 168u);
+  EXPECT_EQ(DTypeBytes(DType::kQ3_K, 512), 220u);
   EXPECT_EQ(DTypeBlockSize(DType::kQ6_K), 256);
   EXPECT_EQ(DTypeBytes(DType::kBF16, 3), 6u);
   EXPECT_DEATH(DTypeBytes(DType::kQ8_0, 48), "whole number of blocks");
