@@ -148,6 +148,7 @@ int main(int argc, char** argv) {
   std::vector<float> ad(static_cast<size_t>(nb)), ad4(static_cast<size_t>(nb * 4));
   std::vector<int16_t> offsets(static_cast<size_t>(nb * 8));
   std::vector<float> asums(static_cast<size_t>(nb));
+  std::vector<int16_t> asums16(static_cast<size_t>(nb * 2));
   std::vector<uint8_t> xq8(static_cast<size_t>(nb * 34));
   std::vector<uint8_t> xq8k(static_cast<size_t>(k / 256 * 292));  // block_q8_K: d, 256 qs, 16 bsums
   std::vector<float> ours(static_cast<size_t>(n)), vec(static_cast<size_t>(n)),
@@ -176,9 +177,10 @@ int main(int argc, char** argv) {
 
     auto run_ours = [&] {
       sy::cpu::QuantizeActivations(x.data(), 1, k, aq.data(), ad.data(), ad4.data(), offsets.data(),
-                                   asums.data());
-      sy::cpu::QuantGemvRows(t, {aq.data(), ad.data(), ad4.data(), offsets.data(), asums.data()}, 1,
-                             k, wq.data(), ours.data(), n, 1.0f, 0.0f, 0, n);
+                                   asums.data(), asums16.data());
+      sy::cpu::QuantGemvRows(
+          t, {aq.data(), ad.data(), ad4.data(), offsets.data(), asums.data(), asums16.data()}, 1, k,
+          wq.data(), ours.data(), n, 1.0f, 0.0f, 0, n);
     };
     auto run_vec = [&] {
       if (kquant) {

@@ -381,7 +381,8 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
   float* d = ThreadScratch(d_storage, values / 32 * 6);  // d, then sums, then d4
   float* sums = d + values / 32;
   float* d4 = sums + values / 32;
-  int16_t* offsets = ThreadScratch(offset_storage, values / 4);
+  int16_t* offsets = ThreadScratch(offset_storage, values / 4 + values / 16);  // then sums16
+  int16_t* sums16 = offsets + values / 4;
   views.clear();
   for (size_t i = 0; i < groups.size(); ++i) {
     const GemmArgs& g = groups[i];
@@ -392,13 +393,14 @@ std::span<const cpu::Int8Activations> QuantizeGroupActivations(std::span<const G
       views.push_back(shared);
       continue;
     }
-    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, d4, offsets, sums);
-    views.push_back({q, d, d4, offsets, sums});
+    cpu::QuantizeActivations(g.a, g.m, g.k, q, d, d4, offsets, sums, sums16);
+    views.push_back({q, d, d4, offsets, sums, sums16});
     q += g.m * g.k;
     d += g.m * g.k / 32;
     sums += g.m * g.k / 32;
     d4 += g.m * g.k / 8;
     offsets += g.m * g.k / 4;
+    sums16 += g.m * g.k / 16;
   }
   return views;
 }

@@ -441,38 +441,47 @@ void RowQ5_K(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums)
   RowQ4_K<MR, true>(a, k, w, sums);
 }
 
-// vpshufb control taking int16 lane `lo` of the low 128-bit lane and `hi` of the high one, 8 times
-// each.
-inline __m256i PickInt16(int lo, int hi) {
-  alignas(32) int8_t control[32];
-  for (int i = 0; i < 32; ++i) {
-    control[i] = static_cast<int8_t>(2 * (i < 16 ? lo : hi) + i % 2);
+// vpshufb controls taking int16 lane `lo` of the low 128-bit lane and `hi` of the high one, 8
+// times each, for (lo, hi) = (f + r, f + 2 + r) with f = 0, 4 and r = 0, 1 (kPickInt16[f / 2 + r]):
+// the sub-blocks of a pair's registers (PickPairScales).
+struct PickInt16Table {
+  alignas(32) int8_t control[4][32];
+  constexpr PickInt16Table() : control() {
+    for (int t = 0; t < 4; ++t) {
+      const int lo = 4 * (t / 2) + t % 2, hi = lo + 2;
+      for (int i = 0; i < 32; ++i)
+        control[t][i] = static_cast<int8_t>(2 * (i < 16 ? lo : hi) + i % 2);
+    }
   }
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(control));
-}
+};
+constexpr PickInt16Table kPickInt16;
 
 // Activation-block pair p (0..3) of a super-block of 16-value sub-blocks, as RowSixteens takes
 // it: q[0] meets the activations' values 0..15 of blocks 2p and 2p + 1 ([block 2p | block 2p + 1]
-// in the two 128-bit lanes), q[1] their values 16..31, as unsigned bytes; scale[r] and min[r] the
-// int16 scale and minimum of each lane's sub-block (16 values: sub-blocks 4p + r and 4p + 2 + r).
+// in the two 128-bit lanes), q[1] their values 16..31, as unsigned bytes; scale[r] the int16 scale
+// of each lane's sub-block (16 values: sub-blocks 4p + r and 4p + 2 + r).
 struct SixteensPair {
   __m256i q[2];
   __m256i scale[2];
-  __m256i min[2];
 };
 
 // Both lanes' 8 int16 `values` of a half (sub-blocks 8 h .. 8 h + 7) picked for pair p's registers.
 inline void PickPairScales(__m256i values, int p, __m256i out[2]) {
-  const int first = 4 * (p % 2);
-  out[0] = _mm256_shuffle_epi8(values, PickInt16(first, first + 2));
-  out[1] = _mm256_shuffle_epi8(values, PickInt16(first + 1, first + 3));
+  for (int r = 0; r < 2; ++r) {
+    out[r] = _mm256_shuffle_epi8(
+        values,
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(kPickInt16.control[2 * (p % 2) + r])));
+  }
 }
 
-// Bytes `bytes[0..15]` in both lanes, shifted right by `lo` bits in the low lane and `hi` in the
-// high one (within 32-bit lanes: a byte's bits below 8 - shift are its own), masked by `mask`.
-inline __m256i BroadcastShiftMask(const uint8_t* bytes, int lo, int hi, int mask) {
-  const __m256i v =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+// Bytes `bytes[0..15]` in both 128-bit lanes.
+inline __m256i Broadcast16(const uint8_t* bytes) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+}
+
+// v shifted right by `lo` bits in the low lane and `hi` in the high one (within 32-bit lanes: a
+// byte's bits below 8 - shift are its own), masked by `mask` per byte.
+inline __m256i ShiftMask(__m256i v, int lo, int hi, int mask) {
   return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi)),
                           _mm256_set1_epi8(static_cast<char>(mask)));
 }
@@ -483,30 +492,42 @@ inline __m256i BroadcastShiftMask(const uint8_t* bytes, int lo, int hi, int mask
 // for q - 32.
 struct Q6KPairs {
   static constexpr int64_t kBlockBytes = 210;
-  static constexpr int kOffset = 32;
-  static constexpr bool kMins = false;
   const uint8_t* block;
   float d() const { return BlockScale(block + 208); }
-  float dmin() const { return 0.0f; }
-  SixteensPair Pair(int p) const {
-    SixteensPair out;
-    const int half = p / 2, odd = p % 2;
+  // The 16 sub-blocks' scale * 32, which the stored values' offset takes away, scaled by d.
+  __m256i Correction() const {
+    return _mm256_slli_epi16(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192))), 5);
+  }
+  float correction_scale() const { return d(); }
+  // Pairs 2 half and 2 half + 1: one load of the half's ql and qh serves both.
+  void Half(int half, SixteensPair out[2]) const {
     const uint8_t* ql = block + 64 * half;
-    const uint8_t* qh = block + 128 + 32 * half;
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+    const __m256i qh =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * half));
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
     for (int r = 0; r < 2; ++r) {
-      const __m256i bytes =
-          _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + 32 + 16 * r)),
-                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(ql + 16 * r)));
-      const __m256i nibbles =
-          _mm256_and_si256(odd == 0 ? bytes : _mm256_srli_epi16(bytes, 4), _mm256_set1_epi8(0x0F));
-      const __m256i two = BroadcastShiftMask(qh + 16 * r, 4 * odd, 4 * odd + 2, 3);
-      out.q[r] = _mm256_or_si256(nibbles, _mm256_slli_epi16(two, 4));
+      // [ql 16 r .. | ql 32 + 16 r ..]; qh[16 r ..] in both lanes.
+      const __m256i bytes = _mm256_permute2x128_si256(ql0, ql1, r == 0 ? 0x20 : 0x31);
+      const __m256i high = _mm256_permute2x128_si256(qh, qh, r == 0 ? 0x00 : 0x11);
+      // qh bits 2j, 2j + 1 moved to bits 4, 5: j = 0, 1 (pair 2 half) and 2, 3 (2 half + 1).
+      out[0].q[r] = _mm256_or_si256(
+          _mm256_and_si256(bytes, low4),
+          _mm256_and_si256(_mm256_sllv_epi32(high, _mm256_setr_epi32(4, 4, 4, 4, 2, 2, 2, 2)),
+                           bits45));
+      out[1].q[r] = _mm256_or_si256(
+          _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4),
+          _mm256_and_si256(_mm256_srlv_epi32(high, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2)),
+                           bits45));
     }
     int64_t scale_bits;
     std::memcpy(&scale_bits, block + 192 + 8 * half, 8);
-    PickPairScales(_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(scale_bits))), p,
-                   out.scale);
-    return out;
+    const __m256i scales =
+        _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(scale_bits)));
+    PickPairScales(scales, 0, out[0].scale);
+    PickPairScales(scales, 1, out[1].scale);
   }
 };
 
@@ -516,8 +537,6 @@ struct Q6KPairs {
 // clear hmask bit subtracts 4). Scales are 6 bits minus 32 (Q3KScale).
 struct Q3KPairs {
   static constexpr int64_t kBlockBytes = 110;
-  static constexpr int kOffset = 4;
-  static constexpr bool kMins = false;
   // The 16 scales minus 32 (Q3KScale), unpacked once per super-block as ggml does: 32-bit words
   // of the 12 bytes give 4 scales at a time, low nibbles and 2-bit pieces moved into place.
   explicit Q3KPairs(const uint8_t* b) : block(b) {
@@ -534,20 +553,25 @@ struct Q3KPairs {
   const uint8_t* block;
   __m128i scales;  // int8 scale - 32 of sub-blocks 0..15
   float d() const { return BlockScale(block + 108); }
-  float dmin() const { return 0.0f; }
-  SixteensPair Pair(int p) const {
-    SixteensPair out;
-    const int half = p / 2, odd = p % 2;
+  // The 16 sub-blocks' (scale - 32) * 4, which the stored values' offset takes away, scaled by d.
+  __m256i Correction() const { return _mm256_slli_epi16(_mm256_cvtepi8_epi16(scales), 2); }
+  float correction_scale() const { return d(); }
+  // Pairs 2 half and 2 half + 1.
+  void Half(int half, SixteensPair out[2]) const {
     const uint8_t* qs = block + 32 + 32 * half;
     for (int r = 0; r < 2; ++r) {
-      const __m256i low = BroadcastShiftMask(qs + 16 * r, 4 * odd, 4 * odd + 2, 3);
-      const __m256i high =
-          BroadcastShiftMask(block + 16 * r, 4 * half + 2 * odd, 4 * half + 2 * odd + 1, 1);
-      out.q[r] = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
+      const __m256i low = Broadcast16(qs + 16 * r);
+      const __m256i high = Broadcast16(block + 16 * r);
+      for (int odd = 0; odd < 2; ++odd) {
+        out[odd].q[r] = _mm256_or_si256(
+            ShiftMask(low, 4 * odd, 4 * odd + 2, 3),
+            _mm256_slli_epi16(ShiftMask(high, 4 * half + 2 * odd, 4 * half + 2 * odd + 1, 1), 2));
+      }
     }
     const __m128i half_scales = half == 0 ? scales : _mm_unpackhi_epi64(scales, scales);
-    PickPairScales(_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(half_scales)), p, out.scale);
-    return out;
+    const __m256i wide = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(half_scales));
+    PickPairScales(wide, 0, out[0].scale);
+    PickPairScales(wide, 1, out[1].scale);
   }
 };
 
@@ -556,43 +580,42 @@ struct Q3KPairs {
 // nibble of scales[s] and its minimum the high one: x = d * sc * q - dmin * m.
 struct Q2KPairs {
   static constexpr int64_t kBlockBytes = 84;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMins = true;
   const uint8_t* block;
   float d() const { return BlockScale(block + 80); }
-  float dmin() const { return BlockScale(block + 82); }
-  SixteensPair Pair(int p) const {
-    SixteensPair out;
-    const int half = p / 2, odd = p % 2;
+  // The 16 sub-blocks' minimums, scaled by dmin.
+  __m256i Correction() const {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
+  }
+  float correction_scale() const { return BlockScale(block + 82); }
+  // Pairs 2 half and 2 half + 1.
+  void Half(int half, SixteensPair out[2]) const {
     const uint8_t* qs = block + 16 + 32 * half;
     for (int r = 0; r < 2; ++r) {
-      out.q[r] = BroadcastShiftMask(qs + 16 * r, 4 * odd, 4 * odd + 2, 3);
+      const __m256i bytes = Broadcast16(qs + 16 * r);
+      for (int odd = 0; odd < 2; ++odd) out[odd].q[r] = ShiftMask(bytes, 4 * odd, 4 * odd + 2, 3);
     }
     const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 8 * half));
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    PickPairScales(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_and_si128(packed, low4))), p,
-                   out.scale);
-    PickPairScales(_mm256_broadcastsi128_si256(
-                       _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4))),
-                   p, out.min);
-    return out;
+    const __m256i wide =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_and_si128(packed, _mm_set1_epi8(0x0F))));
+    PickPairScales(wide, 0, out[0].scale);
+    PickPairScales(wide, 1, out[1].scale);
   }
 };
 
 // One weight row of a k-quant with 16-value sub-blocks (q6_k, q3_k, q2_k: `Pairs`) against MR rows
 // of int8 activations in their pair layout (Note [int8 activations]). Each 16-value sub-block has
 // its own scale, so each of a pair's two registers is scaled on its own in vpmaddwd: vpmaddubsw
-// takes the unsigned stored values u (pairs at most 2 * 63 * 128 in int16), minus vpmaddubsw of
-// the type's offset (q6_k's 32, q3_k's 4) gives the signed products exactly, and vpmaddwd by the
-// lanes' scales leaves 8 int32 sums, 4 per activation block, which one convert and FMA scale by
-// the activations' per-lane d4. q2_k's minimums are a second such sum, of the activations' pair
-// sums (vpmaddubsw by 1) times each sub-block's minimum, kept apart: the super-block's d and dmin
-// scale the two once.
+// takes the unsigned stored values u (pairs at most 2 * 63 * 128 in int16), vpmaddwd by the lanes'
+// scales leaves 8 int32 sums, 4 per activation block, which one convert and FMA scale by the
+// activations' per-lane d4. What the stored values leave out (q6_k's and q3_k's offsets, q2_k's
+// minimums) is, per sub-block, a constant c times the sum of its 16 activations: one vpmaddwd of
+// the super-block's 16 c (Pairs::Correction) with the activations' 16 sums (Int8Activations::
+// sums16) gives it per activation block, scaled by the 8 blocks' d and subtracted once per
+// super-block, times d (offsets) or dmin (minimums): ggml's bsums, per block of 32.
 template <int MR, typename Pairs>
 void RowSixteens(const Int8Activations& a, int64_t k, const uint8_t* w, float* sums) {
   const int64_t nb = k / 32;
-  const __m256i offset = _mm256_set1_epi8(Pairs::kOffset);
-  const __m256i ones = _mm256_set1_epi8(1);
   __m256 acc[MR];
   for (int m = 0; m < MR; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < k / 256; ++sb) {
@@ -600,40 +623,37 @@ void RowSixteens(const Int8Activations& a, int64_t k, const uint8_t* w, float* s
     for (int64_t at = 0; at < Pairs::kBlockBytes; at += 64) {
       PrefetchOnce(pairs.block + at, kQ8_0PrefetchBytes);
     }
-    __m256 t[MR], tm[MR];
+    __m256 t[MR];
+    SixteensPair half_pairs[2];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      const SixteensPair pair = pairs.Pair(p);
+      if (p % 2 == 0) pairs.Half(p / 2, half_pairs);
+      const SixteensPair& pair = half_pairs[p % 2];
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) {
         const int8_t* y = a.q + m * k + sb * 256 + 64 * p;
-        const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y));
-        const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32));
-        __m256i p0 = _mm256_maddubs_epi16(pair.q[0], y0);
-        __m256i p1 = _mm256_maddubs_epi16(pair.q[1], y1);
-        if constexpr (Pairs::kOffset != 0) {
-          p0 = _mm256_sub_epi16(p0, _mm256_maddubs_epi16(offset, y0));
-          p1 = _mm256_sub_epi16(p1, _mm256_maddubs_epi16(offset, y1));
-        }
+        const __m256i p0 = _mm256_maddubs_epi16(
+            pair.q[0], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y)));
+        const __m256i p1 = _mm256_maddubs_epi16(
+            pair.q[1], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32)));
         const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(
             _mm256_madd_epi16(p0, pair.scale[0]), _mm256_madd_epi16(p1, pair.scale[1])));
         const __m256 da = _mm256_loadu_ps(a.d4 + (m * nb + sb * 8 + 2 * p) * 4);
         t[m] = p == 0 ? _mm256_mul_ps(da, dot) : _mm256_fmadd_ps(da, dot, t[m]);
-        if constexpr (Pairs::kMins) {
-          const __m256 ms = _mm256_cvtepi32_ps(
-              _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, y0), pair.min[0]),
-                               _mm256_madd_epi16(_mm256_maddubs_epi16(ones, y1), pair.min[1])));
-          tm[m] = p == 0 ? _mm256_mul_ps(da, ms) : _mm256_fmadd_ps(da, ms, tm[m]);
-        }
       }
     }
+    const __m256i correction = pairs.Correction();
     const __m256 d = _mm256_set1_ps(pairs.d());
+    const __m256 c = _mm256_set1_ps(pairs.correction_scale());
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
+      const __m256i s16 =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums16 + (m * nb + sb * 8) * 2));
+      const __m256 per_block =
+          _mm256_mul_ps(_mm256_loadu_ps(a.d + m * nb + sb * 8),
+                        _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, correction)));
       acc[m] = _mm256_fmadd_ps(d, t[m], acc[m]);
-      if constexpr (Pairs::kMins) {
-        acc[m] = _mm256_fnmadd_ps(_mm256_set1_ps(pairs.dmin()), tm[m], acc[m]);
-      }
+      acc[m] = _mm256_fnmadd_ps(c, per_block, acc[m]);
     }
   }
   for (int m = 0; m < MR; ++m) sums[m] = HorizontalSum(acc[m]);
@@ -715,7 +735,7 @@ void Rows(DType dtype, const Int8Activations& qa, int64_t k, const uint8_t* w, f
 // q4_k's (and q5_k's) values are d * sc * n - dmin * m: sums[b] = d[b] * sum(q) of block b, which
 // the sub-block's dmin * m multiplies.
 void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
-                         int16_t* offsets, float* sums) {
+                         int16_t* offsets, float* sums, int16_t* sums16) {
   SY_CHECK(k % 32 == 0) << "QuantizeActivations: rows of " << k << " values";
   const int64_t blocks = rows * k / 32;
 #if defined(__AVX2__) && defined(__FMA__)
@@ -733,6 +753,11 @@ void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, flo
       sum += four;
     }
     sums[b] = d[b] * static_cast<float>(sum);
+    for (int h = 0; h < 2; ++h) {
+      int32_t half = 0;
+      for (int i = 0; i < 16; ++i) half += x[16 * h + i];
+      sums16[b * 2 + h] = static_cast<int16_t>(half);
+    }
   }
   const int64_t nb = k / 32;
   int8_t pair[64];
@@ -758,7 +783,9 @@ void QuantGemvRows(DType dtype, const Int8Activations& qa, int64_t rows, int64_t
   SY_CHECK(rows >= 1) << "QuantGemvRows: " << rows << " activation rows";
   SY_CHECK(qa.q != nullptr && qa.d != nullptr && qa.d4 != nullptr &&
            (dtype != DType::kQ4_0 || qa.offsets != nullptr) &&
-           ((dtype != DType::kQ4_K && dtype != DType::kQ5_K) || qa.sums != nullptr))
+           ((dtype != DType::kQ4_K && dtype != DType::kQ5_K) || qa.sums != nullptr) &&
+           ((dtype != DType::kQ6_K && dtype != DType::kQ3_K && dtype != DType::kQ2_K) ||
+            qa.sums16 != nullptr))
       << "QuantGemvRows: " << DTypeName(dtype) << " without its activations";
   const auto* wb = static_cast<const uint8_t*>(w);
   // Up to 4 activation rows per pass over the row range; the caller (cpu_gemm.cc GemvTransB)
@@ -766,9 +793,12 @@ void QuantGemvRows(DType dtype, const Int8Activations& qa, int64_t rows, int64_t
   // still in L2 for the next 4.
   const int64_t nb = k / 32;
   for (int64_t m0 = 0; m0 < rows; m0 += 4) {
-    const Int8Activations qm{qa.q + m0 * k, qa.d + m0 * nb, qa.d4 + m0 * nb * 4,
+    const Int8Activations qm{qa.q + m0 * k,
+                             qa.d + m0 * nb,
+                             qa.d4 + m0 * nb * 4,
                              qa.offsets != nullptr ? qa.offsets + m0 * nb * 8 : nullptr,
-                             qa.sums != nullptr ? qa.sums + m0 * nb : nullptr};
+                             qa.sums != nullptr ? qa.sums + m0 * nb : nullptr,
+                             qa.sums16 != nullptr ? qa.sums16 + m0 * nb * 2 : nullptr};
     float* cm = c + m0 * ldc;
     switch (std::min<int64_t>(4, rows - m0)) {
       case 1:

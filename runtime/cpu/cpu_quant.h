@@ -55,15 +55,18 @@ struct Int8Activations {
   const float* d = nullptr;          // [rows, nb], one scale per block
   const float* d4 = nullptr;         // [rows, nb, 4]: d[b] 4 times, one per lane
   const int16_t* offsets = nullptr;  // [rows, nb, 8]: q4_0's (Note [int8 activations])
-  const float* sums = nullptr;       // [rows, nb]: d[b] * (sum of block b's q), for q4_k's minimums
+  const float* sums = nullptr;       // [rows, nb]: d[b] * (sum of block b's q), q4_k/q5_k minimums
+  // [rows, k / 16]: the sum of each 16 values of q (in order), for the 16-value sub-blocks of
+  // q6_k, q3_k and q2_k (their offsets and minimums)
+  const int16_t* sums16 = nullptr;
 };
 
 // RoundActivationBlocks (runtime/core/quant_blocks.h) of a [rows, k] row-major, vectorized, in
 // the kernels' layout: the values are identical to the scalar reference's, reordered within each
 // pair of blocks (Int8ActivationIndex). q holds rows * k values, d and sums rows * k / 32 each,
-// d4 rows * k / 8 and offsets rows * k / 4.
+// d4 rows * k / 8, offsets rows * k / 4 and sums16 rows * k / 16.
 void QuantizeActivations(const float* a, int64_t rows, int64_t k, int8_t* q, float* d, float* d4,
-                         int16_t* offsets, float* sums);
+                         int16_t* offsets, float* sums, int16_t* sums16);
 
 // Where value i (0..31) of block b of a row of nb blocks sits in Int8Activations::q: within a
 // pair of blocks (2j, 2j + 1) the 64 bytes hold [b 2j values 0..15, b 2j+1 values 0..15, b 2j

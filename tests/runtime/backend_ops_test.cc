@@ -277,7 +277,8 @@ TEST(OpChecks, CatchPlantedBugs) {
 // halves (amax 127, so x * 127 / amax = x: round half to even), and a block of zeros; in the
 // kernels' layout: each pair of blocks interleaved by halves (an odd last block in order), the
 // scales repeated per lane, per 4 values that meet one 16-bit lane of the q4_0 kernel 8 times
-// their sum, and per block (q4_k's minimums) its scale times the sum of its values.
+// their sum, per block (q4_k's minimums) its scale times the sum of its values, and per 16 values
+// their sum (the 16-value sub-block k-quants' offsets and minimums).
 TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
   constexpr int64_t kRows = 3, kK = 224, kBlocks = kK / 32;  // 7 blocks: 3 pairs and one alone
   std::vector<float> x(kRows * kK);
@@ -299,8 +300,9 @@ TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
   std::vector<float> d(x.size() / 32), d4(x.size() / 8);
   std::vector<int16_t> offsets(x.size() / 4);
   std::vector<float> sums(x.size() / 32);
+  std::vector<int16_t> sums16(x.size() / 16);
   cpu::QuantizeActivations(x.data(), kRows, kK, q.data(), d.data(), d4.data(), offsets.data(),
-                           sums.data());
+                           sums.data(), sums16.data());
   EXPECT_EQ(d, d_ref);
   for (size_t i = 0; i < d4.size(); ++i) EXPECT_EQ(d4[i], d_ref[i / 4]) << "d4 " << i;
   // Where each value goes, written out: [b0 0..15, b1 0..15, b0 16..31, b1 16..31], ...
@@ -323,6 +325,12 @@ TEST(CpuQuant, QuantizeActivationsEqualsTheReference) {
       EXPECT_EQ(sums[static_cast<size_t>(r * kBlocks + b)],
                 d_ref[static_cast<size_t>(r * kBlocks + b)] * static_cast<float>(block_sum))
           << "row " << r << " block " << b;
+      for (int64_t h = 0; h < 2; ++h) {
+        int half_sum = 0;
+        for (int64_t i = 0; i < 16; ++i) half_sum += block[16 * h + i];
+        EXPECT_EQ(sums16[static_cast<size_t>((r * kBlocks + b) * 2 + h)], half_sum)
+            << "row " << r << " block " << b << " half " << h;
+      }
       for (int64_t j = 0; j < 8; ++j) {
         const int8_t* y = q_ref.data() + r * kK + b * 32;
         const int sum = y[2 * j] + y[2 * j + 1] + y[16 + 2 * j] + y[17 + 2 * j];

@@ -71,11 +71,13 @@ TEST(CpuQuantPortable, MatchesTheDequantizedProduct) {
         std::vector<float> d(a.size() / 32), d4(a.size() / 8);
         std::vector<int16_t> offsets(a.size() / 4);
         std::vector<float> sums(a.size() / 32);
+        std::vector<int16_t> sums16(a.size() / 16);
         cpu::QuantizeActivations(a.data(), rows, k, q.data(), d.data(), d4.data(), offsets.data(),
-                                 sums.data());
+                                 sums.data(), sums16.data());
         std::vector<float> c(static_cast<size_t>(rows * n));
-        cpu::QuantGemvRows(t, {q.data(), d.data(), d4.data(), offsets.data(), sums.data()}, rows, k,
-                           wq.data(), c.data(), n, 1.0f, 0.0f, 0, n);
+        cpu::QuantGemvRows(
+            t, {q.data(), d.data(), d4.data(), offsets.data(), sums.data(), sums16.data()}, rows, k,
+            wq.data(), c.data(), n, 1.0f, 0.0f, 0, n);
         for (int64_t m = 0; m < rows; ++m) {
           for (int64_t b = 0; b < nb; ++b) {
             for (int64_t i = 0; i < 32; ++i) {
