@@ -1,7 +1,5 @@
 #include "launcher/inference_session.h"
 
-#include <map>
-#include <string_view>
 #include <utility>
 
 #include "inference/gguf_model.h"
@@ -77,23 +75,9 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
 std::string InferenceSession::Describe() const {
   std::string text =
       kind_ + ", " + model_->config().Summary() + ", " + std::string(DTypeName(weight_dtype_));
-  const ModelOptions& options = model_->options();
-  if (options.expert_layer_dtypes.empty()) {
-    const DType experts = options.expert_dtype();
-    if (experts != weight_dtype_) text += ", experts " + std::string(DTypeName(experts));
-  } else {
-    // Mixed: how many expert matrices (one per MoE layer and kind) each dtype holds.
-    std::map<std::string_view, int> count;
-    for (int layer = 0; layer < model_->config().num_layers; ++layer) {
-      if (!model_->config().IsMoeLayer(layer)) continue;
-      const ExpertMatrixDTypes d = options.expert_dtypes(layer);
-      for (const DType t : {d.gate, d.up, d.down}) ++count[DTypeName(t)];
-    }
-    std::string list;
-    for (const auto& [dtype, n] : count) {
-      list += (list.empty() ? "" : ", ") + std::string(dtype) + " x" + std::to_string(n);
-    }
-    text += ", experts " + list;
+  if (!model_->options().expert_layer_dtypes.empty() ||
+      model_->options().expert_dtype() != weight_dtype_) {
+    text += ", experts " + DescribeExpertDTypes(*model_);
   }
   text += DescribeMatrixDTypes(model_->options().matrix_dtypes);
   return text;

@@ -104,7 +104,7 @@ Result<DecodeBenchResult> RunDecodeBench(const DecodeBenchOptions& options) {
   MoeModel& model = *loaded.model;
   const ModelConfig& c = model.config();
   const WeightBytes weights = CountWeightBytes(model);
-  const std::string expert_dtype(DTypeName(model.options().expert_dtype()));
+  const std::string expert_dtype = DescribeExpertDTypes(model);
   std::fprintf(stderr, "loaded %s: %s-style, %s, %s, experts %s%s\n", options.model_dir.c_str(),
                std::string(HfFamilyDisplayName(loaded.hf.family)).c_str(), c.Summary().c_str(),
                std::string(DTypeName(options.dtype)).c_str(), expert_dtype.c_str(),

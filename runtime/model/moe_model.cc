@@ -1,5 +1,6 @@
 #include "runtime/model/moe_model.h"
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -452,6 +453,22 @@ void MoeModel::ReleaseActivations() {
   residual_.clear();
   routed_logits_.clear();
   final_hidden_ = targets_ = ce_lse_ = Tensor();
+}
+
+std::string DescribeExpertDTypes(const MoeModel& model) {
+  const ModelOptions& options = model.options();
+  if (options.expert_layer_dtypes.empty()) return std::string(DTypeName(options.expert_dtype()));
+  std::map<std::string_view, int> count;
+  for (int layer = 0; layer < model.config().num_layers; ++layer) {
+    if (!model.config().IsMoeLayer(layer)) continue;
+    const ExpertMatrixDTypes d = options.expert_dtypes(layer);
+    for (const DType t : {d.gate, d.up, d.down}) ++count[DTypeName(t)];
+  }
+  std::string text;
+  for (const auto& [dtype, n] : count) {
+    text += (text.empty() ? "" : ", ") + std::string(dtype) + " x" + std::to_string(n);
+  }
+  return text;
 }
 
 }  // namespace sy

@@ -254,4 +254,9 @@ class MoeModel {
   std::vector<float> token_loss_weights_;  // per token, from Forward's row weights; empty = mean
 };
 
+// The routed experts' storage dtypes as a log line says them: "q4_k", or, when the layers differ
+// (ModelOptions::expert_layer_dtypes), how many expert matrices (one per MoE layer and kind) each
+// holds: "q4_k x30, q6_k x6".
+std::string DescribeExpertDTypes(const MoeModel& model);
+
 }  // namespace sy
