@@ -508,10 +508,13 @@ struct Q6KPairs {
     const __m256i qh =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * half));
     const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    // [ql 16 r .. | ql 32 + 16 r ..]; qh[16 r ..] in both lanes (the permutes take immediates).
+    const __m256i ql_lanes[2] = {_mm256_permute2x128_si256(ql0, ql1, 0x20),
+                                 _mm256_permute2x128_si256(ql0, ql1, 0x31)};
+    const __m256i qh_lanes[2] = {_mm256_permute2x128_si256(qh, qh, 0x00),
+                                 _mm256_permute2x128_si256(qh, qh, 0x11)};
     for (int r = 0; r < 2; ++r) {
-      // [ql 16 r .. | ql 32 + 16 r ..]; qh[16 r ..] in both lanes.
-      const __m256i bytes = _mm256_permute2x128_si256(ql0, ql1, r == 0 ? 0x20 : 0x31);
-      const __m256i high = _mm256_permute2x128_si256(qh, qh, r == 0 ? 0x00 : 0x11);
+      const __m256i bytes = ql_lanes[r], high = qh_lanes[r];
       // qh bits 2j, 2j + 1 moved to bits 4, 5: j = 0, 1 (pair 2 half) and 2, 3 (2 half + 1).
       out[0].q[r] = _mm256_or_si256(
           _mm256_and_si256(bytes, low4),
