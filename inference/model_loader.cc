@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/core/quant_blocks.h"
 #include "runtime/model/dense_matrices.h"
 #include "runtime/model/pregate_init.h"
@@ -538,6 +540,14 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
                                 std::string(source.config_name()) +
                                 "; the checkpoint has weights "
                                 "Switchyard would ignore (a different architecture or config)");
+  }
+  if (options.pregate) {
+    // Pre-gated MoE fine-tunes its pre-gates; a conventional checkpoint has none to load.
+    spdlog::warn(
+        "pregate: {} has no trained pre-gates, so each MoE layer's pre-gate is the next MoE "
+        "layer's gate applied to this layer's input; the routing, and the answers, are those of "
+        "an altered model (compare them with the checkpoint's: switchyard perplexity --reference)",
+        dir);
   }
   return loaded;
 }

@@ -84,8 +84,8 @@ struct LoadOptions {
   // Load a conventional checkpoint as a pre-gated model (Pre-gated MoE, IV-B; the `pregated`
   // policy needs one): MoE layer m's pre-gate is MoE layer m + 1's gate
   // (runtime/model/pregate_init.h), without the paper's fine-tuning, so the routing of MoE layers
-  // m >= 1 reads the previous layer's input. InvalidArgument for a model with fewer than two MoE
-  // layers. Default: false.
+  // m >= 1 reads the previous layer's input; the load logs a warning that the model is altered.
+  // InvalidArgument for a model with fewer than two MoE layers. Default: false.
   bool pregate = false;
   // Called after each tensor is loaded with (values loaded, values to load), for a progress
   // line (runtime/core/progress.h). Default: none.

@@ -572,6 +572,9 @@ def pregate_check(binary, work, all_values):
         if r.returncode != 0:
             failures.append(f"{fam} --pregate: switchyard failed: {r.stderr.strip()}")
             continue
+        if "has no trained pre-gates" not in r.stderr or "altered model" not in r.stderr:
+            failures.append(f"{fam} --pregate: no warning that the model is altered: "
+                            f"{r.stderr.strip()}")
         ours = read_logits(out_file)
         ref = Family(fam, config, values, pregate=True).forward(PROMPT)
         conventional = Family(fam, config, values).forward(PROMPT)
