@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/dtype.h"
@@ -328,6 +329,22 @@ TEST(MoeModelTest, SixteenBitWeightsWithGradientsNeedTheComputeDType) {
   EXPECT_NE(bad.status().message().find("compute_dtype"), std::string::npos);
 }
 
+// Both models' logits on the same 12 random tokens: the largest difference, and the largest |logit|
+// of `reference` (at least 1).
+std::pair<double, double> LogitsGap(Backend& backend, MoeModel& reference, MoeModel& model) {
+  Tensor tok = HostI32(testing::RandomTokens(12, reference.config().vocab_size, 4), Shape{2, 6});
+  SY_CHECK_OK(reference.Forward(tok, Tensor()).status());
+  SY_CHECK_OK(model.Forward(tok, Tensor()).status());
+  const std::vector<float> la = ToHost(backend, reference.logits());
+  const std::vector<float> lb = ToHost(backend, model.logits());
+  double err = 0, scale = 1;
+  for (size_t i = 0; i < la.size(); ++i) {
+    err = std::max(err, double(std::abs(la[i] - lb[i])));
+    scale = std::max(scale, double(std::abs(la[i])));
+  }
+  return {err, scale};
+}
+
 // Dense matrices in their own dtypes (ModelOptions::matrix_dtypes): each named matrix is
 // allocated in its dtype, everything else stays in weight_dtype, and the forward gives the logits
 // of the f32 model holding the blocks' values up to the rounding of the quantized matrices'
@@ -362,16 +379,7 @@ TEST(MoeModelTest, DenseMatricesInTheirOwnDTypes) {
     // 3 layers x 4 attention matrices, one dense FFN and two shared-expert FFNs of 3 each, the
     // LM head, less the bf16 wv.
     EXPECT_EQ(quantized, 3 * 4 + 3 * 3 + 1 - 1);
-    Tensor tok = HostI32(testing::RandomTokens(12, c.vocab_size, 4), Shape{2, 6});
-    ASSERT_TRUE(held->Forward(tok, Tensor()).ok());
-    ASSERT_TRUE(f32->Forward(tok, Tensor()).ok());
-    std::vector<float> la = ToHost(*backend, f32->logits());
-    std::vector<float> lb = ToHost(*backend, held->logits());
-    double err = 0, scale = 1;
-    for (size_t i = 0; i < la.size(); ++i) {
-      err = std::max(err, double(std::abs(la[i] - lb[i])));
-      scale = std::max(scale, double(std::abs(la[i])));
-    }
+    const auto [err, scale] = LogitsGap(*backend, *f32, *held);
     // The quantized matrices' inputs were rounded: 21 roundings of ~0.3% each, compounded over
     // three layers of sharp attention (weights of stddev 0.3), move the logits by ~5% of their
     // largest; a matrix read in the wrong layout or dtype moves them by about all of it. The
@@ -458,16 +466,7 @@ TEST(MoeModelTest, ExpertsInPerLayerDTypes) {
     testing::FromHost(*backend, values, mine->value);
   }
   EXPECT_EQ(checked, 3 * c.num_experts);
-  Tensor tok = HostI32(testing::RandomTokens(12, c.vocab_size, 4), Shape{2, 6});
-  ASSERT_TRUE((*mixed)->Forward(tok, Tensor()).ok());
-  ASSERT_TRUE(f32->Forward(tok, Tensor()).ok());
-  std::vector<float> la = ToHost(*backend, f32->logits());
-  std::vector<float> lb = ToHost(*backend, (*mixed)->logits());
-  double err = 0, scale = 1;
-  for (size_t i = 0; i < la.size(); ++i) {
-    err = std::max(err, double(std::abs(la[i] - lb[i])));
-    scale = std::max(scale, double(std::abs(la[i])));
-  }
+  const auto [err, scale] = LogitsGap(*backend, *f32, **mixed);
   EXPECT_GT(err, 0.0);
   EXPECT_LE(err, 0.15 * scale);
 
