@@ -35,7 +35,7 @@ using storage::GgufValue;
 using storage::GgufValueType;
 
 constexpr HfFamily kFamilies[] = {HfFamily::kMixtral, HfFamily::kQwen2Moe, HfFamily::kQwen3Moe,
-                                  HfFamily::kOlmoe, HfFamily::kDeepseek};
+                                  HfFamily::kOlmoe,   HfFamily::kDeepseek, HfFamily::kGlm4Moe};
 
 // ---- names ----
 
@@ -46,9 +46,11 @@ struct NamePair {
 
 // The per-layer tensors that are not routed experts, for `family`.
 std::vector<NamePair> LayerNames(HfFamily family) {
+  // llama.cpp's glm4moe names the norm before the FFN attn_post_norm ("post_attention_norm").
   std::vector<NamePair> t = {
       {"input_layernorm.weight", "attn_norm.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"post_attention_layernorm.weight",
+       family == HfFamily::kGlm4Moe ? "post_attention_norm.weight" : "ffn_norm.weight"},
   };
   for (const char* x : {"q", "k", "v"}) {
     for (const char* kind : {"weight", "bias"}) {
@@ -65,9 +67,13 @@ std::vector<NamePair> LayerNames(HfFamily family) {
   }
   t.push_back({family == HfFamily::kMixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight",
                "ffn_gate_inp.weight"});
-  const char* shared = family == HfFamily::kQwen2Moe   ? "mlp.shared_expert."
-                       : family == HfFamily::kDeepseek ? "mlp.shared_experts."
-                                                       : nullptr;
+  const char* shared = family == HfFamily::kQwen2Moe ? "mlp.shared_expert."
+                       : family == HfFamily::kDeepseek || family == HfFamily::kGlm4Moe
+                           ? "mlp.shared_experts."
+                           : nullptr;
+  if (family == HfFamily::kGlm4Moe) {
+    t.push_back({"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"});
+  }
   if (shared != nullptr) {
     for (const char* p : {"gate", "up", "down"}) {
       t.push_back(
@@ -162,8 +168,13 @@ double ShortestDecimal(double f) {
 }
 
 bool DefaultNormTopk(HfFamily family) {
-  return family == HfFamily::kMixtral || family == HfFamily::kQwen3Moe;
+  return family == HfFamily::kMixtral || family == HfFamily::kQwen3Moe ||
+         family == HfFamily::kGlm4Moe;
 }
+
+// llama.cpp's llama_expert_gating_func_type.
+constexpr int64_t kGatingSoftmax = 1;
+constexpr int64_t kGatingSigmoid = 2;
 
 // Metadata access with errors naming the file and the key.
 class Meta {
@@ -242,6 +253,8 @@ std::string_view GgufArchitecture(HfFamily family) {
       return "olmoe";
     case HfFamily::kDeepseek:
       return "deepseek";
+    case HfFamily::kGlm4Moe:
+      return "glm4moe";
   }
   return "?";
 }
@@ -273,7 +286,7 @@ std::vector<GgufKeyValue> GgufModelMetadata(const HfModelConfig& hf, const std::
   u32("attention.head_count_kv", c.kv_heads());
   u32("attention.key_length", c.dim_per_head());
   u32("attention.value_length", c.dim_per_head());
-  u32("rope.dimension_count", c.dim_per_head());
+  u32("rope.dimension_count", c.rotary_dim > 0 ? c.rotary_dim : c.dim_per_head());
   f32("rope.freq_base", c.rope_theta);
   f32("attention.layer_norm_rms_epsilon", c.rms_norm_eps);
   u32("expert_count", c.num_experts);
@@ -286,9 +299,16 @@ std::vector<GgufKeyValue> GgufModelMetadata(const HfModelConfig& hf, const std::
       u32("expert_shared_count", c.num_shared_experts);
     }
   }
-  if (f == HfFamily::kDeepseek) {
+  if (f == HfFamily::kDeepseek || f == HfFamily::kGlm4Moe) {
     u32("leading_dense_block_count", c.first_k_dense);
-    f32("expert_weights_scale", 1.0);
+    f32("expert_weights_scale", c.routed_scaling_factor);
+  }
+  if (c.router_scoring == RouterScoring::kSigmoid) {
+    u32("expert_gating_func", kGatingSigmoid);
+    if (c.topk_groups < c.num_expert_groups) {  // llama.cpp asserts used < count
+      u32("expert_group_count", c.num_expert_groups);
+      u32("expert_group_used_count", c.topk_groups);
+    }
   }
   kv.push_back({ArchKey(f, "expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob)});
   kv.push_back({"general.quantization_version", GgufValue::U32(2)});
@@ -310,7 +330,7 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
   if (!family) {
     return UnimplementedError(file + ": architecture \"" + arch +
                               "\" is not supported; supported: llama (Mixtral), qwen2moe, "
-                              "qwen3moe, olmoe, deepseek");
+                              "qwen3moe, olmoe, deepseek, glm4moe");
   }
   HfModelConfig out;
   out.family = *family;
@@ -325,13 +345,19 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
       continue;
     }
     uint64_t gating = 0;
-    if (std::string(k) == "expert_gating_func" && v->AsUint(&gating) && gating == 1) continue;
+    const bool glm = *family == HfFamily::kGlm4Moe;
+    if (std::string(k) == "expert_gating_func" && v->AsUint(&gating) &&
+        static_cast<int64_t>(gating) == (glm ? kGatingSigmoid : kGatingSoftmax)) {
+      continue;
+    }
     return m.Unsupported(k, std::string(k) == "expert_gating_func"
-                                ? "only softmax routing (1) is implemented"
+                                ? (glm ? "glm4moe routes by sigmoid (2)"
+                                       : "only softmax routing (1) is implemented for this "
+                                         "architecture")
                                 : "only plain RoPE over the full context is implemented");
   }
-  SY_GET(double scale, m.Double("expert_weights_scale", 1.0));
-  if (scale != 1.0) {
+  SY_GET(c.routed_scaling_factor, m.Double("expert_weights_scale", 1.0));
+  if (c.routed_scaling_factor != 1.0 && *family != HfFamily::kGlm4Moe) {
     return m.Unsupported("expert_weights_scale", "routed weights are not rescaled");
   }
   const GgufTensorInfo* embd = h.FindTensor("token_embd.weight");
@@ -341,7 +367,14 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
   SY_GET(c.hidden_size, m.Int("embedding_length", std::nullopt, 1));
   SY_GET(c.vocab_size, m.Int("vocab_size", embd->ne[1], 1));
   SY_GET(int64_t layers, m.Int("block_count", std::nullopt, 1));
-  c.num_layers = static_cast<int>(layers);
+  // glm4moe's block_count includes its multi-token-prediction blocks, stored last.
+  SY_GET(int64_t nextn, m.Int("nextn_predict_layers", 0));
+  if (nextn >= layers) {
+    return m.Error("nextn_predict_layers", "is " + std::to_string(nextn) +
+                                               ", not below block_count " + std::to_string(layers));
+  }
+  c.num_layers = static_cast<int>(layers - nextn);
+  out.unused_trailing_layers = static_cast<int>(nextn);
   SY_GET(int64_t heads, m.Int("attention.head_count", std::nullopt, 1));
   c.num_heads = static_cast<int>(heads);
   SY_GET(int64_t kv_heads, m.Int("attention.head_count_kv", heads, 1));
@@ -356,7 +389,10 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
   if (key_length != c.hidden_size / heads) c.head_dim = key_length;
   SY_GET(int64_t rope_dims, m.Int("rope.dimension_count", key_length, 1));
   if (rope_dims != key_length) {
-    return m.Unsupported("rope.dimension_count", "partial RoPE is not implemented");
+    if (*family != HfFamily::kGlm4Moe) {
+      return m.Unsupported("rope.dimension_count", "partial RoPE is implemented for glm4moe only");
+    }
+    c.rotary_dim = rope_dims;  // Validate checks it is even and within the head
   }
   SY_GET(c.rope_theta, m.Double("rope.freq_base", 10000.0));
   SY_GET(c.rms_norm_eps, m.Double("attention.layer_norm_rms_epsilon", 1e-5));
@@ -411,6 +447,18 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
       c.num_shared_experts = static_cast<int>(shared);
       break;
     }
+    case HfFamily::kGlm4Moe: {
+      SY_GET(int64_t shared, m.Int("expert_shared_count", 0));
+      c.num_shared_experts = static_cast<int>(shared);
+      c.qk_norm = h.FindTensor("blk.0.attn_q_norm.weight") != nullptr;
+      c.qk_norm_per_head = true;
+      c.router_scoring = RouterScoring::kSigmoid;
+      SY_GET(int64_t groups, m.Int("expert_group_count", 1, 1));
+      SY_GET(int64_t used_groups, m.Int("expert_group_used_count", groups, 1));
+      c.num_expert_groups = static_cast<int>(groups);
+      c.topk_groups = static_cast<int>(used_groups);
+      break;
+    }
   }
   // MoE layers are the ones with a router; they must be every moe_every-th layer from the first.
   std::vector<int> moe_layers;
@@ -440,7 +488,7 @@ Result<HfModelConfig> ParseGgufModelConfig(const GgufHeader& h, const std::strin
           " from layer " + std::to_string(c.first_k_dense) + " that Switchyard's model supports");
     }
   }
-  if (out.family == HfFamily::kDeepseek) {
+  if (out.family == HfFamily::kDeepseek || out.family == HfFamily::kGlm4Moe) {
     SY_GET(int64_t leading, m.Int("leading_dense_block_count", c.first_k_dense));
     if (leading != c.first_k_dense) {
       return m.Error("leading_dense_block_count", "is " + std::to_string(leading) +
@@ -488,9 +536,13 @@ Result<std::unique_ptr<GgufCheckpoint>> GgufCheckpoint::Open(const std::string& 
     if (found) continue;
     int layer = 0;
     std::string rest;
-    if (!SplitBlockName(t.name, &layer, &rest) || layer >= c.num_layers) {
+    if (!SplitBlockName(t.name, &layer, &rest))
       return unknown(t, "has no Hugging Face counterpart");
+    if (layer >= c.num_layers &&
+        layer < int64_t{c.num_layers} + ck->config_.unused_trailing_layers) {
+      continue;  // a multi-token-prediction block (nextn_predict_layers): not in the forward
     }
+    if (layer >= c.num_layers) return unknown(t, "has no Hugging Face counterpart");
     const std::string prefix = "model.layers." + std::to_string(layer) + ".";
     if (auto it = layer_names.find(rest); it != layer_names.end()) {
       ck->entries_.push_back(
@@ -627,6 +679,12 @@ Status WriteGgufFromHf(const HfModelConfig& hf, std::span<const HfTensorView> te
                        const std::string& path, const GgufExportOptions& options) {
   const HfFamily family = hf.family;
   const ModelConfig& c = hf.config;
+  if (std::find(std::begin(kFamilies), std::end(kFamilies), family) == std::end(kFamilies)) {
+    return UnimplementedError(path + ": writing a " + std::string(HfFamilyDisplayName(family)) +
+                              " model as GGUF (" + std::string(GgufArchitecture(family)) +
+                              ") is not implemented yet; convert it to a Hugging Face directory "
+                              "instead");
+  }
   std::map<std::string, const HfTensorView*> by_name;
   for (const HfTensorView& t : tensors) {
     if (t.type != GgmlType::kF32 && t.type != GgmlType::kF16 && t.type != GgmlType::kBF16) {

@@ -147,6 +147,18 @@ Status ParseCommon(const Fields& f, ModelConfig& c, double default_theta, double
   return Status::Ok();
 }
 
+// The experts' fields DeepSeek's config.json names and GLM-4.5's repeats: n_routed_experts,
+// moe_intermediate_size, n_shared_experts (fused into one MLP), and the dense layers' width.
+Status ParseDeepseekExperts(const Fields& f, ModelConfig& c, int64_t default_shared) {
+  SY_GET(int64_t experts, f.Int("n_routed_experts", std::nullopt, 1));
+  c.num_experts = static_cast<int>(experts);
+  SY_GET(c.intermediate_size, f.Int("intermediate_size", 0));
+  SY_GET(c.moe_intermediate_size, f.Int("moe_intermediate_size", std::nullopt, 1));
+  SY_GET(int64_t shared, f.Int("n_shared_experts", default_shared));
+  c.num_shared_experts = static_cast<int>(shared);
+  return Status::Ok();
+}
+
 // Qwen's decoder_sparse_step and mlp_only_layers: layer l is MoE iff l is not in mlp_only_layers
 // and (l + 1) % step == 0. Representable when mlp_only_layers is empty, or is a prefix [0, k)
 // with step 1.
@@ -241,12 +253,7 @@ Result<HfModelConfig> ParseFamily(const Fields& f, HfFamily family) {
       if (scoring != "softmax") {
         return f.Unsupported("scoring_func", "DeepSeek-MoE v1 routing is softmax");
       }
-      SY_GET(int64_t experts, f.Int("n_routed_experts", std::nullopt, 1));
-      c.num_experts = static_cast<int>(experts);
-      SY_GET(c.intermediate_size, f.Int("intermediate_size", 0));
-      SY_GET(c.moe_intermediate_size, f.Int("moe_intermediate_size", std::nullopt, 1));
-      SY_GET(int64_t shared, f.Int("n_shared_experts", 0));
-      c.num_shared_experts = static_cast<int>(shared);
+      SY_RETURN_IF_ERROR(ParseDeepseekExperts(f, c, /*default_shared=*/0));
       SY_GET(int64_t first_k, f.Int("first_k_dense_replace", 0));
       SY_GET(int64_t freq, f.Int("moe_layer_freq", 1, 1));
       // DeepSeek: layer l is MoE iff l >= first_k_dense_replace and l % moe_layer_freq == 0;
@@ -259,6 +266,36 @@ Result<HfModelConfig> ParseFamily(const Fields& f, HfFamily family) {
       SY_GET(c.norm_topk_prob, f.Bool("norm_topk_prob", false));
       SY_GET(c.attention_bias, f.Bool("attention_bias", false));
       c.attention_out_bias = c.attention_bias;  // modeling_deepseek.py: q, k, v and o
+      break;
+    }
+    case HfFamily::kGlm4Moe: {
+      SY_RETURN_IF_ERROR(ParseCommon(f, c, 1e4, 1e-5));
+      SY_RETURN_IF_ERROR(ParseDeepseekExperts(f, c, /*default_shared=*/1));
+      SY_GET(int64_t first_k, f.Int("first_k_dense_replace", 1));
+      c.first_k_dense = static_cast<int>(first_k);
+      SY_GET(c.norm_topk_prob, f.Bool("norm_topk_prob", true));
+      SY_GET(c.attention_bias, f.Bool("attention_bias", false));  // q, k, v; o has none
+      SY_GET(c.qk_norm, f.Bool("use_qk_norm", false));
+      c.qk_norm_per_head = true;
+      c.router_scoring = RouterScoring::kSigmoid;
+      SY_GET(int64_t groups, f.Int("n_group", 1, 1));
+      SY_GET(int64_t topk_groups, f.Int("topk_group", 1, 1));
+      c.num_expert_groups = static_cast<int>(groups);
+      c.topk_groups = static_cast<int>(topk_groups);
+      SY_GET(c.routed_scaling_factor, f.Double("routed_scaling_factor", 1.0));
+      // transformers: rotary dim = int(head_dim * partial_rotary_factor), default 0.5.
+      SY_GET(double factor, f.Double("partial_rotary_factor", 0.5));
+      const int64_t head_dim = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_heads;
+      const double rotary = static_cast<double>(head_dim) * factor;
+      if (!(factor > 0.0 && factor <= 1.0) || static_cast<int64_t>(rotary) % 2 != 0) {
+        return f.Error("partial_rotary_factor",
+                       "must be in (0, 1] and give an even rotary dim (head_dim " +
+                           std::to_string(head_dim) + " x factor = " + std::to_string(rotary) +
+                           ")");
+      }
+      c.rotary_dim = static_cast<int64_t>(rotary);
+      SY_GET(int64_t nextn, f.Int("num_nextn_predict_layers", 0));
+      out.unused_trailing_layers = static_cast<int>(nextn);
       break;
     }
   }
@@ -283,6 +320,8 @@ std::string_view HfFamilyDisplayName(HfFamily family) {
       return "OLMoE";
     case HfFamily::kDeepseek:
       return "DeepSeek-MoE";
+    case HfFamily::kGlm4Moe:
+      return "GLM-4.5";
   }
   return "?";
 }
@@ -299,8 +338,26 @@ std::string_view HfFamilyModelType(HfFamily family) {
       return "olmoe";
     case HfFamily::kDeepseek:
       return "deepseek";
+    case HfFamily::kGlm4Moe:
+      return "glm4_moe";
   }
   return "?";
+}
+
+bool InUnusedTrailingLayer(const HfModelConfig& hf, std::string_view hf_name) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (hf.unused_trailing_layers <= 0 || !hf_name.starts_with(kPrefix)) return false;
+  const size_t dot = hf_name.find('.', kPrefix.size());
+  if (dot == std::string_view::npos || dot == kPrefix.size() || dot - kPrefix.size() > 9) {
+    return false;
+  }
+  int64_t layer = 0;
+  for (size_t i = kPrefix.size(); i < dot; ++i) {
+    if (hf_name[i] < '0' || hf_name[i] > '9') return false;
+    layer = layer * 10 + (hf_name[i] - '0');
+  }
+  return layer >= hf.config.num_layers &&
+         layer < int64_t{hf.config.num_layers} + hf.unused_trailing_layers;
 }
 
 Result<HfModelConfig> ParseHfConfig(std::string_view json_text, std::string_view file) {
@@ -319,7 +376,7 @@ Result<HfModelConfig> ParseHfConfig(std::string_view json_text, std::string_view
   }
   const std::string model_type = it->get<std::string>();
   for (HfFamily family : {HfFamily::kMixtral, HfFamily::kQwen2Moe, HfFamily::kQwen3Moe,
-                          HfFamily::kOlmoe, HfFamily::kDeepseek}) {
+                          HfFamily::kOlmoe, HfFamily::kDeepseek, HfFamily::kGlm4Moe}) {
     if (HfFamilyModelType(family) == model_type) {
       Fields fields(root, std::string(file), model_type);
       Result<HfModelConfig> parsed = ParseFamily(fields, family);
@@ -329,7 +386,7 @@ Result<HfModelConfig> ParseHfConfig(std::string_view json_text, std::string_view
   }
   return UnimplementedError(std::string(file) + ": model_type \"" + model_type +
                             "\" is not supported; supported: mixtral, qwen2_moe, qwen3_moe, "
-                            "olmoe, deepseek");
+                            "olmoe, deepseek, glm4_moe");
 }
 
 Result<HfModelConfig> LoadHfConfig(const std::string& dir) {

@@ -78,6 +78,9 @@ std::string HfTensorName(HfFamily family, const std::string& name) {
     if (p.size() == 4 && p[2] == "moe" && p[3] == "gate") {
       return layer + (mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
     }
+    if (p.size() == 4 && p[2] == "moe" && p[3] == "expert_bias") {
+      return family == HfFamily::kGlm4Moe ? layer + "mlp.gate.e_score_correction_bias" : "";
+    }
     if (p.size() == 4 && p[2] == "moe" && p[3] == "shared_expert_gate") {
       return family == HfFamily::kQwen2Moe ? layer + "mlp.shared_expert_gate.weight" : "";
     }
@@ -85,7 +88,9 @@ std::string HfTensorName(HfFamily family, const std::string& name) {
       const std::string proj = ProjName(p[4]);
       if (proj.empty()) return "";
       if (family == HfFamily::kQwen2Moe) return layer + "mlp.shared_expert." + proj + ".weight";
-      if (family == HfFamily::kDeepseek) return layer + "mlp.shared_experts." + proj + ".weight";
+      if (family == HfFamily::kDeepseek || family == HfFamily::kGlm4Moe) {
+        return layer + "mlp.shared_experts." + proj + ".weight";
+      }
       return "";
     }
     return "";
@@ -527,6 +532,7 @@ Result<LoadedModel> LoadModelFromSource(Backend& backend, HfModelConfig hf,
     if (used.count(name)) continue;
     if (EndsWith(name, "rotary_emb.inv_freq")) continue;  // a recomputed buffer, not a weight
     if (name == "lm_head.weight" && loaded.hf.config.tie_word_embeddings) continue;
+    if (InUnusedTrailingLayer(loaded.hf, name)) continue;
     unexpected.push_back(name);
   }
   if (!unexpected.empty()) {

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr HfFamily kFamilies[] = {HfFamily::kMixtral, HfFamily::kQwen2Moe, HfFamily::kQwen3Moe,
-                                  HfFamily::kOlmoe, HfFamily::kDeepseek};
+                                  HfFamily::kOlmoe,   HfFamily::kDeepseek, HfFamily::kGlm4Moe};
 
 // Qwen's decoder_sparse_step / mlp_only_layers for our first_k_dense / moe_every, or "" when
 // they cannot express it.
@@ -50,7 +50,24 @@ std::string Mismatch(HfFamily family, const ModelConfig& c) {
   const bool all_moe = c.first_k_dense == 0 && c.moe_every == 1;
   int64_t step = 0;
   std::vector<int> mlp_only;
+  const bool sigmoid = c.router_scoring == RouterScoring::kSigmoid;
+  const bool partial_rotary = c.rotary_dim != 0 && c.rotary_dim != c.dim_per_head();
+  if (family != HfFamily::kGlm4Moe) {
+    if (sigmoid) return "sigmoid routing";
+    if (partial_rotary) return "partial rotary (rotary_dim " + std::to_string(c.rotary_dim) + ")";
+  }
   switch (family) {
+    case HfFamily::kGlm4Moe:
+      if (!sigmoid) return "softmax routing";
+      if (c.qk_norm && !c.qk_norm_per_head) return "a whole-projection qk_norm";
+      if (c.attention_out_bias) return "a bias on the output projection";
+      if (c.shared_expert_gate) return "a shared-expert gate";
+      if (c.num_shared_experts > 0 && c.shared_expert_intermediate_size != 0 &&
+          c.shared_expert_intermediate_size != c.moe_intermediate_size) {
+        return "shared_expert_intermediate_size different from moe_intermediate_size";
+      }
+      if (c.moe_every != 1) return "moe_every " + std::to_string(c.moe_every);
+      return "";
     case HfFamily::kMixtral:
       if (c.qk_norm) return "qk_norm";
       if (c.attention_bias || c.attention_out_bias) return "attention biases";
@@ -91,6 +108,18 @@ std::string Mismatch(HfFamily family, const ModelConfig& c) {
       return "";
   }
   return "an unknown family";
+}
+
+// The keys DeepSeek's config.json and GLM-4.5's spell alike: the experts, the dense layers before
+// them, the top-k renormalisation and the attention bias.
+void PutDeepseekExperts(const ModelConfig& c, json& arch) {
+  arch["n_routed_experts"] = c.num_experts;
+  arch["intermediate_size"] =
+      c.intermediate_size > 0 ? c.intermediate_size : c.moe_intermediate_size;
+  arch["moe_intermediate_size"] = c.moe_intermediate_size;
+  arch["first_k_dense_replace"] = c.first_k_dense;
+  arch["norm_topk_prob"] = c.norm_topk_prob;
+  arch["attention_bias"] = c.attention_bias;
 }
 
 DType FromSafetensors(storage::SafetensorsDType t) {
@@ -232,15 +261,25 @@ class Hf final : public ModelFormat {
       image.tensors.push_back(std::move(t));
       used.insert(hf_name);
     }
+    size_t trailing = 0;
     for (const std::string& name : ckpt->TensorNames()) {
       if (used.count(name)) continue;
       if (name.size() >= 19 && name.compare(name.size() - 19, 19, "rotary_emb.inv_freq") == 0) {
         continue;
       }
       if (name == "lm_head.weight" && image.config.tie_word_embeddings) continue;
+      if (InUnusedTrailingLayer(hf, name)) {
+        ++trailing;
+        continue;
+      }
       return InvalidArgumentError(path + ": unexpected tensor \"" + name + "\" for a " +
                                   std::string(HfFamilyModelType(hf.family)) +
                                   " model with this config.json");
+    }
+    if (trailing > 0) {
+      image.notes.push_back(path + ": left out the " + std::to_string(trailing) +
+                            " tensors of the multi-token-prediction layers "
+                            "(num_nextn_predict_layers), which the forward does not use");
     }
     return image;
   }
@@ -441,18 +480,28 @@ Result<std::string> HfConfigJson(HfFamily family, const ModelConfig& c, const st
       defaults.update(
           {{"eos_token_id", 50279}, {"pad_token_id", 1}, {"max_position_embeddings", 4096}});
       break;
+    case HfFamily::kGlm4Moe:
+      arch["architectures"] = {"Glm4MoeForCausalLM"};
+      PutDeepseekExperts(c, arch);
+      arch["n_shared_experts"] = c.num_shared_experts;
+      arch["use_qk_norm"] = c.qk_norm;
+      arch["head_dim"] = head_dim;
+      arch["n_group"] = c.num_expert_groups;
+      arch["topk_group"] = c.topk_groups;
+      arch["routed_scaling_factor"] = c.routed_scaling_factor;
+      arch["partial_rotary_factor"] =
+          static_cast<double>(c.rotary_dim > 0 ? c.rotary_dim : head_dim) /
+          static_cast<double>(head_dim);
+      arch["rope_scaling"] = nullptr;
+      arch["num_nextn_predict_layers"] = 0;
+      defaults.update({{"max_position_embeddings", 131072}});
+      break;
     case HfFamily::kDeepseek:
       arch["architectures"] = {"DeepseekForCausalLM"};
-      arch["n_routed_experts"] = c.num_experts;
+      PutDeepseekExperts(c, arch);
       arch["n_shared_experts"] =
           c.num_shared_experts > 0 ? json(c.num_shared_experts) : json(nullptr);
-      arch["intermediate_size"] =
-          c.intermediate_size > 0 ? c.intermediate_size : c.moe_intermediate_size;
-      arch["moe_intermediate_size"] = c.moe_intermediate_size;
-      arch["first_k_dense_replace"] = c.first_k_dense;
       arch["moe_layer_freq"] = c.moe_every;
-      arch["norm_topk_prob"] = c.norm_topk_prob;
-      arch["attention_bias"] = c.attention_bias;
       arch["scoring_func"] = "softmax";
       arch["rope_scaling"] = nullptr;
       defaults.update(

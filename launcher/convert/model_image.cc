@@ -50,6 +50,8 @@ std::vector<ParameterSpec> ModelParameterSpecs(const ModelConfig& c) {
       continue;
     }
     if (c.MoeLayerHasGate(m)) Add(out, p + "moe/gate", {c.num_experts, h});
+    if (c.router_scoring == RouterScoring::kSigmoid)
+      Add(out, p + "moe/expert_bias", {c.num_experts});
     if (c.MoeLayerHasPregate(m)) Add(out, p + "moe/pregate", {c.num_experts, h});
     if (c.num_shared_experts > 0) {
       AddMlp(out, p + "moe/shared_experts/", h, c.shared_intermediate());

@@ -64,8 +64,20 @@ const ConfigSchema<ModelConfig>& ModelConfigSchema() {
         .Field("router_z_loss_coef", &M::router_z_loss_coef, "Router z-loss weight")
         .Min(0)
         .Field("pregate", &M::pregate, "Pre-gated MoE wiring")
+        .Enum("router_scoring", &M::router_scoring,
+              {{"softmax", RouterScoring::kSoftmax}, {"sigmoid", RouterScoring::kSigmoid}},
+              "Expert scores: softmax, or sigmoid with a correction bias (GLM-4.5; inference)")
+        .Field("num_expert_groups", &M::num_expert_groups, "Sigmoid routing: expert groups")
+        .Min(1)
+        .Field("topk_groups", &M::topk_groups, "Sigmoid routing: groups each token may use")
+        .Min(1)
+        .Field("routed_scaling_factor", &M::routed_scaling_factor,
+               "Sigmoid routing: factor on the routed weights")
+        .Min(0)
         .Field("rope_theta", &M::rope_theta, "RoPE base")
         .Min(1)
+        .Field("rotary_dim", &M::rotary_dim, "Rotated values per head (0 = the whole head)")
+        .Min(0)
         .Field("rms_norm_eps", &M::rms_norm_eps, "RMSNorm epsilon")
         .Min(0)
         .Field("qk_norm", &M::qk_norm, "RMSNorm on queries and keys")

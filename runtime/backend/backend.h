@@ -108,6 +108,16 @@ enum class ReduceAxis : uint8_t {
   kFirst,  // x viewed as [R, N] (R = first dim): out [N]
 };
 
+// Rotary embedding, rotate-half convention (Hugging Face Llama/Mixtral/Qwen). With a rotary_dim R
+// below the head dim D (partial rotary: GLM-4.5's partial_rotary_factor), the first R values of
+// each head rotate as a head of R would, pairs (i, i + R/2) by position * theta^(-2i/R), and the
+// other D - R pass through.
+struct RopeOptions {
+  float theta = 10000.0f;  // Default: 10000
+  int64_t rotary_dim = 0;  // Default: 0 = the whole head. Must be even and <= D
+  int64_t RotaryDim(int64_t head_dim) const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+};
+
 struct AttentionOptions {
   float scale = 1.0f;  // usually 1/sqrt(head_dim)
   // Valid key/value length per batch entry (empty: all S). Query t of batch b sits at position
@@ -258,10 +268,11 @@ class Backend {
   virtual void RmsNormBackward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                const Tensor& dout, const Tensor& dx, const Tensor& dweight) = 0;
 
-  // Rotary embedding, rotate-half convention (Hugging Face Llama/Mixtral/Qwen): x [T,H,D] (rank 3),
-  // D even, positions i32 [T]; pair (i, i+D/2) rotates by positions[t] * theta^(-2i/D).
-  virtual void Rope(const Tensor& x, const Tensor& positions, float theta, const Tensor& out) = 0;
-  virtual void RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
+  // Rotary embedding (see RopeOptions): x [T,H,D] (rank 3), positions i32 [T]; with the whole
+  // head rotating (D even), pair (i, i+D/2) rotates by positions[t] * theta^(-2i/D).
+  virtual void Rope(const Tensor& x, const Tensor& positions, const RopeOptions& rope,
+                    const Tensor& out) = 0;
+  virtual void RopeBackward(const Tensor& dout, const Tensor& positions, const RopeOptions& rope,
                             const Tensor& dx) = 0;
 
   // Causal attention with grouped-query heads (Hq a multiple of Hkv; query head h reads kv head

@@ -92,8 +92,9 @@ class CpuBackend : public Backend {
                const Tensor& rstd) override;
   void RmsNormBackward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                        const Tensor& dout, const Tensor& dx, const Tensor& dweight) override;
-  void Rope(const Tensor& x, const Tensor& positions, float theta, const Tensor& out) override;
-  void RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
+  void Rope(const Tensor& x, const Tensor& positions, const RopeOptions& rope,
+            const Tensor& out) override;
+  void RopeBackward(const Tensor& dout, const Tensor& positions, const RopeOptions& rope,
                     const Tensor& dx) override;
 
   // runtime/cpu/cpu_attention.cc

@@ -52,7 +52,7 @@ void RmsNormBackwardRow(const float* x, const W* w, float r, const float* dout, 
   for (; j < n; ++j) dx[j] = r * dout[j] * cpu::SLoad(w + j) - coef * x[j];
 }
 
-// cos/sin of position[t] * theta^(-2i/D) for i < D/2, as [T, D/2] each.
+// cos/sin of position[t] * theta^(-2i/D) for i < D/2, as [T, D/2] each (D: the rotary dim).
 void RopeTable(ThreadPool& pool, const int32_t* positions, int64_t t_dim, int64_t d, float theta,
                std::vector<float>& cos_table, std::vector<float>& sin_table) {
   const int64_t half = d / 2;
@@ -102,11 +102,12 @@ const RopeTables& CachedRopeTable(ThreadPool& pool, const int32_t* positions, in
   return cache;
 }
 
-// Rotates (x[i], x[i + D/2]) by +angle (forward) or -angle (backward: the transpose).
+// Rotates (x[i], x[i + R/2]) of each head of D values by +angle (forward) or -angle (backward: the
+// transpose), R = rotary; the values past R pass through.
 void RopeApply(ThreadPool& pool, const float* x, float* out, int64_t t_dim, int64_t heads,
-               int64_t d, const std::vector<float>& cos_table, const std::vector<float>& sin_table,
-               bool inverse) {
-  const int64_t half = d / 2;
+               int64_t d, int64_t rotary, const std::vector<float>& cos_table,
+               const std::vector<float>& sin_table, bool inverse) {
+  const int64_t half = rotary / 2;
   const float sign = inverse ? -1.0f : 1.0f;
   pool.ParallelFor(t_dim, RowGrain(heads * d), [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
@@ -121,17 +122,21 @@ void RopeApply(ThreadPool& pool, const float* x, float* out, int64_t t_dim, int6
           orow[i] = x1 * c[i] - x2 * si;
           orow[i + half] = x2 * c[i] + x1 * si;
         }
+        if (orow != xr) std::copy(xr + rotary, xr + d, orow + rotary);
       }
     }
   });
 }
 
-void CheckRope(const Tensor& x, const Tensor& positions, const Tensor& out, const char* op) {
+void CheckRope(const Tensor& x, const Tensor& positions, const RopeOptions& rope, const Tensor& out,
+               const char* op) {
   cpu::CheckDType(x, DType::kF32, op, "x");
   cpu::CheckDType(out, DType::kF32, op, "out");
   cpu::CheckDType(positions, DType::kI32, op, "positions");
   SY_CHECK_EQ(x.rank(), 3) << op << ": x " << x.ToString() << " must be [T, H, D]";
-  SY_CHECK_EQ(x.dim(2) % 2, 0) << op << ": head dim of " << x.ToString() << " must be even";
+  const int64_t rotary = rope.RotaryDim(x.dim(2));
+  SY_CHECK(rotary > 0 && rotary % 2 == 0 && rotary <= x.dim(2))
+      << op << ": rotary dim " << rotary << " must be even and within the head of " << x.ToString();
   cpu::CheckSameShape(x, out, op, "x", "out");
   cpu::CheckNumel(positions, x.dim(0), op, "positions");
 }
@@ -232,35 +237,38 @@ void CpuBackend::RmsNormBackward(const Tensor& x, const Tensor& weight, const Te
   });
 }
 
-void CpuBackend::Rope(const Tensor& x, const Tensor& positions, float theta, const Tensor& out) {
+void CpuBackend::Rope(const Tensor& x, const Tensor& positions, const RopeOptions& rope,
+                      const Tensor& out) {
   if (cpu::AnySixteenBit({&x, &out})) {
     cpu::Widened w(*this);
-    return Rope(w.In(x), positions, theta, w.Out(out));
+    return Rope(w.In(x), positions, rope, w.Out(out));
   }
   CheckOperand(x, "Rope");
   CheckOperand(positions, "Rope");
   CheckOperand(out, "Rope");
-  CheckRope(x, positions, out, "Rope");
+  CheckRope(x, positions, rope, out, "Rope");
+  const int64_t rotary = rope.RotaryDim(x.dim(2));
   const RopeTables& tables =
-      CachedRopeTable(pool(), positions.data<int32_t>(), x.dim(0), x.dim(2), theta);
-  RopeApply(pool(), x.data<float>(), out.data<float>(), x.dim(0), x.dim(1), x.dim(2),
+      CachedRopeTable(pool(), positions.data<int32_t>(), x.dim(0), rotary, rope.theta);
+  RopeApply(pool(), x.data<float>(), out.data<float>(), x.dim(0), x.dim(1), x.dim(2), rotary,
             tables.cos_table, tables.sin_table, /*inverse=*/false);
 }
 
-void CpuBackend::RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
+void CpuBackend::RopeBackward(const Tensor& dout, const Tensor& positions, const RopeOptions& rope,
                               const Tensor& dx) {
   if (cpu::AnySixteenBit({&dout, &dx})) {
     cpu::Widened w(*this);
-    return RopeBackward(w.In(dout), positions, theta, w.Out(dx));
+    return RopeBackward(w.In(dout), positions, rope, w.Out(dx));
   }
   CheckOperand(dout, "RopeBackward");
   CheckOperand(positions, "RopeBackward");
   CheckOperand(dx, "RopeBackward");
-  CheckRope(dout, positions, dx, "RopeBackward");
+  CheckRope(dout, positions, rope, dx, "RopeBackward");
+  const int64_t rotary = rope.RotaryDim(dout.dim(2));
   const RopeTables& tables =
-      CachedRopeTable(pool(), positions.data<int32_t>(), dout.dim(0), dout.dim(2), theta);
+      CachedRopeTable(pool(), positions.data<int32_t>(), dout.dim(0), rotary, rope.theta);
   RopeApply(pool(), dout.data<float>(), dx.data<float>(), dout.dim(0), dout.dim(1), dout.dim(2),
-            tables.cos_table, tables.sin_table, /*inverse=*/true);
+            rotary, tables.cos_table, tables.sin_table, /*inverse=*/true);
 }
 
 }  // namespace sy

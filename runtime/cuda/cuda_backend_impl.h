@@ -101,8 +101,9 @@ class CudaBackend final : public Backend {
                const Tensor& rstd) override;
   void RmsNormBackward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                        const Tensor& dout, const Tensor& dx, const Tensor& dweight) override;
-  void Rope(const Tensor& x, const Tensor& positions, float theta, const Tensor& out) override;
-  void RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
+  void Rope(const Tensor& x, const Tensor& positions, const RopeOptions& rope,
+            const Tensor& out) override;
+  void RopeBackward(const Tensor& dout, const Tensor& positions, const RopeOptions& rope,
                     const Tensor& dx) override;
   void Attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const Tensor& lse, const AttentionOptions& options) override;

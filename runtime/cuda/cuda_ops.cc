@@ -471,9 +471,13 @@ void CudaBackend::RmsNormBackward(const Tensor& x, const Tensor& weight, const T
 
 namespace {
 
-void CheckRope(const Tensor& x, const Tensor& positions, const Tensor& out, const char* what) {
+void CheckRope(const Tensor& x, const Tensor& positions, const RopeOptions& rope, const Tensor& out,
+               const char* what) {
   SY_CHECK_EQ(x.rank(), 3) << what << ": x must be [T,H,D], got " << x.ToString();
-  SY_CHECK_EQ(x.dim(2) % 2, 0) << what << ": head dim must be even, got " << x.ToString();
+  const int64_t rotary = rope.RotaryDim(x.dim(2));
+  SY_CHECK(rotary > 0 && rotary % 2 == 0 && rotary <= x.dim(2))
+      << what << ": rotary dim " << rotary << " must be even and within the head of "
+      << x.ToString();
   (void)ToFloatType(x.dtype(), what);
   (void)ToFloatType(out.dtype(), what);
   CheckDType(positions, DType::kI32, what);
@@ -484,26 +488,28 @@ void CheckRope(const Tensor& x, const Tensor& positions, const Tensor& out, cons
 
 }  // namespace
 
-void CudaBackend::Rope(const Tensor& x, const Tensor& positions, float theta, const Tensor& out) {
+void CudaBackend::Rope(const Tensor& x, const Tensor& positions, const RopeOptions& rope,
+                       const Tensor& out) {
   CheckOperand(x, "Rope x");
   CheckOperand(positions, "Rope positions");
   CheckOperand(out, "Rope out");
-  CheckRope(x, positions, out, "Rope");
+  CheckRope(x, positions, rope, out, "Rope");
   ScopedCudaDevice guard(info_.index);
-  cuda::LaunchRope(In(x, "Rope x"), positions.data<int32_t>(), x.dim(0), x.dim(1), x.dim(2), theta,
-                   /*backward=*/false, Out(out, "Rope out"), stream());
+  cuda::LaunchRope(In(x, "Rope x"), positions.data<int32_t>(), x.dim(0), x.dim(1), x.dim(2),
+                   rope.RotaryDim(x.dim(2)), rope.theta, /*backward=*/false, Out(out, "Rope out"),
+                   stream());
 }
 
-void CudaBackend::RopeBackward(const Tensor& dout, const Tensor& positions, float theta,
+void CudaBackend::RopeBackward(const Tensor& dout, const Tensor& positions, const RopeOptions& rope,
                                const Tensor& dx) {
   CheckOperand(dout, "RopeBackward dout");
   CheckOperand(positions, "RopeBackward positions");
   CheckOperand(dx, "RopeBackward dx");
-  CheckRope(dout, positions, dx, "RopeBackward");
+  CheckRope(dout, positions, rope, dx, "RopeBackward");
   ScopedCudaDevice guard(info_.index);
   cuda::LaunchRope(In(dout, "RopeBackward dout"), positions.data<int32_t>(), dout.dim(0),
-                   dout.dim(1), dout.dim(2), theta, /*backward=*/true, Out(dx, "RopeBackward dx"),
-                   stream());
+                   dout.dim(1), dout.dim(2), rope.RotaryDim(dout.dim(2)), rope.theta,
+                   /*backward=*/true, Out(dx, "RopeBackward dx"), stream());
 }
 
 // ---- attention ----

@@ -61,14 +61,14 @@ struct DWeightLoad {
 
 template <bool kF32>
 __global__ void RopeKernel(Reader<kF32> x, const int32_t* positions, int64_t heads, int64_t dim,
-                           float theta, bool backward, Writer<kF32> out) {
-  extern __shared__ float table[];  // cos at [0, half), sin at [half, dim)
-  const int64_t half = dim / 2;
+                           int64_t rotary, float theta, bool backward, Writer<kF32> out) {
+  extern __shared__ float table[];  // cos at [0, half), sin at [half, rotary)
+  const int64_t half = rotary / 2;
   const int64_t t = blockIdx.x;
   const double position = static_cast<double>(positions[t]);
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    double inv_freq =
-        pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+    double inv_freq = pow(static_cast<double>(theta),
+                          -2.0 * static_cast<double>(i) / static_cast<double>(rotary));
     double s;
     double c;
     sincos(position * inv_freq, &s, &c);
@@ -93,6 +93,12 @@ __global__ void RopeKernel(Reader<kF32> x, const int32_t* positions, int64_t hea
       out.Store(lo, a * c - b * s);
       out.Store(hi, b * c + a * s);
     }
+  }
+  // Partial rotary: the values past `rotary` pass through.
+  const int64_t pass = dim - rotary;
+  for (int64_t e = threadIdx.x; e < heads * pass; e += blockDim.x) {
+    const int64_t at = base + (e / pass) * dim + rotary + e % pass;
+    out.Store(at, x[at]);
   }
 }
 
@@ -141,14 +147,14 @@ void LaunchRmsNormBackward(FloatIn x, const void* weight, FloatType weight_type,
 }
 
 void LaunchRope(FloatIn x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t dim,
-                float theta, bool backward, FloatOut out, cudaStream_t stream) {
+                int64_t rotary, float theta, bool backward, FloatOut out, cudaStream_t stream) {
   if (tokens <= 0 || heads <= 0 || dim <= 0) return;
-  const size_t shared_bytes = static_cast<size_t>(dim) * sizeof(float);
+  const size_t shared_bytes = static_cast<size_t>(rotary) * sizeof(float);
   DispatchAllF32(AllF32({x.type, out.type}), [&](auto tag) {
     constexpr bool k = decltype(tag)::value;
-    RopeKernel<k>
-        <<<static_cast<unsigned int>(tokens), RowThreads(heads * (dim / 2), 256), shared_bytes,
-           stream>>>(MakeReader<k>(x), positions, heads, dim, theta, backward, MakeWriter<k>(out));
+    RopeKernel<k><<<static_cast<unsigned int>(tokens), RowThreads(heads * (dim / 2), 256),
+                    shared_bytes, stream>>>(MakeReader<k>(x), positions, heads, dim, rotary, theta,
+                                            backward, MakeWriter<k>(out));
     SY_CUDA_CHECK_LAUNCH();
   });
 }

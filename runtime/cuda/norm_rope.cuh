@@ -30,9 +30,10 @@ void LaunchRmsNormBackward(FloatIn x, const void* weight, FloatType weight_type,
                            FloatIn dout, int64_t rows, int64_t cols, FloatOut dx, float* dweight,
                            float* workspace, cudaStream_t stream);
 
-// Rotate-half rotary embedding of x [tokens, heads, dim]; `backward` applies the inverse rotation
-// (the gradient of the forward); x and out each f32/bf16/f16. out may alias x (of one dtype).
+// Rotate-half rotary embedding of the first `rotary` values of each head of x [tokens, heads, dim]
+// (the rest pass through); `backward` applies the inverse rotation (the gradient of the forward);
+// x and out each f32/bf16/f16. out may alias x (of one dtype).
 void LaunchRope(FloatIn x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t dim,
-                float theta, bool backward, FloatOut out, cudaStream_t stream);
+                int64_t rotary, float theta, bool backward, FloatOut out, cudaStream_t stream);
 
 }  // namespace sy::cuda

@@ -16,7 +16,7 @@ Result<AttentionBlock> AttentionBlock::Create(Backend& backend, ParameterStore& 
   a.num_heads_ = config.num_heads;
   a.num_kv_heads_ = config.kv_heads();
   a.head_dim_ = config.dim_per_head();
-  a.rope_theta_ = static_cast<float>(config.rope_theta);
+  a.rope_ = RopeOptions{static_cast<float>(config.rope_theta), config.rotary_dim};
   a.qk_norm_ = config.qk_norm;
   a.qk_norm_per_head_ = config.qk_norm_per_head;
   const std::string p = "layers/" + std::to_string(layer) + "/attn/";
@@ -62,7 +62,7 @@ Status AttentionBlock::NormRope(Backend& backend, const TokenBatch& batch, RmsNo
     to_rotate = normed;
   }
   Shape thd{n, heads, head_dim_};
-  backend.Rope(to_rotate.Reshape(thd), batch.positions, rope_theta_, rot.Reshape(thd));
+  backend.Rope(to_rotate.Reshape(thd), batch.positions, rope_, rot.Reshape(thd));
   return Status::Ok();
 }
 
@@ -72,11 +72,11 @@ Status AttentionBlock::NormRopeBackward(Backend& backend, const TokenBatch& batc
   const int64_t n = drot.dim(0);
   Shape thd{n, heads, head_dim_};
   if (!qk_norm_) {
-    backend.RopeBackward(drot.Reshape(thd), batch.positions, rope_theta_, draw.Reshape(thd));
+    backend.RopeBackward(drot.Reshape(thd), batch.positions, rope_, draw.Reshape(thd));
     return Status::Ok();
   }
   SY_ASSIGN_OR_RETURN(Tensor dnormed, backend.Allocate(drot.dtype(), drot.shape()));
-  backend.RopeBackward(drot.Reshape(thd), batch.positions, rope_theta_, dnormed.Reshape(thd));
+  backend.RopeBackward(drot.Reshape(thd), batch.positions, rope_, dnormed.Reshape(thd));
   Shape rows = qk_norm_per_head_ ? Shape{n * heads, head_dim_} : drot.shape();
   return norm->Backward(backend, dnormed.Reshape(rows), draw.Reshape(rows));
 }

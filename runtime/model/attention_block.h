@@ -69,7 +69,7 @@ class AttentionBlock {
   int num_heads_ = 0;
   int num_kv_heads_ = 0;
   int64_t head_dim_ = 0;
-  float rope_theta_ = 10000.0f;
+  RopeOptions rope_;
   bool qk_norm_ = false;
   bool qk_norm_per_head_ = true;
   Linear wq_, wk_, wv_, wo_;

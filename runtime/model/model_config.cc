@@ -74,6 +74,43 @@ Status ModelConfig::Validate() const {
   if (pregate && NumMoeLayers() == 0) {
     return Bad("pregate", "needs at least one MoE layer (num_experts > 0)");
   }
+  if (router_scoring == RouterScoring::kSigmoid && num_experts > 0) {
+    if (num_expert_groups < 1 || num_experts % num_expert_groups != 0) {
+      return Bad("num_expert_groups", "(" + std::to_string(num_expert_groups) +
+                                          ") must be >= 1 and divide num_experts (" +
+                                          std::to_string(num_experts) + ")");
+    }
+    if (num_expert_groups > 1 && num_experts / num_expert_groups < 2) {
+      return Bad("num_expert_groups",
+                 "leaves fewer than 2 experts per group (a group scores "
+                 "by its best two)");
+    }
+    if (topk_groups < 1 || topk_groups > num_expert_groups) {
+      return Bad("topk_groups", "(" + std::to_string(topk_groups) + ") must be in [1, " +
+                                    "num_expert_groups = " + std::to_string(num_expert_groups) +
+                                    "]");
+    }
+    if (top_k > topk_groups * (num_experts / num_expert_groups)) {
+      return Bad("top_k", "(" + std::to_string(top_k) +
+                              ") exceeds the experts in the topk_groups chosen groups");
+    }
+    if (!(routed_scaling_factor > 0.0) || !std::isfinite(routed_scaling_factor)) {
+      return Bad("routed_scaling_factor", "must be a finite value > 0");
+    }
+    if (router_z_loss_coef > 0.0) {
+      return Bad("router_z_loss_coef",
+                 "must be 0 with sigmoid routing (the z-loss is on "
+                 "softmax logits)");
+    }
+    if (pregate) {
+      return Bad("pregate", "is not implemented with sigmoid routing (router_scoring)");
+    }
+  }
+  if (rotary_dim < 0 || rotary_dim % 2 != 0 || rotary_dim > dim_per_head()) {
+    return Bad("rotary_dim", "(" + std::to_string(rotary_dim) +
+                                 ") must be even and in [0, head_dim = " +
+                                 std::to_string(dim_per_head()) + "] (0 means the whole head)");
+  }
   if (!(rope_theta > 0.0) || !std::isfinite(rope_theta)) {
     return Bad("rope_theta", "must be > 0");
   }
@@ -125,6 +162,7 @@ int64_t ModelConfig::NumParameters() const {
       continue;
     }
     if (MoeLayerHasGate(m)) total += num_experts * h;
+    if (router_scoring == RouterScoring::kSigmoid) total += num_experts;  // the expert bias
     if (MoeLayerHasPregate(m)) total += num_experts * h;
     total += 3 * h * shared_intermediate() + (shared_expert_gate ? h : 0);
   }
@@ -165,7 +203,10 @@ std::string ModelConfig::ToString() const {
     << (shared_expert_gate ? "+gate" : "") << " first_k_dense=" << first_k_dense
     << " moe_every=" << moe_every << " capacity=" << capacity_factor
     << " aux=" << router_aux_loss_coef << " z=" << router_z_loss_coef << " pregate=" << pregate
-    << " rope_theta=" << rope_theta << " eps=" << rms_norm_eps << " qk_norm=" << qk_norm
+    << " scoring=" << (router_scoring == RouterScoring::kSigmoid ? "sigmoid" : "softmax")
+    << " groups=" << topk_groups << "/" << num_expert_groups
+    << " routed_scale=" << routed_scaling_factor << " rope_theta=" << rope_theta
+    << " rotary_dim=" << rotary_dim << " eps=" << rms_norm_eps << " qk_norm=" << qk_norm
     << (qk_norm_per_head ? "/head" : "/full") << " bias=" << attention_bias
     << " out_bias=" << attention_out_bias << " tied=" << tie_word_embeddings
     << " recompute=" << recompute;

@@ -1,6 +1,7 @@
 // ModelConfig: the architecture of a decoder-only MoE transformer, as plain fields.
 //
-// One struct covers the Mixtral, Qwen2-MoE / Qwen3-MoE, OLMoE and DeepSeek-MoE (v1) families. Field
+// One struct covers the Mixtral, Qwen2-MoE / Qwen3-MoE, OLMoE, DeepSeek-MoE (v1) and GLM-4.5
+// families. Field
 // names follow the keys of Hugging Face's config.json where one exists, so a loader maps them one
 // to one; where the families disagree the comment on the field says how each one maps.
 //
@@ -25,6 +26,12 @@
 #include "runtime/core/status.h"
 
 namespace sy {
+
+// How the router turns logits into expert scores (runtime/model/router.h).
+enum class RouterScoring : uint8_t {
+  kSoftmax,  // softmax over the experts (Mixtral, Qwen, OLMoE, DeepSeek-MoE v1)
+  kSigmoid,  // sigmoid per expert, chosen after a correction bias (GLM-4.5, DeepSeek-V3)
+};
 
 struct ModelConfig {
   // ---- sizes ----
@@ -66,10 +73,23 @@ struct ModelConfig {
   double router_z_loss_coef = 0.0;
   // Pre-gated MoE wiring (see the comment at the top). Default: false.
   bool pregate = false;
+  // ---- sigmoid routing (GLM-4.5, DeepSeek-V3: HF scoring_func "sigmoid", topk_method
+  // "noaux_tc") ----
+  // Default: kSoftmax. kSigmoid scores each expert sigmoid(logit), chooses the top-k of
+  // score + layers/{L}/moe/expert_bias (HF e_score_correction_bias) within the best
+  // topk_groups of num_expert_groups groups, and weights the chosen experts by their scores
+  // (renormalised with norm_topk_prob) times routed_scaling_factor. Inference only for now.
+  RouterScoring router_scoring = RouterScoring::kSoftmax;
+  int num_expert_groups = 1;           // Default: 1. HF: n_group
+  int topk_groups = 1;                 // Default: 1. HF: topk_group
+  double routed_scaling_factor = 1.0;  // Default: 1
 
   // ---- attention, norms, embeddings ----
   double rope_theta = 10000.0;  // Default: 10000 (Mixtral 1e6, Qwen2-MoE 1e6)
-  double rms_norm_eps = 1e-6;   // Default: 1e-6 (Mixtral 1e-5)
+  // RoPE rotates the first rotary_dim values of each head; the rest pass through. Default: 0 =
+  // the whole head. GLM-4.5: head_dim * partial_rotary_factor.
+  int64_t rotary_dim = 0;
+  double rms_norm_eps = 1e-6;  // Default: 1e-6 (Mixtral 1e-5)
   // RMSNorm on queries and keys after the projection, before RoPE. Default: false. Qwen3-MoE and
   // OLMoE use true.
   bool qk_norm = false;

@@ -46,12 +46,29 @@ Result<std::unique_ptr<MoeLayer>> MoeLayer::Create(Backend& backend, ParameterSt
                                            config.moe_intermediate_size,
                                            ExpertMatrixDTypes::All(weight_dtype), with_grad));
   }
+  Tensor expert_bias;
+  if (config.router_scoring == RouterScoring::kSigmoid) {
+    if (with_grad) {
+      return UnimplementedError(
+          "training with sigmoid routing (router_scoring: GLM-4.5, DeepSeek-V3) is not "
+          "implemented yet; such a model runs for inference (generate, serve, perplexity)");
+    }
+    SY_ASSIGN_OR_RETURN(Parameter * bias,
+                        store.Create(backend, p + "expert_bias", Shape{config.num_experts},
+                                     DType::kF32, /*with_grad=*/false, layer, ParamInit::kZeros));
+    expert_bias = bias->value;
+  }
   moe->router_ = Router(RouterOptions{
       .num_experts = config.num_experts,
       .top_k = config.top_k,
       .norm_topk_prob = config.norm_topk_prob,
       .aux_loss_coef = static_cast<float>(config.router_aux_loss_coef),
       .z_loss_coef = static_cast<float>(config.router_z_loss_coef),
+      .scoring = config.router_scoring,
+      .num_groups = config.num_expert_groups,
+      .topk_groups = config.topk_groups,
+      .routed_scaling_factor = static_cast<float>(config.routed_scaling_factor),
+      .expert_bias = expert_bias,
   });
   return moe;
 }

@@ -12,6 +12,8 @@
 //   layers/{L}/mlp/{w_gate,w_up,w_down}        dense FFN
 //   layers/{L}/moe/gate                        [experts, hidden]  (router)
 //   layers/{L}/moe/pregate                     [experts, hidden]  (pre-gate for the next MoE layer)
+//   layers/{L}/moe/expert_bias                 [experts] f32      (sigmoid routing's correction
+//                                                                  bias; forward-only)
 //   layers/{L}/moe/shared_experts/{w_gate,w_up,w_down}
 //   layers/{L}/moe/shared_expert_gate          [1, hidden]
 //   experts/layer{L}/expert{E}/{w_gate,w_up}   [moe_intermediate, hidden]

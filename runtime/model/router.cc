@@ -2,6 +2,7 @@
 
 #include "runtime/core/check.h"
 #include "runtime/model/host_transfer.h"
+#include "runtime/model/sigmoid_routing.h"
 
 namespace sy {
 
@@ -12,6 +13,10 @@ Status Router::Forward(Backend& backend, const Tensor& logits, const Tensor& sta
   SY_CHECK(!stats.defined() || stats.numel() == 2) << "router stats " << stats.ToString();
   const int64_t n = logits.dim(0);
   logits_ = logits;
+  if (options_.scoring == RouterScoring::kSigmoid) {
+    SY_CHECK(!stats.defined()) << "sigmoid routing is inference only (no router statistics)";
+    return ForwardSigmoid(backend, logits);
+  }
 
   SY_ASSIGN_OR_RETURN(probs_, backend.Allocate(DType::kF32, Shape{n, e}));
   backend.Softmax(logits, probs_);
@@ -77,7 +82,30 @@ Status Router::Forward(Backend& backend, const Tensor& logits, const Tensor& sta
   return Status::Ok();
 }
 
+Status Router::ForwardSigmoid(Backend& backend, const Tensor& logits) {
+  SY_ASSIGN_OR_RETURN(std::vector<float> host_logits, DownloadF32(backend, logits));
+  std::vector<float> bias;
+  if (options_.expert_bias.defined()) {
+    SY_ASSIGN_OR_RETURN(bias, DownloadF32(backend, options_.expert_bias));
+  }
+  SigmoidRouting routing = SigmoidRoute(host_logits, bias,
+                                        SigmoidRoutingOptions{
+                                            .num_experts = options_.num_experts,
+                                            .top_k = options_.top_k,
+                                            .num_groups = options_.num_groups,
+                                            .topk_groups = options_.topk_groups,
+                                            .norm_topk_prob = options_.norm_topk_prob,
+                                            .routed_scaling_factor = options_.routed_scaling_factor,
+                                        });
+  slot_experts_ = std::move(routing.experts);
+  SY_ASSIGN_OR_RETURN(weights_,
+                      UploadF32(backend, routing.weights, Shape{logits.dim(0), options_.top_k}));
+  probs_ = Tensor();
+  return Status::Ok();
+}
+
 Status Router::Backward(Backend& backend, const Tensor& d_weights, const Tensor& d_logits) {
+  SY_CHECK(options_.scoring == RouterScoring::kSoftmax) << "Router::Backward of sigmoid routing";
   SY_CHECK(probs_.defined()) << "Router::Backward without a Forward";
   SY_CHECK(lse_.defined()) << "Router::Backward after a Forward without stats (inference)";
   const int e = options_.num_experts;

@@ -14,6 +14,10 @@
 // aux and z are written raw (no coefficient) into a device slot; Backward adds
 // aux_coef * d(aux) + z_coef * d(z) to the gradient of the logits.
 //
+// With scoring kSigmoid (GLM-4.5, DeepSeek-V3) the choice and the weights are those of
+// runtime/model/sigmoid_routing.h, computed on the host from the downloaded logits; inference
+// only (no stats, no Backward).
+//
 // The chosen experts are copied to the host (one synchronisation per call): the grouped GEMM needs
 // per-expert row counts on the host anyway.
 // Ownership: keeps views of its activations until Release. Thread-safety: as the Backend's
@@ -26,15 +30,23 @@
 #include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
+#include "runtime/model/model_config.h"
 
 namespace sy {
 
 struct RouterOptions {
-  int num_experts = 0;         // Default: 0, must be set
-  int top_k = 1;               // Default: 1
-  bool norm_topk_prob = true;  // Default: true
-  float aux_loss_coef = 0.0f;  // Default: 0
-  float z_loss_coef = 0.0f;    // Default: 0
+  int num_experts = 0;                              // Default: 0, must be set
+  int top_k = 1;                                    // Default: 1
+  bool norm_topk_prob = true;                       // Default: true
+  float aux_loss_coef = 0.0f;                       // Default: 0
+  float z_loss_coef = 0.0f;                         // Default: 0
+  RouterScoring scoring = RouterScoring::kSoftmax;  // Default: softmax
+  // kSigmoid only: groups, the weights' factor, and the correction bias f32 [E] on the backend
+  // (a view of the parameter layers/{L}/moe/expert_bias; undefined = zeros).
+  int num_groups = 1;                  // Default: 1
+  int topk_groups = 1;                 // Default: 1
+  float routed_scaling_factor = 1.0f;  // Default: 1
+  Tensor expert_bias = {};
 };
 
 class Router {
@@ -63,6 +75,8 @@ class Router {
   const RouterOptions& options() const { return options_; }
 
  private:
+  Status ForwardSigmoid(Backend& backend, const Tensor& logits);
+
   RouterOptions options_;
   float loss_scale_ = 1.0f;
   std::vector<int32_t> slot_experts_;

@@ -1101,10 +1101,13 @@ void AddRopeCases(std::vector<OpCheckCase>& cases) {
     int64_t t, h, d;
     float theta;
     int max_pos;
+    int64_t rotary_dim = 0;  // partial rotary (GLM-4.5's partial_rotary_factor)
   };
   const Spec specs[] = {{"t5_h2_d8", 5, 2, 8, 10000.0f, 16},
                         {"t33_h4_d64_long_positions", 33, 4, 64, 10000.0f, 32768},
-                        {"t7_h3_d128_theta1e6", 7, 3, 128, 1e6f, 100000}};
+                        {"t7_h3_d128_theta1e6", 7, 3, 128, 1e6f, 100000},
+                        {"t9_h3_d64_rotary32", 9, 3, 64, 10000.0f, 4096, 32},
+                        {"t4_h2_d20_rotary6", 4, 2, 20, 1e6f, 600, 6}};
   for (const Spec& s : specs) {
     auto positions = [s](Rng& rng) {
       std::vector<int32_t> p(static_cast<size_t>(s.t));
@@ -1119,8 +1122,9 @@ void AddRopeCases(std::vector<OpCheckCase>& cases) {
           Tensor tx = d.Up(DType::kF32, {s.t, s.h, s.d}, x);
           Tensor tp = d.UpI32({s.t}, pos);
           Tensor out = d.Up(DType::kF32, {s.t, s.h, s.d}, NaNs(n));
-          d.backend().Rope(tx, tp, s.theta, out);
-          c.Compare("out", d.Down(out), reference::Rope(s.t, s.h, s.d, x, pos, s.theta));
+          d.backend().Rope(tx, tp, RopeOptions{s.theta, s.rotary_dim}, out);
+          c.Compare("out", d.Down(out),
+                    reference::Rope(s.t, s.h, s.d, x, pos, s.theta, s.rotary_dim));
         }));
     cases.push_back(MakeCase(
         "RopeBackward", s.name, kF32Math, [s, positions](DeviceIo& d, Rng& rng, Checker& c) {
@@ -1130,8 +1134,9 @@ void AddRopeCases(std::vector<OpCheckCase>& cases) {
           Tensor td = d.Up(DType::kF32, {s.t, s.h, s.d}, dout);
           Tensor tp = d.UpI32({s.t}, pos);
           Tensor dx = d.Up(DType::kF32, {s.t, s.h, s.d}, NaNs(n));
-          d.backend().RopeBackward(td, tp, s.theta, dx);
-          c.Compare("dx", d.Down(dx), reference::RopeBackward(s.t, s.h, s.d, dout, pos, s.theta));
+          d.backend().RopeBackward(td, tp, RopeOptions{s.theta, s.rotary_dim}, dx);
+          c.Compare("dx", d.Down(dx),
+                    reference::RopeBackward(s.t, s.h, s.d, dout, pos, s.theta, s.rotary_dim));
         }));
   }
 }
@@ -1705,7 +1710,7 @@ void AddSixteenBitRowCases(std::vector<OpCheckCase>& cases, DType h) {
         std::vector<int32_t> pos(static_cast<size_t>(t));
         for (int32_t& p : pos) p = rng.Int(0, 4096);
         Tensor out = d.Up(h, {t, heads, dim}, NaNs(t * heads * dim));
-        d.backend().Rope(d.Up(h, {t, heads, dim}, x), d.UpI32({t}, pos), 10000.0f, out);
+        d.backend().Rope(d.Up(h, {t, heads, dim}, x), d.UpI32({t}, pos), RopeOptions{}, out);
         c.Compare("out", d.Down(out), reference::Rope(t, heads, dim, x, pos, 10000.0f));
       }));
   cases.push_back(MakeActivationCase(
@@ -1715,7 +1720,8 @@ void AddSixteenBitRowCases(std::vector<OpCheckCase>& cases, DType h) {
         std::vector<int32_t> pos(static_cast<size_t>(t));
         for (int32_t& p : pos) p = rng.Int(0, 4096);
         Tensor dx = d.Up(h, {t, heads, dim}, NaNs(t * heads * dim));
-        d.backend().RopeBackward(d.Up(h, {t, heads, dim}, dout), d.UpI32({t}, pos), 10000.0f, dx);
+        d.backend().RopeBackward(d.Up(h, {t, heads, dim}, dout), d.UpI32({t}, pos), RopeOptions{},
+                                 dx);
         c.Compare("dx", d.Down(dx), reference::RopeBackward(t, heads, dim, dout, pos, 10000.0f));
       }));
 }
@@ -1941,6 +1947,12 @@ void AddNormGradChecks(std::vector<GradCheckResult>& out, Rng& rng) {
       [&](const Values& v) { return reference::Rope(t, h, d, v, pos, 10000.0); },
       [&](const Values&, const Values& r) {
         return reference::RopeBackward(t, h, d, r, pos, 10000.0);
+      }));
+  out.push_back(GradCheck(
+      "RopeBackward", "t3_h2_d6_rotary4", xr,
+      [&](const Values& v) { return reference::Rope(t, h, d, v, pos, 10000.0, 4); },
+      [&](const Values&, const Values& r) {
+        return reference::RopeBackward(t, h, d, r, pos, 10000.0, 4);
       }));
 }
 

@@ -379,21 +379,24 @@ RmsNormGrads RmsNormBackward(int64_t rows, int64_t n, ConstValues x, ConstValues
 }
 
 namespace {
-// Rotates each pair (i, i + d/2) of every head by sign * positions[t] * theta^(-2i/d).
+// Rotates each pair (i, i + r/2) of every head by sign * positions[t] * theta^(-2i/r), r the rotary
+// dim (0: d); values r..d-1 pass through.
 Values RotateHalf(int64_t t_len, int64_t heads, int64_t d, ConstValues x,
-                  std::span<const int32_t> positions, double theta, double sign) {
+                  std::span<const int32_t> positions, double theta, int64_t rotary_dim,
+                  double sign) {
   CheckSize(x, t_len * heads * d, "Rope x");
   SY_CHECK_EQ(static_cast<int64_t>(positions.size()), t_len) << "reference Rope positions";
-  SY_CHECK_EQ(d % 2, 0) << "reference Rope: odd head dim";
-  const int64_t half = d / 2;
-  Values out(x.size());
+  const int64_t r = rotary_dim > 0 ? rotary_dim : d;
+  SY_CHECK(r % 2 == 0 && r <= d) << "reference Rope: rotary dim " << r << " of head dim " << d;
+  const int64_t half = r / 2;
+  Values out(x.begin(), x.end());
   for (int64_t t = 0; t < t_len; ++t) {
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t base = (t * heads + h) * d;
       for (int64_t i = 0; i < half; ++i) {
         const double angle =
             sign * positions[t] *
-            std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+            std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(r));
         const double c = std::cos(angle), s = std::sin(angle);
         const double x1 = x[base + i], x2 = x[base + i + half];
         out[base + i] = x1 * c - x2 * s;
@@ -406,14 +409,14 @@ Values RotateHalf(int64_t t_len, int64_t heads, int64_t d, ConstValues x,
 }  // namespace
 
 Values Rope(int64_t t, int64_t heads, int64_t d, ConstValues x, std::span<const int32_t> positions,
-            double theta) {
-  return RotateHalf(t, heads, d, x, positions, theta, 1.0);
+            double theta, int64_t rotary_dim) {
+  return RotateHalf(t, heads, d, x, positions, theta, rotary_dim, 1.0);
 }
 
 Values RopeBackward(int64_t t, int64_t heads, int64_t d, ConstValues dout,
-                    std::span<const int32_t> positions, double theta) {
+                    std::span<const int32_t> positions, double theta, int64_t rotary_dim) {
   // The rotation is orthogonal: its transpose is the rotation by the opposite angle.
-  return RotateHalf(t, heads, d, dout, positions, theta, -1.0);
+  return RotateHalf(t, heads, d, dout, positions, theta, rotary_dim, -1.0);
 }
 
 // ---- attention ----

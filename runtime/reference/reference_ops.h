@@ -103,11 +103,12 @@ struct RmsNormGrads {
 };
 RmsNormGrads RmsNormBackward(int64_t rows, int64_t n, ConstValues x, ConstValues weight,
                              ConstValues rstd, ConstValues dout);
-// x [t, heads, d], positions [t].
+// x [t, heads, d], positions [t]. rotary_dim: the first rotary_dim values of each head rotate (as
+// a head of rotary_dim would), the rest pass through; 0 = all d.
 Values Rope(int64_t t, int64_t heads, int64_t d, ConstValues x, std::span<const int32_t> positions,
-            double theta);
+            double theta, int64_t rotary_dim = 0);
 Values RopeBackward(int64_t t, int64_t heads, int64_t d, ConstValues dout,
-                    std::span<const int32_t> positions, double theta);
+                    std::span<const int32_t> positions, double theta, int64_t rotary_dim = 0);
 
 // ---- attention ----
 struct AttentionShape {

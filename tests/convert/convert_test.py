@@ -183,6 +183,10 @@ def hf_round_trip(binary, work, what, model_dir, tokens=False):
     # torch_dtype follows the tensors written (the bias variants' configs name float16 over F32
     # files); transformers itself writes sliding_window null when use_sliding_window is false.
     normalised = {"torch_dtype"}
+    # GLM-4.5's multi-token-prediction layers are left out (the forward does not run them), so
+    # the written config.json has none.
+    if want.get("num_nextn_predict_layers"):
+        want = dict(want, num_nextn_predict_layers=0)
     if want.get("use_sliding_window") is False:
         normalised.add("sliding_window")
     missing = {k: v for k, v in want.items()

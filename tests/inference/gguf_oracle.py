@@ -53,7 +53,7 @@ except ImportError as e:  # ctest reads 77 as "skipped"
 import hf_moe_oracle as H  # noqa: E402
 
 ARCH = {"mixtral": "llama", "qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "olmoe": "olmoe",
-        "deepseek": "deepseek"}
+        "deepseek": "deepseek", "glm4_moe": "glm4moe"}
 PERMUTED = {"mixtral", "deepseek"}
 TOL = 1e-4
 
@@ -89,6 +89,9 @@ def gguf_tensors(fam, c, hf):
     for shared in ("mlp.shared_expert.", "mlp.shared_experts."):
         for p in ("gate", "up", "down"):
             layer_map[f"{shared}{p}_proj.weight"] = f"ffn_{p}_shexp.weight"
+    if fam == "glm4_moe":  # llama.cpp's glm4moe: attn_post_norm, and the correction bias
+        layer_map["post_attention_layernorm.weight"] = "post_attention_norm.weight"
+        layer_map["mlp.gate.e_score_correction_bias"] = "exp_probs_b.bias"
     experts = {}
     for name, a in hf.items():
         a = np.asarray(a)
@@ -149,6 +152,15 @@ def expected_metadata(fam, c):
         m[f"{a}.expert_shared_count"] = c["n_shared_experts"]
         m[f"{a}.leading_dense_block_count"] = c["first_k_dense_replace"]
         m[f"{a}.expert_weights_scale"] = np.float32(1.0)
+    if fam == "glm4_moe":  # as llama.cpp's Glm4MoeModel.set_gguf_parameters
+        m[f"{a}.rope.dimension_count"] = H.rotary_dim(fam, c)
+        m[f"{a}.expert_shared_count"] = c["n_shared_experts"]
+        m[f"{a}.leading_dense_block_count"] = c["first_k_dense_replace"]
+        m[f"{a}.expert_weights_scale"] = np.float32(c["routed_scaling_factor"])
+        m[f"{a}.expert_gating_func"] = 2  # sigmoid
+        if c["topk_group"] < c["n_group"]:
+            m[f"{a}.expert_group_count"] = c["n_group"]
+            m[f"{a}.expert_group_used_count"] = c["topk_group"]
     if fam == "olmoe" and c.get("tie_word_embeddings", False):
         m["switchyard.tie_word_embeddings"] = True
     return m
@@ -221,14 +233,16 @@ def random_kquant_blocks(rng, shape, qtype):
 
 
 def write_with_gguf_py(fam, c, hf_values, path, qtype, quantized=None, q6k_head_rng=None,
-                       kquants=None):
+                       kquants=None, mtp_block=False):
     """The family as llama.cpp's converter writes it, by gguf-py; matrices with rows of a
     multiple of 32 quantized to `qtype` (routers and vectors in F32). Returns the values the file
     holds (dequantized, GGUF names) for the oracle forward; the names of the quantized tensors go
     into the set `quantized` when one is given. With q6k_head_rng, output.weight is Q6_K blocks of
     random bytes with small finite scales, as llama-quantize writes a Q4_0 model's LM head (gguf-py
     has no Q6_K quantizer); `kquants` maps more GGUF tensor kinds ("ffn_down_exps",
-    "attn_output", ...) to the K-quant type their random blocks take, from the same generator."""
+    "attn_output", ...) to the K-quant type their random blocks take, from the same generator.
+    mtp_block (glm4moe): one multi-token-prediction block after the decoder's, counted in
+    block_count with nextn_predict_layers = 1, as llama.cpp's converter writes GLM-4.5."""
     a = ARCH[fam]
     w = gguf.GGUFWriter(path, a)
     hd = head_dim(c)
@@ -236,13 +250,15 @@ def write_with_gguf_py(fam, c, hf_values, path, qtype, quantized=None, q6k_head_
     w.add_vocab_size(c["vocab_size"])
     w.add_context_length(c["max_position_embeddings"])
     w.add_embedding_length(c["hidden_size"])
-    w.add_block_count(c["num_hidden_layers"])
+    w.add_block_count(c["num_hidden_layers"] + (1 if mtp_block else 0))
+    if mtp_block:
+        w.add_uint32(f"{a}.nextn_predict_layers", 1)
     w.add_feed_forward_length(c["intermediate_size"])
     w.add_head_count(c["num_attention_heads"])
     w.add_head_count_kv(c["num_key_value_heads"])
     w.add_key_length(hd)
     w.add_value_length(hd)
-    w.add_rope_dimension_count(hd)
+    w.add_rope_dimension_count(H.rotary_dim(fam, c))
     w.add_rope_freq_base(c["rope_theta"])
     w.add_layer_norm_rms_eps(c["rms_norm_eps"])
     w.add_expert_count(H.num_experts(fam, c))
@@ -256,7 +272,20 @@ def write_with_gguf_py(fam, c, hf_values, path, qtype, quantized=None, q6k_head_
         w.add_leading_dense_block_count(c["first_k_dense_replace"])
         w.add_expert_shared_count(c["n_shared_experts"])
         w.add_expert_weights_scale(1.0)
+    if fam == "glm4_moe":
+        w.add_leading_dense_block_count(c["first_k_dense_replace"])
+        w.add_expert_shared_count(c["n_shared_experts"])
+        w.add_expert_weights_scale(c["routed_scaling_factor"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        if c["topk_group"] < c["n_group"]:
+            w.add_uint32(f"{a}.expert_group_count", c["n_group"])
+            w.add_uint32(f"{a}.expert_group_used_count", c["topk_group"])
     tensors = gguf_tensors(fam, c, hf_values)
+    if mtp_block:
+        blk, h = f"blk.{c['num_hidden_layers']}.", c["hidden_size"]
+        for name in ("attn_norm", "nextn.enorm", "nextn.hnorm", "nextn.shared_head_norm"):
+            tensors[blk + name + ".weight"] = np.ones(h)
+        tensors[blk + "nextn.eh_proj.weight"] = np.full((h, 2 * h), 0.01)
     held = {}
     for name, arr in tensors.items():
         arr = arr.astype(np.float32)
@@ -309,6 +338,9 @@ def to_hf_layout(fam, c, held):
     shared = "mlp.shared_expert." if fam == "qwen2_moe" else "mlp.shared_experts."
     for p in ("gate", "up", "down"):
         lay[f"ffn_{p}_shexp.weight"] = f"{shared}{p}_proj.weight"
+    if fam == "glm4_moe":
+        lay["post_attention_norm.weight"] = "post_attention_layernorm.weight"
+        lay["exp_probs_b.bias"] = "mlp.gate.e_score_correction_bias"
     for name, a in rows.items():
         if name in inv:
             names[inv[name]] = a
@@ -526,6 +558,26 @@ def kquant_experts_check(binary, work):
     return failures
 
 
+def mtp_block_check(binary, work, fam, config, hf_values):
+    """GLM-4.5 as llama.cpp's converter writes it: block_count counts the multi-token-prediction
+    block (nextn_predict_layers), whose tensors the forward skips: the logits equal those of the
+    same file without it."""
+    logits = []
+    for mtp in (False, True):
+        path = os.path.join(work, f"{fam}.mtp{int(mtp)}.gguf")
+        write_with_gguf_py(fam, config, hf_values, path, Q.Q8_0, mtp_block=mtp)
+        out = path + ".logits"
+        rr = H.run_switchyard(binary, path, out)
+        if rr.returncode != 0:
+            print(f"FAIL {fam}: generate on {path}: {rr.stderr.strip()}")
+            return [f"{fam}: generate on a GGUF with an MTP block failed: {rr.stderr.strip()}"]
+        logits.append(H.read_logits(out))
+    same = torch.equal(logits[0], logits[1])
+    print(f"{'ok  ' if same else 'FAIL'} {fam:10s} a GGUF with a multi-token-prediction block "
+          f"(nextn_predict_layers 1) gives the logits of the same file without it: {same}")
+    return [] if same else [f"{fam}: the MTP block changes the logits"]
+
+
 def main():
     binary, tool, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -577,6 +629,8 @@ def main():
         if not same:
             failures.append(f"{fam}: GGUF rewrite is not byte-exact: {r.stderr.strip()}")
         # 4. A GGUF written by gguf-py, quantized by gguf.quants, read by us.
+        if fam == "glm4_moe":
+            failures += mtp_block_check(binary, work, fam, config, hf_values)
         qtype = Q.Q8_0 if fam in ("mixtral", "qwen3_moe", "deepseek") else Q.Q4_0
         qpath = os.path.join(work, fam + ".ggufpy.gguf")
         quantized = set()

@@ -4,7 +4,7 @@ against an independent PyTorch implementation of that family.
 
 Usage: /usr/bin/python3 hf_moe_oracle.py SWITCHYARD_BINARY WORK_DIR
 
-For each family (mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek) this writes a tiny random model
+For each family (mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek, glm4_moe) this writes a tiny random model
 in the family's real on-disk format -- config.json with the family's own keys, safetensors with
 the tensor names exactly as Hugging Face writes them (written byte by byte here, no safetensors
 package needed), in F32, BF16 or F16, single-file or sharded with model.safetensors.index.json --
@@ -14,7 +14,8 @@ then runs
 
 and compares the logits with a float64 forward written here from the math of the Hugging Face
 modeling files (modeling_mixtral.py, modeling_qwen2_moe.py, modeling_qwen3_moe.py,
-modeling_olmoe.py, DeepSeek-MoE's modeling_deepseek.py), on the values the files hold.
+modeling_olmoe.py, DeepSeek-MoE's modeling_deepseek.py, modeling_glm4_moe.py), on the values the
+files hold.
 
 Tolerance: max |ours - oracle| <= TOL * max(1, max |oracle|), TOL = 1e-4. Switchyard runs in f32
 on a model with O(1) activations, so its error is ~1e-6. To show the tolerance is tight enough the
@@ -22,9 +23,10 @@ script also checks that plausible loader bugs -- a transposed q_proj, Mixtral's 
 missing 1/sqrt(head_dim) attention scale, the q/k norm skipped, top-k renormalised when the family
 does not (or vice versa), the shared-expert gate dropped -- each move the oracle's logits by more
 than 10 x TOL. It also checks that a missing tensor, an unexpected tensor, a wrong shape, an
-unknown model_type and rope_scaling each fail with an error naming them. Finally, greedy
-generation (`--max-tokens 6`, which decodes over the KV cache) must pick, at every step, the
-argmax of the oracle's logits recomputed over the whole sequence.
+unknown model_type and rope_scaling each fail with an error naming them. Greedy generation
+(`--max-tokens 6`, which decodes over the KV cache) must pick, at every step, the argmax of the
+oracle's logits recomputed over the whole sequence. GLM-4.5 also runs under every offload policy
+on the sim device, with the oracle's logits and the resident model's tokens.
 
 Exit status 0 when every check passes. Prints the max error per family.
 """
@@ -178,12 +180,14 @@ def layer_is_moe(fam, c, l):
                                                                          1) == 0
     if fam == "deepseek":
         return l >= c["first_k_dense_replace"] and l % c["moe_layer_freq"] == 0
+    if fam == "glm4_moe":
+        return l >= c["first_k_dense_replace"]
     raise ValueError(fam)
 
 
 def num_experts(fam, c):
-    return {"mixtral": c.get("num_local_experts"), "deepseek": c.get("n_routed_experts")}.get(
-        fam, c.get("num_experts"))
+    return {"mixtral": c.get("num_local_experts"), "deepseek": c.get("n_routed_experts"),
+            "glm4_moe": c.get("n_routed_experts")}.get(fam, c.get("num_experts"))
 
 
 def qkv_bias(fam, c):
@@ -195,8 +199,18 @@ def qkv_bias(fam, c):
 
 
 def o_bias(fam, c):
-    """transformers' attention_bias puts a bias on o too, except in Qwen2-MoE (q, k, v only)."""
-    return fam != "qwen2_moe" and bool(c.get("attention_bias", False))
+    """transformers' attention_bias puts a bias on o too, except in Qwen2-MoE and GLM-4.5 (q, k, v
+    only)."""
+    return fam not in ("qwen2_moe", "glm4_moe") and bool(c.get("attention_bias", False))
+
+
+def rotary_dim(fam, c):
+    """The values of each head that RoPE rotates: GLM-4.5's int(head_dim * partial_rotary_factor),
+    the whole head elsewhere."""
+    hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    if fam == "glm4_moe":
+        return int(hd * c.get("partial_rotary_factor", 0.5))
+    return hd
 
 
 def make_tensors(fam, c, rng):
@@ -231,7 +245,7 @@ def make_tensors(fam, c, rng):
                 vec(p + f"self_attn.{x}_proj.bias", n * hd, around=0.0)
         if o_bias(fam, c):
             vec(p + "self_attn.o_proj.bias", h, around=0.0)
-        if fam == "qwen3_moe":
+        if fam == "qwen3_moe" or (fam == "glm4_moe" and c.get("use_qk_norm")):
             vec(p + "self_attn.q_norm.weight", hd)
             vec(p + "self_attn.k_norm.weight", hd)
         if fam == "olmoe":
@@ -257,8 +271,21 @@ def make_tensors(fam, c, rng):
         if fam == "qwen2_moe":
             mlp(p + "mlp.shared_expert", c["shared_expert_intermediate_size"])
             lin(p + "mlp.shared_expert_gate.weight", 1, h)
-        if fam == "deepseek" and c.get("n_shared_experts"):
+        if fam in ("deepseek", "glm4_moe") and c.get("n_shared_experts"):
             mlp(p + "mlp.shared_experts", c["moe_intermediate_size"] * c["n_shared_experts"])
+        if fam == "glm4_moe":
+            # Spread like the sigmoid scores' gaps, so that the bias changes some choices.
+            out.append((p + "mlp.gate.e_score_correction_bias", 0.1 * rng.standard_normal(e)))
+    for l in range(c["num_hidden_layers"],
+                   c["num_hidden_layers"] + c.get("num_nextn_predict_layers", 0)):
+        # GLM-4.5's multi-token-prediction layer, stored after the decoder's: not in the forward.
+        p = f"model.layers.{l}."
+        for name in ("enorm", "hnorm", "shared_head.norm", "input_layernorm",
+                     "post_attention_layernorm"):
+            vec(p + name + ".weight", h)
+        lin(p + "eh_proj.weight", h, 2 * h)
+        lin(p + "self_attn.q_proj.weight", nh * hd, h)
+        mlp(p + "mlp.shared_experts", c["moe_intermediate_size"])
     vec("model.norm.weight", h)
     if not c.get("tie_word_embeddings", False):
         lin("lm_head.weight", c["vocab_size"], h)
@@ -302,6 +329,16 @@ CASES = {
         scoring_func="softmax", aux_loss_alpha=0.001, seq_aux=True, rope_theta=10000.0,
         rope_scaling=None, rms_norm_eps=1e-6, attention_bias=False, max_position_embeddings=128,
         tie_word_embeddings=False, hidden_act="silu", pretraining_tp=1), "BF16", 3),
+    # Group-limited: 8 experts in 4 groups, the best 2 groups per token, top-3 of their 4.
+    "glm4_moe": (dict(
+        architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", vocab_size=64,
+        hidden_size=32, head_dim=16, intermediate_size=48, moe_intermediate_size=12,
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, n_shared_experts=1,
+        n_routed_experts=8, num_experts_per_tok=3, first_k_dense_replace=1, norm_topk_prob=True,
+        n_group=4, topk_group=2, routed_scaling_factor=2.5, partial_rotary_factor=0.5,
+        use_qk_norm=True, attention_bias=True, rope_theta=10000.0, rope_scaling=None,
+        rms_norm_eps=1e-5, max_position_embeddings=128, tie_word_embeddings=False,
+        hidden_act="silu", num_nextn_predict_layers=0), "F32", 2),
 }
 
 # ---------------------------------------------------------------- the families' forward
@@ -316,13 +353,17 @@ def rotate_half(x):
     return torch.cat((-x[..., d:], x[..., :d]), dim=-1)
 
 
-def rope(x, theta):
-    """x [T, H, D]; Hugging Face apply_rotary_pos_emb with positions 0..T-1."""
+def rope(x, theta, rotary=None):
+    """x [T, H, D]; Hugging Face apply_rotary_pos_emb with positions 0..T-1, on the first `rotary`
+    values of each head (all D by default; the rest pass through, as GLM-4.5's partial rotary)."""
     t, _, d = x.shape
-    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    r = d if rotary is None else rotary
+    inv_freq = 1.0 / (theta ** (torch.arange(0, r, 2, dtype=torch.float64) / r))
     freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    return x * emb.cos()[:, None, :] + rotate_half(x) * emb.sin()[:, None, :]
+    x_rot, x_pass = x[..., :r], x[..., r:]
+    rotated = x_rot * emb.cos()[:, None, :] + rotate_half(x_rot) * emb.sin()[:, None, :]
+    return torch.cat((rotated, x_pass), dim=-1)
 
 
 def round_activations(x):
@@ -388,11 +429,13 @@ class Family:
             q = rms_norm(q, self.w[p + "q_norm.weight"], eps)
             k = rms_norm(k, self.w[p + "k_norm.weight"], eps)
         q, k, v = q.view(t, nh, hd), k.view(t, nkv, hd), v.view(t, nkv, hd)
-        if fam == "qwen3_moe" and bug != "no_qk_norm":  # per head, before RoPE
+        per_head_norm = fam == "qwen3_moe" or (fam == "glm4_moe" and c.get("use_qk_norm"))
+        if per_head_norm and bug != "no_qk_norm":  # per head, before RoPE
             q = rms_norm(q, self.w[p + "q_norm.weight"], eps)
             k = rms_norm(k, self.w[p + "k_norm.weight"], eps)
         theta = c["rope_theta"]
-        q, k = rope(q, theta), rope(k, theta)
+        rotary = hd if bug == "full_rotary" else rotary_dim(fam, c)
+        q, k = rope(q, theta, rotary), rope(k, theta, rotary)
         k = k.repeat_interleave(nh // nkv, dim=1)
         v = v.repeat_interleave(nh // nkv, dim=1)
         scale = 1.0 if bug == "no_scale" else 1.0 / math.sqrt(hd)
@@ -418,14 +461,49 @@ class Family:
             renorm = c.get("norm_topk_prob", False)
         if bug == "flip_renorm":
             renorm = not renorm
-        probs = torch.softmax(self.linear(route_x, gate), dim=-1)
         k = c["num_experts_per_tok"]
+        if fam == "glm4_moe":
+            weights, chosen = self.sigmoid_routing(l, self.linear(route_x, gate), renorm)
+            return self.combine(l, x, weights, chosen, experts, names)
+        probs = torch.softmax(self.linear(route_x, gate), dim=-1)
         weights, chosen = torch.topk(probs, k, dim=-1)
         if k < probs.shape[1]:
             top = torch.topk(probs, k + 1, dim=-1).values
             self.min_gap = min(self.min_gap, float((top[:, k - 1] - top[:, k]).min()))
         if renorm:
             weights = weights / weights.sum(-1, keepdim=True)
+        return self.combine(l, x, weights, chosen, experts, names)
+
+    def sigmoid_routing(self, l, logits, renorm):
+        """GLM-4.5's Glm4MoeTopkRouter: sigmoid scores; the choice on score + correction bias
+        within the best topk_group of n_group groups (a group's worth: its two best); masked
+        experts' choice values become 0, as transformers' masked_fill(..., 0.0)."""
+        c, bug = self.c, self.bug
+        e, k = logits.shape[1], c["num_experts_per_tok"]
+        scores = torch.sigmoid(logits)
+        bias = self.w[f"model.layers.{l}.mlp.gate.e_score_correction_bias"]
+        choice = scores if bug == "no_score_bias" else scores + bias
+        groups, keep = c.get("n_group", 1), c.get("topk_group", 1)
+        if bug != "no_groups" and keep < groups:
+            worth = choice.view(-1, groups, e // groups).topk(2, dim=-1).values.sum(-1)
+            kept = torch.zeros_like(worth).scatter_(1, torch.topk(worth, keep, dim=-1).indices, 1)
+            mask = kept.unsqueeze(-1).expand(-1, groups, e // groups).reshape(-1, e)
+            choice = choice.masked_fill(mask == 0, 0.0)
+        top = torch.topk(choice, min(k + 1, e), dim=-1).values
+        if k < e:
+            self.min_gap = min(self.min_gap, float((top[:, k - 1] - top[:, k]).min()))
+        chosen = torch.topk(choice, k, dim=-1).indices
+        weights = scores.gather(1, chosen)
+        if renorm:
+            weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+        if bug != "no_routed_scale":
+            weights = weights * c.get("routed_scaling_factor", 1.0)
+        return weights, chosen
+
+    def combine(self, l, x, weights, chosen, experts, names):
+        """The routed experts' outputs weighted, plus the family's shared experts."""
+        c, fam, bug = self.c, self.fam, self.bug
+        p = f"model.layers.{l}."
         out = torch.zeros_like(x)
         for tok in range(x.shape[0]):
             for j in range(chosen.shape[1]):
@@ -437,7 +515,7 @@ class Family:
             if bug != "no_shared_gate":
                 s = torch.sigmoid(self.linear(x, p + "mlp.shared_expert_gate.weight")) * s
             out = out + s
-        if fam == "deepseek" and c.get("n_shared_experts"):
+        if fam in ("deepseek", "glm4_moe") and c.get("n_shared_experts"):
             out = out + self.mlp(x, p + "mlp.shared_experts")
         return out
 
@@ -487,6 +565,8 @@ BUGS = {
     "qwen3_moe": ["no_qk_norm", "flip_renorm"],
     "olmoe": ["no_qk_norm", "flip_renorm", "transposed_q"],
     "deepseek": ["flip_renorm", "no_scale", "transposed_q"],
+    "glm4_moe": ["flip_renorm", "no_score_bias", "no_groups", "no_routed_scale", "full_rotary",
+                 "no_qk_norm"],
 }
 
 
@@ -539,6 +619,7 @@ def main():
                 failures.append(f"{fam}: injected bug {bug} moves the logits only {moved:.2e}")
             print(f"     bug {bug:15s} moves logits by {moved:.3e} (> {10 * TOL * scale:.1e})")
     failures += pregate_check(binary, work, all_values)
+    failures += policy_check(binary, work, "glm4_moe", all_values)
     for fam in CASES:
         failures += greedy_check(binary, work, fam)
     failures += bias_checks(binary, work)
@@ -600,6 +681,44 @@ def pregate_check(binary, work, all_values):
               f"max abs err={err:.3e}")
         if not ok:
             failures.append(f"{fam} --policy pregated: max abs err {err:.3e}")
+    return failures
+
+
+OFFLOAD_POLICIES = ["ondemand", "prefetch-all", "ring", "predictive", "cpu-compute", "hot-cold",
+                    "layer-split"]
+
+
+def policy_check(binary, work, fam, all_values):
+    """Every offload policy on the sim device (the experts in host memory, copied into device
+    slots or computed on the CPU) gives the oracle's prompt logits, and the same greedy tokens as
+    the resident model."""
+    if fam not in all_values:
+        return []  # its resident run failed, reported already
+    config, _, _ = CASES[fam]
+    model_dir = os.path.join(work, fam)
+    ref = Family(fam, config, all_values[fam]).forward(PROMPT)
+    scale = max(1.0, float(ref.abs().max()))
+    resident, _ = run_greedy(binary, model_dir, os.path.join(work, fam + ".resident.decode"))
+    failures = []
+    for policy in OFFLOAD_POLICIES:
+        extra = ["--device", "sim", "--policy", policy]
+        out_file = os.path.join(work, f"{fam}.{policy}.logits")
+        r = run_switchyard(binary, model_dir, out_file, extra)
+        if r.returncode != 0:
+            failures.append(f"{fam} --policy {policy}: switchyard failed: {r.stderr.strip()}")
+            continue
+        err = float((read_logits(out_file) - ref).abs().max())
+        cmd = [binary, "generate", "--model", model_dir, "--prompt-ids",
+               ",".join(map(str, PROMPT)), "--max-tokens", str(GREEDY_STEPS), "--dtype", "f32",
+               *extra]
+        g = subprocess.run(cmd, capture_output=True, text=True)
+        tokens = [int(x) for x in g.stdout.strip().split(",")] if g.returncode == 0 else None
+        ok = err <= TOL * scale and tokens == resident
+        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} --policy {policy:12s} --device sim: prompt "
+              f"logits max abs err={err:.3e}; greedy {tokens} (resident {resident})")
+        if not ok:
+            failures.append(f"{fam} --policy {policy}: err {err:.3e}, tokens {tokens} vs "
+                            f"resident {resident}")
     return failures
 
 
@@ -675,6 +794,14 @@ BIAS_VARIANTS = [
     ("olmoe attention_bias", "olmoe", dict(CASES["olmoe"][0], attention_bias=True)),
     ("deepseek attention_bias", "deepseek", dict(CASES["deepseek"][0], attention_bias=True)),
     ("qwen2_moe qkv_bias false", "qwen2_moe", dict(CASES["qwen2_moe"][0], qkv_bias=False)),
+    # GLM-4.5 variants beside the bias ones: a multi-token-prediction layer stored after the
+    # decoder's (skipped, as transformers skips it), the whole head rotating, no qk-norm, one
+    # group (plain top-k), without renormalisation.
+    ("glm4_moe with an MTP layer", "glm4_moe",
+     dict(CASES["glm4_moe"][0], num_nextn_predict_layers=1)),
+    ("glm4_moe partial_rotary_factor 1, no qk-norm, one group, no renorm", "glm4_moe",
+     dict(CASES["glm4_moe"][0], partial_rotary_factor=1.0, use_qk_norm=False, n_group=1,
+          topk_group=1, norm_topk_prob=False, attention_bias=False)),
 ]
 
 

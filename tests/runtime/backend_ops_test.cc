@@ -380,10 +380,10 @@ TEST(CpuRope, RepeatedAndChangedCallsMatchTheReference) {
     std::memcpy(tp.data<int32_t>(), call.positions.data(), sizeof(int32_t) * t);
     std::vector<double> want;
     if (call.backward) {
-      backend.RopeBackward(tx, tp, call.theta, out);
+      backend.RopeBackward(tx, tp, RopeOptions{call.theta}, out);
       want = reference::RopeBackward(t, kHeads, call.d, x, call.positions, call.theta);
     } else {
-      backend.Rope(tx, tp, call.theta, out);
+      backend.Rope(tx, tp, RopeOptions{call.theta}, out);
       want = reference::Rope(t, kHeads, call.d, x, call.positions, call.theta);
     }
     for (int64_t j = 0; j < n; ++j) {
