@@ -29,7 +29,8 @@ struct ExpertPolicyOptions {
   // Device expert slots (the device memory a policy may give to experts, in experts).
   // 0: the policy's default.
   int device_slots = 0;
-  // Device cache policy of the slots: "", "none", "lru", "lfu" or "static". "": the policy's own.
+  // Device cache policy of the slots: "", "none", "lru", "lfu", "lifo", "layer-lru" or "static".
+  // "": the policy's own.
   std::string device_cache;
   // Expert popularity profile (a JSON file; static placements: `static` cache, cpu-compute,
   // hot-cold). "": the policy's fallback.

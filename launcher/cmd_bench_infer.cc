@@ -48,8 +48,8 @@ class BenchInferCommand : public Command {
                    "policy's own)")
         ->check(IntegerRange(0, 1 << 20));
     app.add_option("--device-cache", options_.policy_options.device_cache,
-                   "Device cache policy of the slots: none, lru, lfu, static (default: each "
-                   "policy's own)");
+                   "Device cache policy of the slots: none, lru, lfu, lifo, layer-lru, static "
+                   "(default: each policy's own)");
     app.add_option("--profile", options_.policy_options.profile,
                    "Expert popularity profile (JSON)");
     app.add_option("--predictor", options_.policy_options.predictor,

@@ -143,7 +143,8 @@ void AddInferenceOptions(CLI::App& app, InferenceOptions* options, InferenceFlag
                  "Device expert slots for an offload policy (default: the policy's own)")
       ->check(IntegerRange(0, 1 << 20));
   app.add_option("--device-cache", options->policy_options.device_cache,
-                 "Device cache of the slots: none, lru, lfu, static (default: the policy's)");
+                 "Device cache of the slots: none, lru, lfu, lifo, layer-lru, static (default: the "
+                 "policy's)");
   app.add_option("--profile", options->policy_options.profile,
                  "Expert popularity profile (JSON) for static placements");
   app.add_option("--predictor", options->policy_options.predictor,

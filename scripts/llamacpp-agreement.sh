@@ -9,7 +9,8 @@
 # tools failing on llama.cpp's own conversions are printed as notes ("llama.cpp's tool failed on
 # its own conversion: ...") and do not change the exit status.
 #
-#   scripts/llamacpp-agreement.sh [FAMILY...]     (mixtral qwen2_moe qwen3_moe olmoe deepseek)
+#   scripts/llamacpp-agreement.sh [FAMILY...]     (mixtral qwen2_moe qwen3_moe olmoe deepseek
+#                                                  glm4_moe)
 #
 # Environment: SWITCHYARD (default build/switchyard), WORK (default
 # ${BUILD_DIR:-build}/llamacpp_agreement), LLAMACPP_CACHE.

@@ -20,6 +20,10 @@ const char* DeviceCachePolicyName(DeviceCachePolicy policy) {
       return "lru";
     case DeviceCachePolicy::kLfu:
       return "lfu";
+    case DeviceCachePolicy::kLifo:
+      return "lifo";
+    case DeviceCachePolicy::kLayerLru:
+      return "layer-lru";
     case DeviceCachePolicy::kStatic:
       return "static";
     case DeviceCachePolicy::kNone:
@@ -29,12 +33,13 @@ const char* DeviceCachePolicyName(DeviceCachePolicy policy) {
 }
 
 Result<DeviceCachePolicy> ParseDeviceCachePolicy(std::string_view name) {
-  for (const DeviceCachePolicy policy : {DeviceCachePolicy::kLru, DeviceCachePolicy::kLfu,
-                                         DeviceCachePolicy::kStatic, DeviceCachePolicy::kNone}) {
+  for (const DeviceCachePolicy policy :
+       {DeviceCachePolicy::kLru, DeviceCachePolicy::kLfu, DeviceCachePolicy::kLifo,
+        DeviceCachePolicy::kLayerLru, DeviceCachePolicy::kStatic, DeviceCachePolicy::kNone}) {
     if (name == DeviceCachePolicyName(policy)) return policy;
   }
   return InvalidArgumentError("unknown device cache policy '" + std::string(name) +
-                              "'; valid: lru, lfu, static, none");
+                              "'; valid: lru, lfu, lifo, layer-lru, static, none");
 }
 
 // ---- SlotHandle ----
@@ -133,8 +138,9 @@ void DeviceExpertCache::Unpin(int slot) {
   Slot& s = slots_[slot];
   SY_CHECK_GT(s.pins, 0) << "unpin of an unpinned slot " << slot;
   if (--s.pins > 0) return;
-  const bool keep = options_.policy == DeviceCachePolicy::kLru ||
-                    options_.policy == DeviceCachePolicy::kLfu || s.is_static;
+  const bool keep = (options_.policy != DeviceCachePolicy::kStatic &&
+                     options_.policy != DeviceCachePolicy::kNone) ||
+                    s.is_static;
   if (s.detached || (!keep && s.state != SlotState::kFree)) FreeLocked(slot);
 }
 
@@ -152,13 +158,21 @@ void DeviceExpertCache::FreeLocked(int slot) {
   s.abort_reason = Status::Ok();
 }
 
-int DeviceExpertCache::ChooseSlotLocked() const {
+int DeviceExpertCache::FreeSlotLocked() const {
+  for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
+    const Slot& s = slots_[i];
+    if (s.state == SlotState::kFree && s.pins == 0 && !s.is_static && !s.detached) return i;
+  }
+  return -1;
+}
+
+template <typename Eligible>
+int DeviceExpertCache::VictimLocked(Eligible eligible) const {
   int victim = -1;
   for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
     const Slot& s = slots_[i];
-    if (s.pins > 0 || s.is_static || s.detached) continue;
-    if (s.state == SlotState::kFree) return i;
-    if (s.state != SlotState::kFilled) continue;
+    if (s.pins > 0 || s.is_static || s.detached || s.state != SlotState::kFilled) continue;
+    if (!eligible(i)) continue;
     if (victim < 0) {
       victim = i;
       continue;
@@ -170,7 +184,11 @@ int DeviceExpertCache::ChooseSlotLocked() const {
         better =
             s.accesses < v.accesses || (s.accesses == v.accesses && s.last_access < v.last_access);
         break;
+      case DeviceCachePolicy::kLifo:
+        better = s.came_in > v.came_in;
+        break;
       case DeviceCachePolicy::kLru:
+      case DeviceCachePolicy::kLayerLru:
       case DeviceCachePolicy::kStatic:
       case DeviceCachePolicy::kNone:
         better = s.last_access < v.last_access;
@@ -179,6 +197,33 @@ int DeviceExpertCache::ChooseSlotLocked() const {
     if (better) victim = i;
   }
   return victim;
+}
+
+int DeviceExpertCache::LayerShare(uint32_t layer) const {
+  const int layers = layout_.num_layers;
+  return options_.num_slots / layers +
+         (static_cast<int>(layer) < options_.num_slots % layers ? 1 : 0);
+}
+
+int DeviceExpertCache::ChooseSlotLocked(ExpertKey key) const {
+  auto any = [](int) { return true; };
+  if (options_.policy != DeviceCachePolicy::kLayerLru) {
+    const int free = FreeSlotLocked();
+    return free >= 0 ? free : VictimLocked(any);
+  }
+  std::vector<int> held(static_cast<size_t>(layout_.num_layers), 0);
+  for (const Slot& s : slots_) {
+    if (s.state != SlotState::kFree && !s.detached) ++held[s.key.layer];
+  }
+  auto layer_of = [&](int slot) { return slots_[slot].key.layer; };
+  if (held[key.layer] >= LayerShare(key.layer)) {
+    const int own = VictimLocked([&](int slot) { return layer_of(slot) == key.layer; });
+    if (own >= 0) return own;
+  }
+  if (const int free = FreeSlotLocked(); free >= 0) return free;
+  const int over =
+      VictimLocked([&](int slot) { return held[layer_of(slot)] > LayerShare(layer_of(slot)); });
+  return over >= 0 ? over : VictimLocked(any);
 }
 
 Result<DeviceExpertCache::Acquired> DeviceExpertCache::Acquire(ExpertKey key) {
@@ -203,7 +248,7 @@ Result<DeviceExpertCache::Acquired> DeviceExpertCache::Acquire(ExpertKey key) {
     acquired.handle = PinLocked(it->second);
     return acquired;
   }
-  const int slot = ChooseSlotLocked();
+  const int slot = ChooseSlotLocked(key);
   if (slot < 0) {
     return ResourceExhaustedError("DeviceExpertCache: every one of the " +
                                   std::to_string(slots_.size()) + " slots is pinned; no room for " +
@@ -220,6 +265,7 @@ Result<DeviceExpertCache::Acquired> DeviceExpertCache::Acquire(ExpertKey key) {
   s.key = key;
   s.ready_mask = 0;
   s.last_access = tick_;
+  s.came_in = tick_;
   s.accesses = 1;
   index_[key] = slot;
   acquired.needs_fill = true;

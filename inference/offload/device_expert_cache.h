@@ -11,6 +11,13 @@
 //     kLru     victim = least recently accessed unpinned entry.
 //     kLfu     victim = unpinned entry with the fewest accesses since it came in (a new entry
 //              counts 1), the least recently accessed among equals.
+//     kLifo    victim = the unpinned entry that came in last (Pre-gated MoE's LIFO variant: the
+//              experts that came first stay, the newest one is replaced).
+//     kLayerLru ProMoE's per-layer LRU: MoE layer m owns a share of the slots, num_slots /
+//              num_layers (the first num_slots % num_layers layers one more). A miss of layer m
+//              takes, in order: the least recently accessed unpinned entry of layer m when m holds
+//              its share or more; a free slot; the least recently accessed unpinned entry of a
+//              layer holding more than its share; that of any layer.
 //     kStatic  the experts in DeviceExpertCacheOptions::static_experts (most popular first,
 //              from an offline profile, as Fiddler) own the first slots for good and are never
 //              evicted; the other slots are scratch, as under kNone.
@@ -48,8 +55,9 @@
 
 namespace sy::offload {
 
-enum class DeviceCachePolicy : uint8_t { kLru, kLfu, kStatic, kNone };
-const char* DeviceCachePolicyName(DeviceCachePolicy policy);  // "lru", "lfu", "static", "none"
+enum class DeviceCachePolicy : uint8_t { kLru, kLfu, kLifo, kLayerLru, kStatic, kNone };
+// "lru", "lfu", "lifo", "layer-lru", "static", "none"
+const char* DeviceCachePolicyName(DeviceCachePolicy policy);
 // The policy DeviceCachePolicyName spells `name`; InvalidArgument naming the valid ones.
 Result<DeviceCachePolicy> ParseDeviceCachePolicy(std::string_view name);
 
@@ -159,6 +167,7 @@ class DeviceExpertCache {
     int pins = 0;
     uint8_t ready_mask = 0;
     uint64_t last_access = 0;  // policy tick of the last access
+    uint64_t came_in = 0;      // policy tick of the miss that brought the expert in
     uint64_t accesses = 0;     // accesses since the expert came in
     Status abort_reason;
   };
@@ -171,8 +180,14 @@ class DeviceExpertCache {
                     const DeviceExpertCacheOptions& options);
   SlotHandle PinLocked(int slot) SY_REQUIRES(mutex_);
   void Unpin(int slot) SY_EXCLUDES(mutex_);
-  // The slot a miss takes: a free one (lowest index), else the policy's victim; -1 if none.
-  int ChooseSlotLocked() const SY_REQUIRES(mutex_);
+  // The slot a miss of `key` takes: a free one (lowest index), else the policy's victim (for
+  // kLayerLru, see the top); -1 if none.
+  int ChooseSlotLocked(ExpertKey key) const SY_REQUIRES(mutex_);
+  // The policy's victim among the unpinned filled slots that `eligible(slot)` accepts, or -1.
+  template <typename Eligible>
+  int VictimLocked(Eligible eligible) const SY_REQUIRES(mutex_);
+  int FreeSlotLocked() const SY_REQUIRES(mutex_);  // the lowest free slot, or -1
+  int LayerShare(uint32_t layer) const;            // kLayerLru: slots layer `layer` owns
   void FreeLocked(int slot) SY_REQUIRES(mutex_);
   friend class SlotHandle;
 

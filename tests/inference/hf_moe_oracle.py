@@ -684,8 +684,12 @@ def pregate_check(binary, work, all_values):
     return failures
 
 
-OFFLOAD_POLICIES = ["ondemand", "prefetch-all", "ring", "predictive", "cpu-compute", "hot-cold",
-                    "layer-split"]
+OFFLOAD_POLICIES = [["ondemand"], ["prefetch-all"], ["ring"], ["predictive"], ["cpu-compute"],
+                    ["hot-cold"], ["layer-split"],
+                    # Pre-gated MoE's LIFO and ProMoE's per-layer LRU device caches, with fewer
+                    # slots (5) than the 8 experts of one layer, so that they evict.
+                    ["ondemand", "--device-cache", "lifo", "--device-slots", "5"],
+                    ["predictive", "--device-cache", "layer-lru", "--device-slots", "5"]]
 
 
 def policy_check(binary, work, fam, all_values):
@@ -700,9 +704,10 @@ def policy_check(binary, work, fam, all_values):
     scale = max(1.0, float(ref.abs().max()))
     resident, _ = run_greedy(binary, model_dir, os.path.join(work, fam + ".resident.decode"))
     failures = []
-    for policy in OFFLOAD_POLICIES:
-        extra = ["--device", "sim", "--policy", policy]
-        out_file = os.path.join(work, f"{fam}.{policy}.logits")
+    for policy_args in OFFLOAD_POLICIES:
+        extra = ["--device", "sim", "--policy", *policy_args]
+        policy = " ".join(policy_args)
+        out_file = os.path.join(work, f"{fam}.{'_'.join(policy_args)}.logits")
         r = run_switchyard(binary, model_dir, out_file, extra)
         if r.returncode != 0:
             failures.append(f"{fam} --policy {policy}: switchyard failed: {r.stderr.strip()}")
@@ -714,7 +719,7 @@ def policy_check(binary, work, fam, all_values):
         g = subprocess.run(cmd, capture_output=True, text=True)
         tokens = [int(x) for x in g.stdout.strip().split(",")] if g.returncode == 0 else None
         ok = err <= TOL * scale and tokens == resident
-        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} --policy {policy:12s} --device sim: prompt "
+        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} --policy {policy} --device sim: prompt "
               f"logits max abs err={err:.3e}; greedy {tokens} (resident {resident})")
         if not ok:
             failures.append(f"{fam} --policy {policy}: err {err:.3e}, tokens {tokens} vs "

@@ -29,8 +29,8 @@ std::unique_ptr<Backend> Cpu() { return std::move(CreateBackend(Device::Cpu()).v
 // definition (device_expert_cache.h), not from the cache's code.
 class PolicyModel {
  public:
-  PolicyModel(DeviceCachePolicy policy, int capacity, std::vector<uint64_t> statics)
-      : policy_(policy), capacity_(capacity) {
+  PolicyModel(DeviceCachePolicy policy, int capacity, std::vector<uint64_t> statics, int num_layers)
+      : policy_(policy), capacity_(capacity), num_layers_(num_layers) {
     for (uint64_t k : statics) {
       if (static_cast<int>(statics_.size()) == capacity) break;
       statics_.insert(k);
@@ -56,21 +56,30 @@ class PolicyModel {
       ++it->second.pins;
       return out;
     }
-    if (static_cast<int>(entries_.size()) == capacity_) {
-      std::optional<uint64_t> victim;
-      for (const auto& [k, e] : entries_) {
-        if (e.pins > 0 || statics_.count(k)) continue;
-        if (!victim || Before(e, entries_[*victim])) victim = k;
+    std::optional<uint64_t> victim;
+    if (policy_ == DeviceCachePolicy::kLayerLru) {
+      // Layer m's own LRU entry when m holds its share, else a free slot, else the LRU entry of
+      // a layer over its share, else any.
+      const uint64_t layer = key >> 32;
+      if (Held(layer) >= Share(layer)) {
+        victim = Victim([&](uint64_t k) { return (k >> 32) == layer; });
       }
-      if (!victim) {
-        --tick_;
-        out.exhausted = true;
-        return out;
-      }
+      if (!victim && static_cast<int>(entries_.size()) < capacity_) victim = kFreeSlot;
+      if (!victim) victim = Victim([&](uint64_t k) { return Held(k >> 32) > Share(k >> 32); });
+    } else if (static_cast<int>(entries_.size()) < capacity_) {
+      victim = kFreeSlot;
+    }
+    if (!victim) victim = Victim([](uint64_t) { return true; });
+    if (!victim) {
+      --tick_;
+      out.exhausted = true;
+      return out;
+    }
+    if (*victim != kFreeSlot) {
       entries_.erase(*victim);
       out.evicted = *victim;
     }
-    entries_[key] = Entry{.last = tick_, .count = 1, .pins = 1, .filled = true};
+    entries_[key] = Entry{.last = tick_, .came_in = tick_, .count = 1, .pins = 1, .filled = true};
     out.needs_fill = true;
     return out;
   }
@@ -83,18 +92,40 @@ class PolicyModel {
   }
 
  private:
+  static constexpr uint64_t kFreeSlot = ~uint64_t{0};
   struct Entry {
     uint64_t last = 0;
+    uint64_t came_in = 0;
     uint64_t count = 0;
     int pins = 0;
     bool filled = false;
   };
   bool Before(const Entry& a, const Entry& b) const {
+    if (policy_ == DeviceCachePolicy::kLifo) return a.came_in > b.came_in;
     if (policy_ == DeviceCachePolicy::kLfu && a.count != b.count) return a.count < b.count;
     return a.last < b.last;
   }
+  // The policy's first choice among unpinned, non-static entries that `eligible` accepts.
+  template <typename Eligible>
+  std::optional<uint64_t> Victim(Eligible eligible) {
+    std::optional<uint64_t> victim;
+    for (const auto& [k, e] : entries_) {
+      if (e.pins > 0 || statics_.count(k) || !eligible(k)) continue;
+      if (!victim || Before(e, entries_[*victim])) victim = k;
+    }
+    return victim;
+  }
+  int Held(uint64_t layer) const {
+    int n = 0;
+    for (const auto& [k, e] : entries_) n += (k >> 32) == layer ? 1 : 0;
+    return n;
+  }
+  int Share(uint64_t layer) const {
+    return capacity_ / num_layers_ + (static_cast<int>(layer) < capacity_ % num_layers_ ? 1 : 0);
+  }
   DeviceCachePolicy policy_;
   int capacity_;
+  int num_layers_;
   std::set<uint64_t> statics_;
   std::map<uint64_t, Entry> entries_;
   uint64_t tick_ = 0;
@@ -118,7 +149,7 @@ void RunRandomSequence(DeviceCachePolicy policy, uint32_t seed) {
       DeviceExpertCache::Create(
           *backend, layout, {.num_slots = capacity, .policy = policy, .static_experts = statics})
           .value();
-  PolicyModel model(policy, capacity, static_packed);
+  PolicyModel model(policy, capacity, static_packed, layout.num_layers);
   // A skewed distribution, so LFU and LRU differ.
   std::vector<double> weights;
   for (int i = 0; i < layout.num_layers * layout.num_experts; ++i) weights.push_back(1.0 / (1 + i));
@@ -171,7 +202,7 @@ void RunRandomSequence(DeviceCachePolicy policy, uint32_t seed) {
   EXPECT_EQ(stats.misses, static_cast<uint64_t>(misses));
   EXPECT_EQ(stats.evictions, static_cast<uint64_t>(evictions));
   EXPECT_GT(misses, 100);
-  if (policy == DeviceCachePolicy::kLru || policy == DeviceCachePolicy::kLfu) {
+  if (policy != DeviceCachePolicy::kStatic && policy != DeviceCachePolicy::kNone) {
     EXPECT_GT(evictions, 100);
     EXPECT_GT(hits, 100);
     EXPECT_GT(exhausted, 0) << "the sequence should sometimes pin every slot";
@@ -184,9 +215,47 @@ void RunRandomSequence(DeviceCachePolicy policy, uint32_t seed) {
 }
 
 TEST(DeviceExpertCacheTest, EvictionOrderMatchesAnIndependentModelOfEachPolicy) {
-  for (DeviceCachePolicy policy : {DeviceCachePolicy::kLru, DeviceCachePolicy::kLfu,
-                                   DeviceCachePolicy::kStatic, DeviceCachePolicy::kNone}) {
+  for (DeviceCachePolicy policy :
+       {DeviceCachePolicy::kLru, DeviceCachePolicy::kLfu, DeviceCachePolicy::kLifo,
+        DeviceCachePolicy::kLayerLru, DeviceCachePolicy::kStatic, DeviceCachePolicy::kNone}) {
     for (uint32_t seed : {1u, 2u, 3u}) RunRandomSequence(policy, seed);
+  }
+}
+
+// Pre-gated MoE's LIFO keeps the experts that came first and replaces the newest one; ProMoE's
+// per-layer LRU evicts within the layer that holds its share, where global LRU would take another
+// layer's older expert.
+TEST(DeviceExpertCacheTest, LifoAndLayerLruPickTheirOwnVictimsOnHandMadeSequences) {
+  auto backend = Cpu();
+  auto touch = [](DeviceExpertCache& cache, ExpertKey key) {
+    auto a = cache.Acquire(key).value();
+    if (a.needs_fill) FillNow(cache, a.handle.slot());
+    return a.evicted;
+  };
+  for (DeviceCachePolicy policy : {DeviceCachePolicy::kLru, DeviceCachePolicy::kLifo}) {
+    auto cache = DeviceExpertCache::Create(*backend, TinyLayout(), CacheOptions(2, policy)).value();
+    touch(*cache, {0, 0});
+    touch(*cache, {0, 1});
+    touch(*cache, {0, 0});  // 0 came in first and was used last
+    std::optional<ExpertKey> evicted = touch(*cache, {0, 2});
+    ASSERT_TRUE(evicted.has_value());
+    EXPECT_EQ(evicted->expert, 1u) << "both drop expert 1: the least recent, and the newest";
+    evicted = touch(*cache, {0, 3});  // in: 0 (first), 2 (newest, last used)
+    ASSERT_TRUE(evicted.has_value());
+    EXPECT_EQ(evicted->expert, policy == DeviceCachePolicy::kLru ? 0u : 2u)
+        << DeviceCachePolicyName(policy);
+  }
+  for (DeviceCachePolicy policy : {DeviceCachePolicy::kLru, DeviceCachePolicy::kLayerLru}) {
+    // 3 layers, 3 slots: one each under layer-lru.
+    auto cache = DeviceExpertCache::Create(*backend, TinyLayout(), CacheOptions(3, policy)).value();
+    touch(*cache, {1, 0});  // layer 1's oldest
+    touch(*cache, {0, 0});
+    touch(*cache, {0, 1});  // layer 0 now holds 2 (over its share of 1)
+    std::optional<ExpertKey> evicted = touch(*cache, {0, 2});
+    ASSERT_TRUE(evicted.has_value());
+    // Global LRU drops layer 1's expert; per-layer LRU drops layer 0's own oldest.
+    EXPECT_EQ(evicted->layer, policy == DeviceCachePolicy::kLru ? 1u : 0u)
+        << DeviceCachePolicyName(policy);
   }
 }
 
