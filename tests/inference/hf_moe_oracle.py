@@ -396,6 +396,7 @@ class Family:
         # through its own gate (Pre-gated MoE: the pre-gate in layer m-1 is layer m's gate).
         self.pregate = pregate
         self.min_gap = float("inf")  # smallest gap between the k-th and (k+1)-th router prob
+        self.routed = {}  # decoder layer -> tokens routed to each expert (every forward so far)
 
     def rounded(self, x, name):
         return round_activations(x) if name in self.round_inputs_of else x
@@ -504,6 +505,9 @@ class Family:
         """The routed experts' outputs weighted, plus the family's shared experts."""
         c, fam, bug = self.c, self.fam, self.bug
         p = f"model.layers.{l}."
+        counts = self.routed.setdefault(l, [0] * num_experts(fam, c))
+        for e in chosen.reshape(-1).tolist():
+            counts[int(e)] += 1
         out = torch.zeros_like(x)
         for tok in range(x.shape[0]):
             for j in range(chosen.shape[1]):
@@ -620,6 +624,8 @@ def main():
             print(f"     bug {bug:15s} moves logits by {moved:.3e} (> {10 * TOL * scale:.1e})")
     failures += pregate_check(binary, work, all_values)
     failures += policy_check(binary, work, "glm4_moe", all_values)
+    for fam in ("glm4_moe", "mixtral"):
+        failures += profile_check(binary, work, fam, all_values)
     for fam in CASES:
         failures += greedy_check(binary, work, fam)
     failures += bias_checks(binary, work)
@@ -724,6 +730,48 @@ def policy_check(binary, work, fam, all_values):
         if not ok:
             failures.append(f"{fam} --policy {policy}: err {err:.3e}, tokens {tokens} vs "
                             f"resident {resident}")
+    return failures
+
+
+def profile_check(binary, work, fam, all_values):
+    """`switchyard profile` counts, per MoE layer, the tokens the gate sent to each expert: the
+    oracle's own choices over the same chunks (--context 4: each chunk a fresh prefill). The file
+    then places experts: `--profile` with cpu-compute and with ondemand's static device cache
+    gives the resident model's tokens."""
+    if fam not in all_values:
+        return []
+    config, _, _ = CASES[fam]
+    model_dir = os.path.join(work, fam)
+    out = os.path.join(work, fam + ".profile.json")
+    r = subprocess.run([binary, "profile", "--model", model_dir, "--prompt-ids",
+                        ",".join(map(str, PROMPT)), "--context", "4", "--out", out],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"{fam}: switchyard profile failed: {r.stderr.strip()}"]
+    with open(out) as f:
+        got = json.load(f)
+    family = Family(fam, config, all_values[fam])
+    for begin in range(0, len(PROMPT), 4):
+        family.forward(PROMPT[begin:begin + 4])
+    want = [family.routed[l] for l in sorted(family.routed)]
+    ok = got["counts"] == want and got["num_moe_layers"] == len(want)
+    print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} profile counts {got['counts']} = the oracle's "
+          f"choices {want}")
+    failures = [] if ok else [f"{fam}: profile counts {got['counts']}, oracle {want}"]
+    resident, _ = run_greedy(binary, model_dir, os.path.join(work, fam + ".resident2.decode"))
+    for extra in (["--policy", "cpu-compute", "--device-slots", "4"],
+                  ["--policy", "ondemand", "--device-cache", "static", "--device-slots", "6"]):
+        cmd = [binary, "generate", "--model", model_dir, "--prompt-ids",
+               ",".join(map(str, PROMPT)), "--max-tokens", str(GREEDY_STEPS), "--dtype", "f32",
+               "--device", "sim", "--profile", out, *extra]
+        g = subprocess.run(cmd, capture_output=True, text=True)
+        tokens = [int(x) for x in g.stdout.strip().split(",")] if g.returncode == 0 else None
+        ok = tokens == resident
+        print(f"{'ok  ' if ok else 'FAIL'} {fam:10s} --profile {' '.join(extra)}: {tokens} "
+              f"(resident {resident})")
+        if not ok:
+            failures.append(f"{fam}: --profile {' '.join(extra)}: {tokens} vs {resident}: "
+                            f"{g.stderr.strip()[-300:]}")
     return failures
 
 
