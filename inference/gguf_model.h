@@ -8,6 +8,7 @@
 //   Qwen3-MoE     qwen3moe   halves (NEOX)       as in HF
 //   OLMoE         olmoe      halves (NEOX)       as in HF
 //   DeepSeek-MoE  deepseek   interleaved (NORM)  permuted
+//   GLM-4.5       glm4moe    halves (NEOX)       as in HF
 // Hugging Face's RoPE (and ours) rotates pairs (i, i + d/2) of each head; llama.cpp's NORM mode
 // rotates pairs (2i, 2i + 1). convert_hf_to_gguf.py therefore permutes the rows of q_proj and
 // k_proj (weights and biases) for `llama` and `deepseek`: within each head of d rows, HF row
@@ -22,7 +23,7 @@
 //                                      embedding again, marked switchyard.tie_word_embeddings =
 //                                      true, and reads back tied)
 //   input_layernorm.weight             attn_norm.weight
-//   post_attention_layernorm.weight    ffn_norm.weight
+//   post_attention_layernorm.weight    ffn_norm.weight (glm4moe: post_attention_norm.weight)
 //   self_attn.{q,k,v}_proj.{weight,bias}  attn_{q,k,v}.{weight,bias}
 //   self_attn.o_proj.{weight,bias}     attn_output.{weight,bias}
 //   self_attn.{q,k}_norm.weight        attn_{q,k}_norm.weight
@@ -33,20 +34,11 @@
 //                                      ne = {in, out, n_experts}
 //   mlp.shared_expert.* (Qwen2-MoE), mlp.shared_experts.* (DeepSeek)  ffn_{gate,up,down}_shexp
 //   mlp.shared_expert_gate.weight      ffn_gate_inp_shexp.weight
+//   mlp.gate.e_score_correction_bias   exp_probs_b.bias (glm4moe)
+// glm4moe's multi-token-prediction blocks (after the decoder's; nextn_predict_layers) are skipped.
 // Shapes: a row-major HF [out, in] tensor is GGUF ne {in, out}.
 //
-// Metadata ({arch} = the architecture): {arch}.block_count, context_length, embedding_length,
-// feed_forward_length (the dense width; Mixtral's expert width), expert_feed_forward_length,
-// expert_shared_feed_forward_length (Qwen2-MoE), expert_count, expert_used_count,
-// expert_shared_count and leading_dense_block_count (DeepSeek), expert_weights_norm (top-k
-// renormalisation; when absent, the arch's llama.cpp default: true for llama and qwen3moe),
-// attention.head_count(_kv), attention.key_length / value_length (head_dim),
-// attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count, vocab_size. Which
-// layers are MoE is read from the tensors (a layer with ffn_gate_inp is one), so Qwen's
-// decoder_sparse_step and DeepSeek's first_k_dense_replace both survive. Settings Switchyard does
-// not implement (rope scaling, a sliding window, sigmoid gating, an expert weight scale other
-// than 1) are Unimplemented errors naming the key; a tensor with no counterpart is an error
-// naming it.
+// Metadata: inference/gguf_model_config.h.
 //
 // Ownership: GgufCheckpoint owns its mapped file. Thread-safety: a GgufCheckpoint is immutable
 // after Open; the free functions are pure apart from the files they write.
@@ -60,6 +52,7 @@
 #include <string_view>
 #include <vector>
 
+#include "inference/gguf_model_config.h"
 #include "inference/hf_config.h"
 #include "inference/model_loader.h"
 #include "runtime/backend/backend.h"
@@ -67,19 +60,6 @@
 #include "storage/formats/gguf.h"
 
 namespace sy {
-
-// "llama", "qwen2moe", "qwen3moe", "olmoe", "deepseek".
-std::string_view GgufArchitecture(HfFamily family);
-// Whether llama.cpp's converter permutes q/k rows for the family (interleaved RoPE).
-bool GgufPermutesQK(HfFamily family);
-
-// The metadata a GGUF of this model carries (general.* and {arch}.*, no tokenizer), in the order
-// it is written. `name` goes into general.name.
-std::vector<storage::GgufKeyValue> GgufModelMetadata(const HfModelConfig& hf,
-                                                     const std::string& name);
-// The model config that GGUF metadata and tensor infos describe; errors name `file` and the key.
-Result<HfModelConfig> ParseGgufModelConfig(const storage::GgufHeader& header,
-                                           const std::string& file);
 
 // A GGUF file seen as a Hugging Face checkpoint: tensor names, shapes and values as the HF
 // checkpoint it was converted from has them (experts unstacked, q/k rows unpermuted).

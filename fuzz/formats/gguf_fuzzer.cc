@@ -6,12 +6,15 @@
 // (inference/gguf_tokenizer.h): GgufTokenizerFiles must accept or refuse with a Status; a
 // tokenizer.json it writes must parse, and the tokenizer must encode a text into ids of its
 // vocabulary that decode without error; its tokenizer_config.json must be JSON.
+// The model metadata is read too (inference/gguf_model_config.h): ParseGgufModelConfig must
+// return a config that validates, or a Status with a message.
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "inference/gguf_model_config.h"
 #include "storage/formats/ggml_quants.h"
 #include "storage/formats/gguf.h"
 #include "storage/formats/text_file.h"
@@ -68,6 +71,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!s.ok()) __builtin_trap();
     }
   }
+  // The model metadata: a config or an error naming the key; a config it returns is valid.
+  sy::Result<sy::HfModelConfig> config = sy::ParseGgufModelConfig(*header, "fuzz.gguf");
+  if (config.ok() && !config->config.Validate().ok()) __builtin_trap();
+  if (!config.ok() && config.status().message().empty()) __builtin_trap();
 #if SY_FUZZ_GGUF_TOKENIZER
   CheckTokenizer(*header);
 #endif

@@ -753,6 +753,12 @@ def bad_input_checks(binary, work):
     at = info_at("blk.0.attn_q.weight")
     struct.pack_into("<I", bad, at + 4 + 16, 99)
     cases.append(("wrong dtype", bytes(bad), "blk.0.attn_q.weight"))
+    # A hostile block_count: 2^31 - 1 layers (the layer pattern used to look up tensors for each,
+    # minutes of work before failing); refused at once, naming the key.
+    bad = bytearray(good)
+    key = struct.pack("<Q", len("llama.block_count")) + b"llama.block_count"
+    struct.pack_into("<I", bad, good.index(key) + len(key) + 4, 0x7FFFFFFF)
+    cases.append(("block_count 2^31 - 1", bytes(bad), "llama.block_count"))
     # A missing tensor: gguf-py copy without blk.1.ffn_up_exps.weight.
     path = os.path.join(work, "missing.gguf")
     w = gguf.GGUFWriter(path, "llama")
