@@ -287,9 +287,10 @@ Result<HfModelConfig> ParseFamily(const Fields& f, HfFamily family) {
       SY_GET(double factor, f.Double("partial_rotary_factor", 0.5));
       const int64_t head_dim = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_heads;
       const double rotary = static_cast<double>(head_dim) * factor;
-      if (!(factor > 0.0 && factor <= 1.0) || static_cast<int64_t>(rotary) % 2 != 0) {
+      if (!(factor > 0.0 && factor <= 1.0) || static_cast<int64_t>(rotary) < 2 ||
+          static_cast<int64_t>(rotary) % 2 != 0) {
         return f.Error("partial_rotary_factor",
-                       "must be in (0, 1] and give an even rotary dim (head_dim " +
+                       "must be in (0, 1] and give an even rotary dim of at least 2 (head_dim " +
                            std::to_string(head_dim) + " x factor = " + std::to_string(rotary) +
                            ")");
       }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "runtime/core/check.h"
@@ -9,13 +10,17 @@
 namespace sy {
 namespace {
 
-// Indices of the k largest of values, descending; equal values keep the lower index first.
+// Indices of the k largest of values, descending; equal values keep the lower index first, and a
+// NaN (a broken model) ranks below every number, so the order stays a strict weak one.
 void TopIndices(std::span<const float> values, int k, std::vector<int32_t>& order) {
+  auto rank = [&](int32_t i) {
+    const float v = values[static_cast<size_t>(i)];
+    return std::isnan(v) ? -std::numeric_limits<float>::infinity() : v;
+  };
   order.resize(values.size());
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-    return values[static_cast<size_t>(a)] > values[static_cast<size_t>(b)] ||
-           (values[static_cast<size_t>(a)] == values[static_cast<size_t>(b)] && a < b);
+    return rank(a) > rank(b) || (rank(a) == rank(b) && a < b);
   });
   order.resize(static_cast<size_t>(k));
 }
