@@ -4,8 +4,9 @@
 Usage: /usr/bin/python3 hf_transformers_oracle.py SWITCHYARD_BINARY WORK_DIR
 
 For each family that the installed transformers implements -- mixtral (MixtralForCausalLM),
-qwen2_moe with its gated shared expert (Qwen2MoeForCausalLM), olmoe (OlmoeForCausalLM) and
-qwen3_moe (Qwen3MoeForCausalLM) -- this writes the tiny random model of hf_moe_oracle.py (same
+qwen2_moe with its gated shared expert (Qwen2MoeForCausalLM), olmoe (OlmoeForCausalLM),
+qwen3_moe (Qwen3MoeForCausalLM) and glm4_moe (Glm4MoeForCausalLM, loaded in float32: see load)
+-- this writes the tiny random model of hf_moe_oracle.py (same
 config.json, same safetensors writer, same dtypes), loads the directory with
 
   AutoModelForCausalLM.from_pretrained(DIR, torch_dtype=torch.float64, attn_implementation="eager")
@@ -26,9 +27,10 @@ transformers runs in float64 but computes RMSNorm, RoPE's cos/sin and the router
 float32, so it is itself within ~1e-6 of exact.
 
 Not covered here: DeepSeek-MoE v1 is remote code (trust_remote_code), not part of transformers;
-it stays on the hand-written oracle. qwen3_moe needs transformers >= 4.51, which needs
-torch >= 2 (its modeling_utils imports torch.distributed.tensor); with Debian's torch 1.13 the
-pinned transformers (scripts/install-deps.sh) lacks it and the family is reported as skipped.
+it stays on the hand-written oracle. qwen3_moe needs transformers >= 4.51 and glm4_moe >= 4.54,
+which need torch >= 2 (modeling_utils imports torch.distributed.tensor); with Debian's torch 1.13
+the pinned transformers (scripts/install-deps.sh) lacks them and they are reported as skipped (run
+the script with a venv's python holding torch 2 and a recent transformers: docs/inference.md).
 
 Exit 77 (ctest: skipped) when transformers or torch is not installed, saying why.
 """
