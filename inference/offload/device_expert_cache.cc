@@ -211,18 +211,22 @@ int DeviceExpertCache::ChooseSlotLocked(ExpertKey key) const {
     const int free = FreeSlotLocked();
     return free >= 0 ? free : VictimLocked(any);
   }
+  // The lambdas read copies: the thread-safety analysis does not see mutex_ held inside them.
   std::vector<int> held(static_cast<size_t>(layout_.num_layers), 0);
-  for (const Slot& s : slots_) {
+  std::vector<uint32_t> layer_of(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    layer_of[i] = s.key.layer;
     if (s.state != SlotState::kFree && !s.detached) ++held[s.key.layer];
   }
-  auto layer_of = [&](int slot) { return slots_[slot].key.layer; };
+  auto layer = [&](int slot) { return layer_of[static_cast<size_t>(slot)]; };
   if (held[key.layer] >= LayerShare(key.layer)) {
-    const int own = VictimLocked([&](int slot) { return layer_of(slot) == key.layer; });
+    const int own = VictimLocked([&](int slot) { return layer(slot) == key.layer; });
     if (own >= 0) return own;
   }
   if (const int free = FreeSlotLocked(); free >= 0) return free;
   const int over =
-      VictimLocked([&](int slot) { return held[layer_of(slot)] > LayerShare(layer_of(slot)); });
+      VictimLocked([&](int slot) { return held[layer(slot)] > LayerShare(layer(slot)); });
   return over >= 0 ? over : VictimLocked(any);
 }
 
