@@ -245,8 +245,8 @@ Result<std::unique_ptr<Tokenizer>> GgufTokenizer(const storage::GgufHeader& head
   SY_ASSIGN_OR_RETURN(std::optional<GgufTokenizerKeys> keys, ReadTokenizerKeys(header, file));
   if (!keys) {
     return NotFoundError(file +
-                         " has no tokenizer metadata (tokenizer.ggml.model); pass token ids with "
-                         "--prompt-ids instead of --prompt");
+                         " has no tokenizer metadata (tokenizer.ggml.model); give token ids "
+                         "instead of text (--prompt-ids, --ids)");
   }
   const std::string source = file + " (tokenizer.ggml.*)";
   if (keys->vocab.model == "llama") {

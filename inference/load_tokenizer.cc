@@ -28,8 +28,8 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& dir) {
   }
   if (std::filesystem::exists(spm_path, ec)) return LoadSentencePieceTokenizer(spm_path);
   return NotFoundError(dir +
-                       " has neither tokenizer.json nor tokenizer.model; pass token ids "
-                       "with --prompt-ids instead of --prompt");
+                       " has neither tokenizer.json nor tokenizer.model; give token ids "
+                       "instead of text (--prompt-ids, --ids)");
 }
 
 }  // namespace sy
