@@ -3,9 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -27,7 +24,6 @@ using storage::GgufHeader;
 using storage::GgufKeyValue;
 using storage::GgufTensorInfo;
 using storage::GgufValue;
-using storage::GgufValueType;
 
 // ---- names ----
 

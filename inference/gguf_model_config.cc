@@ -11,7 +11,6 @@
 namespace sy {
 namespace {
 
-using storage::GgmlType;
 using storage::GgufHeader;
 using storage::GgufKeyValue;
 using storage::GgufTensorInfo;
