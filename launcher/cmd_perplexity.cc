@@ -77,10 +77,7 @@ class PerplexityCommand : public Command {
                         InferenceSession::Open(options_));
     std::fprintf(stderr, "loaded %s: %s\n", session->path().c_str(), session->Describe().c_str());
     if (!text_path_.empty()) {
-      SY_ASSIGN_OR_RETURN(std::string text, ReadFile(text_path_));
-      Result<std::vector<int32_t>> encoded = session->tokenizer()->Encode(text);
-      if (!encoded.ok()) return encoded.status().WithContext("--text " + text_path_);
-      tokens = std::move(encoded).value();
+      SY_ASSIGN_OR_RETURN(tokens, session->EncodeTextFile(text_path_, "--text"));
     }
     const EngineOptions engine_options{.max_batch = 1, .max_context = quality_.context};
     SY_ASSIGN_OR_RETURN(

@@ -81,10 +81,7 @@ class ProfileCommand : public Command {
                         InferenceSession::Open(options_, std::move(owned)));
     std::fprintf(stderr, "loaded %s: %s\n", session->path().c_str(), session->Describe().c_str());
     if (!text_path_.empty()) {
-      SY_ASSIGN_OR_RETURN(std::string text, ReadFile(text_path_));
-      Result<std::vector<int32_t>> encoded = session->tokenizer()->Encode(text);
-      if (!encoded.ok()) return encoded.status().WithContext("--text " + text_path_);
-      tokens = std::move(encoded).value();
+      SY_ASSIGN_OR_RETURN(tokens, session->EncodeTextFile(text_path_, "--text"));
     }
     if (tokens.empty()) return InvalidArgumentError("no tokens to profile on: the input is empty");
     if (session->model().config().NumMoeLayers() == 0) {

@@ -5,6 +5,8 @@
 #include "inference/gguf_model.h"
 #include "inference/model_loader.h"
 #include "launcher/training/trained_model.h"
+#include "runtime/core/check.h"
+#include "runtime/core/read_file.h"
 #include "runtime/model/dense_matrices.h"
 
 namespace sy::launcher {
@@ -70,6 +72,17 @@ Result<std::unique_ptr<InferenceSession>> InferenceSession::Open(
     SY_ASSIGN_OR_RETURN(s->tokenizer_, LoadTokenizer(options.model_path));
   }
   return s;
+}
+
+Result<std::vector<int32_t>> InferenceSession::EncodeTextFile(const std::string& path,
+                                                              std::string_view flag) const {
+  SY_CHECK(tokenizer_ != nullptr) << "EncodeTextFile without a tokenizer";
+  const std::string context = std::string(flag) + " " + path;
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status().WithContext(context);
+  Result<std::vector<int32_t>> encoded = tokenizer_->Encode(*text);
+  if (!encoded.ok()) return encoded.status().WithContext(context);
+  return encoded;
 }
 
 std::string InferenceSession::Describe() const {

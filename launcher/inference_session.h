@@ -21,6 +21,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "inference/expert_policy.h"
 #include "inference/expert_provider.h"
@@ -68,6 +70,9 @@ class InferenceSession {
   MoeModel& model() { return *model_; }
   // Null unless InferenceOptions::tokenizer.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // The text file at `path` read and encoded with the tokenizer (which must be loaded: checked);
+  // errors name `flag` and the path ("--text wiki.txt: ...").
+  Result<std::vector<int32_t>> EncodeTextFile(const std::string& path, std::string_view flag) const;
   // The longest sequence the model was made for (max_position_embeddings, or the trained
   // seq_len); 0 when the source does not say.
   int64_t trained_context() const { return trained_context_; }
